@@ -1,0 +1,253 @@
+"""The MCP client: one session with one server (handshake, tools, calls); knows no pipes.
+
+This module owns the MCP side of a connection: the initialize handshake and its
+version negotiation, listing tools across pages, calling a tool, and the shapes
+that come back (`Tool`, `ToolResult`). A tool that fails reports it as data
+(`ToolResult.is_error`); a server that fails raises an McpError, which the caller
+turns into something the model can read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import decodeloop
+from decodeloop.mcp.errors import ConnectionClosed, ProtocolError, RequestTimeout
+from decodeloop.mcp.jsonrpc import JsonRpcSession
+from decodeloop.mcp.transports.base import Transport
+
+PROTOCOL_VERSION = "2025-11-25"
+SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+MAX_PAGES = 1000  # tools/list pages followed before assuming the server is looping
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    input_schema: dict
+    output_schema: dict | None = None
+    title: str | None = None
+
+
+@dataclass
+class ToolResult:
+    content: list[dict]
+    is_error: bool
+    structured: dict | None = None
+
+    def text(self) -> str:
+        """The result as text for a model: text items verbatim, anything else as a short placeholder."""
+        return "\n".join(_content_text(item) for item in self.content)
+
+
+def _content_text(item: dict) -> str:
+    kind = item.get("type")
+    if kind == "text":
+        return str(item.get("text", ""))
+    if kind in ("image", "audio"):
+        return f"[{kind} {item.get('mimeType', 'unknown type')}, {_decoded_size(item.get('data'))} bytes]"
+    if kind == "resource_link":
+        label = " ".join(str(part) for part in (item.get("name"), item.get("uri")) if part)
+        return f"[resource link {label}]"
+    if kind == "resource":
+        resource = item.get("resource") if isinstance(item.get("resource"), dict) else {}
+        if isinstance(resource.get("text"), str):
+            return resource["text"]
+        mime = resource.get("mimeType", "unknown type")
+        return f"[resource {resource.get('uri', '')} {mime}, {_decoded_size(resource.get('blob'))} bytes]"
+    return f"[{kind or 'untyped'} content]"
+
+
+def _decoded_size(data: Any) -> int:
+    """Size in bytes of base64 data, without decoding it."""
+    if not isinstance(data, str):
+        return 0
+    data = data.strip()
+    return len(data) * 3 // 4 - data[-2:].count("=")
+
+
+class McpClient:
+    """An MCP session with one server. Use `initialize()` (or `with`) before anything else."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        name: str = "server",
+        timeout: float = 60.0,
+        on_traffic: Callable[[str, dict], None] | None = None,
+        on_notification: Callable[[str, dict], None] | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.timeout = timeout
+        self.transport = transport
+        self._log = log or (lambda line: None)
+        self.session = JsonRpcSession(
+            transport, on_notification=on_notification, on_traffic=on_traffic, log=self.log
+        )
+        self.server_info: dict = {}
+        self.protocol_version: str | None = None
+        self.capabilities: dict = {}
+        self.instructions: str | None = None
+        self._closed = False
+
+    @classmethod
+    def start_stdio(
+        cls,
+        command: list[str],
+        *,
+        env: dict | None = None,
+        cwd: str | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+        close_timeout: float = 2.0,
+        **kw: Any,
+    ) -> "McpClient":
+        """Spawn a stdio server and return an initialized client for it."""
+        from decodeloop.mcp.transports.stdio import StdioTransport
+
+        transport = StdioTransport(command, env=env, cwd=cwd, on_stderr=on_stderr, close_timeout=close_timeout)
+        client = cls(transport, **kw)
+        try:
+            client.initialize()
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+    def log(self, line: str) -> None:
+        self._log(f"{self.name}: {line}")
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def initialize(self) -> dict:
+        """Handshake: agree on a protocol version, then announce we are ready. Returns the server's reply."""
+        self.session.start()
+        params = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "decodeloop", "version": decodeloop.__version__},
+        }
+        result = self._request("initialize", params)
+        if not isinstance(result, dict):
+            raise self._fail(f"initialize returned {type(result).__name__}, not an object")
+        version = result.get("protocolVersion")
+        if version not in SUPPORTED_VERSIONS:
+            # The spec says to disconnect when the versions cannot agree.
+            raise self._fail(
+                f"server speaks MCP version {version!r}; decodeloop asked for {PROTOCOL_VERSION!r} "
+                f"and supports {', '.join(SUPPORTED_VERSIONS)}"
+            )
+        self.protocol_version = version
+        self.server_info = _object(result.get("serverInfo"))
+        self.capabilities = _object(result.get("capabilities"))
+        instructions = result.get("instructions")
+        self.instructions = instructions if isinstance(instructions, str) else None
+        self._wrap(self.session.notify, "notifications/initialized")
+        return result
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.session.close()
+
+    def __enter__(self) -> "McpClient":
+        if self.protocol_version is None:
+            try:
+                self.initialize()
+            except BaseException:
+                self.close()
+                raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- requests -------------------------------------------------------------------
+
+    def list_tools(self) -> list[Tool]:
+        """Every tool the server offers, following nextCursor across pages."""
+        tools: list[Tool] = []
+        names: set[str] = set()
+        cursor: str | None = None
+        seen_cursors: set[str] = set()
+        for _ in range(MAX_PAGES):
+            result = self._request("tools/list", {"cursor": cursor} if cursor is not None else None)
+            if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+                raise ProtocolError(f"{self.name}: tools/list did not return a list of tools")
+            for raw in result["tools"]:
+                tool = self._parse_tool(raw)
+                if tool is None:
+                    continue
+                if tool.name in names:
+                    self.log(f"skipped a second tool named {tool.name!r}")
+                    continue
+                names.add(tool.name)
+                tools.append(tool)
+            cursor = result.get("nextCursor")
+            if cursor is None:
+                return tools
+            if not isinstance(cursor, str) or cursor in seen_cursors:
+                raise ProtocolError(f"{self.name}: tools/list returned a bad or repeated cursor {cursor!r}")
+            seen_cursors.add(cursor)
+        raise ProtocolError(f"{self.name}: tools/list still had more pages after {MAX_PAGES}")
+
+    def _parse_tool(self, raw: Any) -> Tool | None:
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
+            self.log(f"skipped a tool without a name: {raw!r:.200}")
+            return None
+        schema = raw.get("inputSchema")
+        if not isinstance(schema, dict):
+            self.log(f"skipped tool {raw['name']!r}: its inputSchema is not an object")
+            return None
+        output_schema = raw.get("outputSchema")
+        title = raw.get("title") or _object(raw.get("annotations")).get("title")
+        description = raw.get("description")
+        return Tool(
+            name=raw["name"],
+            description=description if isinstance(description, str) else "",
+            input_schema=schema,
+            output_schema=output_schema if isinstance(output_schema, dict) else None,
+            title=title if isinstance(title, str) else None,
+        )
+
+    def call_tool(self, name: str, arguments: dict, timeout: float | None = None) -> ToolResult:
+        """Call a tool. A failing tool gives `is_error=True`; a failing server raises an McpError."""
+        result = self._request("tools/call", {"name": name, "arguments": arguments}, timeout)
+        if not isinstance(result, dict):
+            raise ProtocolError(f"{self.name}: tools/call returned {type(result).__name__}, not an object")
+        content = result.get("content", [])
+        if not isinstance(content, list):
+            raise ProtocolError(f"{self.name}: tools/call returned content that is not a list")
+        items = [item for item in content if isinstance(item, dict)]
+        if len(items) != len(content):
+            self.log(f"dropped {len(content) - len(items)} content item(s) that are not objects")
+        structured = result.get("structuredContent")
+        return ToolResult(
+            content=items,
+            is_error=result.get("isError") is True,
+            structured=structured if isinstance(structured, dict) else None,
+        )
+
+    def ping(self) -> None:
+        self._request("ping")
+
+    def _request(self, method: str, params: dict | None = None, timeout: float | None = None) -> Any:
+        return self._wrap(self.session.request, method, params, self.timeout if timeout is None else timeout)
+
+    def _wrap(self, send: Callable[..., Any], *args: Any) -> Any:
+        # Name the server in connection errors: with several servers, "server
+        # exited with code 1" alone does not say which.
+        try:
+            return send(*args)
+        except (ConnectionClosed, RequestTimeout, ProtocolError) as exc:
+            raise type(exc)(f"{self.name}: {exc}") from None
+
+    def _fail(self, message: str) -> ProtocolError:
+        self.close()
+        return ProtocolError(f"{self.name}: {message}")
+
+
+def _object(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,37 @@
+"""The MCP layer's own error types.
+
+Everything that goes wrong below the client (a dead pipe, a JSON-RPC error
+response, a silent server, a server speaking another protocol version) is
+translated into one of these at the boundary where it happens, so callers catch
+`McpError` and never a `BrokenPipeError` or a `json.JSONDecodeError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class McpError(Exception):
+    """Base class for every error raised by decodeloop.mcp."""
+
+
+class RpcError(McpError):
+    """The server answered a request with a JSON-RPC error response."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{message} (JSON-RPC error {code})")
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class RequestTimeout(McpError):
+    """No response arrived within the request's timeout (the request was cancelled)."""
+
+
+class ConnectionClosed(McpError):
+    """The server is gone: it exited, closed its pipe, or could not be started."""
+
+
+class ProtocolError(McpError):
+    """The server broke the protocol: bad handshake, unsupported version, malformed reply."""

@@ -1,0 +1,260 @@
+"""JSON-RPC 2.0 sessions over any Transport; knows nothing of MCP beyond cancellation and ping.
+
+This module owns request ids and the table of requests waiting for a response.
+`request()` blocks its caller on an Event until the transport's reader thread
+delivers the matching response, the timeout passes, or the connection ends; in
+the last case every waiting request fails at once, which is what turns a
+crashed server into an error in milliseconds rather than at the timeout.
+
+Traffic tracing: `on_traffic("send", request)` and `on_traffic("recv", response)`
+run on the caller's thread, in order, so a single-threaded trace printer shows
+each pair as it happened. Messages the server starts (notifications, its own
+requests, our answers to them) are traced from the reader thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Callable
+
+from decodeloop.mcp.errors import ConnectionClosed, ProtocolError, RequestTimeout, RpcError
+from decodeloop.mcp.transports.base import Message, Transport
+
+METHOD_NOT_FOUND = -32601
+
+
+class _Waiter:
+    """One pending request: the caller sleeps on `event`, the reader fills one slot."""
+
+    __slots__ = ("event", "response", "failure")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.response: dict | None = None
+        self.failure: Exception | None = None
+
+    def resolve(self, response: dict) -> None:
+        self.response = response
+        self.event.set()
+
+    def fail(self, failure: Exception) -> None:
+        self.failure = failure
+        self.event.set()
+
+
+class JsonRpcSession:
+    def __init__(
+        self,
+        transport: Transport,
+        on_notification: Callable[[str, dict], None] | None = None,
+        on_traffic: Callable[[str, dict], None] | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.transport = transport
+        self.on_notification = on_notification
+        self.on_traffic = on_traffic
+        self.log = log or (lambda line: None)
+        self._ids = itertools.count(1)  # ids are never reused, even after a timeout
+        self._pending: dict[int, _Waiter] = {}
+        self._lock = threading.Lock()
+        self._started = False
+        self._close_called = False
+        self._closed_reason: str | None = None  # set once no more requests can succeed
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            self.transport.start(self._on_message, self._on_close, self._on_garbage)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._close_called:
+                return
+            self._close_called = True
+            if self._closed_reason is None:
+                self._closed_reason = "the session was closed"
+            pending, self._pending = self._pending, {}
+        for waiter in pending.values():
+            waiter.fail(ConnectionClosed(self._closed_reason))
+        # Even when the server already exited, the transport still has a
+        # process to reap and threads to join.
+        self.transport.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_reason is not None
+
+    # -- outgoing ----------------------------------------------------------------------
+
+    def request(self, method: str, params: dict | None = None, timeout: float | None = 60.0) -> Any:
+        """Send a request and wait for its result; `timeout=None` waits forever."""
+        waiter = _Waiter()
+        with self._lock:
+            if self._closed_reason is not None:
+                raise ConnectionClosed(self._closed_reason)
+            request_id = next(self._ids)
+            self._pending[request_id] = waiter
+        message = _message(method, params, request_id)
+        self._trace("send", message)
+        try:
+            self.transport.send(message)
+        except BaseException:
+            self._drop(request_id)
+            raise
+
+        try:
+            answered = waiter.event.wait(timeout)
+        except KeyboardInterrupt:
+            # Ctrl-C while waiting: the server should stop working on it too.
+            if self._drop(request_id):
+                self._cancel(request_id, "interrupted")
+            raise
+        if not answered:
+            if self._drop(request_id):
+                self._cancel(request_id, f"timed out after {timeout:g}s")
+                raise RequestTimeout(f"{method} timed out after {timeout:g}s")
+            # The reader claimed the waiter between the timeout and the drop,
+            # so the response (or the failure) is a moment away: take it.
+            waiter.event.wait()
+        if waiter.failure is not None:
+            raise waiter.failure
+        response = waiter.response
+        self._trace("recv", response)
+        if "error" in response:
+            error = response["error"]
+            raise RpcError(error["code"], error["message"], error.get("data"))
+        return response["result"]
+
+    def notify(self, method: str, params: dict | None = None) -> None:
+        if self._closed_reason is not None:
+            raise ConnectionClosed(self._closed_reason)
+        message = _message(method, params)
+        self._trace("send", message)
+        self.transport.send(message)
+
+    def _cancel(self, request_id: int, reason: str) -> None:
+        # Tell the server to stop working on it; if it is already gone, nothing to do.
+        try:
+            self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+        except ConnectionClosed:
+            pass
+
+    def _drop(self, request_id: int) -> bool:
+        with self._lock:
+            return self._pending.pop(request_id, None) is not None
+
+    def _trace(self, direction: str, message: dict) -> None:
+        if self.on_traffic is not None:
+            self.on_traffic(direction, message)
+
+    # -- incoming (reader thread) ----------------------------------------------------
+
+    def _on_message(self, message: Message) -> None:
+        if isinstance(message, list):  # a batch, from a server of an older revision
+            for item in message:
+                self._on_message(item)
+            return
+        if not isinstance(message, dict):
+            self.log(f"ignored a batch item that is not an object: {message!r:.200}")
+        elif "method" in message:
+            if "id" in message:
+                self._answer_request(message)
+            else:
+                self._deliver_notification(message)
+        elif "id" in message:
+            self._on_response(message)
+        else:
+            self.log(f"ignored a message that is neither request nor response: {message!r:.200}")
+
+    def _on_response(self, message: dict) -> None:
+        request_id = message["id"]
+        problem = _response_problem(message)
+        with self._lock:
+            waiter = self._pending.pop(request_id, None) if _valid_id(request_id) else None
+        if waiter is None:
+            # Late (after a timeout) or never ours; either way nobody is waiting.
+            self.log(f"ignored a response for unknown request id {request_id!r}")
+        elif problem is not None:
+            self.log(f"malformed response to request {request_id}: {problem}")
+            waiter.fail(ProtocolError(f"malformed response from server: {problem}"))
+        else:
+            waiter.resolve(message)
+
+    def _answer_request(self, message: dict) -> None:
+        self._trace_from_reader("recv", message)
+        if message["method"] == "ping":
+            reply = {"jsonrpc": "2.0", "id": message["id"], "result": {}}
+        else:
+            reply = {
+                "jsonrpc": "2.0",
+                "id": message["id"],
+                "error": {"code": METHOD_NOT_FOUND, "message": f"Method not found: {message['method']}"},
+            }
+        self._trace_from_reader("send", reply)
+        try:
+            self.transport.send(reply)
+        except ConnectionClosed:
+            pass
+
+    def _deliver_notification(self, message: dict) -> None:
+        self._trace_from_reader("recv", message)
+        if self.on_notification is None:
+            return
+        params = message.get("params")
+        try:
+            self.on_notification(message["method"], params if isinstance(params, dict) else {})
+        except Exception as exc:  # a notification handler's bug must not end the session
+            self.log(f"notification handler failed on {message['method']}: {exc!r}")
+
+    def _trace_from_reader(self, direction: str, message: dict) -> None:
+        try:
+            self._trace(direction, message)
+        except Exception as exc:
+            self.log(f"traffic handler failed: {exc!r}")
+
+    def _on_garbage(self, line: str) -> None:
+        self.log(f"ignored a line from the server that is not JSON-RPC: {line}")
+
+    def _on_close(self, reason: str) -> None:
+        with self._lock:
+            unexpected = self._closed_reason is None
+            if unexpected:
+                self._closed_reason = reason
+            pending, self._pending = self._pending, {}
+        for waiter in pending.values():
+            waiter.fail(ConnectionClosed(reason))
+        if unexpected:
+            self.log(f"connection lost ({len(pending)} request(s) pending): {reason}")
+
+
+def _message(method: str, params: dict | None, request_id: int | None = None) -> dict:
+    message: dict = {"jsonrpc": "2.0"}
+    if request_id is not None:
+        message["id"] = request_id
+    message["method"] = method
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
+def _response_problem(message: dict) -> str | None:
+    """What is wrong with a response, or None if it is well formed."""
+    has_result, has_error = "result" in message, "error" in message
+    if has_result == has_error:
+        return "it must hold exactly one of result and error"
+    if has_error:
+        error = message["error"]
+        if not isinstance(error, dict):
+            return "error is not an object"
+        if not isinstance(error.get("code"), int) or isinstance(error.get("code"), bool):
+            return "error.code is not an integer"
+        if not isinstance(error.get("message"), str):
+            return "error.message is not a string"
+    return None

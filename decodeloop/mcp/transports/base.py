@@ -1,0 +1,31 @@
+"""The Transport protocol: moving JSON-RPC messages to and from one server.
+
+A transport knows framing and processes (or threads), never MCP methods. It
+hands every parsed message to `on_message`, reports a line it could not parse to
+`on_garbage` (the session goes on), and reports the end of the connection to
+`on_close` exactly once. All three callbacks run on the transport's own reader
+thread, so they must be quick and must not block on a response.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol, Union
+
+# A JSON-RPC message, or a list of them (a batch from an older server).
+Message = Union[dict, list]
+
+
+class Transport(Protocol):
+    def start(
+        self,
+        on_message: Callable[[Message], None],
+        on_close: Callable[[str], None],
+        on_garbage: Callable[[str], None],
+    ) -> None:
+        """Open the connection and begin delivering incoming messages."""
+
+    def send(self, message: dict) -> None:
+        """Send one message; raises ConnectionClosed if the peer is gone."""
+
+    def close(self) -> None:
+        """Shut the connection down; safe to call more than once."""

@@ -1,0 +1,330 @@
+"""A small MCP server framework on the standard library.
+
+`ToolServer` owns a registry of tools and answers MCP requests for them:
+`handle(message)` maps one JSON-RPC message to its response (or None), and
+`serve_stdio()` runs that over stdin/stdout, one JSON message per line. Tools are
+plain functions taking keyword arguments; arguments are checked against the
+tool's input schema first, and whatever goes wrong inside a tool comes back as a
+result with isError set, so the model can read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Callable
+
+# Kept apart from decodeloop.mcp on purpose: a server should stand on its own.
+LATEST_VERSION = "2025-11-25"
+SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+
+class ToolFailure(Exception):
+    """Raised by a tool to report a failure the model should read (isError: true)."""
+
+
+class _InvalidParams(Exception):
+    pass
+
+
+@dataclass
+class RegisteredTool:
+    name: str
+    description: str
+    input_schema: dict
+    output_schema: dict | None
+    title: str | None
+    function: Callable[..., Any]
+
+    def listing(self) -> dict:
+        entry: dict = {"name": self.name}
+        if self.title:
+            entry["title"] = self.title
+        entry["description"] = self.description
+        entry["inputSchema"] = self.input_schema
+        if self.output_schema is not None:
+            entry["outputSchema"] = self.output_schema
+        return entry
+
+
+class ToolServer:
+    def __init__(
+        self,
+        name: str,
+        version: str,
+        instructions: str | None = None,
+        page_size: int | None = None,
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.instructions = instructions
+        self.page_size = page_size  # None: tools/list returns every tool at once
+        self.tools: dict[str, RegisteredTool] = {}
+
+    def tool(
+        self,
+        name: str,
+        description: str,
+        input_schema: dict,
+        output_schema: dict | None = None,
+        title: str | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register a function as a tool. It returns str or (text, structured dict), or raises ToolFailure."""
+
+        def register(function: Callable[..., Any]) -> Callable[..., Any]:
+            if name in self.tools:
+                raise ValueError(f"tool {name!r} is already registered")
+            self.tools[name] = RegisteredTool(name, description, input_schema, output_schema, title, function)
+            return function
+
+        return register
+
+    # -- JSON-RPC dispatch ---------------------------------------------------------
+
+    def handle(self, message: Any) -> dict | None:
+        """The response to one incoming message, or None when it needs none."""
+        if not isinstance(message, dict):
+            return _error(None, INVALID_REQUEST, "Invalid Request: expected a JSON object")
+        method = message.get("method")
+        if not isinstance(method, str):
+            if "result" in message or "error" in message:
+                return None  # a response; this server sends no requests, so nothing waits for it
+            return _error(message.get("id"), INVALID_REQUEST, "Invalid Request: no method")
+        if "id" not in message:
+            return None  # notifications (initialized, cancelled) need no action from a synchronous server
+        request_id = message["id"]
+        handler = {
+            "initialize": self._initialize,
+            "ping": lambda params: {},
+            "tools/list": self._list_tools,
+            "tools/call": self._call_tool,
+        }.get(method)
+        if handler is None:
+            return _error(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
+        params = message.get("params", {})
+        if not isinstance(params, dict):
+            return _error(request_id, INVALID_PARAMS, "Invalid params: expected an object")
+        try:
+            result = handler(params)
+        except _InvalidParams as exc:
+            return _error(request_id, INVALID_PARAMS, str(exc))
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            return _error(request_id, INTERNAL_ERROR, f"Internal error: {exc}")
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    def _initialize(self, params: dict) -> dict:
+        requested = params.get("protocolVersion")
+        # Echo the client's version when we speak it; otherwise offer our latest
+        # and let the client decide whether it can live with that.
+        version = requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
+        result: dict = {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": self.name, "version": self.version},
+        }
+        if self.instructions:
+            result["instructions"] = self.instructions
+        return result
+
+    def _list_tools(self, params: dict) -> dict:
+        listing = [tool.listing() for tool in self.tools.values()]
+        if not self.page_size:
+            return {"tools": listing}
+        start = _decode_cursor(params.get("cursor"))
+        end = start + self.page_size
+        result: dict = {"tools": listing[start:end]}
+        if end < len(listing):
+            result["nextCursor"] = _encode_cursor(end)
+        return result
+
+    def _call_tool(self, params: dict) -> dict:
+        name = params.get("name")
+        tool = self.tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            known = ", ".join(self.tools) or "none"
+            raise _InvalidParams(f"Unknown tool: {name!r} (this server has: {known})")
+        arguments = params.get("arguments")
+        return self.call_tool(tool.name, {} if arguments is None else arguments)
+
+    def call_tool(self, name: str, arguments: Any) -> dict:
+        """Run a registered tool and return the tools/call result, errors included as data."""
+        tool = self.tools[name]
+        try:
+            arguments = check_arguments(tool.input_schema, arguments)
+        except ToolFailure as exc:
+            return _failure(f"invalid arguments for {name}: {exc}")
+        try:
+            output = tool.function(**arguments)
+        except ToolFailure as exc:
+            return _failure(str(exc))
+        except Exception as exc:  # a bug in the tool is still only the tool's failure
+            traceback.print_exc(file=sys.stderr)
+            return _failure(f"{name} failed: {type(exc).__name__}: {exc}")
+        if isinstance(output, str):
+            return {"content": [_text(output)], "isError": False}
+        if isinstance(output, tuple) and len(output) == 2 and isinstance(output[1], dict):
+            return {"content": [_text(str(output[0]))], "structuredContent": output[1], "isError": False}
+        return _failure(f"{name} returned {type(output).__name__}, not text")
+
+    # -- running -----------------------------------------------------------------------
+
+    def serve_stdio(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
+        """Answer newline-delimited JSON-RPC on stdin/stdout until stdin closes."""
+        stdin = stdin or sys.stdin.buffer
+        out = stdout or sys.stdout.buffer
+        # A stray print() in a tool would corrupt the protocol stream; send it to stderr instead.
+        real_stdout, sys.stdout = sys.stdout, sys.stderr
+        print(f"{self.name} server ready", file=sys.stderr, flush=True)
+        try:
+            for line in stdin:
+                if not line.strip():
+                    continue
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    response = _error(None, PARSE_ERROR, "Parse error: not a JSON line")
+                else:
+                    response = self.handle(message)
+                if response is not None:
+                    out.write(json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+                    out.flush()
+        except BrokenPipeError:
+            pass  # the client went away; nothing left to say
+        except KeyboardInterrupt:
+            return 130
+        finally:
+            sys.stdout = real_stdout
+        return 0
+
+    def argument_parser(self) -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser(description=f"The {self.name} MCP server (stdio).")
+        parser.add_argument(
+            "--page-size", type=_positive_int, default=None, metavar="N",
+            help="return tools/list in pages of N tools (exercises client pagination)",
+        )
+        return parser
+
+    def main(self, argv: list[str] | None = None) -> int:
+        args = self.argument_parser().parse_args(argv)
+        if args.page_size is not None:
+            self.page_size = args.page_size
+        return self.serve_stdio()
+
+
+# -- argument checking ---------------------------------------------------------------
+
+_JSON_TYPES = {
+    "string": str,
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+    "null": type(None),
+}
+
+
+def check_arguments(schema: dict, arguments: Any) -> dict:
+    """Check tool arguments against the simple JSON Schema subset tools use; raise ToolFailure."""
+    if not isinstance(arguments, dict):
+        raise ToolFailure("arguments must be an object")
+    properties = schema.get("properties", {})
+    for key in schema.get("required", []):
+        if key not in arguments:
+            raise ToolFailure(f'missing required argument "{key}"')
+    checked = {}
+    for key, value in arguments.items():
+        if key not in properties:
+            if schema.get("additionalProperties", True) is False:
+                expected = ", ".join(properties) or "none"
+                raise ToolFailure(f'unexpected argument "{key}" (expected: {expected})')
+            checked[key] = value
+            continue
+        checked[key] = _check_value(key, properties[key], value)
+    return checked
+
+
+def _check_value(key: str, spec: dict, value: Any) -> Any:
+    kind = spec.get("type")
+    if kind == "integer":
+        # JSON has one number type: 3.0 is a fine integer, True is not.
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ToolFailure(f'argument "{key}" must be an integer, not {_json_type(value)}')
+    elif kind == "number":
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ToolFailure(f'argument "{key}" must be a number, not {_json_type(value)}')
+    elif kind in _JSON_TYPES and not isinstance(value, _JSON_TYPES[kind]):
+        raise ToolFailure(f'argument "{key}" must be a {kind}, not {_json_type(value)}')
+    if "enum" in spec and value not in spec["enum"]:
+        raise ToolFailure(f'argument "{key}" must be one of {", ".join(map(str, spec["enum"]))}')
+    if "minimum" in spec and value < spec["minimum"]:
+        raise ToolFailure(f'argument "{key}" must be at least {spec["minimum"]}')
+    if "maximum" in spec and value > spec["maximum"]:
+        raise ToolFailure(f'argument "{key}" must be at most {spec["maximum"]}')
+    if "minLength" in spec and len(value) < spec["minLength"]:
+        raise ToolFailure(f'argument "{key}" must not be empty' if spec["minLength"] == 1
+                          else f'argument "{key}" must have at least {spec["minLength"]} characters')
+    return value
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    for name, python_type in _JSON_TYPES.items():
+        if isinstance(value, python_type):
+            return name
+    return type(value).__name__
+
+
+# -- small pieces ----------------------------------------------------------------------
+
+
+def _text(text: str) -> dict:
+    return {"type": "text", "text": text}
+
+
+def _failure(message: str) -> dict:
+    return {"content": [_text(message)], "isError": True}
+
+
+def _error(request_id: Any, code: int, message: str) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def _encode_cursor(offset: int) -> str:
+    # Opaque to clients, as the spec asks: they must pass it back untouched.
+    return base64.urlsafe_b64encode(f"offset:{offset}".encode()).decode()
+
+
+def _decode_cursor(cursor: Any) -> int:
+    if cursor is None:
+        return 0
+    try:
+        label, offset = base64.urlsafe_b64decode(str(cursor).encode()).decode().split(":")
+        if label == "offset" and int(offset) >= 0:
+            return int(offset)
+    except ValueError:
+        pass
+    raise _InvalidParams(f"Invalid params: unknown cursor {cursor!r}")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value

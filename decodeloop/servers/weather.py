@@ -1,0 +1,231 @@
+"""The bundled weather server: offline, deterministic current weather and forecasts for US cities.
+
+Nothing here is real weather. Each answer is derived from a hash of the
+normalized city and state, around a rough annual mean temperature for the state,
+so the same question always gets the same plausible answer: good for golden
+transcripts and for models learning when to call a tool.
+
+Run it as `python3 -m decodeloop.servers.weather [--page-size N]`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+import decodeloop
+from decodeloop.servers.base import ToolFailure, ToolServer
+
+# Rough annual mean temperature (°F) by state, the baseline every reading varies around.
+STATE_MEAN_F = {
+    "AL": 63, "AK": 27, "AZ": 60, "AR": 60, "CA": 59, "CO": 45, "CT": 49, "DE": 55,
+    "DC": 58, "FL": 71, "GA": 64, "HI": 70, "ID": 44, "IL": 52, "IN": 52, "IA": 48,
+    "KS": 54, "KY": 56, "LA": 66, "ME": 41, "MD": 54, "MA": 48, "MI": 44, "MN": 41,
+    "MS": 63, "MO": 54, "MT": 43, "NE": 49, "NV": 50, "NH": 44, "NJ": 53, "NM": 53,
+    "NY": 45, "NC": 59, "ND": 40, "OH": 51, "OK": 60, "OR": 48, "PA": 49, "RI": 50,
+    "SC": 62, "SD": 45, "TN": 58, "TX": 65, "UT": 49, "VT": 43, "VA": 55, "WA": 48,
+    "WV": 52, "WI": 43, "WY": 42,
+}
+SWING_F = 15  # current temperature is the state mean plus up to this much either way
+DAILY_STEP_F = 6  # forecast days drift from one to the next by at most this much
+WIND_DIRECTIONS = ("N", "NE", "E", "SE", "S", "SW", "W", "NW")
+DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # forecasts always start on Mon
+HUMIDITY_RANGE = {  # percent, by conditions: wet skies are humid ones
+    "sunny": (15, 55),
+    "partly cloudy": (30, 70),
+    "overcast": (50, 85),
+    "fog": (85, 100),
+    "light rain": (70, 95),
+    "rain": (80, 98),
+    "thunderstorms": (75, 98),
+    "light snow": (70, 92),
+    "snow": (75, 95),
+}
+
+CITY = {"type": "string", "description": "City name, e.g. Polson", "minLength": 1}
+STATE = {"type": "string", "description": "Two-letter US state code, e.g. MT"}
+
+WEATHER_INPUT = {
+    "type": "object",
+    "properties": {"city": CITY, "state": STATE},
+    "required": ["city", "state"],
+    "additionalProperties": False,
+}
+WEATHER_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "state": {"type": "string"},
+        "temperature_f": {"type": "integer"},
+        "conditions": {"type": "string"},
+        "humidity_pct": {"type": "integer"},
+        "wind_mph": {"type": "integer"},
+        "wind_dir": {"type": "string"},
+    },
+    "required": ["city", "state", "temperature_f", "conditions", "humidity_pct", "wind_mph", "wind_dir"],
+}
+FORECAST_INPUT = {
+    "type": "object",
+    "properties": {
+        "city": CITY,
+        "state": STATE,
+        "days": {
+            "type": "integer",
+            "description": "How many days to forecast, 1 to 7 (default 3)",
+            "minimum": 1,
+            "maximum": 7,
+            "default": 3,
+        },
+    },
+    "required": ["city", "state"],
+    "additionalProperties": False,
+}
+FORECAST_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "state": {"type": "string"},
+        "days": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "day": {"type": "string"},
+                    "temperature_f": {"type": "integer"},
+                    "conditions": {"type": "string"},
+                },
+                "required": ["day", "temperature_f", "conditions"],
+            },
+        },
+    },
+    "required": ["city", "state", "days"],
+}
+
+
+# -- the deterministic "weather" ---------------------------------------------------------
+
+
+def _place(city: str, state: str) -> tuple[str, str]:
+    """The city as the caller wrote it (whitespace tidied) and the checked, upper-cased state code."""
+    shown = " ".join(city.split())
+    if not shown:
+        raise ToolFailure("city must not be empty")
+    code = state.strip().upper()
+    if code not in STATE_MEAN_F:
+        raise ToolFailure(f'unknown state code "{state.strip()}": use a two-letter US state code such as MT')
+    return shown, code
+
+
+def _rolls(city: str, code: str, *salt: object) -> bytes:
+    # Case and spacing must not change the answer: "polson " is Polson.
+    key = "|".join([city.casefold(), code, *map(str, salt)])
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def _conditions(temperature: int, roll: int) -> str:
+    if temperature <= 32:  # below freezing: snow, never rain
+        choices = ("sunny", "partly cloudy", "overcast", "fog", "light snow", "snow")
+    elif temperature <= 36:  # near freezing: either
+        choices = ("sunny", "partly cloudy", "overcast", "fog", "light rain", "light snow")
+    else:
+        choices = ("sunny", "sunny", "partly cloudy", "partly cloudy", "overcast", "fog", "light rain", "rain")
+        if temperature >= 65:
+            choices += ("thunderstorms",)
+    return choices[roll % len(choices)]
+
+
+def _humidity(conditions: str, roll: int) -> int:
+    low, high = HUMIDITY_RANGE[conditions]
+    return low + roll % (high - low + 1)
+
+
+def current_weather(city: str, state: str) -> dict:
+    """Today's weather for a city as the structured result of get_weather."""
+    shown, code = _place(city, state)
+    rolls = _rolls(shown, code)
+    temperature = STATE_MEAN_F[code] + rolls[0] % (2 * SWING_F + 1) - SWING_F
+    conditions = _conditions(temperature, rolls[1])
+    wind = 1 + rolls[3] % 22
+    if conditions == "thunderstorms":
+        wind += 8
+    return {
+        "city": shown,
+        "state": code,
+        "temperature_f": temperature,
+        "conditions": conditions,
+        "humidity_pct": _humidity(conditions, rolls[2]),
+        "wind_mph": wind,
+        "wind_dir": WIND_DIRECTIONS[rolls[4] % len(WIND_DIRECTIONS)],
+    }
+
+
+def forecast(city: str, state: str, days: int = 3) -> dict:
+    """A `days`-long forecast whose first day is today's weather, as the structured result of get_forecast."""
+    if not 1 <= days <= len(DAY_NAMES):
+        raise ToolFailure(f"days must be from 1 to {len(DAY_NAMES)}")
+    today = current_weather(city, state)
+    mean = STATE_MEAN_F[today["state"]]
+    temperature, conditions = today["temperature_f"], today["conditions"]
+    out = []
+    for index, day in enumerate(DAY_NAMES[:days]):
+        if index:
+            # A random walk around the state mean: days follow each other plausibly.
+            rolls = _rolls(today["city"], today["state"], "day", index)
+            step = rolls[0] % (2 * DAILY_STEP_F + 1) - DAILY_STEP_F
+            temperature = max(mean - SWING_F - 5, min(mean + SWING_F + 5, temperature + step))
+            conditions = _conditions(temperature, rolls[1])
+        out.append({"day": day, "temperature_f": temperature, "conditions": conditions})
+    return {"city": today["city"], "state": today["state"], "days": out}
+
+
+# -- the tools -------------------------------------------------------------------------------
+
+
+def get_weather(city: str, state: str) -> tuple[str, dict]:
+    w = current_weather(city, state)
+    text = (
+        f"{w['city']}, {w['state']}: {w['temperature_f']}°F, {w['conditions']}, "
+        f"humidity {w['humidity_pct']}%, wind {w['wind_mph']} mph {w['wind_dir']}"
+    )
+    return text, w
+
+
+def get_forecast(city: str, state: str, days: int = 3) -> tuple[str, dict]:
+    f = forecast(city, state, days)
+    text = "\n".join(f"{d['day']}: {d['temperature_f']}°F, {d['conditions']}" for d in f["days"])
+    return text, f
+
+
+def build_server(page_size: int | None = None) -> ToolServer:
+    server = ToolServer(
+        "weather",
+        decodeloop.__version__,
+        instructions=(
+            "Offline, deterministic weather for US cities: "
+            "the same city and state always give the same answer."
+        ),
+        page_size=page_size,
+    )
+    server.tool(
+        "get_weather",
+        "Current weather for a US city: temperature (°F), conditions, humidity and wind.",
+        WEATHER_INPUT,
+        output_schema=WEATHER_OUTPUT,
+        title="Current weather",
+    )(get_weather)
+    server.tool(
+        "get_forecast",
+        "Daily forecast for a US city, one line per day starting today: temperature (°F) and conditions.",
+        FORECAST_INPUT,
+        output_schema=FORECAST_OUTPUT,
+        title="Weather forecast",
+    )(get_forecast)
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    return build_server().main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

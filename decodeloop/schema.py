@@ -1,0 +1,382 @@
+"""Checking a call's arguments against the tool's inputSchema, before the server sees them.
+
+Owns `validate_arguments`: it converts the string values of the compact syntax
+to the types the schema asks for, and reports every problem at once in one
+message the model can act on (`ArgumentError`). Also `did_you_mean` and
+`describe_type`, shared with the code that describes tools and routes calls.
+
+The supported part of JSON Schema:
+
+    type                 string, integer, number, boolean, null, object, array,
+                         or a list of these (a value may be any of them)
+    properties, required checked for the arguments and, recursively, for
+                         nested objects
+    additionalProperties unknown keys are rejected unless it is true or a
+                         schema (then they are checked against it). This is
+                         stricter than JSON Schema's default on purpose: a
+                         misspelt key is almost always a mistake. Nested objects
+                         that declare no properties are free-form.
+    patternProperties    keys matching a pattern are checked against its schema
+    enum, const          equality as in JSON (true is not 1)
+    minimum, maximum, exclusiveMinimum, exclusiveMaximum
+                         (also the draft 4 form: exclusiveMinimum: true)
+    minLength, maxLength in characters
+    pattern              re.search, so unanchored unless the pattern anchors
+    items, minItems, maxItems
+                         items as one schema for every element, or a list of
+                         schemas for the elements by position
+
+Every other keyword (format, oneOf, $ref, ...) is ignored, and so is a pattern
+that Python cannot compile: those are the server's to enforce. An empty or
+missing schema accepts any arguments; any other schema names every argument
+the tool takes, so {"type": "object"} alone means it takes none. `default` is
+never filled in: the server applies its own defaults.
+
+Conversion of a string value, when the schema's types do not include string:
+
+    integer   "3" -> 3, "-2" -> -2; "3.0" and "three" are errors
+    number    "2.5" -> 2.5, "3" -> 3, "1e3" -> 1000.0; nan and infinity are errors
+    boolean   "true" / "false" in any case; anything else is an error
+    null      "null" -> None
+    array     a string of JSON that is an array, e.g. "[\\"a\\", \\"b\\"]"
+    object    a string of JSON that is an object
+
+With a list of types, the first the string converts to wins. With no type but
+an enum or const, a string matches the member it spells ("2" is 2). A value that is
+already of an allowed type (from a JSON call syntax) passes unchanged, except
+that a whole float where an integer is wanted becomes an int.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from typing import Any
+
+_TYPES = ("string", "integer", "number", "boolean", "null", "array", "object")
+_WANTED = {"string": "a string", "integer": "an integer", "number": "a number",
+           "boolean": "true or false", "null": "null", "array": "a JSON array", "object": "a JSON object"}
+_PLURAL = {"string": "strings", "integer": "integers", "number": "numbers", "boolean": "booleans",
+           "null": "nulls", "array": "arrays", "object": "objects"}
+_INTEGER_RE = re.compile(r"[+-]?[0-9]+\Z")
+_NUMBER_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+_NO_MATCH = object()
+
+
+class ArgumentError(ValueError):
+    """Arguments that break the tool's schema; `problems` lists each one."""
+
+    def __init__(self, tool_name: str, problems: list[str]) -> None:
+        super().__init__(f"{tool_name}: " + "; ".join(problems))
+        self.tool_name = tool_name
+        self.problems = problems
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...], n: int = 3) -> list[str]:
+    """The choices closest to a misspelt word, best first (a case-only difference counts most)."""
+    choices = list(choices)
+    same_but_case = [c for c in choices if c.lower() == word.lower() and c != word]
+    close = difflib.get_close_matches(word, choices, n=n, cutoff=0.6)
+    return (same_but_case + [c for c in close if c not in same_but_case])[:n]
+
+
+def validate_arguments(tool_name: str, arguments: dict, schema: dict | None) -> dict:
+    """The arguments converted to the schema's types; raises ArgumentError listing every problem."""
+    if not isinstance(arguments, dict):
+        raise TypeError(f"arguments must be a dict, not {type(arguments).__name__}")
+    if not schema or not isinstance(schema, dict):
+        return dict(arguments)
+    check = _Checker(tool_name)
+    # the arguments themselves are always an object whose keys the schema names
+    converted = check.object(arguments, schema, "", strict=True)
+    if check.problems:
+        raise ArgumentError(tool_name, check.problems)
+    return converted
+
+
+def describe_type(schema: Any) -> str:
+    """A schema's type in words: "integer", "string or null", "JSON array of strings"; "" if untyped."""
+    types = _types(schema)
+    if not types:
+        return ""
+    words = []
+    for kind in types:
+        if kind == "array":
+            item_types = _types(schema.get("items"))
+            words.append("JSON array of " + " or ".join(_PLURAL[t] for t in item_types)
+                         if item_types else "JSON array")
+        elif kind == "object":
+            words.append("JSON object")
+        else:
+            words.append(kind)
+    return " or ".join(words)
+
+
+def _types(schema: Any) -> list[str]:
+    """The known types a schema allows, in its order; [] for any."""
+    if not isinstance(schema, dict):
+        return []
+    declared = schema.get("type")
+    declared = [declared] if isinstance(declared, str) else declared
+    if not isinstance(declared, list):
+        return []
+    return [t for t in declared if t in _TYPES]
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        if isinstance(value, float):
+            return math.isfinite(value) and value.is_integer()
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        if isinstance(value, float):
+            return math.isfinite(value)
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "null":
+        return value is None
+    if kind == "array":
+        return isinstance(value, (list, tuple))
+    return isinstance(value, dict)
+
+
+def _from_string(text: str, kind: str) -> Any:
+    """`text` converted to `kind`, or _NO_MATCH."""
+    if kind == "integer":
+        return int(text) if _INTEGER_RE.match(text) else _NO_MATCH
+    if kind == "number":
+        if not _NUMBER_RE.match(text):
+            return _NO_MATCH
+        if _INTEGER_RE.match(text):
+            return int(text)
+        number = float(text)
+        return number if math.isfinite(number) else _NO_MATCH
+    if kind == "boolean":
+        return {"true": True, "false": False}.get(text.lower(), _NO_MATCH)
+    if kind == "null":
+        return None if text.lower() == "null" else _NO_MATCH
+    if kind in ("array", "object"):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return _NO_MATCH
+        return parsed if _has_type(parsed, kind) else _NO_MATCH
+    return _NO_MATCH
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """Equality as JSON sees it: true is not 1, 1 is 1.0, containers compare by content."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def _show(value: Any) -> str:
+    """A value as it appears in a message: JSON, cut short if long."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _example(schema: dict, kind: str) -> str:
+    """A short JSON example for an array or object, so the model sees the form."""
+    if kind == "object":
+        return '{"key": "value"}'
+    items = _types(schema.get("items"))
+    return {"integer": "[1, 2]", "number": "[1.5, 2]", "boolean": "[true, false]",
+            "object": '[{"key": "value"}]'}.get(items[0] if items else "string", '["a", "b"]')
+
+
+class _Checker:
+    """Walks a value and its schema together, collecting problems instead of stopping at the first."""
+
+    def __init__(self, tool_name: str) -> None:
+        self.tool_name = tool_name
+        self.problems: list[str] = []
+
+    def value(self, value: Any, schema: Any, path: str) -> Any:
+        if schema is False:
+            self.problems.append(f'argument "{path}" is not allowed')
+            return value
+        if not isinstance(schema, dict):
+            return value
+        types = _types(schema)
+        if types:
+            value, ok = self.convert(value, types)
+            if not ok:
+                self.problems.append(self.wrong_type(value, schema, types, path))
+                return value
+        for keyword in ("enum", "const"):
+            if keyword in schema and (keyword == "const" or isinstance(schema["enum"], list)):
+                allowed = schema["enum"] if keyword == "enum" else [schema["const"]]
+                member = self.member(value, allowed, untyped=not types)
+                if member is _NO_MATCH:
+                    wanted = ("one of " + ", ".join(_show(v) for v in allowed) if keyword == "enum"
+                              else _show(allowed[0]))
+                    self.problems.append(f'argument "{path}" must be {wanted}, got {_show(value)}')
+                    return value
+                value = member
+        if isinstance(value, str):
+            self.string(value, schema, path)
+        elif _number(value):
+            self.number(value, schema, path)
+        elif isinstance(value, (list, tuple)):
+            value = self.array(value, schema, path)
+        elif isinstance(value, dict):
+            value = self.object(value, schema, path, strict="properties" in schema)
+        return value
+
+    def convert(self, value: Any, types: list[str]) -> tuple[Any, bool]:
+        for kind in types:
+            if _has_type(value, kind):
+                if kind == "integer" and isinstance(value, float):
+                    return int(value), True
+                return value, True
+        if isinstance(value, str):
+            for kind in types:
+                converted = _from_string(value, kind)
+                if converted is not _NO_MATCH:
+                    return converted, True
+        return value, False
+
+    def wrong_type(self, value: Any, schema: dict, types: list[str], path: str) -> str:
+        message = f'argument "{path}" must be {" or ".join(_WANTED[t] for t in types)}'
+        shapes = [t for t in types if t in ("array", "object")]
+        if shapes and isinstance(value, str):
+            message += ", written like " + " or ".join(_example(schema, t) for t in shapes)
+        return message + f", got {_show(value)}"
+
+    def member(self, value: Any, allowed: list, untyped: bool) -> Any:
+        for option in allowed:
+            if _json_equal(value, option):
+                return option
+        # with no type to convert to, "2" can still name the member 2
+        if untyped and isinstance(value, str):
+            for option in allowed:
+                if not isinstance(option, str) and _show(option) == value:
+                    return option
+        return _NO_MATCH
+
+    def string(self, value: str, schema: dict, path: str) -> None:
+        low, high = schema.get("minLength"), schema.get("maxLength")
+        if _number(low) and len(value) < low:
+            self.problems.append(f'argument "{path}" must be at least {low} characters long, '
+                                 f"got {_show(value)} ({len(value)})")
+        if _number(high) and len(value) > high:
+            self.problems.append(f'argument "{path}" must be at most {high} characters long, '
+                                 f"got {_show(value)} ({len(value)})")
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str):
+            try:
+                matched = re.search(pattern, value)
+            except re.error:
+                return          # the schema's mistake, not the model's
+            if not matched:
+                self.problems.append(f'argument "{path}" must match the pattern {pattern}, got {_show(value)}')
+
+    def number(self, value: float, schema: dict, path: str) -> None:
+        low, high = schema.get("minimum"), schema.get("maximum")
+        low_open, high_open = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+        # draft 4 wrote exclusiveness as a flag on minimum/maximum
+        if low_open is True:
+            low, low_open = None, low
+        if high_open is True:
+            high, high_open = None, high
+        for bound, broken, words in ((low, lambda b: value < b, "at least"),
+                                     (high, lambda b: value > b, "at most"),
+                                     (low_open, lambda b: value <= b, "greater than"),
+                                     (high_open, lambda b: value >= b, "less than")):
+            if _number(bound) and broken(bound):
+                self.problems.append(f'argument "{path}" must be {words} {_show(bound)}, got {_show(value)}')
+
+    def array(self, value: list | tuple, schema: dict, path: str) -> list:
+        low, high = schema.get("minItems"), schema.get("maxItems")
+        if _number(low) and len(value) < low:
+            self.problems.append(f'argument "{path}" must have at least {low} item{"s" * (low != 1)}, '
+                                 f"got {len(value)}")
+        if _number(high) and len(value) > high:
+            self.problems.append(f'argument "{path}" must have at most {high} item{"s" * (high != 1)}, '
+                                 f"got {len(value)}")
+        items = schema.get("items")
+        converted = []
+        for i, element in enumerate(value):
+            # a list of schemas checks elements by position; elements beyond it are unchecked
+            if isinstance(items, list):
+                each = items[i] if i < len(items) else None
+            else:
+                each = items
+            converted.append(self.value(element, each, f"{path}[{i}]"))
+        return converted
+
+    def object(self, value: dict, schema: dict, path: str, strict: bool) -> dict:
+        properties = schema.get("properties")
+        properties = properties if isinstance(properties, dict) else {}
+        patterns = schema.get("patternProperties")
+        patterns = patterns if isinstance(patterns, dict) else {}
+        extra = schema.get("additionalProperties", None)
+        converted = {}
+        for key, element in value.items():
+            where = f"{path}.{key}" if path else key
+            if key in properties:
+                converted[key] = self.value(element, properties[key], where)
+                continue
+            matching = [sub for pattern, sub in patterns.items() if _search(pattern, key)]
+            if matching:
+                for sub in matching:
+                    element = self.value(element, sub, where)
+                converted[key] = element
+            elif extra is True or (extra is None and not strict):
+                converted[key] = element
+            elif isinstance(extra, dict):
+                converted[key] = self.value(element, extra, where)
+            else:
+                self.problems.append(self.unknown(key, where, list(properties), path))
+        required = schema.get("required")
+        for key in required if isinstance(required, list) else []:
+            if key not in value:
+                where = f"{path}.{key}" if path else key
+                self.problems.append(f'missing required argument "{where}"' + _about(properties.get(key)))
+        return converted
+
+    def unknown(self, key: str, where: str, known: list[str], path: str) -> str:
+        message = f'unknown argument "{where}"'
+        close = did_you_mean(key, known)
+        if close:
+            message += " (did you mean " + " or ".join(f'"{c}"' for c in close) + "?)"
+        owner = self.tool_name if not path else f'"{path}"'
+        return message + (f"; {owner} takes " + ", ".join(known) if known else f"; {owner} takes no arguments")
+
+
+def _search(pattern: str, key: str) -> bool:
+    try:
+        return re.search(pattern, key) is not None
+    except re.error:
+        return False
+
+
+def _about(schema: Any) -> str:
+    """ (string: Two-letter US state code)  -- what a missing argument is, for the message."""
+    if not isinstance(schema, dict):
+        return ""
+    kind = describe_type(schema)
+    description = " ".join(str(schema.get("description") or "").split()).rstrip(".")
+    if kind and description:
+        return f" ({kind}: {description})"
+    return f" ({kind or description})" if kind or description else ""

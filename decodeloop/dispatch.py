@@ -1,0 +1,60 @@
+"""From the text of a call to the text of its result: parse, validate, route, call.
+
+Every way a call can fail (bad syntax, unknown tool, arguments that break the
+tool's inputSchema, a server that errors, exits or times out) ends here as an
+error Outcome whose message the model can act on; none of them raises. Bugs in
+the harness itself are not caught: they should surface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from decodeloop.calls import ParseError
+from decodeloop.events import Emit, ToolCall, ToolError, ToolResult
+from decodeloop.mcp.errors import McpError, RequestTimeout
+from decodeloop.router import Router, UnknownTool
+from decodeloop.schema import ArgumentError, validate_arguments
+
+DEFAULT_MAX_RESULT_CHARS = 16_000
+
+
+@dataclass(slots=True)
+class Outcome:
+    text: str        # what the tool message will say (before the syntax renders it)
+    is_error: bool
+
+
+def dispatch(call_text: str, syntax, router: Router, emit: Emit, *,
+             timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS) -> Outcome:
+    try:
+        call = syntax.parse(call_text)
+        tool = router.resolve(call.name)
+        arguments = validate_arguments(call.name, call.arguments, tool.input_schema)
+    except (ParseError, UnknownTool, ArgumentError) as e:
+        message = str(e)
+        emit(ToolError(message, call_text))
+        return Outcome(message, True)
+
+    emit(ToolCall(call.name, arguments, router.owner[call.name], call_text))
+    try:
+        result = router.call(call.name, arguments, timeout=timeout)
+    except RequestTimeout as e:
+        message = f"{call.name} did not answer in time ({e})"
+        emit(ToolError(message, call_text))
+        return Outcome(message, True)
+    except McpError as e:
+        message = f"{call.name} failed: {e}"
+        emit(ToolError(message, call_text))
+        return Outcome(message, True)
+
+    text = cap_text(result.text(), max_result_chars)
+    emit(ToolResult(call.name, result.content, result.is_error, text))
+    return Outcome(text, result.is_error)
+
+
+def cap_text(text: str, limit: int) -> str:
+    """Keep at most `limit` characters of a result, saying so visibly when cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... result truncated: showing {limit:,} of {len(text):,} characters]"

@@ -1,0 +1,136 @@
+"""The events of one turn: the single stream every front end reads.
+
+The decode loop and the tool dispatch emit these; the terminal trace, step mode
+and the JSON Lines output (ui/) are three views of the same stream. Each event
+knows its JSON form (`to_json`), which is the documented machine interface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+@dataclass(slots=True)
+class Event:
+    kind = "event"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"event": self.kind}
+        for name in self.__slots__:  # type: ignore[attr-defined]
+            out[name] = getattr(self, name)
+        return out
+
+
+Emit = Callable[[Event], None]
+
+
+@dataclass(slots=True)
+class ServerReady(Event):
+    """An MCP server answered initialize and tools/list."""
+    kind = "server"
+    server: str
+    protocol_version: str
+    server_name: str
+    tools: list[str]
+
+
+@dataclass(slots=True)
+class Prompt(Event):
+    """The rendered context the turn starts from."""
+    kind = "prompt"
+    text: str
+    tokens: int
+    tools: list[str]
+
+
+@dataclass(slots=True)
+class Token(Event):
+    """One iteration of the decode loop: forward, sample, append, stop check."""
+    kind = "token"
+    index: int                 # tokens generated so far in this turn, 1-based
+    id: int
+    text: str                  # this token's text (a label for special tokens)
+    prob: float | None         # its probability under the model (softmax at temperature 1)
+    top: list[list[Any]] | None  # the most probable tokens: [[text, prob], ...]
+    computed: int              # positions the forward pass computed
+    cached: int                # positions served from the cache
+    context: int               # context length after the append
+    delta: str                 # text released to the user at this step
+    held: str                  # text held back (may start a stop string or a call)
+    in_call: bool              # the model is writing a tool call
+    checks: list[str]          # stop conditions checked
+    stop: str | None           # the condition that fired, if any
+
+
+@dataclass(slots=True)
+class Stop(Event):
+    """Generation stopped: eos, stop_sequence, tool_call, max_tokens or max_retries."""
+    kind = "stop"
+    reason: str
+
+
+@dataclass(slots=True)
+class ToolCall(Event):
+    """A call the model wrote, parsed and validated, about to be sent."""
+    kind = "tool_call"
+    name: str
+    arguments: dict[str, Any]
+    server: str
+    text: str
+
+
+@dataclass(slots=True)
+class ToolError(Event):
+    """A call that could not be parsed, validated, routed or completed."""
+    kind = "tool_error"
+    message: str
+    text: str                  # what the model wrote
+
+
+@dataclass(slots=True)
+class Rpc(Event):
+    """A JSON-RPC message on the wire, in either direction."""
+    kind = "rpc"
+    server: str
+    direction: str             # "send" or "recv"
+    message: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ToolResult(Event):
+    """What a tool returned, and the text that goes into the model's context."""
+    kind = "tool_result"
+    name: str
+    content: list[dict[str, Any]]
+    is_error: bool
+    text: str
+
+
+@dataclass(slots=True)
+class Inject(Event):
+    """A tool message appended to the context; the next forward prefills it."""
+    kind = "inject"
+    text: str
+    tokens: int
+    context: int
+
+
+@dataclass(slots=True)
+class Notice(Event):
+    """Something worth a line that is not part of the turn: server notifications, warnings."""
+    kind = "notice"
+    source: str
+    message: str
+
+
+@dataclass(slots=True)
+class Done(Event):
+    """The turn is over. `answer` is what the user sees: all text outside calls and stop strings."""
+    kind = "done"
+    answer: str
+    reason: str
+    tokens: int
+    tool_calls: int
+    error: str | None = None
+    seconds: float = field(default=0.0)

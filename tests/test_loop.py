@@ -1,0 +1,176 @@
+"""The turn end to end through the library: a real table model, real MCP server processes."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FAULTY, WEATHER
+
+from decodeloop.loop import Harness, TurnConfig
+from decodeloop.models.table import TableModel
+from decodeloop.router import ConfigError, start_stdio_servers
+from decodeloop.sampling import Sampler
+from decodeloop.servers.weather import get_weather
+from decodeloop.tokenize import CharTokenizer
+
+QUESTION = "What's the weather in Polson, MT?"
+
+
+def run_turn(events, table=None, servers=(WEATHER,), question=QUESTION, **config):
+    tokenizer = CharTokenizer()
+    model = TableModel(tokenizer, table)
+    with start_stdio_servers([list(s) for s in servers], events, timeout=config.pop("timeout", 10)) as router:
+        harness = Harness(model, tokenizer, Sampler(), router, events, config=TurnConfig(**config))
+        return harness.run(question)
+
+
+def test_weather_episode(events):
+    result = run_turn(events)
+    expected_text, expected = get_weather("Polson", "MT")
+    # the call the model wrote, parsed and validated
+    [call] = events.of("tool_call")
+    assert (call.name, call.arguments, call.text) == (
+        "get_weather", {"city": "Polson", "state": "MT"}, "[call get_weather city=Polson state=MT]")
+    # the JSON-RPC exchange, in order: initialize, initialized, tools/list, tools/call and its response
+    rpc = events.of("rpc")
+    sent = [e.message.get("method") for e in rpc if e.direction == "send"]
+    assert sent == ["initialize", "notifications/initialized", "tools/list", "tools/call"]
+    request = next(e.message for e in rpc if e.message.get("method") == "tools/call")
+    assert request["jsonrpc"] == "2.0"
+    assert request["params"] == {"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}
+    response = next(e.message for e in rpc if e.direction == "recv" and e.message.get("id") == request["id"])
+    assert response["result"]["content"] == [{"type": "text", "text": expected_text}]
+    # the result reaches the context and the prefill computes exactly the new positions
+    [inject] = events.of("inject")
+    assert inject.text == f"<|tool|>{expected_text}<|assistant|>"
+    tokens = events.of("token")
+    after = tokens[[t.stop for t in tokens].index("tool_call") + 1]
+    assert after.computed == inject.tokens + 1       # the injected span and the call's closing token
+    assert after.cached == inject.context - inject.tokens - 1
+    assert all(t.computed == 1 for t in tokens if t is not after and t.index > 1)
+    # the answer uses the tool's values
+    assert [e.reason for e in events.of("stop")] == ["tool_call", "eos"]
+    assert str(expected["temperature_f"]) + "°F" in result.answer
+    assert expected["conditions"] in result.answer
+    assert events[-1].kind == "done" and events[-1].answer == result.answer
+    assert result.reason == "eos" and result.tool_calls == 1
+
+
+def test_system_prompt_describes_listed_tools(events):
+    run_turn(events)
+    [prompt] = events.of("prompt")
+    assert "get_weather: " in prompt.text and "get_forecast: " in prompt.text
+    assert "[call NAME key=value" in prompt.text
+    assert prompt.tools == ["get_weather", "get_forecast"]
+
+
+# A model that errs: the first call is malformed; after the error it retries correctly.
+RETRY_TABLE = {
+    "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state]",
+    "<|assistant|>": "[call get_weather city=Polson state=MT]",
+    "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": "Got it.<|eos|>",
+}
+
+
+def test_parse_error_goes_back_to_the_model_and_it_retries(events):
+    result = run_turn(events, RETRY_TABLE)
+    [error] = events.of("tool_error")
+    assert error.text == "[call get_weather city=Polson state]"
+    assert "column" in error.message and "key=value" in error.message
+    injects = events.of("inject")
+    assert injects[0].text.startswith("<|tool|>error: ") and error.message in injects[0].text
+    assert [c.arguments for c in events.of("tool_call")] == [{"city": "Polson", "state": "MT"}]
+    assert result.answer == "Got it." and result.reason == "eos" and result.tool_calls == 2
+
+
+@pytest.mark.parametrize("bad_call, expect", [
+    ("[call get_wether city=Polson state=MT]", ['unknown tool "get_wether"', 'Did you mean "get_weather"',
+                                                "get_weather, get_forecast"]),
+    ("[call get_forecast city=Polson state=MT days=9]", ['"days"', "7"]),
+    ("[call get_forecast city=Polson days=two]", ['"days" must be an integer', 'missing required argument "state"']),
+    ("[call get_weather city=Polson state=ZZ]", ['unknown state code "ZZ"']),
+])
+def test_bad_calls_become_tool_errors_then_retry(events, bad_call, expect):
+    table = dict(RETRY_TABLE)
+    table["<|user|>" + QUESTION + "<|assistant|>"] = bad_call
+    result = run_turn(events, table)
+    first_error = events.of("inject")[0].text
+    assert first_error.startswith("<|tool|>error: ")
+    for fragment in expect:
+        assert fragment in first_error
+    assert result.answer == "Got it."
+
+
+def test_consecutive_failures_end_the_turn(events):
+    table = {"<|assistant|>": "[call get_weather city=Polson]"}
+    result = run_turn(events, table, max_retries=3)
+    assert result.reason == "max_retries"
+    assert len(events.of("tool_error")) == 3
+    assert "3 consecutive failed tool calls" in result.error and 'missing required argument "state"' in result.error
+    assert [e.reason for e in events.of("stop")][-1] == "max_retries"
+    assert events[-1].kind == "done" and events[-1].error == result.error
+
+
+def test_a_success_resets_the_failure_count(events):
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson]",
+        "<|assistant|>": "[call get_weather city=Polson state=MT]",
+        "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": "[call get_weather]",
+    }
+    result = run_turn(events, table, max_retries=2, max_tokens=400)
+    # fail, succeed, fail, (retry) succeed, fail, ... : never two failures in a row
+    assert result.reason == "max_tokens"
+    assert len(events.of("tool_call")) >= 2
+
+
+def test_stop_string_and_max_tokens(events):
+    result = run_turn(events, stop_strings=("overcast",))
+    assert result.reason == "stop_sequence" and result.answer == "It's 33°F and"
+    events.clear()
+    result = run_turn(events, max_tokens=10)
+    assert result.reason == "max_tokens" and result.tool_calls == 0 and len(events.of("token")) == 10
+
+
+def test_server_that_crashes_mid_call_becomes_an_error_result(events):
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call crash]", "<|assistant|>": "Sorry.<|eos|>"}
+    result = run_turn(events, table, servers=(FAULTY,))
+    [error] = events.of("tool_error")
+    assert "crash failed" in error.message and "exited with code 3" in error.message
+    assert result.answer == "Sorry."
+
+
+def test_server_that_hangs_times_out(events):
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call hang]", "<|assistant|>": "Sorry.<|eos|>"}
+    result = run_turn(events, table, servers=(FAULTY,), timeout=0.5)
+    [error] = events.of("tool_error")
+    assert "did not answer in time" in error.message
+    cancelled = [e.message for e in events.of("rpc") if e.message.get("method") == "notifications/cancelled"]
+    assert len(cancelled) == 1
+    assert result.answer == "Sorry."
+
+
+def test_huge_result_is_capped_visibly(events):
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call big megabytes=2]", "<|assistant|>": "Ok.<|eos|>"}
+    run_turn(events, table, servers=(FAULTY,), max_result_chars=1000)
+    [result] = events.of("tool_result")
+    assert len(result.text) < 1100 and "result truncated: showing 1,000 of 2,097,152 characters" in result.text
+
+
+def test_tools_across_two_servers_are_routed(events):
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call echo text=\"hi there\"]",
+             "<|tool|>hi there<|assistant|>": "[call get_weather city=Polson state=MT]",
+             "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": "Done.<|eos|>"}
+    result = run_turn(events, table, servers=(FAULTY, WEATHER))
+    assert [(c.name, c.server) for c in events.of("tool_call")] == [("echo", "faulty"), ("get_weather", "weather")]
+    assert result.answer == "Done."
+
+
+def test_a_tool_described_but_not_routable_is_a_startup_error(events):
+    tokenizer = CharTokenizer()
+    with start_stdio_servers([WEATHER], events) as router:
+        with pytest.raises(ConfigError, match="get_time"):
+            Harness(TableModel(tokenizer), tokenizer, Sampler(), router, events, tools=["get_weather", "get_time"])
+
+
+def test_same_tool_on_two_servers_is_a_startup_error(events):
+    with pytest.raises(ConfigError, match="get_weather"):
+        start_stdio_servers([WEATHER, WEATHER], events)

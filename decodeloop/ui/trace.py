@@ -1,0 +1,136 @@
+"""The terminal trace: every event of a turn as readable lines.
+
+One line per token (the four steps: forward, sample, append, stop check), and a
+block for each part of the call sequence: the JSON-RPC messages on the wire,
+the parsed call, the result, the injected tool message. Step mode (step.py)
+uses the same renderer with a fuller, multi-line frame per token.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+from decodeloop.events import (Done, Event, Inject, Notice, Prompt, Rpc, ServerReady, Stop, Token,
+                               ToolCall, ToolError, ToolResult)
+from decodeloop.ui.style import Style, use_color
+
+RPC_PREVIEW = 600  # characters of a JSON-RPC message shown in the trace
+ALT_MIN = 0.001    # alternatives less likely than this are not worth a column
+SHORT = {"stop_sequence": "stop", "tool_call": "call", "max_tokens": "cap"}
+
+
+def label(token_text: str) -> str:
+    """A token in single quotes, as the tokenizer labels it ('a', '\\n', '<|eos|>')."""
+    return f"'{token_text}'"
+
+
+def show(text: str) -> str:
+    """A string as a short quoted literal, with newlines and control characters visible."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+class TraceView:
+    def __init__(self, out: TextIO | None = None, color: bool | None = None, frames: bool = False) -> None:
+        self.out = out or sys.stdout
+        self.style = Style(use_color(self.out) if color is None else color)
+        self.frames = frames  # multi-line frames per token (step mode)
+
+    def __call__(self, event: Event) -> None:
+        render = getattr(self, "on_" + event.kind, None)
+        if render is not None:
+            text = render(event)
+            if text is not None:
+                self.out.write(text + "\n")
+                self.out.flush()
+
+    # -- start-up -----------------------------------------------------------
+    def on_server(self, e: ServerReady) -> str:
+        s = self.style
+        return (s("● ", "blue") + s(e.server, "bold") + f": MCP {e.protocol_version}, server "
+                f"{show(e.server_name)}, tools: {', '.join(e.tools) or 'none'}")
+
+    def on_prompt(self, e: Prompt) -> str:
+        s = self.style
+        body = e.text.replace("<|", "\n<|").lstrip("\n")
+        return (s(f"── prompt ({e.tokens} tokens; tool schemas from tools/list rendered as paragraphs) ──", "dim")
+                + "\n" + body + "\n" + s("── generation ──", "dim"))
+
+    # -- the four steps -----------------------------------------------------
+    def on_token(self, e: Token) -> str:
+        return self._frame(e) if self.frames else self._line(e)
+
+    def _line(self, e: Token) -> str:
+        s = self.style
+        forward = f"+{e.computed}" + (" prefill" if e.computed > 1 else "") + f" ({e.cached} cached)"
+        sample = s(f"{label(e.text):>9}", "cyan")
+        if e.prob is not None:
+            sample += f" {e.prob:.3f}"
+            alts = [f"{label(t)} {p:.3f}" for t, p in (e.top or []) if t != e.text and p >= ALT_MIN]
+            sample += s("  alt " + " ".join(alts), "dim") if alts else ""
+        checks = ",".join(SHORT.get(c, c) for c in e.checks)
+        verdict = s("→ " + e.stop, "yellow", "bold") if e.stop else s("· " + self._state(e), "dim")
+        return (f"{s(f'{e.index:4d}', 'dim')} │ fwd {forward:<24}│ {sample} │ ctx {e.context:<5} │ "
+                f"check {checks} {verdict}")
+
+    def _state(self, e: Token) -> str:
+        if e.in_call:
+            return "in call"
+        if e.held:
+            return f"holding {show(e.held)}"
+        return "none"
+
+    def _frame(self, e: Token) -> str:
+        s = self.style
+        step = "prefill of the positions added since the last step" if e.computed > 1 else "one new position"
+        lines = [s(f"── token {e.index} " + "─" * 40, "dim"),
+                 f"1 forward  computed {e.computed} position(s) ({step}); {e.cached} served from the cache",
+                 f"2 sample   {s(label(e.text), 'cyan')}"
+                 + (f"  p={e.prob:.3f}   most likely: " + ", ".join(f"{label(t)} {p:.3f}" for t, p in e.top)
+                    if e.prob is not None and e.top else ""),
+                 f"3 append   context is now {e.context} tokens",
+                 f"4 stop     checked {', '.join(e.checks)}: "
+                 + (s(f"{e.stop} fired", "yellow", "bold") if e.stop else f"none fired ({self._state(e)})")]
+        if e.delta:
+            lines.append(f"  shown    {show(e.delta)}")
+        return "\n".join(lines)
+
+    # -- the call sequence --------------------------------------------------
+    def on_stop(self, e: Stop) -> str:
+        return self.style(f"■ stop: {e.reason}", "yellow")
+
+    def on_tool_call(self, e: ToolCall) -> str:
+        return (self.style("⚙ parsed ", "yellow") + f"{e.text}  →  {e.name}("
+                f"{json.dumps(e.arguments, ensure_ascii=False)}) on server {e.server}")
+
+    def on_tool_error(self, e: ToolError) -> str:
+        return self.style("✗ tool error: ", "red", "bold") + e.message
+
+    def on_rpc(self, e: Rpc) -> str:
+        arrow = "→" if e.direction == "send" else "←"
+        text = json.dumps(e.message, ensure_ascii=False)
+        if len(text) > RPC_PREVIEW:
+            text = text[:RPC_PREVIEW] + f"… ({len(text):,} chars)"
+        return self.style(f"  {arrow} {e.server} ", "magenta") + text
+
+    def on_tool_result(self, e: ToolResult) -> str:
+        label = "✗ error result: " if e.is_error else "✓ result: "
+        return self.style(label, "red" if e.is_error else "green") + e.text
+
+    def on_inject(self, e: Inject) -> str:
+        # the call's last token was sampled but never run through the model, so it is prefilled too
+        return (self.style("⇢ inject ", "blue") + f"{show(e.text)}: {e.tokens} tokens appended, context "
+                f"{e.context}; the next forward computes {e.tokens + 1} positions (these and the call's "
+                f"closing token) and serves {e.context - e.tokens - 1} from the cache")
+
+    def on_notice(self, e: Notice) -> str:
+        return self.style(f"· {e.source}: {e.message}", "dim")
+
+    def on_done(self, e: Done) -> str:
+        s = self.style
+        lines = [s(f"── done: {e.reason}, {e.tokens} tokens, {e.tool_calls} tool call(s), {e.seconds:.2f}s ──", "dim")]
+        if e.error:
+            lines.append(s("error: ", "red", "bold") + e.error)
+        lines.append(s("answer: ", "green", "bold") + e.answer)
+        return "\n".join(lines)

@@ -37,7 +37,7 @@ import string
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from decodeloop.schema import describe_type
+from decodeloop.schema import describe_type, numeric_bounds
 
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-/")
 _NAME_RE = re.compile(r"[A-Za-z0-9_./-]+\Z")
@@ -387,13 +387,7 @@ def _describe_argument(key: str, schema: Any, required: bool) -> str:
 
 
 def _describe_bounds(schema: dict) -> str:
-    low, high = schema.get("minimum"), schema.get("maximum")
-    low_open, high_open = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-    # draft 4 wrote exclusiveness as a flag on minimum/maximum
-    if low_open is True:
-        low, low_open = None, low
-    if high_open is True:
-        high, high_open = None, high
+    low, high, low_open, high_open = numeric_bounds(schema)
     words = []
     if _is_number(low) and _is_number(high):
         words.append(f"{_show(low)} to {_show(high)}")

@@ -115,34 +115,23 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         with lock:
             view(event)
 
+    config = TurnConfig(max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
+                        max_retries=args.max_retries, timeout=args.timeout,
+                        max_result_chars=args.max_result_chars, detail=not args.quiet)
     try:
         commands = [parse_command(c) for c in args.mcp] or [default_server_command()]
         tokenizer = CharTokenizer()
         model = load_model(args.model, tokenizer)
-        router = start_stdio_servers(commands, emit, timeout=args.timeout, verbose=args.verbose)
-    except (ConfigError, McpError, ValueError) as e:
+        with start_stdio_servers(commands, emit, timeout=args.timeout, verbose=args.verbose) as router:
+            harness = Harness(model, tokenizer, sampler, router, emit, config=config)
+            result = harness.run(args.prompt)
+    except (ConfigError, McpError) as e:
         print(f"decodeloop: cannot start: {e}", file=sys.stderr)
         return EXIT_ERROR
     except QuitRequested:
         print("quit.")
         return EXIT_OK
     except KeyboardInterrupt:
+        print("\ninterrupted.", file=sys.stderr)
         return 130
-
-    config = TurnConfig(max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
-                        max_retries=args.max_retries, timeout=args.timeout,
-                        max_result_chars=args.max_result_chars, detail=not args.quiet)
-    with router:
-        try:
-            harness = Harness(model, tokenizer, sampler, router, emit, config=config)
-            result = harness.run(args.prompt)
-        except ConfigError as e:
-            print(f"decodeloop: {e}", file=sys.stderr)
-            return EXIT_ERROR
-        except QuitRequested:
-            print("quit.")
-            return EXIT_OK
-        except KeyboardInterrupt:
-            print("\ninterrupted.", file=sys.stderr)
-            return 130
     return EXIT_GAVE_UP if result.reason == "max_retries" else EXIT_OK

@@ -74,6 +74,18 @@ class ArgumentError(ValueError):
         self.problems = problems
 
 
+def numeric_bounds(schema: dict) -> tuple:
+    """(minimum, maximum, exclusiveMinimum, exclusiveMaximum), reading draft 4's flag form too."""
+    low, high = schema.get("minimum"), schema.get("maximum")
+    low_open, high_open = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    # draft 4 wrote exclusiveness as a flag on minimum/maximum
+    if low_open is True:
+        low, low_open = None, low
+    if high_open is True:
+        high, high_open = None, high
+    return low, high, low_open, high_open
+
+
 def did_you_mean(word: str, choices: list[str] | tuple[str, ...], n: int = 3) -> list[str]:
     """The choices closest to a misspelt word, best first (a case-only difference counts most)."""
     choices = list(choices)
@@ -292,13 +304,7 @@ class _Checker:
                 self.problems.append(f'argument "{path}" must match the pattern {pattern}, got {_show(value)}')
 
     def number(self, value: float, schema: dict, path: str) -> None:
-        low, high = schema.get("minimum"), schema.get("maximum")
-        low_open, high_open = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-        # draft 4 wrote exclusiveness as a flag on minimum/maximum
-        if low_open is True:
-            low, low_open = None, low
-        if high_open is True:
-            high, high_open = None, high
+        low, high, low_open, high_open = numeric_bounds(schema)
         for bound, broken, words in ((low, lambda b: value < b, "at least"),
                                      (high, lambda b: value > b, "at most"),
                                      (low_open, lambda b: value <= b, "greater than"),

@@ -136,3 +136,20 @@ def test_usage_errors():
 def test_help_has_examples():
     p = run("-m", "decodeloop", "run", "--help")
     assert p.returncode == 0 and "examples:" in p.stdout and "--mcp" in p.stdout
+
+
+def test_server_stderr_only_with_verbose():
+    quiet = run("-m", "decodeloop", "run", "-q", "What's the weather in Polson, MT?")
+    assert quiet.stderr == ""
+    verbose = run("-m", "decodeloop", "run", "-q", "--verbose", "What's the weather in Polson, MT?")
+    assert "[weather stderr] weather server ready" in verbose.stderr and verbose.stdout == ANSWER + "\n"
+
+
+def test_console_script_is_installed_with_the_package():
+    script = os.path.join(os.path.dirname(sys.executable), "decodeloop")
+    if not os.path.exists(script):
+        import pytest
+        pytest.skip("decodeloop is not installed in this environment (./run-tests installs it)")
+    p = subprocess.run([script, "run", "-q", "What's the weather in Polson, MT?"], capture_output=True,
+                       text=True, timeout=30)
+    assert p.stdout == ANSWER + "\n"

@@ -7,6 +7,7 @@ so the client's shutdown has to escalate.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -70,6 +71,24 @@ def garbage() -> str:
 @server.tool("big", "Return a text result of that many megabytes.", MEGABYTES)
 def big(megabytes: int) -> str:
     return "y" * (megabytes * 1024 * 1024)
+
+
+def _send(message: dict) -> None:
+    os.write(1, (json.dumps(message) + "\n").encode())  # past the stdout guard, as a real server writes
+
+
+@server.tool("ping_client", "Ping the client in the middle of the call; answer with what came back.", NO_ARGUMENTS)
+def ping_client() -> str:
+    _send({"jsonrpc": "2.0", "id": "server-ping-1", "method": "ping"})
+    reply = json.loads(sys.stdin.buffer.readline())
+    return f"client answered: {json.dumps(reply, sort_keys=True)}"
+
+
+@server.tool("chatty", "Send a log notification and a progress notification, then answer.", NO_ARGUMENTS)
+def chatty() -> str:
+    _send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}})
+    _send({"jsonrpc": "2.0", "method": "notifications/unknown_kind", "params": {"x": 1}})
+    return "finished"
 
 
 def main() -> int:

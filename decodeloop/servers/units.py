@@ -1,0 +1,75 @@
+"""The bundled unit-conversion server: lengths, masses, volumes and temperatures.
+
+Run it as `python3 -m decodeloop.servers.units`. Results are rounded to three
+decimals, with trailing zeros dropped, so "12.5 km = 7.767 mi".
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import decodeloop
+from decodeloop.servers.base import ToolFailure, ToolServer
+
+# unit -> (quantity, size in the quantity's base unit)
+UNITS = {
+    "km": ("length", 1000.0), "m": ("length", 1.0), "cm": ("length", 0.01), "mi": ("length", 1609.344),
+    "ft": ("length", 0.3048), "in": ("length", 0.0254),
+    "kg": ("mass", 1.0), "g": ("mass", 0.001), "lb": ("mass", 0.45359237), "oz": ("mass", 0.028349523125),
+    "l": ("volume", 1.0), "ml": ("volume", 0.001), "gal": ("volume", 3.785411784),
+    "c": ("temperature", None), "f": ("temperature", None),
+}
+UNIT_NAMES = list(UNITS)
+
+INPUT = {
+    "type": "object",
+    "properties": {
+        "value": {"type": "number", "description": "The amount to convert, e.g. 12.5"},
+        "from_unit": {"type": "string", "enum": UNIT_NAMES, "description": "The unit of the value"},
+        "to_unit": {"type": "string", "enum": UNIT_NAMES, "description": "The unit to convert to"},
+    },
+    "required": ["value", "from_unit", "to_unit"],
+    "additionalProperties": False,
+}
+
+
+def show_number(x: float) -> str:
+    """Three decimals at most, no trailing zeros, no "-0"."""
+    text = f"{x:.3f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def converted(value: float, from_unit: str, to_unit: str) -> float:
+    if not math.isfinite(value):
+        raise ToolFailure("value must be a finite number")
+    (kind, size), (to_kind, to_size) = UNITS[from_unit], UNITS[to_unit]
+    if kind != to_kind:
+        raise ToolFailure(f"cannot convert {from_unit} to {to_unit}: {from_unit} is a {kind}, "
+                          f"{to_unit} is a {to_kind}")
+    if kind == "temperature":
+        celsius = value if from_unit == "c" else (value - 32) * 5 / 9
+        return celsius if to_unit == "c" else celsius * 9 / 5 + 32
+    return value * size / to_size
+
+
+def convert(value: float, from_unit: str, to_unit: str) -> tuple[str, dict]:
+    result = converted(value, from_unit, to_unit)
+    text = f"{show_number(value)} {from_unit} = {show_number(result)} {to_unit}"
+    return text, {"value": value, "from_unit": from_unit, "to_unit": to_unit, "result": round(result, 3)}
+
+
+def build_server(page_size: int | None = None) -> ToolServer:
+    server = ToolServer("units", decodeloop.__version__, page_size=page_size,
+                        instructions="Unit conversion for lengths, masses, volumes and temperatures.")
+    server.tool("convert", "Convert an amount from one unit to another of the same kind "
+                "(length, mass, volume or temperature).", INPUT, title="Convert units")(convert)
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    return build_server().main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

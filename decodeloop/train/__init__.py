@@ -1,0 +1,1 @@
+"""Training for the lab models: the corpus generator and each model's trainer."""

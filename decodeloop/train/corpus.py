@@ -1,0 +1,209 @@
+"""The lab corpus: seeded transcripts of tool-using turns, in the harness's own chat format.
+
+Each `Episode` is one turn: a user question in one of several phrasings, the
+compact call the model should write, the result exactly as the bundled server
+returns it (the servers run in-process through the real MCP client, so the
+text is the text the harness would inject), and an answer that uses the
+result's values. `system_prompt()` is the system prompt the harness renders
+for the lab servers, byte for byte (a test holds it to that).
+
+Held-out episodes use cities, and whole states, that training never sees:
+`episodes(seed, n, "heldout")`. The same seed always gives the same episodes.
+
+    python3 -m decodeloop.train.corpus --episodes 5 --seed 0           # print transcripts
+    python3 -m decodeloop.train.corpus --episodes 1000 --jsonl > c.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+
+from decodeloop.calls import Call, CompactSyntax
+from decodeloop.chat import ChatFormat
+from decodeloop.servers import command, timezone, units, weather
+from decodeloop.tokenize import CharTokenizer
+from decodeloop.train.places import CITIES
+
+# The lab servers, in the order their tools appear in the system prompt.
+LAB_SERVERS = (("weather", weather), ("timezone", timezone), ("units", units))
+# States no training episode mentions: a model must copy them from the question.
+HELDOUT_STATES = frozenset({"VT", "NM", "ND", "DE", "WV"})
+HELDOUT_CITY_SHARE = 5  # one city in five of the other states is held out too
+
+UNIT_WORDS = {"km": "kilometers", "m": "meters", "cm": "centimeters", "mi": "miles", "ft": "feet",
+              "in": "inches", "kg": "kilograms", "g": "grams", "lb": "pounds", "oz": "ounces",
+              "l": "liters", "ml": "milliliters", "gal": "gallons", "c": "degrees Celsius",
+              "f": "degrees Fahrenheit"}
+CONVERSIONS = [("km", "mi"), ("mi", "km"), ("m", "ft"), ("ft", "m"), ("cm", "in"), ("in", "cm"),
+               ("kg", "lb"), ("lb", "kg"), ("g", "oz"), ("oz", "g"), ("l", "gal"), ("gal", "l"),
+               ("l", "ml"), ("c", "f"), ("f", "c")]
+
+WEATHER_QUESTIONS = (
+    "What's the weather in {place}?",
+    "What is the weather like in {place} right now?",
+    "How's the weather in {place}?",
+    "Is it cold in {place} today?",
+    "Current conditions in {place}, please.",
+    "weather {place}",
+)
+FORECAST_QUESTIONS = (
+    "What's the forecast for {place}?",
+    "Will it rain in {place} this week?",
+    "Give me a {days}-day forecast for {place}.",
+    "What will the weather be in {place} over the next {days} days?",
+)
+TIMEZONE_QUESTIONS = (
+    "What time zone is {place} in?",
+    "Which time zone does {place} use?",
+    "What's the UTC offset in {place}?",
+)
+CONVERT_QUESTIONS = (
+    "Convert {value} {from_unit} to {to_unit}.",
+    "How many {to_words} is {value} {from_words}?",
+    "What is {value} {from_unit} in {to_unit}?",
+)
+
+
+@dataclass
+class Episode:
+    user: str               # the question
+    tool: str               # the tool a correct model calls
+    arguments: dict         # its arguments, as the schema converts them
+    call: str               # the compact call text
+    result: str             # the tool result, as the server returns it
+    answer: str             # an answer that uses the result's values
+    values: list[str] = field(default_factory=list)  # what a correct answer must contain
+
+    def markup(self, system: str) -> str:
+        return (f"<|system|>{system}<|user|>{self.user}<|assistant|>{self.call}"
+                f"<|tool|>{self.result}<|assistant|>{self.answer}<|eos|>")
+
+
+def is_heldout(city: str, state: str) -> bool:
+    if state in HELDOUT_STATES:
+        return True
+    digest = hashlib.sha256(f"{city}|{state}".encode()).digest()
+    return digest[0] % HELDOUT_CITY_SHARE == 0
+
+
+def lab_server_commands() -> list[list[str]]:
+    """The stdio commands of the lab servers, run by this same Python."""
+    return [command(name) for name, _ in LAB_SERVERS]
+
+
+@lru_cache(maxsize=1)
+def _connected() -> tuple[list, dict]:
+    """The lab servers in-process behind the real MCP client: (tools in prompt order, tool name -> client)."""
+    from decodeloop.mcp.client import McpClient
+    from decodeloop.mcp.transports.memory import MemoryTransport
+
+    tools, owner = [], {}
+    for name, module in LAB_SERVERS:
+        client = McpClient(MemoryTransport(module.build_server()), name=name)
+        client.initialize()
+        for tool in client.list_tools():
+            tools.append(tool)
+            owner[tool.name] = client
+    return tools, owner
+
+
+def lab_tools() -> list:
+    """The lab servers' tools as the MCP client lists them."""
+    return list(_connected()[0])
+
+
+def system_prompt() -> str:
+    return ChatFormat(CharTokenizer(), CompactSyntax()).system_text(lab_tools())
+
+
+def call_tool(name: str, arguments: dict) -> str:
+    """The result text the harness would inject for this call."""
+    return _connected()[1][name].call_tool(name, arguments).text()
+
+
+def episodes(seed: int, n: int, split: str = "train") -> list[Episode]:
+    if split not in ("train", "heldout"):
+        raise ValueError(f"split must be 'train' or 'heldout', not {split!r}")
+    places = [p for p in CITIES if is_heldout(*p) == (split == "heldout")]
+    # the split is part of the seed, so train and held-out never share a random stream
+    rng = random.Random(f"{split}:{seed}")
+    makers = (_weather, _weather, _forecast, _timezone, _convert)
+    return [rng.choice(makers)(rng, places) for _ in range(n)]
+
+
+# -- one episode per tool ---------------------------------------------------------------
+
+
+def _episode(user: str, tool: str, arguments: dict, answer: str, values: list[str]) -> Episode:
+    call = CompactSyntax().render(Call(tool, {k: str(v) for k, v in arguments.items()}))
+    return Episode(user, tool, arguments, call, call_tool(tool, arguments), answer, values)
+
+
+def _weather(rng: random.Random, places) -> Episode:
+    city, state = rng.choice(places)
+    user = rng.choice(WEATHER_QUESTIONS).format(place=f"{city}, {state}")
+    w = weather.current_weather(city, state)
+    answer = (f"In {city}, {state} it's {w['temperature_f']}°F right now ({w['conditions']}), with "
+              f"{w['humidity_pct']}% humidity and wind at {w['wind_mph']} mph from the {w['wind_dir']}.")
+    return _episode(user, "get_weather", {"city": city, "state": state}, answer,
+                    [f"{w['temperature_f']}°F", w["conditions"]])
+
+
+def _forecast(rng: random.Random, places) -> Episode:
+    city, state = rng.choice(places)
+    template = rng.choice(FORECAST_QUESTIONS)
+    days = rng.randint(2, 5) if "{days}" in template else 3
+    user = template.format(place=f"{city}, {state}", days=days)
+    arguments = {"city": city, "state": state} | ({"days": days} if "{days}" in template else {})
+    f = weather.forecast(city, state, days)
+    lines = [f"{d['day']} {d['temperature_f']}°F, {d['conditions']}" for d in f["days"]]
+    answer = f"Here's the forecast for {city}, {state}: " + "; ".join(lines) + "."
+    return _episode(user, "get_forecast", arguments, answer, [f"{d['temperature_f']}°F" for d in f["days"]])
+
+
+def _timezone(rng: random.Random, places) -> Episode:
+    city, state = rng.choice(places)
+    user = rng.choice(TIMEZONE_QUESTIONS).format(place=f"{city}, {state}")
+    z = timezone.time_zone(city, state)
+    answer = f"{city}, {state} is on {z['zone']} ({z['iana']}), UTC{z['utc_offset']}."
+    return _episode(user, "get_time_zone", {"city": city, "state": state}, answer,
+                    [z["zone"], f"UTC{z['utc_offset']}"])
+
+
+def _convert(rng: random.Random, places) -> Episode:
+    from_unit, to_unit = rng.choice(CONVERSIONS)
+    value = round(rng.uniform(0.5, 500), rng.choice((0, 1, 2)))
+    value = int(value) if value == int(value) else value
+    shown = str(value)
+    user = rng.choice(CONVERT_QUESTIONS).format(value=shown, from_unit=from_unit, to_unit=to_unit,
+                                                from_words=UNIT_WORDS[from_unit], to_words=UNIT_WORDS[to_unit])
+    result = units.show_number(units.converted(value, from_unit, to_unit))
+    answer = f"{shown} {from_unit} is {result} {to_unit}."
+    return _episode(user, "convert", {"value": value, "from_unit": from_unit, "to_unit": to_unit},
+                    answer, [result])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Print lab corpus transcripts (deterministic for a seed).")
+    parser.add_argument("--episodes", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--split", choices=("train", "heldout"), default="train")
+    parser.add_argument("--jsonl", action="store_true", help="one JSON object per episode, with its markup")
+    args = parser.parse_args(argv)
+    system = system_prompt()
+    for episode in episodes(args.seed, args.episodes, args.split):
+        if args.jsonl:
+            print(json.dumps(asdict(episode) | {"markup": episode.markup(system)}, ensure_ascii=False))
+        else:
+            print(episode.markup(system).split("<|user|>", 1)[1].replace("<|", "\n<|"), end="\n\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

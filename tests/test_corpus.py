@@ -1,0 +1,61 @@
+"""The lab corpus generator: deterministic, faithful to the harness and the servers, split cleanly."""
+
+from conftest import Recorder
+
+from decodeloop.calls import CompactSyntax
+from decodeloop.loop import Harness
+from decodeloop.models.table import TableModel
+from decodeloop.router import start_stdio_servers
+from decodeloop.sampling import Sampler
+from decodeloop.schema import validate_arguments
+from decodeloop.tokenize import CharTokenizer
+from decodeloop.train import corpus
+
+
+def test_same_seed_same_episodes_and_different_seeds_differ():
+    assert corpus.episodes(3, 50) == corpus.episodes(3, 50)
+    assert corpus.episodes(3, 50) != corpus.episodes(4, 50)
+    assert corpus.episodes(3, 50, "heldout") != corpus.episodes(3, 50, "train")
+
+
+def test_heldout_places_never_appear_in_training():
+    train = corpus.episodes(0, 1500)
+    heldout = corpus.episodes(0, 300, "heldout")
+    train_places = {(e.arguments["city"], e.arguments["state"]) for e in train if "city" in e.arguments}
+    heldout_places = {(e.arguments["city"], e.arguments["state"]) for e in heldout if "city" in e.arguments}
+    assert heldout_places and not train_places & heldout_places
+    assert not {state for _, state in train_places} & corpus.HELDOUT_STATES
+    assert {state for _, state in heldout_places} & corpus.HELDOUT_STATES
+
+
+def test_every_tool_and_phrasing_family_occurs():
+    tools = {e.tool for e in corpus.episodes(0, 300)}
+    assert tools == {"get_weather", "get_forecast", "get_time_zone", "convert"}
+
+
+def test_calls_parse_to_the_episode_arguments():
+    syntax = CompactSyntax()
+    tools = {t.name: t for t in corpus.lab_tools()}
+    for e in corpus.episodes(1, 200):
+        call = syntax.parse(e.call)
+        assert call.name == e.tool
+        assert validate_arguments(e.tool, call.arguments, tools[e.tool].input_schema) == e.arguments
+        for value in e.values:
+            assert value in e.result and value in e.answer
+
+
+def test_system_prompt_and_results_match_the_real_servers():
+    """What the corpus says the harness renders and the servers return is what they do."""
+    events = Recorder()
+    tokenizer = CharTokenizer()
+    with start_stdio_servers(corpus.lab_server_commands(), events) as router:
+        harness = Harness(TableModel(tokenizer), tokenizer, Sampler(), router, events)
+        assert harness.system == corpus.system_prompt()
+        for e in corpus.episodes(2, 12, "heldout"):
+            assert router.call(e.tool, e.arguments).text() == e.result
+
+
+def test_markup_is_the_chat_format():
+    e = corpus.episodes(0, 1)[0]
+    text = e.markup("SYS")
+    assert text == f"<|system|>SYS<|user|>{e.user}<|assistant|>{e.call}<|tool|>{e.result}<|assistant|>{e.answer}<|eos|>"

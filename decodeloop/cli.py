@@ -1,75 +1,115 @@
-"""The command line: argparse wiring only. The work happens in loop.py and router.py."""
+"""The command line: argparse wiring only. The work happens in loop.py, router.py and evaluate.py."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import threading
 
 from decodeloop import __version__
 
-EXAMPLES = """\
+RUN_EXAMPLES = """\
 examples:
   decodeloop run "What's the weather in Polson, MT?"
   decodeloop run --step "What's the weather in Polson, MT?"
-  decodeloop run --json "What's the weather in Polson, MT?" | jq -c 'select(.event != "token")'
+  decodeloop run --json "What's the weather in Polson, MT?" | grep -v '"event": "token"'
   decodeloop run --quiet --mcp "python3 -m decodeloop.servers.weather" "What's the weather in Polson, MT?"
-  decodeloop run --temperature 0.8 --top-p 0.9 --seed 7 --stop "Sorry" "hello"
+  decodeloop run --model ngram --order 6 --temperature 0.7 --seed 3 "Convert 12 km to mi."
+"""
+EVAL_EXAMPLES = """\
+examples:
+  decodeloop eval --model ngram --order 8 --episodes 200
+  decodeloop eval --model ngram --order 4 --episodes 50 --seed 1 --json
 """
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GAVE_UP = 0, 1, 2, 3
 
 
-def build_parser(default_prompt: str | None = None, prog: str = "decodeloop") -> argparse.ArgumentParser:
+def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
+                 default_model: str = "table") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description="A harness for language models that call MCP tools: every step visible.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=RUN_EXAMPLES + EVAL_EXAMPLES[len("examples:\n"):],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"decodeloop {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser(
-        "run", help="run one assistant turn with tools", epilog=EXAMPLES,
+        "run", help="run one assistant turn with tools", epilog=RUN_EXAMPLES,
         description="Run one assistant turn: generate, call tools over MCP, resume, answer.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("prompt", nargs="?" if default_prompt else None, default=default_prompt,
                      help="the user's message" + (f" (default: {default_prompt!r})" if default_prompt else ""))
-    from decodeloop.models import MODEL_NAMES
-    run.add_argument("--model", choices=MODEL_NAMES, default="table", help="the model (default: table)")
-    run.add_argument("--mcp", action="append", default=[], metavar="COMMAND",
-                     help="a stdio MCP server command line, e.g. \"python3 server.py\"; repeatable "
-                          "(default: the bundled weather server)")
-    sampling = run.add_argument_group("sampling")
-    sampling.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default: 0)")
-    sampling.add_argument("--top-p", type=float, default=1.0, help="nucleus mass to keep (default: 1, off)")
-    sampling.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (default: 0, off)")
-    sampling.add_argument("--seed", type=int, default=None, help="seed of the sampler's random generator")
-    stopping = run.add_argument_group("stopping and tools")
-    stopping.add_argument("--max-tokens", type=int, default=256,
-                          help="cap on generated tokens in the turn (default: 256)")
-    stopping.add_argument("--stop", action="append", default=[], metavar="STRING",
-                          help="stop when the model writes STRING (not shown); repeatable")
-    stopping.add_argument("--max-retries", type=int, default=3,
-                          help="consecutive failed tool calls that end the turn (default: 3)")
-    stopping.add_argument("--timeout", type=float, default=60.0,
-                          help="seconds to wait for an MCP server's answer (default: 60)")
-    stopping.add_argument("--max-result-chars", type=int, default=16_000,
-                          help="characters of a tool result the model sees (default: 16000)")
+    _model_options(run, default_model)
+    _sampling_options(run, seed=None)
+    _turn_options(run, max_tokens=256)
     output = run.add_argument_group("output").add_mutually_exclusive_group()
     output.add_argument("--step", action="store_true",
                         help="pause after every frame: Enter next, c continue, q quit")
     output.add_argument("--quiet", "-q", action="store_true", help="print only the answer")
     output.add_argument("--json", action="store_true", help="JSON Lines: one event per line on stdout")
     run.add_argument("--verbose", "-v", action="store_true", help="show the MCP servers' stderr")
+
+    evaluate = commands.add_parser(
+        "eval", help="score a model on held-out episodes", epilog=EVAL_EXAMPLES,
+        description="Run a model through the harness on held-out lab episodes (cities and states it never "
+                    "saw in training) against the real bundled MCP servers, and report its call and "
+                    "answer rates.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _model_options(evaluate, "ngram")
+    evaluate.add_argument("--episodes", type=int, default=200, help="held-out episodes to run (default: 200)")
+    _sampling_options(evaluate, seed=0)
+    _turn_options(evaluate, max_tokens=400)
+    evaluate.add_argument("--json", action="store_true", help="print one JSON summary object")
     return parser
 
 
-def main(argv: list[str] | None = None, *, default_prompt: str | None = None, prog: str = "decodeloop") -> int:
-    parser = build_parser(default_prompt, prog)
+def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
+    from decodeloop.models import MODEL_NAMES
+
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", choices=MODEL_NAMES, default=default_model,
+                       help=f"the model (default: {default_model})")
+    group.add_argument("--order", type=int, default=None,
+                       help="n-gram order: the model sees the last ORDER-1 tokens (default: 8)")
+    group.add_argument("--mcp", action="append", default=[], metavar="COMMAND",
+                       help="a stdio MCP server command line, e.g. \"python3 server.py\"; repeatable "
+                            "(default: the bundled servers the model knows)")
+
+
+def _sampling_options(parser: argparse.ArgumentParser, seed: int | None) -> None:
+    group = parser.add_argument_group("sampling")
+    group.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default: 0)")
+    group.add_argument("--top-p", type=float, default=1.0, help="nucleus mass to keep (default: 1, off)")
+    group.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (default: 0, off)")
+    group.add_argument("--seed", type=int, default=seed, help=f"seed of the random generators (default: {seed})")
+
+
+def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
+    group = parser.add_argument_group("stopping and tools")
+    group.add_argument("--max-tokens", type=int, default=max_tokens,
+                       help=f"cap on generated tokens in a turn (default: {max_tokens})")
+    group.add_argument("--stop", action="append", default=[], metavar="STRING",
+                       help="stop when the model writes STRING (not shown); repeatable")
+    group.add_argument("--max-retries", type=int, default=3,
+                       help="consecutive failed tool calls that end the turn (default: 3)")
+    group.add_argument("--timeout", type=float, default=60.0,
+                       help="seconds to wait for an MCP server's answer (default: 60)")
+    group.add_argument("--max-result-chars", type=int, default=16_000,
+                       help="characters of a tool result the model sees (default: 16000)")
+
+
+def main(argv: list[str] | None = None, *, default_prompt: str | None = None, prog: str = "decodeloop",
+         default_model: str = "table") -> int:
+    parser = build_parser(default_prompt, prog, default_model)
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
             return run_command(args, parser)
+        if args.command == "eval":
+            return eval_command(args, parser)
         return EXIT_USAGE
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, and keep Python from complaining at exit
@@ -77,21 +117,18 @@ def main(argv: list[str] | None = None, *, default_prompt: str | None = None, pr
         return EXIT_ERROR
 
 
-def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from decodeloop.loop import Harness, TurnConfig
-    from decodeloop.mcp.errors import McpError
-    from decodeloop.models import load_model
-    from decodeloop.router import ConfigError, default_server_command, parse_command, start_stdio_servers
+def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
+    """Validate the shared options; return the sampler and the turn configuration."""
+    from decodeloop.loop import TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tokenize import CharTokenizer
-    from decodeloop.ui.jsonl import AnswerView, JsonlView
-    from decodeloop.ui.step import QuitRequested, StepView
-    from decodeloop.ui.trace import TraceView
 
-    for flag, value, low in (("--max-tokens", args.max_tokens, 1), ("--max-retries", args.max_retries, 1),
-                             ("--max-result-chars", args.max_result_chars, 1)):
-        if value < low:
-            parser.error(f"{flag} must be at least {low}")
+    for flag, value in (("--max-tokens", args.max_tokens), ("--max-retries", args.max_retries),
+                        ("--max-result-chars", args.max_result_chars), ("--order", args.order or 1),
+                        ("--episodes", getattr(args, "episodes", 1))):
+        if value < 1:
+            parser.error(f"{flag} must be at least 1")
+    if args.order is not None and args.model != "ngram":
+        parser.error("--order applies to --model ngram only")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
     if any(not s for s in args.stop):
@@ -100,7 +137,31 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         sampler = Sampler(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
     except ValueError as e:
         parser.error(str(e))
+    config = TurnConfig(max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
+                        max_retries=args.max_retries, timeout=args.timeout,
+                        max_result_chars=args.max_result_chars,
+                        detail=not (getattr(args, "quiet", False) or args.command == "eval"))
+    return sampler, config
 
+
+def _server_commands(args: argparse.Namespace) -> list[list[str]]:
+    from decodeloop.models import default_servers
+    from decodeloop.router import parse_command
+
+    return [parse_command(c) for c in args.mcp] or default_servers(args.model)
+
+
+def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from decodeloop.loop import Harness
+    from decodeloop.mcp.errors import McpError
+    from decodeloop.models import load_model
+    from decodeloop.router import ConfigError, start_stdio_servers
+    from decodeloop.tokenize import CharTokenizer
+    from decodeloop.ui.jsonl import AnswerView, JsonlView
+    from decodeloop.ui.step import QuitRequested, StepView
+    from decodeloop.ui.trace import TraceView
+
+    sampler, config = _checked(args, parser)
     if args.json:
         view = JsonlView()
     elif args.quiet:
@@ -115,13 +176,10 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         with lock:
             view(event)
 
-    config = TurnConfig(max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
-                        max_retries=args.max_retries, timeout=args.timeout,
-                        max_result_chars=args.max_result_chars, detail=not args.quiet)
     try:
-        commands = [parse_command(c) for c in args.mcp] or [default_server_command()]
+        commands = _server_commands(args)
         tokenizer = CharTokenizer()
-        model = load_model(args.model, tokenizer)
+        model = load_model(args.model, tokenizer, order=args.order)
         with start_stdio_servers(commands, emit, timeout=args.timeout, verbose=args.verbose) as router:
             harness = Harness(model, tokenizer, sampler, router, emit, config=config)
             result = harness.run(args.prompt)
@@ -135,3 +193,40 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         print("\ninterrupted.", file=sys.stderr)
         return 130
     return EXIT_GAVE_UP if result.reason == "max_retries" else EXIT_OK
+
+
+def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from decodeloop.evaluate import ProgressBar, evaluate, summary_json
+    from decodeloop.loop import Harness
+    from decodeloop.mcp.errors import McpError
+    from decodeloop.models import load_model
+    from decodeloop.router import ConfigError, start_stdio_servers
+    from decodeloop.tokenize import CharTokenizer
+    from decodeloop.train.corpus import episodes
+
+    sampler, config = _checked(args, parser)
+    try:
+        tokenizer = CharTokenizer()
+        model = load_model(args.model, tokenizer, order=args.order)
+        held_out = episodes(args.seed, args.episodes, "heldout")
+        with start_stdio_servers(_server_commands(args), lambda event: None, timeout=args.timeout) as router:
+            summary, _ = evaluate(
+                lambda emit: Harness(model, tokenizer, sampler, router, emit, config=config),
+                held_out, ProgressBar(f"eval {args.model}"))
+    except (ConfigError, McpError) as e:
+        print(f"decodeloop: cannot start: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("\ninterrupted.", file=sys.stderr)
+        return 130
+    context = {"model": args.model, "order": getattr(model, "order", None), "seed": args.seed,
+               "temperature": args.temperature}
+    if args.json:
+        print(json.dumps(summary_json(summary, **context)))
+    else:
+        label = args.model + (f" (order {context['order']})" if context["order"] else "")
+        print(f"{label}, {summary.episodes} held-out episodes, seed {args.seed}, temperature {args.temperature:g}")
+        width = max(len(name) for name, _ in summary.rows())
+        for name, value in summary.rows():
+            print(f"  {name:<{width}}  {value}")
+    return EXIT_OK

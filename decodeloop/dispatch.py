@@ -29,28 +29,33 @@ def dispatch(call_text: str, syntax, router: Router, emit: Emit, *,
              timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS) -> Outcome:
     try:
         call = syntax.parse(call_text)
+    except ParseError as e:
+        return _failed(emit, str(e), call_text, "parse")
+    try:
         tool = router.resolve(call.name)
+    except UnknownTool as e:
+        return _failed(emit, str(e), call_text, "route", call.name)
+    try:
         arguments = validate_arguments(call.name, call.arguments, tool.input_schema)
-    except (ParseError, UnknownTool, ArgumentError) as e:
-        message = str(e)
-        emit(ToolError(message, call_text))
-        return Outcome(message, True)
+    except ArgumentError as e:
+        return _failed(emit, str(e), call_text, "arguments", call.name)
 
     emit(ToolCall(call.name, arguments, router.owner[call.name], call_text))
     try:
         result = router.call(call.name, arguments, timeout=timeout)
     except RequestTimeout as e:
-        message = f"{call.name} did not answer in time ({e})"
-        emit(ToolError(message, call_text))
-        return Outcome(message, True)
+        return _failed(emit, f"{call.name} did not answer in time ({e})", call_text, "call", call.name)
     except McpError as e:
-        message = f"{call.name} failed: {e}"
-        emit(ToolError(message, call_text))
-        return Outcome(message, True)
+        return _failed(emit, f"{call.name} failed: {e}", call_text, "call", call.name)
 
     text = cap_text(result.text(), max_result_chars)
     emit(ToolResult(call.name, result.content, result.is_error, text))
     return Outcome(text, result.is_error)
+
+
+def _failed(emit: Emit, message: str, call_text: str, stage: str, name: str | None = None) -> Outcome:
+    emit(ToolError(message, call_text, stage, name))
+    return Outcome(message, True)
 
 
 def cap_text(text: str, limit: int) -> str:

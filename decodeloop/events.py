@@ -86,6 +86,8 @@ class ToolError(Event):
     kind = "tool_error"
     message: str
     text: str                  # what the model wrote
+    stage: str                 # where it failed: "parse", "route", "arguments" or "call"
+    name: str | None = None    # the tool it named, once the call parsed
 
 
 @dataclass(slots=True)

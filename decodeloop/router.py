@@ -67,12 +67,6 @@ class Router:
         self.close()
 
 
-def default_server_command() -> list[str]:
-    """The bundled weather server, run by this same Python."""
-    flags = ["-S"] if sys.flags.no_site else []
-    return [sys.executable, *flags, "-m", "decodeloop.servers.weather"]
-
-
 def start_stdio_servers(commands: list[list[str]], emit: Emit, *, timeout: float = 60.0,
                         verbose: bool = False, stderr: Callable[[str], None] | None = None) -> Router:
     """Start each stdio server, initialize it, list its tools, and route to them.

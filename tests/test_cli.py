@@ -32,7 +32,7 @@ def test_decode_loop_runs_without_site_packages():
     assert "prefill" in out
     # the call, the JSON-RPC request and response, the result, the answer
     assert "⚙ parsed [call get_weather city=Polson state=MT]" in out
-    assert '"method": "tools/call", "params": {"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}' in out
+    assert '"method": "tools/call", "params": {"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}' in out
     assert f'"text": "{WEATHER_TEXT}"' in out
     assert "the next forward computes 60 positions" in out
     assert out.rstrip().endswith("answer: " + ANSWER)

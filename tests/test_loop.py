@@ -36,7 +36,8 @@ def test_weather_episode(events):
     assert sent == ["initialize", "notifications/initialized", "tools/list", "tools/call"]
     request = next(e.message for e in rpc if e.message.get("method") == "tools/call")
     assert request["jsonrpc"] == "2.0"
-    assert request["params"] == {"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}
+    assert request["params"]["name"] == "get_weather"
+    assert request["params"]["arguments"] == {"city": "Polson", "state": "MT"}
     response = next(e.message for e in rpc if e.direction == "recv" and e.message.get("id") == request["id"])
     assert response["result"]["content"] == [{"type": "text", "text": expected_text}]
     # the result reaches the context and the prefill computes exactly the new positions

@@ -105,7 +105,8 @@ class TraceView:
                 f"{json.dumps(e.arguments, ensure_ascii=False)}) on server {e.server}")
 
     def on_tool_error(self, e: ToolError) -> str:
-        return self.style("✗ tool error: ", "red", "bold") + e.message
+        return (self.style(f"✗ {e.stage} error ", "red", "bold") + f"in {show(e.text)}\n"
+                + self.style("  the model is told: ", "red") + "error: " + e.message)
 
     def on_rpc(self, e: Rpc) -> str:
         arrow = "→" if e.direction == "send" else "←"

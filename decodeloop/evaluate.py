@@ -1,0 +1,153 @@
+"""`decodeloop eval`: run a model through the harness on held-out episodes and count what it did.
+
+Each episode is one turn against the real MCP servers. The counting reads only
+the turn's events, so it measures exactly what the trace shows:
+
+- per call the model wrote: well formed (it parsed), correct tool (it named the
+  episode's tool), correct arguments (right tool and, after schema conversion,
+  exactly the episode's arguments);
+- per episode: retries (calls written after a failed one), answered (the turn
+  ended at eos with a non-empty answer), out of retries (the turn gave up),
+  value copy (answered, and the answer holds every value the episode lists);
+- tokens per second over all generated tokens and the wall time of the turns.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from decodeloop.events import Event
+from decodeloop.loop import Harness
+
+
+@dataclass
+class EpisodeOutcome:
+    calls: int = 0
+    well_formed: int = 0
+    correct_tool: int = 0
+    correct_arguments: int = 0
+    retries: int = 0
+    answered: bool = False
+    out_of_retries: bool = False
+    copied_values: bool = False
+    tokens: int = 0
+    seconds: float = 0.0
+    answer: str = ""
+
+
+@dataclass
+class Summary:
+    episodes: int
+    calls: int
+    well_formed_rate: float
+    correct_tool_rate: float
+    correct_arguments_rate: float
+    retries_per_episode: float
+    answered: int
+    out_of_retries: int
+    value_copy_rate: float
+    tokens_per_second: float
+
+    def rows(self) -> list[tuple[str, str]]:
+        n = self.episodes or 1
+        return [
+            ("episodes", f"{self.episodes}"),
+            ("calls written", f"{self.calls}"),
+            ("well-formed call rate", f"{self.well_formed_rate:.1%}"),
+            ("correct-tool rate", f"{self.correct_tool_rate:.1%}"),
+            ("correct-arguments rate", f"{self.correct_arguments_rate:.1%}"),
+            ("retries per episode", f"{self.retries_per_episode:.2f}"),
+            ("episodes answered", f"{self.answered} ({self.answered / n:.1%})"),
+            ("out of retries", f"{self.out_of_retries} ({self.out_of_retries / n:.1%})"),
+            ("value copy (answer holds the result's values)", f"{self.value_copy_rate:.1%}"),
+            ("tokens per second", f"{self.tokens_per_second:,.0f}"),
+        ]
+
+
+def score_episode(episode, events: list[Event]) -> EpisodeOutcome:
+    """Count one turn's calls and outcome from its events."""
+    out = EpisodeOutcome()
+    last_failed = False
+    for event in events:
+        if event.kind == "stop" and event.reason == "tool_call":
+            out.calls += 1
+            out.retries += last_failed
+        elif event.kind == "tool_error":
+            last_failed = True
+            if event.stage != "parse":
+                out.well_formed += 1
+                out.correct_tool += event.name == episode.tool
+        elif event.kind == "tool_call":
+            out.well_formed += 1
+            out.correct_tool += event.name == episode.tool
+            out.correct_arguments += event.name == episode.tool and event.arguments == episode.arguments
+        elif event.kind == "tool_result":
+            last_failed = event.is_error
+        elif event.kind == "done":
+            out.answer, out.tokens, out.seconds = event.answer, event.tokens, event.seconds
+            out.answered = event.reason == "eos" and bool(event.answer)
+            out.out_of_retries = event.reason == "max_retries"
+            out.copied_values = out.answered and all(v in event.answer for v in episode.values)
+    return out
+
+
+def summarize(outcomes: list[EpisodeOutcome]) -> Summary:
+    calls = sum(o.calls for o in outcomes)
+    n = len(outcomes)
+    seconds = sum(o.seconds for o in outcomes)
+    return Summary(
+        episodes=n,
+        calls=calls,
+        well_formed_rate=sum(o.well_formed for o in outcomes) / calls if calls else 0.0,
+        correct_tool_rate=sum(o.correct_tool for o in outcomes) / calls if calls else 0.0,
+        correct_arguments_rate=sum(o.correct_arguments for o in outcomes) / calls if calls else 0.0,
+        retries_per_episode=sum(o.retries for o in outcomes) / n if n else 0.0,
+        answered=sum(o.answered for o in outcomes),
+        out_of_retries=sum(o.out_of_retries for o in outcomes),
+        value_copy_rate=sum(o.copied_values for o in outcomes) / n if n else 0.0,
+        tokens_per_second=sum(o.tokens for o in outcomes) / seconds if seconds else 0.0,
+    )
+
+
+def evaluate(make_harness: Callable[[Callable[[Event], None]], Harness], episodes: list,
+             progress: Callable[[int, int], None] | None = None) -> tuple[Summary, list[EpisodeOutcome]]:
+    """Run every episode through a harness built around an event recorder, and count."""
+    recorded: list[Event] = []
+    harness = make_harness(recorded.append)
+    outcomes = []
+    for i, episode in enumerate(episodes):
+        recorded.clear()
+        harness.run(episode.user)
+        outcomes.append(score_episode(episode, recorded))
+        if progress:
+            progress(i + 1, len(episodes))
+    return summarize(outcomes), outcomes
+
+
+class ProgressBar:
+    """A one-line bar on stderr, redrawn in place; silent when stderr is not a terminal."""
+
+    def __init__(self, label: str, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.label = label
+        self.started = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        width = 30
+        filled = width * done // max(total, 1)
+        rate = done / max(time.perf_counter() - self.started, 1e-9)
+        self.stream.write(f"\r{self.label} [{'█' * filled}{'·' * (width - filled)}] {done}/{total} "
+                          f"({rate:.1f}/s)")
+        if done == total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def summary_json(summary: Summary, **context) -> dict:
+    return {**context, **asdict(summary)}

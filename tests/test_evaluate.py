@@ -1,0 +1,78 @@
+"""eval's counting, on hand-made episodes whose right answers are known, through the real harness."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+from decodeloop.evaluate import evaluate
+from decodeloop.loop import Harness, TurnConfig
+from decodeloop.models.table import TableModel
+from decodeloop.router import start_stdio_servers
+from decodeloop.sampling import Sampler
+from decodeloop.servers.weather import get_weather
+from decodeloop.tokenize import CharTokenizer
+from decodeloop.train.corpus import Episode, lab_server_commands
+
+POLSON = get_weather("Polson", "MT")[0]
+FARGO = get_weather("Fargo", "ND")[0]
+
+EPISODES = [
+    # 1. right call first time, answer copies both values
+    Episode("Weather in Polson, MT?", "get_weather", {"city": "Polson", "state": "MT"},
+            "", POLSON, "", ["33°F", "overcast"]),
+    # 2. malformed call, then a right one; the answer misses a value
+    Episode("Weather in Fargo, ND?", "get_weather", {"city": "Fargo", "state": "ND"}, "", FARGO, "", ["x-missing"]),
+    # 3. the right tool with wrong arguments, then an unknown tool twice: out of retries
+    Episode("Weather in Bend, OR?", "get_weather", {"city": "Bend", "state": "OR"}, "", "", "", []),
+]
+TABLE = {
+    "<|user|>Weather in Polson, MT?<|assistant|>": "[call get_weather city=Polson state=MT]",
+    f"<|tool|>{POLSON}<|assistant|>": "It is 33°F and overcast.<|eos|>",
+    "<|user|>Weather in Fargo, ND?<|assistant|>": "[call get_weather city=Fargo state]",
+    "<|assistant|>": "[call get_weather city=Fargo state=ND]",
+    f"<|tool|>{FARGO}<|assistant|>": "Cold.<|eos|>",
+    "<|user|>Weather in Bend, OR?<|assistant|>": "[call get_weather city=Bend state=ZZ]",
+    "state code such as MT<|assistant|>": "[call weather_now city=Bend]",
+    "Available tools: get_weather, get_forecast, get_time_zone, convert.<|assistant|>": "[call weather_now city=Bend]",
+}
+
+
+def test_counts_on_a_hand_made_case():
+    tokenizer = CharTokenizer()
+    with start_stdio_servers(lab_server_commands(), lambda e: None) as router:
+        summary, outcomes = evaluate(
+            lambda emit: Harness(TableModel(tokenizer, TABLE), tokenizer, Sampler(), router, emit,
+                                 config=TurnConfig(max_retries=3)),
+            EPISODES)
+    one, two, three = outcomes
+    assert (one.calls, one.well_formed, one.correct_tool, one.correct_arguments, one.retries) == (1, 1, 1, 1, 0)
+    assert one.answered and one.copied_values and not one.out_of_retries
+    assert (two.calls, two.well_formed, two.correct_tool, two.correct_arguments, two.retries) == (2, 1, 1, 1, 1)
+    assert two.answered and not two.copied_values
+    # bad state (right tool, wrong arguments: an error result), unknown tool, unknown tool
+    assert (three.calls, three.well_formed, three.correct_tool, three.correct_arguments, three.retries) == (3, 3, 1, 0, 2)
+    assert three.out_of_retries and not three.answered
+    assert summary.episodes == 3 and summary.calls == 6
+    assert summary.well_formed_rate == pytest.approx(5 / 6)
+    assert summary.correct_tool_rate == pytest.approx(3 / 6)
+    assert summary.correct_arguments_rate == pytest.approx(2 / 6)
+    assert summary.retries_per_episode == pytest.approx(1.0)
+    assert (summary.answered, summary.out_of_retries) == (2, 1)
+    assert summary.value_copy_rate == pytest.approx(1 / 3)
+    assert summary.tokens_per_second > 0
+
+
+def test_eval_command_json_summary():
+    p = subprocess.run([sys.executable, "-m", "decodeloop", "eval", "--model", "ngram", "--order", "6",
+                        "--episodes", "5", "--temperature", "0.7", "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    assert summary["episodes"] == 5 and summary["model"] == "ngram" and summary["order"] == 6
+    for key in ("well_formed_rate", "correct_tool_rate", "correct_arguments_rate", "retries_per_episode",
+                "answered", "out_of_retries", "value_copy_rate", "tokens_per_second"):
+        assert key in summary
+    assert p.stderr == ""  # no progress bar when stderr is not a terminal

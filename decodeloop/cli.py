@@ -51,6 +51,7 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     output.add_argument("--quiet", "-q", action="store_true", help="print only the answer")
     output.add_argument("--json", action="store_true", help="JSON Lines: one event per line on stdout")
     run.add_argument("--verbose", "-v", action="store_true", help="show the MCP servers' stderr")
+    _mcp_server_options(run)
 
     evaluate = commands.add_parser(
         "eval", help="score a model on held-out episodes", epilog=EVAL_EXAMPLES,
@@ -151,11 +152,40 @@ def _server_commands(args: argparse.Namespace) -> list[list[str]]:
     return [parse_command(c) for c in args.mcp] or default_servers(args.model)
 
 
+def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("MCP servers over HTTP and from a config file")
+    group.add_argument("--mcp-url", action="append", default=[], metavar="URL",
+                       help="an MCP server over HTTP: Streamable HTTP, falling back to legacy SSE; "
+                            "sse+http://... for legacy SSE only; repeatable")
+    group.add_argument("--mcp-header", action="append", default=[], metavar="\"NAME: VALUE\"",
+                       help="an HTTP header for the --mcp-url servers (only ever sent to their origin), "
+                            "e.g. \"Authorization: Bearer TOKEN\"; repeatable")
+    group.add_argument("--mcp-config", action="append", default=[], metavar="FILE",
+                       help="a JSON file of servers in the mcpServers format of Claude Desktop, Cursor "
+                            "and VS Code; repeatable")
+
+
+def _server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list:
+    """--mcp, --mcp-url and --mcp-config as server specs; the model's bundled servers when none is given."""
+    from decodeloop.mcp_config import load_config, parse_header, url_spec
+    from decodeloop.models import default_servers
+    from decodeloop.router import parse_command, stdio_specs
+
+    if args.mcp_header and not args.mcp_url:
+        parser.error("--mcp-header applies to --mcp-url servers; give headers of config servers in the file")
+    headers = dict(parse_header(h) for h in args.mcp_header)
+    specs = stdio_specs([parse_command(c) for c in args.mcp])
+    specs += [url_spec(url, headers) for url in args.mcp_url]
+    for path in args.mcp_config:
+        specs += load_config(path)
+    return specs or stdio_specs(default_servers(args.model))
+
+
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from decodeloop.loop import Harness
     from decodeloop.mcp.errors import McpError
     from decodeloop.models import load_model
-    from decodeloop.router import ConfigError, start_stdio_servers
+    from decodeloop.router import ConfigError, start_servers
     from decodeloop.tokenize import CharTokenizer
     from decodeloop.ui.jsonl import AnswerView, JsonlView
     from decodeloop.ui.step import QuitRequested, StepView
@@ -177,10 +207,10 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             view(event)
 
     try:
-        commands = _server_commands(args)
+        specs = _server_specs(args, parser)
         tokenizer = CharTokenizer()
         model = load_model(args.model, tokenizer, order=args.order)
-        with start_stdio_servers(commands, emit, timeout=args.timeout, verbose=args.verbose) as router:
+        with start_servers(specs, emit, timeout=args.timeout, verbose=args.verbose) as router:
             harness = Harness(model, tokenizer, sampler, router, emit, config=config)
             result = harness.run(args.prompt)
     except (ConfigError, McpError) as e:

@@ -1,7 +1,8 @@
 """From the text of a call to the text of its result: parse, validate, route, call.
 
 Every way a call can fail (bad syntax, unknown tool, arguments that break the
-tool's inputSchema, a server that errors, exits or times out) ends here as an
+tool's inputSchema, a server that errors, exits or times out, structuredContent
+that breaks the tool's outputSchema) ends here as an
 error Outcome whose message the model can act on; none of them raises. Bugs in
 the harness itself are not caught: they should surface.
 """
@@ -14,7 +15,7 @@ from decodeloop.calls import ParseError
 from decodeloop.events import Emit, ToolCall, ToolError, ToolResult
 from decodeloop.mcp.errors import McpError, RequestTimeout
 from decodeloop.router import Router, UnknownTool
-from decodeloop.schema import ArgumentError, validate_arguments
+from decodeloop.schema import ArgumentError, check_value, validate_arguments
 
 DEFAULT_MAX_RESULT_CHARS = 16_000
 
@@ -48,9 +49,24 @@ def dispatch(call_text: str, syntax, router: Router, emit: Emit, *,
     except McpError as e:
         return _failed(emit, f"{call.name} failed: {e}", call_text, "call", call.name)
 
+    problem = output_problem(tool, result)
+    if problem is not None:  # the server answered, but not what it promised: a failed call
+        return _failed(emit, problem, call_text, "call", call.name)
     text = cap_text(result.text(), max_result_chars)
     emit(ToolResult(call.name, result.content, result.is_error, text))
     return Outcome(text, result.is_error)
+
+
+def output_problem(tool, result) -> str | None:
+    """Why a successful result breaks the tool's declared outputSchema, or None if it keeps it."""
+    if tool.output_schema is None or result.is_error:
+        return None
+    if result.structured is None:
+        return f"{tool.name} declares an outputSchema but returned no structuredContent"
+    problems = check_value(result.structured, tool.output_schema)
+    if problems:
+        return f"{tool.name} returned structuredContent that breaks its outputSchema: " + "; ".join(problems)
+    return None
 
 
 def _failed(emit: Emit, message: str, call_text: str, stage: str, name: str | None = None) -> Outcome:

@@ -127,6 +127,21 @@ class Notice(Event):
 
 
 @dataclass(slots=True)
+class ToolsChanged(Event):
+    """A server announced notifications/tools/list_changed and its tools were listed again.
+
+    Calls route to the new tools at once; the system prompt that describes them
+    is rendered again at the start of the next turn (the current context is
+    never rewritten, so its cache stays valid).
+    """
+    kind = "tools_changed"
+    server: str
+    added: list[str]           # exposed names new since the last listing
+    removed: list[str]         # exposed names gone
+    tools: list[str]           # every exposed tool now
+
+
+@dataclass(slots=True)
 class Done(Event):
     """The turn is over. `answer` is what the user sees: all text outside calls and stop strings."""
     kind = "done"

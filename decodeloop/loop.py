@@ -87,10 +87,23 @@ class Harness:
             raise ConfigError(f"tools described to the model but served by no server: {', '.join(unroutable)}")
         self.tools = [router.tools[name] for name in names]
         self.system = self.chat.system_text(self.tools)
+        self._named = tools                    # the tools asked for by name, or None for all
+        self._tools_version = router.version
+
+    def _refresh_tools(self) -> None:
+        """Re-render the system prompt if a server's tools changed since it was rendered."""
+        self.router.refresh()
+        if self.router.version == self._tools_version:
+            return
+        self._tools_version = self.router.version
+        names = list(self.router.tools) if self._named is None else [n for n in self._named if n in self.router.tools]
+        self.tools = [self.router.tools[name] for name in names]
+        self.system = self.chat.system_text(self.tools)
 
     def run(self, user: str) -> TurnResult:
         started = time.perf_counter()
         config, emit = self.config, self.emit
+        self._refresh_tools()  # tools a server changed since the last turn are described from this one
         context = self.chat.prompt(self.system, user)
         emit(Prompt(self.tokenizer.decode(context), len(context), [t.name for t in self.tools]))
         stops = Stops(eos_ids=self.tokenizer.stop_ids, stop_strings=config.stop_strings,
@@ -110,6 +123,7 @@ class Harness:
             calls += 1
             outcome = dispatch(verdict.call_text or "", self.syntax, self.router, emit,
                                timeout=config.timeout, max_result_chars=config.max_result_chars)
+            self.router.refresh()  # route the next call to a server's changed tools; the prompt waits a turn
             failures = failures + 1 if outcome.is_error else 0
             if failures >= config.max_retries:
                 reason = "max_retries"

@@ -1,25 +1,35 @@
 """The router: which MCP server serves which tool, and starting those servers.
 
 Every tool the model is told about must be routable; an unknown name is an
-error handed back to the model with the list of tools that do exist. Two
-servers offering the same tool name is a configuration error at start-up.
+error handed back to the model with the list of tools that do exist.
+
+Names: a tool offered by one server keeps its own name; a name offered by two
+or more servers is exposed as `server__tool` for each of them (the server part
+reduced to the MCP tool-name characters A-Z a-z 0-9 _ - . and the whole kept
+within 128 characters). When a server announces notifications/tools/list_changed,
+`refresh()` lists its tools again and recomputes the names; the harness calls it
+between steps, on its own thread.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import shlex
 import sys
 from typing import Any, Callable
 
-from decodeloop.events import Emit, Notice, Rpc, ServerReady
+from decodeloop.events import Emit, Notice, Rpc, ServerReady, ToolsChanged
 from decodeloop.mcp.client import McpClient, Tool, ToolResult
+from decodeloop.mcp.errors import McpError
 from decodeloop.mcp.transports.stdio import StdioTransport
+from decodeloop.mcp_config import ConfigError, ServerSpec  # ConfigError is re-exported for callers
 from decodeloop.schema import did_you_mean
 
-
-class ConfigError(Exception):
-    """The tools or servers a turn was given cannot work together."""
+NAMESPACE_SEPARATOR = "__"
+MAX_TOOL_NAME = 128
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+\Z")
 
 
 class UnknownTool(LookupError):
@@ -27,22 +37,64 @@ class UnknownTool(LookupError):
 
 
 class Router:
-    def __init__(self) -> None:
-        self.tools: dict[str, Tool] = {}
-        self.owner: dict[str, str] = {}        # tool name -> server name
+    def __init__(self, emit: Emit | None = None) -> None:
+        self.tools: dict[str, Tool] = {}        # exposed name -> tool (its .name is the exposed name)
+        self.owner: dict[str, str] = {}         # exposed name -> server name
+        self.remote: dict[str, str] = {}        # exposed name -> the name on its server
         self.clients: dict[str, McpClient] = {}
+        self.served: dict[str, list[Tool]] = {}  # server -> its tools as it lists them
+        self.version = 0                         # bumped whenever the exposed tools change
+        self.emit = emit if emit is not None else (lambda event: None)
 
     def add_server(self, server: str, client: McpClient, tools: list[Tool]) -> None:
         if server in self.clients:
             raise ConfigError(f"two servers are named {server!r}")
         for tool in tools:
-            if tool.name in self.tools:
-                raise ConfigError(
-                    f"tool {tool.name!r} is offered by both {self.owner[tool.name]!r} and {server!r}")
+            if not _NAME_CHARS.match(tool.name) or len(tool.name) > MAX_TOOL_NAME:
+                self.emit(Notice(server, f"tool name {tool.name!r} is not 1-{MAX_TOOL_NAME} of the MCP "
+                                         "tool-name characters A-Z a-z 0-9 _ - ."))
         self.clients[server] = client
-        for tool in tools:
-            self.tools[tool.name] = tool
-            self.owner[tool.name] = server
+        self.served[server] = list(tools)
+        self._expose()
+
+    def _expose(self) -> None:
+        """Recompute exposed names: bare when unique across servers, server__tool when not."""
+        offered: dict[str, int] = {}
+        for tools in self.served.values():
+            for tool in tools:
+                offered[tool.name] = offered.get(tool.name, 0) + 1
+        exposed: dict[str, Tool] = {}
+        owner, remote = {}, {}
+        for server, tools in self.served.items():
+            for tool in tools:
+                name = tool.name if offered[tool.name] == 1 else namespaced(server, tool.name)
+                base, n = name, 2
+                while name in exposed:  # a server's own tool may already be called server__tool
+                    name, n = f"{base}_{n}", n + 1
+                exposed[name] = tool if name == tool.name else dataclasses.replace(tool, name=name)
+                owner[name], remote[name] = server, tool.name
+        self.tools, self.owner, self.remote = exposed, owner, remote
+        self.version += 1
+
+    def refresh(self) -> bool:
+        """List tools again for every server that announced a change; True if the exposed tools changed."""
+        changed = False
+        for server, client in self.clients.items():
+            if not client.tools_stale.is_set():
+                continue
+            client.tools_stale.clear()
+            try:
+                tools = client.list_tools()
+            except McpError as exc:
+                self.emit(Notice(server, f"could not list the changed tools: {exc}"))
+                continue
+            before = set(self.tools)
+            self.served[server] = tools
+            self._expose()
+            after = set(self.tools)
+            self.emit(ToolsChanged(server, sorted(after - before), sorted(before - after), list(self.tools)))
+            changed = True
+        return changed
 
     def resolve(self, name: str) -> Tool:
         tool = self.tools.get(name)
@@ -54,7 +106,7 @@ class Router:
         return tool
 
     def call(self, name: str, arguments: dict[str, Any], timeout: float | None = None) -> ToolResult:
-        return self.clients[self.owner[name]].call_tool(name, arguments, timeout=timeout)
+        return self.clients[self.owner[name]].call_tool(self.remote[name], arguments, timeout=timeout)
 
     def close(self) -> None:
         for client in self.clients.values():
@@ -69,42 +121,100 @@ class Router:
 
 def start_stdio_servers(commands: list[list[str]], emit: Emit, *, timeout: float = 60.0,
                         verbose: bool = False, stderr: Callable[[str], None] | None = None) -> Router:
-    """Start each stdio server, initialize it, list its tools, and route to them.
+    """Start each stdio server, initialize it, list its tools, and route to them."""
+    return start_servers(stdio_specs(commands), emit, timeout=timeout, verbose=verbose, stderr=stderr)
+
+
+def stdio_specs(commands: list[list[str]]) -> list[ServerSpec]:
+    """Stdio server commands as specs, each named after its module or script."""
+    specs: list[ServerSpec] = []
+    for command in commands:
+        specs.append(ServerSpec(name=_server_name(command, {s.name for s in specs}), command=command,
+                                transport="stdio"))
+    return specs
+
+
+def start_servers(specs: list[ServerSpec], emit: Emit, *, timeout: float = 60.0, verbose: bool = False,
+                  stderr: Callable[[str], None] | None = None) -> Router:
+    """Connect to each server (stdio or HTTP), initialize it, list its tools, and route to them.
 
     On any failure the servers already started are shut down before the error
     propagates, so a bad configuration never leaves processes behind.
     """
-    router = Router()
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ)
-    # the bundled servers import decodeloop: make that work from any directory
-    env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    router = Router(emit)
     try:
-        for command in commands:
-            server = _server_name(command, router)
-            show = _stderr_printer(server, stderr) if verbose else None
-            client = McpClient(
-                StdioTransport(command, env=env, on_stderr=show),
-                name=server, timeout=timeout,
-                on_traffic=lambda direction, message, server=server: emit(Rpc(server, direction, message)),
-                on_notification=lambda method, params, server=server: emit(
-                    Notice(server, f"{method} {params}" if params else method)),
-                log=lambda text, server=server: emit(Notice(server, text)),
-            )
+        for spec in unique_names(specs):
+            client = _connect(spec, emit, timeout, verbose, stderr)
             try:
-                client.initialize()
                 tools = client.list_tools()
             except BaseException:
                 client.close()
                 raise
-            router.add_server(server, client, tools)
+            router.add_server(spec.name, client, tools)
             info = client.server_info or {}
-            emit(ServerReady(server, client.protocol_version or "", str(info.get("name", server)),
+            emit(ServerReady(spec.name, client.protocol_version or "", str(info.get("name", spec.name)),
                              [t.name for t in tools]))
     except BaseException:
         router.close()
         raise
     return router
+
+
+def _connect(spec: ServerSpec, emit: Emit, timeout: float, verbose: bool,
+             stderr: Callable[[str], None] | None) -> McpClient:
+    server = spec.name
+    options: dict[str, Any] = dict(
+        name=server, timeout=timeout,
+        on_traffic=lambda direction, message: emit(Rpc(server, direction, message)),
+        on_notification=lambda method, params: emit(Notice(server, describe_notification(method, params))),
+        log=lambda text: emit(Notice(server, text.removeprefix(f"{server}: "))),
+    )
+    if spec.url is not None:
+        return McpClient.connect_url(spec.url, headers=spec.headers, transport=spec.transport, **options)
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    # the bundled servers import decodeloop: make that work from any directory
+    env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(spec.env or {})
+    show = _stderr_printer(server, stderr) if verbose else None
+    client = McpClient(StdioTransport(spec.command or [], env=env, cwd=spec.cwd, on_stderr=show), **options)
+    try:
+        client.initialize()
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def describe_notification(method: str, params: dict) -> str:
+    """A server notification as one trace line: progress and log messages in words, others as JSON."""
+    if method == "notifications/progress":
+        total = params.get("total")
+        text = f"progress {params.get('progress')}" + (f"/{total}" if total is not None else "")
+        return text + (f": {params['message']}" if params.get("message") else "")
+    if method == "notifications/message":
+        return f"log {params.get('level', 'info')}: {params.get('data')}"
+    return f"{method} {params}" if params else method
+
+
+def unique_names(specs: list[ServerSpec]) -> list[ServerSpec]:
+    """The same specs, renamed weather, weather2, ... where two would share a name."""
+    taken: set[str] = set()
+    out = []
+    for spec in specs:
+        name, n = spec.name, 2
+        while name in taken:
+            name, n = f"{spec.name}{n}", n + 1
+        taken.add(name)
+        out.append(spec if name == spec.name else dataclasses.replace(spec, name=name))
+    return out
+
+
+def namespaced(server: str, tool: str) -> str:
+    """server__tool, with the server part reduced to tool-name characters and the whole to 128."""
+    prefix = re.sub(r"[^A-Za-z0-9_.-]", "_", server) or "server"
+    prefix = prefix[:max(1, MAX_TOOL_NAME - len(NAMESPACE_SEPARATOR) - len(tool))]
+    return prefix + NAMESPACE_SEPARATOR + tool
 
 
 def parse_command(text: str) -> list[str]:
@@ -118,7 +228,7 @@ def parse_command(text: str) -> list[str]:
     return argv
 
 
-def _server_name(command: list[str], router: Router) -> str:
+def _server_name(command: list[str], taken: set[str]) -> str:
     """A short name for traces: the module after -m, else the script, else the program."""
     if "-m" in command[:-1]:
         base = command[command.index("-m") + 1].split(".")[-1]
@@ -127,7 +237,7 @@ def _server_name(command: list[str], router: Router) -> str:
         base = os.path.splitext(os.path.basename(scripts[0] if scripts else command[0]))[0]
     base = base or "server"
     name, n = base, 2
-    while name in router.clients:
+    while name in taken:
         name, n = f"{base}{n}", n + 1
     return name
 

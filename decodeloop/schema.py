@@ -386,3 +386,83 @@ def _about(schema: Any) -> str:
     if kind and description:
         return f" ({kind}: {description})"
     return f" ({kind or description})" if kind or description else ""
+
+
+def check_value(value: Any, schema: Any, path: str = "", limit: int = 5) -> list[str]:
+    """Problems with a JSON value under standard JSON Schema rules, for a tool's `outputSchema`.
+
+    Unlike `validate_arguments` this converts nothing and follows JSON Schema's
+    defaults (extra keys are fine unless additionalProperties says otherwise);
+    the keywords are those listed above, plus allOf, anyOf and oneOf.
+    At most `limit` problems are reported.
+    """
+    problems: list[str] = []
+    _check(value, schema, path or "$", problems, limit)
+    return problems[:limit]
+
+
+def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int) -> None:
+    if len(problems) >= limit or schema is True or not isinstance(schema, (dict, bool)):
+        return
+    if schema is False:
+        problems.append(f"{path} is not allowed")
+        return
+    types = _types(schema)
+    if types and not any(_has_type(value, t) and not (t == "integer" and isinstance(value, float)
+                                                       and not value.is_integer()) for t in types):
+        problems.append(f"{path} must be {' or '.join(_WANTED[t] for t in types)}, got {_show(value)}")
+        return
+    if "const" in schema and not _json_equal(value, schema["const"]):
+        problems.append(f"{path} must be {_show(schema['const'])}, got {_show(value)}")
+    if isinstance(schema.get("enum"), list) and not any(_json_equal(value, m) for m in schema["enum"]):
+        problems.append(f"{path} must be one of {', '.join(_show(m) for m in schema['enum'])}, got {_show(value)}")
+    for key in ("allOf", "anyOf", "oneOf"):
+        branches = schema.get(key)
+        if not isinstance(branches, list) or not branches:
+            continue
+        results = [check_value(value, branch, path, 1) for branch in branches]
+        passed = sum(not r for r in results)
+        if key == "allOf":
+            for r in results:
+                problems.extend(r)
+        elif (key == "anyOf" and passed == 0) or (key == "oneOf" and passed != 1):
+            problems.append(f"{path} matches {passed} of the {key} alternatives")
+    if isinstance(value, str):
+        if isinstance(schema.get("minLength"), int) and len(value) < schema["minLength"]:
+            problems.append(f"{path} must have at least {schema['minLength']} characters")
+        if isinstance(schema.get("maxLength"), int) and len(value) > schema["maxLength"]:
+            problems.append(f"{path} must have at most {schema['maxLength']} characters")
+        if isinstance(schema.get("pattern"), str) and not _search(schema["pattern"], value):
+            problems.append(f"{path} must match {schema['pattern']}")
+    elif _number(value):
+        low, high, low_open, high_open = numeric_bounds(schema)
+        if _number(low) and value < low or _number(low_open) and value <= low_open:
+            problems.append(f"{path} is below its minimum: {_show(value)}")
+        if _number(high) and value > high or _number(high_open) and value >= high_open:
+            problems.append(f"{path} is above its maximum: {_show(value)}")
+    elif isinstance(value, list):
+        if isinstance(schema.get("minItems"), int) and len(value) < schema["minItems"]:
+            problems.append(f"{path} must have at least {schema['minItems']} items")
+        if isinstance(schema.get("maxItems"), int) and len(value) > schema["maxItems"]:
+            problems.append(f"{path} must have at most {schema['maxItems']} items")
+        items = schema.get("items")
+        for i, item in enumerate(value):
+            branch = items[i] if isinstance(items, list) and i < len(items) else items
+            if isinstance(branch, (dict, bool)):
+                _check(item, branch, f"{path}[{i}]", problems, limit)
+    elif isinstance(value, dict):
+        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        for key in schema.get("required") or []:
+            if isinstance(key, str) and key not in value:
+                problems.append(f'{path} is missing required property "{key}"')
+        extra = schema.get("additionalProperties", True)
+        patterns = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
+        for key, item in value.items():
+            if key in properties:
+                _check(item, properties[key], f"{path}.{key}", problems, limit)
+                continue
+            matched = [p for p in patterns if _search(p, key)]
+            for p in matched:
+                _check(item, patterns[p], f"{path}.{key}", problems, limit)
+            if not matched and extra is not True:
+                _check(item, extra, f"{path}.{key}", problems, limit)

@@ -25,3 +25,49 @@ class Recorder(list):
 @pytest.fixture
 def events() -> Recorder:
     return Recorder()
+
+
+HTTP_FAULTY = [sys.executable, os.path.join(ROOT, "tests", "servers", "http_faulty.py")]
+
+
+class HttpServer:
+    """A server process that prints its port on its first line of stdout."""
+
+    def __init__(self, *args: str) -> None:
+        import subprocess
+
+        self.proc = subprocess.Popen([*HTTP_FAULTY, *args], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.strip().isdigit():
+            self.proc.kill()
+            raise RuntimeError(f"test HTTP server did not start: {line!r}")
+        self.port = int(line)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def seen(self) -> list[dict]:
+        """Every request the server received, in order."""
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + "/seen", timeout=5) as response:
+            return [r for r in json.load(response) if r["path"] != "/seen"]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except Exception:
+            self.proc.kill()
+
+
+@pytest.fixture
+def http_server():
+    started: list[HttpServer] = []
+
+    def start(*args: str) -> HttpServer:
+        started.append(HttpServer(*args))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()

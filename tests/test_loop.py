@@ -172,6 +172,56 @@ def test_a_tool_described_but_not_routable_is_a_startup_error(events):
             Harness(TableModel(tokenizer), tokenizer, Sampler(), router, events, tools=["get_weather", "get_time"])
 
 
-def test_same_tool_on_two_servers_is_a_startup_error(events):
-    with pytest.raises(ConfigError, match="get_weather"):
-        start_stdio_servers([WEATHER, WEATHER], events)
+def test_same_tool_on_two_servers_is_namespaced(events):
+    # both weather servers offer get_weather: each is exposed as server__tool; echo stays bare
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call weather2__get_weather city=Polson state=MT]",
+             "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": "[call get_weather city=Polson state=MT]",
+             "<|assistant|>": "Done.<|eos|>"}
+    result = run_turn(events, table, servers=(WEATHER, FAULTY, WEATHER))
+    [prompt] = events.of("prompt")
+    assert prompt.tools == ["weather__get_weather", "weather__get_forecast", "echo", "crash", "hang", "flood",
+                            "garbage", "big", "ping_client", "chatty", "count_words", "grow",
+                            "weather2__get_weather",
+                            "weather2__get_forecast"]
+    assert "weather2__get_weather: Current weather" in prompt.text
+    calls = [e.message for e in events.of("rpc") if e.direction == "send" and e.message.get("method") == "tools/call"]
+    assert [(e.name, e.server) for e in events.of("tool_call")] == [("weather2__get_weather", "weather2")]
+    assert calls[0]["params"]["name"] == "get_weather"  # the server sees its own name
+    # the bare name is ambiguous now: an error that lists the namespaced names
+    [error] = events.of("tool_error")
+    assert 'unknown tool "get_weather"' in error.message and "weather__get_weather" in error.message
+    assert result.answer == "Done."
+
+
+def test_tools_list_changed_routes_at_once_and_reaches_the_prompt_next_turn(events):
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call grow name=shout]",
+             "<|tool|>added shout<|assistant|>": "[call shout text=HEY]",
+             "<|tool|>HEY<|assistant|>": "Done.<|eos|>",
+             "<|user|>again<|assistant|>": "Bye.<|eos|>"}
+    tokenizer = CharTokenizer()
+    with start_stdio_servers([FAULTY], events, timeout=10) as router:
+        harness = Harness(TableModel(tokenizer, table), tokenizer, Sampler(), router, events)
+        first = harness.run(QUESTION)
+        [changed] = events.of("tools_changed")
+        assert (changed.server, changed.added, changed.removed) == ("faulty", ["shout"], [])
+        # the new tool was callable in the same turn, though the prompt did not describe it yet
+        assert [c.name for c in events.of("tool_call")] == ["grow", "shout"] and first.answer == "Done."
+        assert "shout" not in events.of("prompt")[0].tools
+        harness.run("again")
+        assert "shout" in events.of("prompt")[1].tools
+        assert "shout: Return the text unchanged (added at run time)." in events.of("prompt")[1].text
+        lists = [e for e in events.of("rpc") if e.direction == "send" and e.message.get("method") == "tools/list"]
+        assert len(lists) == 2  # once at start, once after the announcement; never again without one
+
+
+def test_structured_content_that_breaks_the_output_schema_is_an_error_the_model_sees(events):
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call count_words text=\"a b c\" lie=true]",
+             "<|assistant|>": "[call count_words text=\"a b c\"]",
+             "<|tool|>3 words<|assistant|>": "Three.<|eos|>"}
+    result = run_turn(events, table, servers=(FAULTY,))
+    [error] = events.of("tool_error")
+    assert error.stage == "call" and error.name == "count_words"
+    assert error.message == ('count_words returned structuredContent that breaks its outputSchema: '
+                             '$.words must be an integer, got "3"')
+    assert events.of("inject")[0].text.startswith("<|tool|>error: count_words returned structuredContent")
+    assert [r.text for r in events.of("tool_result")] == ["3 words"] and result.answer == "Three."

@@ -187,6 +187,11 @@ def test_tool_result_text_never_shows_raw_binary():
             {"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="},
             {"type": "resource", "resource": {"uri": "file:///notes.txt", "text": "embedded notes"}},
             {"type": "resource_link", "name": "report", "uri": "file:///report.pdf"},
+            {"type": "resource_link", "name": "data", "uri": "file:///d.csv", "mimeType": "text/csv",
+             "description": "the raw numbers"},
+            {"type": "resource", "resource": {"uri": "file:///a.bin", "mimeType": "application/octet-stream",
+                                              "blob": "AAECAwQ="}},
+            {"type": "hologram"},
         ],
         is_error=False,
     )
@@ -194,6 +199,10 @@ def test_tool_result_text_never_shows_raw_binary():
         "two charts:",
         "[image image/png, 12287 bytes]",
         "[audio audio/wav, 4 bytes]",
+        "[resource file:///notes.txt]",
         "embedded notes",
         "[resource link report file:///report.pdf]",
+        "[resource link data file:///d.csv (text/csv)] the raw numbers",
+        "[resource file:///a.bin application/octet-stream, 5 bytes]",
+        "[hologram content]",
     ])

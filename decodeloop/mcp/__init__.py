@@ -1,11 +1,15 @@
 """MCP: the client side of the Model Context Protocol (revision 2025-11-25).
 
-Three layers, each ignorant of the one above: transports move JSON lines
-(transports/), jsonrpc.py matches requests to responses, client.py speaks MCP.
+Three layers, each ignorant of the one above: transports move JSON messages
+(transports/: stdio, Streamable HTTP, legacy SSE, memory), jsonrpc.py matches
+requests to responses, client.py speaks MCP. The HTTP transports are imported
+where they are used (`McpClient.connect_url`), so a stdio-only run never loads
+http.client or ssl.
 """
 
 from decodeloop.mcp.client import PROTOCOL_VERSION, SUPPORTED_VERSIONS, McpClient, Tool, ToolResult
-from decodeloop.mcp.errors import ConnectionClosed, McpError, ProtocolError, RequestTimeout, RpcError
+from decodeloop.mcp.errors import (AuthorizationError, ConnectionClosed, HttpStatusError, McpError, ProtocolError,
+                                   RequestTimeout, RpcError, SessionExpired, TransportError)
 from decodeloop.mcp.jsonrpc import JsonRpcSession
 from decodeloop.mcp.transports import MemoryTransport, StdioTransport, Transport
 
@@ -24,4 +28,8 @@ __all__ = [
     "RequestTimeout",
     "ConnectionClosed",
     "ProtocolError",
+    "TransportError",
+    "HttpStatusError",
+    "SessionExpired",
+    "AuthorizationError",
 ]

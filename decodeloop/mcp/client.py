@@ -5,6 +5,14 @@ version negotiation, listing tools across pages, calling a tool, and the shapes
 that come back (`Tool`, `ToolResult`). A tool that fails reports it as data
 (`ToolResult.is_error`); a server that fails raises an McpError, which the caller
 turns into something the model can read.
+
+It also owns what the protocol asks of a client around those calls: telling
+the transport the negotiated version (HTTP sends it as a header), initializing
+again when an HTTP server says our session expired (then retrying the request
+once), a progress token on every tools/call, and remembering that the server
+announced `notifications/tools/list_changed` (`tools_stale`), so the owner can
+list the tools again from its own thread: a reader thread must never wait for
+a response it is the one to read.
 """
 
 from __future__ import annotations
@@ -12,14 +20,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import itertools
+import threading
+
 import decodeloop
-from decodeloop.mcp.errors import ConnectionClosed, ProtocolError, RequestTimeout
+from decodeloop.mcp.errors import HttpStatusError, McpError, ProtocolError, RpcError, SessionExpired
 from decodeloop.mcp.jsonrpc import JsonRpcSession
 from decodeloop.mcp.transports.base import Transport
 
 PROTOCOL_VERSION = "2025-11-25"
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 MAX_PAGES = 1000  # tools/list pages followed before assuming the server is looping
+FALLBACK_STATUSES = (400, 404, 405)  # a POST initialize refused so: the server may speak the legacy SSE transport
 
 
 @dataclass
@@ -43,6 +55,7 @@ class ToolResult:
 
 
 def _content_text(item: dict) -> str:
+    """One content item as text: never base64, which would only fill the context with noise."""
     kind = item.get("type")
     if kind == "text":
         return str(item.get("text", ""))
@@ -50,13 +63,17 @@ def _content_text(item: dict) -> str:
         return f"[{kind} {item.get('mimeType', 'unknown type')}, {_decoded_size(item.get('data'))} bytes]"
     if kind == "resource_link":
         label = " ".join(str(part) for part in (item.get("name"), item.get("uri")) if part)
-        return f"[resource link {label}]"
+        if item.get("mimeType"):
+            label += f" ({item['mimeType']})"
+        description = item.get("description")
+        return f"[resource link {label}]" + (f" {description}" if isinstance(description, str) and description else "")
     if kind == "resource":
         resource = item.get("resource") if isinstance(item.get("resource"), dict) else {}
+        uri, mime = resource.get("uri", ""), resource.get("mimeType")
         if isinstance(resource.get("text"), str):
-            return resource["text"]
-        mime = resource.get("mimeType", "unknown type")
-        return f"[resource {resource.get('uri', '')} {mime}, {_decoded_size(resource.get('blob'))} bytes]"
+            # the URI first: the model may want to say where the text came from
+            return f"[resource {uri}" + (f" ({mime})" if mime else "") + "]\n" + resource["text"]
+        return f"[resource {uri} {mime or 'unknown type'}, {_decoded_size(resource.get('blob'))} bytes]"
     return f"[{kind or 'untyped'} content]"
 
 
@@ -79,18 +96,29 @@ class McpClient:
         on_traffic: Callable[[str, dict], None] | None = None,
         on_notification: Callable[[str, dict], None] | None = None,
         log: Callable[[str], None] | None = None,
+        capabilities: dict | None = None,
+        request_handlers: dict[str, Callable[[dict], Any]] | None = None,
+        client_info: dict | None = None,
     ) -> None:
         self.name = name
         self.timeout = timeout
         self.transport = transport
         self._log = log or (lambda line: None)
+        self._on_notification = on_notification
+        self.client_capabilities = dict(capabilities or {})
+        self.client_info = client_info or {"name": "decodeloop", "version": decodeloop.__version__}
         self.session = JsonRpcSession(
-            transport, on_notification=on_notification, on_traffic=on_traffic, log=self.log
+            transport, on_notification=self._notified, on_traffic=on_traffic, log=self.log,
+            request_handlers=request_handlers,
         )
         self.server_info: dict = {}
         self.protocol_version: str | None = None
         self.capabilities: dict = {}
         self.instructions: str | None = None
+        self.tools_stale = threading.Event()  # set by notifications/tools/list_changed
+        self._progress_tokens = itertools.count(1)
+        self._reinit_lock = threading.Lock()
+        self._generation = 0  # how many times the session was initialized
         self._closed = False
 
     @classmethod
@@ -116,20 +144,74 @@ class McpClient:
             raise
         return client
 
+    @classmethod
+    def connect_url(
+        cls,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        transport: str = "auto",
+        auth: Any = None,
+        connect_timeout: float = 10.0,
+        **kw: Any,
+    ) -> "McpClient":
+        """Connect to an HTTP server and return an initialized client.
+
+        `transport` is "http" (Streamable HTTP), "sse" (legacy HTTP+SSE) or
+        "auto": Streamable HTTP, falling back to legacy SSE on the same URL when
+        the POST initialize is refused with 400, 404 or 405.
+        """
+        from decodeloop.mcp.transports.http import StreamableHttpTransport
+        from decodeloop.mcp.transports.sse_legacy import SseLegacyTransport
+
+        if transport not in ("auto", "http", "sse"):
+            raise ValueError(f"unknown transport {transport!r}: expected auto, http or sse")
+        timeout = kw.get("timeout", 60.0)
+        log = kw.get("log") or (lambda line: None)
+        name = kw.get("name", "server")
+        if transport != "sse":
+            client = cls(StreamableHttpTransport(url, headers, timeout=timeout, connect_timeout=connect_timeout,
+                                                 auth=auth, log=lambda line: log(f"{name}: {line}")), **kw)
+            try:
+                client.initialize()
+                return client
+            except HttpStatusError as exc:
+                client.close()
+                if transport == "http" or isinstance(exc, SessionExpired) or exc.status not in FALLBACK_STATUSES:
+                    raise
+                log(f"{name}: POST initialize answered HTTP {exc.status}; trying the legacy HTTP+SSE transport")
+            except BaseException:
+                client.close()
+                raise
+        client = cls(SseLegacyTransport(url, headers, timeout=timeout, connect_timeout=connect_timeout,
+                                        log=lambda line: log(f"{name}: {line}")), **kw)
+        try:
+            client.initialize()
+        except BaseException:
+            client.close()
+            raise
+        return client
+
     def log(self, line: str) -> None:
         self._log(f"{self.name}: {line}")
+
+    def _notified(self, method: str, params: dict) -> None:
+        if method == "notifications/tools/list_changed":
+            self.tools_stale.set()
+        if self._on_notification is not None:
+            self._on_notification(method, params)
 
     # -- lifecycle --------------------------------------------------------------
 
     def initialize(self) -> dict:
         """Handshake: agree on a protocol version, then announce we are ready. Returns the server's reply."""
-        self.session.start()
+        self._wrap(self.session.start)
         params = {
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "decodeloop", "version": decodeloop.__version__},
+            "capabilities": self.client_capabilities,
+            "clientInfo": self.client_info,
         }
-        result = self._request("initialize", params)
+        result = self._wrap(self.session.request, "initialize", params, self.timeout)
         if not isinstance(result, dict):
             raise self._fail(f"initialize returned {type(result).__name__}, not an object")
         version = result.get("protocolVersion")
@@ -144,8 +226,20 @@ class McpClient:
         self.capabilities = _object(result.get("capabilities"))
         instructions = result.get("instructions")
         self.instructions = instructions if isinstance(instructions, str) else None
+        tell = getattr(self.transport, "set_protocol_version", None)
+        if tell is not None:
+            tell(version)  # HTTP sends it as a header on every later request
         self._wrap(self.session.notify, "notifications/initialized")
+        self._generation += 1
         return result
+
+    def _reinitialize(self, generation: int) -> None:
+        """The server forgot our session: initialize again, once for all requests that noticed."""
+        with self._reinit_lock:
+            if self._generation != generation:
+                return  # another request already did it
+            self.log("the server ended our session; initializing again")
+            self.initialize()
 
     def close(self) -> None:
         if not self._closed:
@@ -214,7 +308,8 @@ class McpClient:
 
     def call_tool(self, name: str, arguments: dict, timeout: float | None = None) -> ToolResult:
         """Call a tool. A failing tool gives `is_error=True`; a failing server raises an McpError."""
-        result = self._request("tools/call", {"name": name, "arguments": arguments}, timeout)
+        params = {"name": name, "arguments": arguments, "_meta": {"progressToken": next(self._progress_tokens)}}
+        result = self._request("tools/call", params, timeout)
         if not isinstance(result, dict):
             raise ProtocolError(f"{self.name}: tools/call returned {type(result).__name__}, not an object")
         content = result.get("content", [])
@@ -234,15 +329,27 @@ class McpClient:
         self._request("ping")
 
     def _request(self, method: str, params: dict | None = None, timeout: float | None = None) -> Any:
-        return self._wrap(self.session.request, method, params, self.timeout if timeout is None else timeout)
+        timeout = self.timeout if timeout is None else timeout
+        generation = self._generation
+        try:
+            return self._wrap(self.session.request, method, params, timeout)
+        except SessionExpired:
+            pass
+        self._reinitialize(generation)
+        return self._wrap(self.session.request, method, params, timeout)  # once: a second expiry raises
 
     def _wrap(self, send: Callable[..., Any], *args: Any) -> Any:
         # Name the server in connection errors: with several servers, "server
         # exited with code 1" alone does not say which.
         try:
             return send(*args)
-        except (ConnectionClosed, RequestTimeout, ProtocolError) as exc:
-            raise type(exc)(f"{self.name}: {exc}") from None
+        except RpcError:
+            raise
+        except McpError as exc:
+            text = str(exc)
+            if not text.startswith(f"{self.name}: "):
+                exc.args = (f"{self.name}: {text}",)
+            raise exc.with_traceback(None) from None
 
     def _fail(self, message: str) -> ProtocolError:
         self.close()

@@ -35,3 +35,24 @@ class ConnectionClosed(McpError):
 
 class ProtocolError(McpError):
     """The server broke the protocol: bad handshake, unsupported version, malformed reply."""
+
+
+class TransportError(McpError):
+    """A message or its answer could not cross the wire: refused connection, dropped stream, bad framing."""
+
+
+class HttpStatusError(TransportError):
+    """The server answered an HTTP request with a status that is not success."""
+
+    def __init__(self, message: str, status: int, body: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class SessionExpired(HttpStatusError):
+    """The server no longer knows our Mcp-Session-Id (HTTP 404): the client must initialize again."""
+
+
+class AuthorizationError(TransportError):
+    """The server wants authorization that could not be obtained (HTTP 401 or 403)."""

@@ -6,6 +6,12 @@ delivers the matching response, the timeout passes, or the connection ends; in
 the last case every waiting request fails at once, which is what turns a
 crashed server into an error in milliseconds rather than at the timeout.
 
+Requests the server sends us are answered from `request_handlers` (method ->
+function of params returning the result, or raising RpcError); `ping` is
+always answered, anything unknown gets "method not found". A transport that
+can fail one request without ending the connection (HTTP) reports that
+through `on_error(request_id, error)`, and only that request fails.
+
 Traffic tracing: `on_traffic("send", request)` and `on_traffic("recv", response)`
 run on the caller's thread, in order, so a single-threaded trace printer shows
 each pair as it happened. Messages the server starts (notifications, its own
@@ -18,29 +24,40 @@ import itertools
 import threading
 from typing import Any, Callable
 
-from decodeloop.mcp.errors import ConnectionClosed, ProtocolError, RequestTimeout, RpcError
+from decodeloop.mcp.errors import ConnectionClosed, McpError, ProtocolError, RequestTimeout, RpcError
 from decodeloop.mcp.transports.base import Message, Transport
 
 METHOD_NOT_FOUND = -32601
+INTERNAL_ERROR = -32603
 
 
 class _Waiter:
-    """One pending request: the caller sleeps on `event`, the reader fills one slot."""
+    """One pending request: the caller sleeps on a held lock, the reader fills one slot and releases it.
 
-    __slots__ = ("event", "response", "failure")
+    A bare lock rather than threading.Event: an Event builds a Condition and a
+    lock per wait, which is most of the client's CPU per round trip. Only the
+    thread that popped the waiter from the pending table resolves it, so the
+    lock is released exactly once.
+    """
+
+    __slots__ = ("_done", "response", "failure")
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self._done = threading.Lock()
+        self._done.acquire()
         self.response: dict | None = None
         self.failure: Exception | None = None
 
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.acquire(timeout=-1 if timeout is None else timeout)
+
     def resolve(self, response: dict) -> None:
         self.response = response
-        self.event.set()
+        self._done.release()
 
     def fail(self, failure: Exception) -> None:
         self.failure = failure
-        self.event.set()
+        self._done.release()
 
 
 class JsonRpcSession:
@@ -50,8 +67,10 @@ class JsonRpcSession:
         on_notification: Callable[[str, dict], None] | None = None,
         on_traffic: Callable[[str, dict], None] | None = None,
         log: Callable[[str], None] | None = None,
+        request_handlers: dict[str, Callable[[dict], Any]] | None = None,
     ) -> None:
         self.transport = transport
+        self.request_handlers = dict(request_handlers or {})
         self.on_notification = on_notification
         self.on_traffic = on_traffic
         self.log = log or (lambda line: None)
@@ -67,7 +86,11 @@ class JsonRpcSession:
     def start(self) -> None:
         if not self._started:
             self._started = True
-            self.transport.start(self._on_message, self._on_close, self._on_garbage)
+            if getattr(self.transport, "reports_request_errors", False):
+                self.transport.start(self._on_message, self._on_close, self._on_garbage,
+                                     on_error=self._on_request_error)
+            else:
+                self.transport.start(self._on_message, self._on_close, self._on_garbage)
 
     def close(self) -> None:
         with self._lock:
@@ -106,7 +129,7 @@ class JsonRpcSession:
             raise
 
         try:
-            answered = waiter.event.wait(timeout)
+            answered = waiter.wait(timeout)
         except KeyboardInterrupt:
             # Ctrl-C while waiting: the server should stop working on it too.
             if self._drop(request_id):
@@ -118,7 +141,7 @@ class JsonRpcSession:
                 raise RequestTimeout(f"{method} timed out after {timeout:g}s")
             # The reader claimed the waiter between the timeout and the drop,
             # so the response (or the failure) is a moment away: take it.
-            waiter.event.wait()
+            waiter.wait()
         if waiter.failure is not None:
             raise waiter.failure
         response = waiter.response
@@ -139,7 +162,7 @@ class JsonRpcSession:
         # Tell the server to stop working on it; if it is already gone, nothing to do.
         try:
             self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
-        except ConnectionClosed:
+        except McpError:
             pass
 
     def _drop(self, request_id: int) -> bool:
@@ -185,19 +208,26 @@ class JsonRpcSession:
 
     def _answer_request(self, message: dict) -> None:
         self._trace_from_reader("recv", message)
-        if message["method"] == "ping":
-            reply = {"jsonrpc": "2.0", "id": message["id"], "result": {}}
+        method = message["method"]
+        handler = self.request_handlers.get(method)
+        reply: dict = {"jsonrpc": "2.0", "id": message["id"]}
+        if handler is not None:
+            params = message.get("params")
+            try:
+                reply["result"] = handler(params if isinstance(params, dict) else {})
+            except RpcError as exc:
+                reply["error"] = {"code": exc.code, "message": exc.message}
+            except Exception as exc:  # a handler's bug is the server's error to read, not a crash here
+                reply["error"] = {"code": INTERNAL_ERROR, "message": f"client failed on {method}: {exc!r}"}
+        elif method == "ping":
+            reply["result"] = {}
         else:
-            reply = {
-                "jsonrpc": "2.0",
-                "id": message["id"],
-                "error": {"code": METHOD_NOT_FOUND, "message": f"Method not found: {message['method']}"},
-            }
+            reply["error"] = {"code": METHOD_NOT_FOUND, "message": f"Method not found: {method}"}
         self._trace_from_reader("send", reply)
         try:
             self.transport.send(reply)
-        except ConnectionClosed:
-            pass
+        except McpError as exc:
+            self.log(f"could not answer the server's {method} request: {exc}")
 
     def _deliver_notification(self, message: dict) -> None:
         self._trace_from_reader("recv", message)
@@ -214,6 +244,12 @@ class JsonRpcSession:
             self._trace(direction, message)
         except Exception as exc:
             self.log(f"traffic handler failed: {exc!r}")
+
+    def _on_request_error(self, request_id: Any, error: McpError) -> None:
+        with self._lock:
+            waiter = self._pending.pop(request_id, None) if _valid_id(request_id) else None
+        if waiter is not None:
+            waiter.fail(error)
 
     def _on_garbage(self, line: str) -> None:
         self.log(f"ignored a line from the server that is not JSON-RPC: {line}")

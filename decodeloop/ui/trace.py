@@ -13,7 +13,7 @@ import sys
 from typing import TextIO
 
 from decodeloop.events import (Done, Event, Inject, Notice, Prompt, Rpc, ServerReady, Stop, Token,
-                               ToolCall, ToolError, ToolResult)
+                               ToolCall, ToolError, ToolResult, ToolsChanged)
 from decodeloop.ui.style import Style, use_color
 
 RPC_PREVIEW = 600  # characters of a JSON-RPC message shown in the trace
@@ -124,6 +124,11 @@ class TraceView:
         return (self.style("⇢ inject ", "blue") + f"{show(e.text)}: {e.tokens} tokens appended, context "
                 f"{e.context}; the next forward computes {e.tokens + 1} positions (these and the call's "
                 f"closing token) and serves {e.context - e.tokens - 1} from the cache")
+
+    def on_tools_changed(self, e: ToolsChanged) -> str:
+        change = " ".join([*(f"+{name}" for name in e.added), *(f"-{name}" for name in e.removed)]) or "no change"
+        return (self.style(f"⟳ {e.server}: tools changed ", "blue") + f"({change}); calls route to them now, "
+                "the system prompt describes them from the next turn")
 
     def on_notice(self, e: Notice) -> str:
         return self.style(f"· {e.source}: {e.message}", "dim")

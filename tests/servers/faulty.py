@@ -91,6 +91,31 @@ def chatty() -> str:
     return "finished"
 
 
+@server.tool(
+    "count_words",
+    "Count the words of TEXT; with lie=true the structured result breaks the declared outputSchema.",
+    {"type": "object", "properties": {"text": {"type": "string"}, "lie": {"type": "boolean"}},
+     "required": ["text"], "additionalProperties": False},
+    output_schema={"type": "object", "properties": {"words": {"type": "integer", "minimum": 0}},
+                   "required": ["words"]},
+)
+def count_words(text: str, lie: bool = False) -> tuple[str, dict]:
+    words = len(text.split())
+    return f"{words} words", ({"words": str(words)} if lie else {"words": words})
+
+
+@server.tool(
+    "grow",
+    "Add an echo tool called NAME at run time and announce notifications/tools/list_changed.",
+    {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": False},
+)
+def grow(name: str) -> str:
+    server.tool(name, "Return the text unchanged (added at run time).",
+                {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})(echo)
+    _send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    return f"added {name}"
+
+
 def main() -> int:
     parser = server.argument_parser()
     parser.add_argument("--ignore-eof", action="store_true", help="keep running after stdin closes")

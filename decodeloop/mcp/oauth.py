@@ -1,0 +1,288 @@
+"""OAuth 2.1 for MCP servers over HTTP, as the MCP authorization spec (2025-11-25) describes it.
+
+This module owns getting and holding an access token. The Streamable HTTP
+transport asks `header()` before each request and calls `authorize()` when the
+server answers 401 (or 403 with `insufficient_scope`); `authorize` then walks
+the flow and returns True when a retry may succeed:
+
+1. protected resource metadata (RFC 9728): the `resource_metadata` URL of the
+   WWW-Authenticate challenge, else /.well-known/oauth-protected-resource with
+   the server's path, then at the root; its `resource` must cover the server URL;
+2. authorization server metadata (RFC 8414, OpenID Discovery), trying the
+   well-known locations in the spec's order for an issuer with or without a path;
+3. the client's identity: pre-registered credentials, else a client ID metadata
+   document URL when the server supports those, else dynamic registration (RFC 7591);
+4. scope: the challenge's `scope`, else the resource's `scopes_supported`, else none
+   (a step-up keeps the scopes already granted);
+5. authorization code with PKCE S256 (refused when the server does not list S256),
+   `state` checked, and the `resource` parameter (RFC 8707) in both requests;
+6. the token request, authenticating as the server allows (client_secret_basic,
+   client_secret_post or none).
+
+The user-facing step, visiting the authorization URL, is the `authorize_url`
+callable: it gets the URL and returns the redirect URL the browser was sent
+back to (with `code` and `state`). Everything else is standard library HTTP.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import secrets
+import threading
+import urllib.parse
+from typing import Callable
+
+from decodeloop.mcp.errors import AuthorizationError, McpError
+from decodeloop.mcp.transports.httpbase import HttpClient, preview
+
+_PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
+
+
+def parse_challenge(header: str) -> dict[str, str]:
+    """The parameters of a `Bearer` WWW-Authenticate challenge: scope, resource_metadata, error, ..."""
+    match = re.search(r"\bBearer\b", header, re.IGNORECASE)
+    if match is None:
+        return {}
+    params: dict[str, str] = {}
+    for found in _PARAM.finditer(header, match.end()):
+        value = found.group(2) if found.group(2) is not None else found.group(3)
+        params.setdefault(found.group(1).lower(), re.sub(r"\\(.)", r"\1", value))
+    return params
+
+
+def pkce_pair() -> tuple[str, str]:
+    """(code_verifier, S256 code_challenge)."""
+    verifier = secrets.token_urlsafe(48)  # 64 characters of the unreserved set
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def protected_resource_urls(server_url: str) -> list[str]:
+    parts = urllib.parse.urlsplit(server_url)
+    root = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource"
+    path = parts.path.rstrip("/")
+    return [root + path, root] if path else [root]
+
+
+def authorization_server_urls(issuer: str) -> list[str]:
+    parts = urllib.parse.urlsplit(issuer)
+    base = f"{parts.scheme}://{parts.netloc}"
+    path = parts.path.rstrip("/")
+    if not path:
+        return [f"{base}/.well-known/oauth-authorization-server", f"{base}/.well-known/openid-configuration"]
+    return [f"{base}/.well-known/oauth-authorization-server{path}",
+            f"{base}/.well-known/openid-configuration{path}",
+            f"{base}{path}/.well-known/openid-configuration"]
+
+
+def covers(resource: str, server_url: str) -> bool:
+    """Whether a protected resource identifier covers the server URL (same origin, a path prefix)."""
+    a, b = urllib.parse.urlsplit(resource), urllib.parse.urlsplit(server_url)
+    if (a.scheme.lower(), a.netloc.lower()) != (b.scheme.lower(), b.netloc.lower()):
+        return False
+    prefix = a.path.rstrip("/")
+    return b.path == prefix or b.path.startswith(prefix + "/") or not prefix
+
+
+class OAuth:
+    def __init__(self, *, authorize_url: Callable[[str], str], redirect_uri: str,
+                 client_name: str = "decodeloop", client_id: str | None = None,
+                 client_secret: str | None = None, client_metadata_url: str | None = None,
+                 timeout: float = 30.0, log: Callable[[str], None] | None = None) -> None:
+        self.authorize_url = authorize_url
+        self.redirect_uri = redirect_uri
+        self.client_name = client_name
+        self.client_id, self.client_secret = client_id, client_secret
+        self.client_metadata_url = client_metadata_url
+        self.auth_method: str | None = None
+        self.timeout = timeout
+        self.log = log or (lambda line: None)
+        self.access_token: str | None = None
+        self.scope: str | None = None
+        self._lock = threading.Lock()
+
+    def header(self) -> str | None:
+        token = self.access_token
+        return f"Bearer {token}" if token else None
+
+    def authorize(self, server_url: str, status: int, www_authenticate: str) -> bool:
+        """Run the flow after a 401 (or a 403 asking for more scope); True if there is a new token."""
+        challenge = parse_challenge(www_authenticate)
+        if status == 403 and challenge.get("error") != "insufficient_scope":
+            return False  # forbidden for another reason: a new token would not help
+        held = self.access_token
+        with self._lock:
+            if self.access_token != held and status == 401:
+                return True  # another thread got a token while this one waited
+            http = HttpClient(server_url, connect_timeout=self.timeout, read_timeout=self.timeout)
+            try:
+                self._flow(http, server_url, status, challenge)
+            finally:
+                http.close()
+        return True
+
+    # -- the flow ------------------------------------------------------------------
+
+    def _flow(self, http: HttpClient, server_url: str, status: int, challenge: dict[str, str]) -> None:
+        resource_meta = self._protected_resource(http, server_url, challenge.get("resource_metadata"))
+        resource = resource_meta.get("resource") or server_url.split("#")[0]
+        if not isinstance(resource, str) or not covers(resource, server_url):
+            raise AuthorizationError(f"the protected resource metadata names resource {resource!r}, "
+                                     f"which does not cover {server_url}")
+        servers = resource_meta.get("authorization_servers")
+        if not isinstance(servers, list) or not servers or not isinstance(servers[0], str):
+            raise AuthorizationError("the protected resource metadata names no authorization server")
+        meta = self._server_metadata(http, servers[0])
+        scope = challenge.get("scope")
+        if not scope and isinstance(resource_meta.get("scopes_supported"), list):
+            scope = " ".join(s for s in resource_meta["scopes_supported"] if isinstance(s, str)) or None
+        if status == 403 and self.scope and scope:  # step up: keep what was granted, add what is asked
+            scope = " ".join(dict.fromkeys(self.scope.split() + scope.split()))
+        if "S256" not in (meta.get("code_challenge_methods_supported") or []):
+            raise AuthorizationError("the authorization server does not list PKCE S256 in "
+                                     "code_challenge_methods_supported; refusing to authorize without it")
+        self._identify(http, meta)
+        verifier, challenge_s256 = pkce_pair()
+        state = secrets.token_urlsafe(24)
+        query = {"response_type": "code", "client_id": self.client_id, "redirect_uri": self.redirect_uri,
+                 "code_challenge": challenge_s256, "code_challenge_method": "S256", "state": state,
+                 "resource": resource}
+        if scope:
+            query["scope"] = scope
+        endpoint = _endpoint(meta, "authorization_endpoint")
+        landed = self.authorize_url(endpoint + ("&" if "?" in endpoint else "?") + urllib.parse.urlencode(query))
+        answer = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(landed).query))
+        if answer.get("error"):
+            raise AuthorizationError(f"authorization refused: {answer['error']} {answer.get('error_description', '')}")
+        if answer.get("state") != state:
+            raise AuthorizationError("the authorization redirect carried the wrong state; refusing the code")
+        if not answer.get("code"):
+            raise AuthorizationError("the authorization redirect carried no code")
+        form = {"grant_type": "authorization_code", "code": answer["code"], "redirect_uri": self.redirect_uri,
+                "code_verifier": verifier, "resource": resource}
+        tokens = self._token(http, meta, form)
+        self.access_token = tokens["access_token"]
+        self.scope = tokens.get("scope") if isinstance(tokens.get("scope"), str) else scope
+        self.log("authorized" + (f" with scope {self.scope}" if self.scope else ""))
+
+    def _protected_resource(self, http: HttpClient, server_url: str, named: str | None) -> dict:
+        for url in [named] if named else protected_resource_urls(server_url):
+            found = self._get_json(http, url)
+            if found is not None:
+                return found
+        raise AuthorizationError(f"no protected resource metadata for {server_url}")
+
+    def _server_metadata(self, http: HttpClient, issuer: str) -> dict:
+        for url in authorization_server_urls(issuer):
+            found = self._get_json(http, url)
+            if found is not None:
+                return found
+        raise AuthorizationError(f"no authorization server metadata for {issuer}")
+
+    def _identify(self, http: HttpClient, meta: dict) -> None:
+        if self.client_id is not None and self.auth_method is not None:
+            return
+        if self.client_id is None and meta.get("client_id_metadata_document_supported") and self.client_metadata_url:
+            self.client_id, self.client_secret, self.auth_method = self.client_metadata_url, None, "none"
+            return
+        if self.client_id is None:
+            self._register(http, meta)
+        if self.auth_method is None:
+            offered = meta.get("token_endpoint_auth_methods_supported") or (
+                ["client_secret_basic"] if self.client_secret else ["none"])
+            usable = [m for m in ("client_secret_basic", "client_secret_post", "none")
+                      if m in offered and (m == "none" or self.client_secret)]
+            self.auth_method = usable[0] if usable else ("client_secret_basic" if self.client_secret else "none")
+
+    def _register(self, http: HttpClient, meta: dict) -> None:
+        endpoint = meta.get("registration_endpoint")
+        if not isinstance(endpoint, str):
+            raise AuthorizationError("the authorization server offers no dynamic registration; "
+                                     "a pre-registered client id is needed")
+        body = json.dumps({"client_name": self.client_name, "redirect_uris": [self.redirect_uri],
+                           "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+                           "token_endpoint_auth_method": "none"}).encode()
+        answer = self._post(http, endpoint, body, {"Content-Type": "application/json"}, "registration")
+        if not isinstance(answer.get("client_id"), str):
+            raise AuthorizationError("the registration answer has no client_id")
+        self.client_id = answer["client_id"]
+        self.client_secret = answer.get("client_secret") if isinstance(answer.get("client_secret"), str) else None
+        method = answer.get("token_endpoint_auth_method")
+        self.auth_method = method if method in ("client_secret_basic", "client_secret_post", "none") else None
+
+    def _token(self, http: HttpClient, meta: dict, form: dict[str, str]) -> dict:
+        headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
+        if self.auth_method == "client_secret_basic":
+            pair = f"{urllib.parse.quote(self.client_id or '', safe='')}:{urllib.parse.quote(self.client_secret or '', safe='')}"
+            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        else:
+            form = {**form, "client_id": self.client_id or ""}
+            if self.auth_method == "client_secret_post":
+                form["client_secret"] = self.client_secret or ""
+        answer = self._post(http, _endpoint(meta, "token_endpoint"), urllib.parse.urlencode(form).encode(),
+                            headers, "token")
+        if not isinstance(answer.get("access_token"), str):
+            raise AuthorizationError("the token answer has no access_token")
+        return answer
+
+    # -- HTTP ----------------------------------------------------------------------------
+
+    def _get_json(self, http: HttpClient, url: str) -> dict | None:
+        try:
+            response = http.request("GET", url, headers={"Accept": "application/json"})
+        except McpError as exc:
+            raise AuthorizationError(f"fetching {url}: {exc}") from None
+        if not 200 <= response.status < 300:
+            response.error_preview()
+            return None
+        data = response.read()
+        response.close()
+        try:
+            found = json.loads(data)
+        except ValueError:
+            return None
+        return found if isinstance(found, dict) else None
+
+    def _post(self, http: HttpClient, url: str, body: bytes, headers: dict[str, str], what: str) -> dict:
+        try:
+            response = http.request("POST", url, body, headers, follow_redirects=False)
+        except McpError as exc:
+            raise AuthorizationError(f"{what} request to {url}: {exc}") from None
+        data = response.read()
+        response.close()
+        if not 200 <= response.status < 300:
+            raise AuthorizationError(f"{what} request to {url}: HTTP {response.status}: {preview(data)}")
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise AuthorizationError(f"{what} answer from {url} is not a JSON object: {preview(data)}")
+        return answer
+
+
+def _endpoint(meta: dict, key: str) -> str:
+    value = meta.get(key)
+    if not isinstance(value, str):
+        raise AuthorizationError(f"the authorization server metadata has no {key}")
+    return value
+
+
+def follow_redirect(url: str, timeout: float = 30.0) -> str:
+    """An `authorize_url` for authorization servers that answer at once with a redirect (no login page)."""
+    http = HttpClient(url, connect_timeout=timeout, read_timeout=timeout)
+    try:
+        response = http.request("GET", url, follow_redirects=False)
+        location = response.headers.get("Location")
+        response.error_preview()
+    except McpError as exc:
+        raise AuthorizationError(f"authorization request: {exc}") from None
+    finally:
+        http.close()
+    if not location:
+        raise AuthorizationError(f"the authorization endpoint answered HTTP {response.status} without a redirect")
+    return urllib.parse.urljoin(url, location)
+

@@ -1,0 +1,159 @@
+"""Server-Sent Events: an incremental parser for the text/event-stream format.
+
+This module owns the framing of an SSE stream as the WHATWG HTML standard
+defines it: lines end in CRLF, LF or a lone CR (also when a CR ends one read
+and its LF starts the next); `data:` lines accumulate, joined by newlines;
+`event:`, `id:` and `retry:` set the event's type, the stream's last event id
+and the reconnection delay; a line starting with `:` is a comment; a blank line
+dispatches the event. Both HTTP transports read their streams through it.
+
+Cost is linear in the stream's size: a line split across many reads is kept as
+a list of pieces and joined once when it ends, so a 20 MB `data:` line costs
+one join, not one copy per read. Event data stays bytes (JSON parses bytes
+directly, so a large message is never copied into a str first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+MAX_EVENT_BYTES = 256 * 1024 * 1024  # a stream that never dispatches is broken, not big
+
+
+class SseError(ValueError):
+    """The stream is not a usable event stream (an event larger than the limit)."""
+
+
+@dataclass(slots=True)
+class SseEvent:
+    event: str          # "message" unless the stream named another type
+    data: bytes         # the data lines joined by b"\n"
+    id: str | None      # the stream's last event id after this event (None: never set)
+    retry: int | None   # reconnection delay in ms, if this event carried one
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+class SseParser:
+    """Feed bytes as they arrive; complete events come out in order."""
+
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self.max_event_bytes = max_event_bytes
+        self.last_event_id: str | None = None  # persists across events, as the standard says
+        self.retry: int | None = None          # the latest retry: value seen on the stream
+        self._pieces: list[bytes] = []         # the unfinished line, in pieces
+        self._pending = 0                      # bytes in _pieces
+        self._skip_lf = False                  # the last read ended in CR: a leading LF belongs to it
+        self._first = True                     # a byte order mark may start the stream
+        self._data: list[bytes] = []
+        self._data_bytes = 0
+        self._event = ""
+        self._event_retry: int | None = None
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        events: list[SseEvent] = []
+        size = len(chunk)
+        if not size:
+            return events
+        start = 0
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[0] == 10:
+                start = 1
+        # bytes.find runs at memchr speed; each position of the next LF and CR is
+        # looked up once and reused until passed, so a chunk is scanned O(size) times 2
+        lf = chunk.find(b"\n", start)
+        cr = chunk.find(b"\r", start)
+        while lf >= 0 or cr >= 0:
+            if cr < 0 or 0 <= lf < cr:
+                end, after = lf, lf + 1
+            else:
+                end = cr
+                after = cr + 2 if cr + 1 < size and chunk[cr + 1] == 10 else cr + 1
+                if after == size and cr + 1 == size:
+                    self._skip_lf = True  # the LF of a CRLF may start the next read
+            if self._pieces:
+                self._pieces.append(chunk[start:end])
+                line = b"".join(self._pieces)
+                self._pieces.clear()
+                self._pending = 0
+            else:
+                line = chunk[start:end]
+            start = after
+            if lf >= 0 and lf < start:
+                lf = chunk.find(b"\n", start)
+            if cr >= 0 and cr < start:
+                cr = chunk.find(b"\r", start)
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+        if start < size:
+            rest = chunk[start:] if start else chunk
+            self._pieces.append(rest)
+            self._pending += len(rest)
+            if self._pending + self._data_bytes > self.max_event_bytes:
+                raise SseError(f"an event is larger than {self.max_event_bytes:,} bytes")
+        return events
+
+    def finish(self) -> None:
+        """End of stream: an event without its blank line is discarded, as the standard says."""
+        self._pieces.clear()
+        self._data.clear()
+        self._pending = self._data_bytes = 0
+
+    def _line(self, line: bytes) -> SseEvent | None:
+        if self._first:
+            self._first = False
+            if line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
+        if not line:
+            return self._dispatch()
+        if line[:1] == b":":
+            return None  # a comment, often a keep-alive
+        colon = line.find(b":")
+        if colon < 0:
+            field, value = line, b""
+        else:  # one slice for the value, however long: a 20 MB data line is copied once here
+            field = line[:colon]
+            value = line[colon + 2:] if line[colon + 1:colon + 2] == b" " else line[colon + 1:]
+        if field == b"data":
+            self._data.append(value)
+            self._data_bytes += len(value) + 1
+            if self._data_bytes > self.max_event_bytes:
+                raise SseError(f"an event is larger than {self.max_event_bytes:,} bytes")
+        elif field == b"event":
+            self._event = value.decode("utf-8", errors="replace")
+        elif field == b"id":
+            if b"\0" not in value:
+                self.last_event_id = value.decode("utf-8", errors="replace")
+        elif field == b"retry":
+            if value.isdigit():
+                self.retry = self._event_retry = int(value)
+        return None  # unknown fields are ignored
+
+    def _dispatch(self) -> SseEvent | None:
+        retry, self._event_retry = self._event_retry, None
+        if not self._data:
+            self._event = ""
+            return None  # no data: nothing to dispatch (ids and retry still took effect)
+        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+        event = SseEvent(self._event or "message", data, self.last_event_id, retry)
+        self._data = []
+        self._data_bytes = 0
+        self._event = ""
+        return event
+
+
+def iter_events(read: Callable[[int], bytes], parser: SseParser | None = None,
+                chunk_size: int = 1 << 16) -> Iterator[SseEvent]:
+    """Events from a blocking `read(n)` (such as a socket file's read1) until it returns b""."""
+    parser = parser or SseParser()
+    while True:
+        chunk = read(chunk_size)
+        if not chunk:
+            parser.finish()
+            return
+        yield from parser.feed(chunk)

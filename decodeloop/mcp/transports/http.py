@@ -1,0 +1,358 @@
+"""The Streamable HTTP transport (MCP 2025-03-26 and later): one POST per message.
+
+This module owns the HTTP side of a session: the `Mcp-Session-Id` the server
+assigns (captured from the first response that carries it, sent on every
+request after), the `MCP-Protocol-Version` header (the client tells the
+transport the negotiated version with `set_protocol_version`), the optional GET
+stream for messages the server starts, and DELETE on close.
+
+Requests are POSTed by worker threads, each with its own keep-alive
+connection, so the caller returns from `send` at once and waits on its own
+timeout; the answer comes back as JSON or as an SSE stream that may carry the
+server's own requests and notifications first. If such a stream ends before
+the answer, the transport waits the stream's `retry:` delay and resumes it with
+GET and `Last-Event-ID`. Notifications and responses are POSTed on the caller's
+thread (202 Accepted), which keeps them in order.
+
+A request that fails here (an HTTP status, a refused or dropped connection, a
+stream that ends without the answer) is reported for its id through
+`on_error`, so it fails alone and the session goes on. A 404 for a request that
+carried a session id raises SessionExpired: the client initializes again.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from typing import Any, Callable
+
+from decodeloop.mcp.errors import (AuthorizationError, ConnectionClosed, HttpStatusError, McpError,
+                                   SessionExpired, TransportError)
+from decodeloop.mcp.sse import SseError, SseParser
+from decodeloop.mcp.transports.base import Message
+from decodeloop.mcp.transports.httpbase import HttpClient, Response, check_url, preview
+
+ACCEPT_BOTH = "application/json, text/event-stream"
+READ_SIZE = 1 << 18  # large reads: a 20 MB event takes 80 of them
+DEFAULT_RETRY = 1.0      # seconds before resuming a stream that named no retry: delay
+MAX_RESUMES = 5          # reconnections of one request's stream before giving up
+LISTEN_TIMEOUT = 300.0   # an idle GET stream is reopened after this long
+MAX_LISTEN_FAILURES = 5  # GET stream attempts that fail in a row before giving up on it
+DRAIN_TIMEOUT = 0.2      # after the answer, how long to wait for the stream's end (keeps the connection)
+CLOSE_TIMEOUT = 2.0      # for the DELETE on close
+
+
+def encode_message(message: dict) -> bytes:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def answers(message: Any, request_id: Any) -> bool:
+    """Whether a JSON-RPC message (or batch) holds the response to `request_id`."""
+    if isinstance(message, list):
+        return any(answers(item, request_id) for item in message)
+    return (isinstance(message, dict) and message.get("id") == request_id and "method" not in message
+            and ("result" in message or "error" in message))
+
+
+class StreamableHttpTransport:
+    reports_request_errors = True  # start() takes on_error: a failed POST fails only its request
+
+    def __init__(self, url: str, headers: dict[str, str] | None = None, *, timeout: float = 60.0,
+                 connect_timeout: float = 10.0, auth: Any = None, listen: bool = True,
+                 log: Callable[[str], None] | None = None) -> None:
+        check_url(url)
+        self.url = url
+        self.auth = auth  # an oauth.OAuth, or anything with header() and authorize(url, status, challenge)
+        self.listen = listen
+        self.timeout = timeout
+        self.log = log or (lambda line: None)
+        self.http = HttpClient(url, headers, connect_timeout=connect_timeout, read_timeout=timeout)
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self._on_message: Callable[[Message], None] = lambda m: None
+        self._on_close: Callable[[str], None] = lambda r: None
+        self._on_garbage: Callable[[str], None] = lambda line: None
+        self._on_error: Callable[[Any, McpError], None] | None = None
+        self._jobs: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._queued = 0
+        self._threads: list[threading.Thread] = []
+        self._listener: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._started = False
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self, on_message: Callable[[Message], None], on_close: Callable[[str], None],
+              on_garbage: Callable[[str], None], on_error: Callable[[Any, McpError], None] | None = None) -> None:
+        if self._started:
+            raise RuntimeError("StreamableHttpTransport.start() called twice")
+        self._started = True
+        self._on_message, self._on_close, self._on_garbage, self._on_error = (
+            on_message, on_close, on_garbage, on_error)
+
+    def set_protocol_version(self, version: str) -> None:
+        """Called by the client after initialize: every later request carries the version; open the GET stream."""
+        self.protocol_version = version
+        with self._lock:
+            if self.listen and not self._stop.is_set() and (self._listener is None or not self._listener.is_alive()):
+                self._listener = threading.Thread(target=self._listen, name="mcp-http-get", daemon=True)
+                self._listener.start()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._stop.set()
+            threads = list(self._threads)
+        if self.session_id is not None:
+            try:  # tell the server the session is over; 405 means it does not let clients end sessions
+                self.http.request("DELETE", self.url, headers=self._headers(accept=None),
+                                  private=self._auth_header(), read_timeout=CLOSE_TIMEOUT).error_preview()
+            except McpError:
+                pass
+        self.http.close()  # wakes every thread blocked on a socket
+        for _ in threads:
+            self._jobs.put(None)
+        for thread in [*threads, self._listener]:
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(1.0)
+        try:
+            self._on_close("connection closed by the client")
+        except Exception:
+            pass
+
+    # -- sending -------------------------------------------------------------------
+
+    def send(self, message: dict) -> None:
+        if self._stop.is_set():
+            raise ConnectionClosed("the connection to the server is closed")
+        body = encode_message(message)
+        if "method" in message and "id" in message:
+            with self._lock:
+                self._queued += 1
+                if self._queued > self._idle:
+                    thread = threading.Thread(target=self._work, name="mcp-http-post", daemon=True)
+                    self._threads.append(thread)
+                    thread.start()
+            self._jobs.put((body, message["id"]))
+            return
+        # a notification or a response: POST it here, so messages keep their order
+        self._post(body).error_preview()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            job = self._jobs.get()
+            with self._lock:
+                self._idle -= 1
+                self._queued -= 1
+            if job is None:
+                return
+            body, request_id = job
+            try:
+                self._request(body, request_id)
+            except McpError as exc:
+                self._fail(request_id, exc)
+            except Exception as exc:  # a bug here must fail the request, not hang it
+                self._fail(request_id, TransportError(f"POST {self.url}: {type(exc).__name__}: {exc}"))
+
+    def _fail(self, request_id: Any, error: McpError) -> None:
+        if self._stop.is_set():
+            return  # the session failed every request already
+        if self._on_error is not None:
+            self._on_error(request_id, error)
+        else:
+            self.log(f"request {request_id} failed: {error}")
+
+    def _request(self, body: bytes, request_id: Any) -> None:
+        response = self._post(body)
+        if response.status == 202:
+            response.error_preview()
+            return  # accepted without an answer here: it may arrive on the GET stream
+        kind = response.content_type
+        if kind == "text/event-stream":
+            self._read_answer_stream(response, request_id)
+        elif kind == "application/json" or not kind:
+            data = response.read()
+            response.close()
+            if not self._deliver(data, request_id):
+                raise TransportError(f"POST {self.url} answered {response.status} without the response "
+                                     f"to request {request_id}: {preview(data) or '(empty body)'}")
+        else:
+            raise TransportError(f"POST {self.url} answered with Content-Type {kind!r}, expected JSON "
+                                 f"or an event stream: {response.error_preview()}")
+
+    def _post(self, body: bytes) -> Response:
+        """POST one message; returns a 2xx response or raises the error its status means."""
+        authorized = 0
+        while True:
+            sent_session = self.session_id
+            response = self.http.request("POST", self.url, body, self._headers(), private=self._auth_header())
+            status = response.status
+            if status in (401, 403) and self.auth is not None and authorized < 2:
+                challenge = response.headers.get("WWW-Authenticate", "")
+                response.error_preview()
+                authorized += 1
+                if self.auth.authorize(self.url, status, challenge):
+                    continue
+                raise AuthorizationError(f"POST {self.url}: HTTP {status} and authorization did not succeed")
+            break
+        if 200 <= status < 300:
+            self._capture_session(response)
+            return response
+        text = response.error_preview()
+        if status == 404 and sent_session is not None:
+            with self._lock:
+                if self.session_id == sent_session:
+                    self.session_id = None
+            raise SessionExpired(f"the server no longer knows session {sent_session} (HTTP 404)", status, text)
+        if status in (401, 403):
+            raise AuthorizationError(f"POST {self.url}: HTTP {status} (the server wants authorization"
+                                     f"{': ' + text if text else ''})")
+        raise HttpStatusError(f"POST {self.url}: HTTP {status} {response.raw.reason}"
+                              f"{': ' + text if text else ''}", status, text)
+
+    def _headers(self, accept: str | None = ACCEPT_BOTH, last_event_id: str | None = None) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"} if accept == ACCEPT_BOTH else {}
+        if accept:
+            headers["Accept"] = accept
+        if self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.protocol_version is not None:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        return headers
+
+    def _auth_header(self) -> dict[str, str] | None:
+        value = self.auth.header() if self.auth is not None else None
+        return {"Authorization": value} if value else None
+
+    def _capture_session(self, response: Response) -> None:
+        session = response.headers.get("Mcp-Session-Id")
+        if session and self.session_id is None:
+            with self._lock:
+                if self.session_id is None:
+                    self.session_id = session
+
+    # -- receiving -----------------------------------------------------------------
+
+    def _deliver(self, data: bytes, request_id: Any = None) -> bool:
+        """Hand one JSON message (or batch) on; True if it answered `request_id`."""
+        try:
+            message = json.loads(data)
+        except ValueError:
+            self._on_garbage(preview(data))
+            return False
+        if not isinstance(message, (dict, list)):
+            self._on_garbage(preview(data))
+            return False
+        answered = request_id is not None and answers(message, request_id)
+        self._on_message(message)
+        return answered
+
+    def _read_answer_stream(self, response: Response, request_id: Any) -> None:
+        parser = SseParser()
+        resumes = 0
+        while not self._consume(response, parser, request_id):
+            if self._stop.is_set():
+                return
+            if not parser.last_event_id:  # never set, or reset by an empty id: nothing to resume from
+                raise TransportError(f"POST {self.url}: the event stream ended before the response to "
+                                     f"request {request_id}, and named no event id to resume from")
+            if resumes == MAX_RESUMES:
+                raise TransportError(f"POST {self.url}: the event stream for request {request_id} dropped "
+                                     f"{resumes + 1} times without the response")
+            resumes += 1
+            self._stop.wait(DEFAULT_RETRY if parser.retry is None else parser.retry / 1000)
+            if self._stop.is_set():
+                return
+            response = self.http.request("GET", self.url, headers=self._headers("text/event-stream",
+                                         parser.last_event_id), private=self._auth_header())
+            if response.status == 405:
+                response.error_preview()
+                raise TransportError(f"the event stream for request {request_id} dropped and the server "
+                                     "does not offer resumption (GET answered 405)")
+            if not 200 <= response.status < 300 or response.content_type != "text/event-stream":
+                raise HttpStatusError(f"resuming the event stream for request {request_id}: HTTP "
+                                      f"{response.status}: {response.error_preview()}", response.status)
+            parser.finish()
+
+    def _consume(self, response: Response, parser: SseParser, request_id: Any) -> bool:
+        """Read events until the stream ends or answers `request_id`; True if it answered."""
+        answered = False
+        try:
+            while not answered:
+                chunk = response.read1(READ_SIZE)
+                if not chunk:
+                    break
+                for event in parser.feed(chunk):
+                    if event.event == "message" and event.data.strip():
+                        answered = self._deliver(event.data, request_id) or answered
+        except SseError as exc:
+            response.close()
+            raise TransportError(f"{self.url}: malformed event stream: {exc}") from None
+        except TransportError as exc:
+            if self._stop.is_set():
+                return answered
+            self.log(f"event stream interrupted: {exc}")
+        if answered:
+            self._drain(response)
+        response.close()
+        return answered
+
+    def _drain(self, response: Response) -> None:
+        """After the answer, wait briefly for the stream's end so the connection can be reused."""
+        sock = response._conn.sock
+        try:
+            if sock is not None:
+                sock.settimeout(DRAIN_TIMEOUT)
+            while response.raw.read1(READ_SIZE):
+                pass
+        except Exception:
+            pass
+
+    def _listen(self) -> None:
+        """The GET stream: messages the server starts on its own, reopened when it ends."""
+        last_id: str | None = None
+        retry: float = DEFAULT_RETRY
+        failures = 0
+        while not self._stop.is_set():
+            opened = time.monotonic()
+            try:
+                response = self.http.request("GET", self.url, headers=self._headers("text/event-stream", last_id),
+                                             private=self._auth_header(), read_timeout=LISTEN_TIMEOUT)
+            except McpError as exc:
+                response, problem = None, str(exc)
+            else:
+                problem = None
+                if response.status == 405:
+                    response.error_preview()
+                    self.log("the server offers no GET stream for messages it starts (HTTP 405)")
+                    return
+                if not 200 <= response.status < 300 or response.content_type != "text/event-stream":
+                    self.log(f"GET stream refused: HTTP {response.status} {response.content_type or ''}: "
+                             f"{response.error_preview()}".replace(":  :", ":"))
+                    return
+            delivered = False
+            if response is not None:
+                parser = SseParser()
+                parser.last_event_id = last_id
+                delivered = self._consume(response, parser, None) or parser.last_event_id != last_id
+                last_id = parser.last_event_id
+                if parser.retry is not None:
+                    retry = parser.retry / 1000
+            if self._stop.is_set():
+                return
+            # a stream that fails or ends at once, again and again, is not worth reopening forever
+            failures = 0 if delivered or time.monotonic() - opened > 5 else failures + 1
+            if failures >= MAX_LISTEN_FAILURES:
+                self.log(f"gave up on the GET stream after {failures} attempts"
+                         + (f": {problem}" if problem else ""))
+                return
+            self._stop.wait(retry)

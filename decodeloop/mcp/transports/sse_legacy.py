@@ -1,0 +1,138 @@
+"""The legacy HTTP+SSE transport (MCP 2024-11-05): answers on one long GET stream.
+
+This module owns the older way of speaking MCP over HTTP. The client opens a
+GET event stream; the server's first event, `endpoint`, names the URL to POST
+messages to (resolved against the stream's URL, and refused if it is on
+another origin, which must never see our headers); every message from the
+server, answers included, then arrives on the stream as a `message` event.
+One reader thread reads the stream; when it ends the connection is over.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+from typing import Callable
+
+from decodeloop.mcp.errors import ConnectionClosed, HttpStatusError, McpError, ProtocolError, TransportError
+from decodeloop.mcp.sse import SseError, SseParser
+from decodeloop.mcp.transports.base import Message
+from decodeloop.mcp.transports.http import encode_message
+from decodeloop.mcp.transports.httpbase import HttpClient, Response, check_url, origin, preview
+
+READ_SIZE = 1 << 18  # large reads: a 20 MB event takes 80 of them
+STREAM_TIMEOUT = 3600.0  # an idle stream is given up after this long; each request has its own timeout
+
+
+class SseLegacyTransport:
+    def __init__(self, url: str, headers: dict[str, str] | None = None, *, timeout: float = 60.0,
+                 connect_timeout: float = 10.0, stream_timeout: float = STREAM_TIMEOUT,
+                 log: Callable[[str], None] | None = None) -> None:
+        check_url(url)
+        self.url = url
+        self.timeout = timeout
+        self.stream_timeout = stream_timeout
+        self.log = log or (lambda line: None)
+        self.http = HttpClient(url, headers, connect_timeout=connect_timeout, read_timeout=timeout)
+        self.endpoint: str | None = None
+        self._endpoint_known = threading.Event()
+        self._problem: str | None = None   # why the stream ended or the endpoint was refused
+        self._reader: threading.Thread | None = None
+        self._closing = False
+
+    def start(self, on_message: Callable[[Message], None], on_close: Callable[[str], None],
+              on_garbage: Callable[[str], None]) -> None:
+        if self._reader is not None:
+            raise RuntimeError("SseLegacyTransport.start() called twice")
+        response = self.http.request("GET", self.url, headers={"Accept": "text/event-stream"},
+                                     read_timeout=self.stream_timeout)
+        if not 200 <= response.status < 300:
+            text = response.error_preview()
+            raise HttpStatusError(f"GET {self.url}: HTTP {response.status}{': ' + text if text else ''}",
+                                  response.status, text)
+        if response.content_type != "text/event-stream":
+            raise TransportError(f"GET {self.url} answered with Content-Type {response.content_type!r}, "
+                                 f"not an event stream: {response.error_preview()}")
+        self._reader = threading.Thread(target=self._read, args=(response, on_message, on_close, on_garbage),
+                                        name="mcp-sse-reader", daemon=True)
+        self._reader.start()
+        if not self._endpoint_known.wait(self.timeout):
+            self.close()
+            raise TransportError(f"GET {self.url}: no endpoint event within {self.timeout:g}s")
+        if self.endpoint is None:
+            self.close()
+            raise ProtocolError(self._problem or f"GET {self.url}: the stream ended before the endpoint event")
+
+    def send(self, message: dict) -> None:
+        if self._closing or self.endpoint is None:
+            raise ConnectionClosed(self._problem or "the connection to the server is closed")
+        response = self.http.request("POST", self.endpoint, encode_message(message),
+                                     {"Content-Type": "application/json"})
+        text = response.error_preview()
+        if not 200 <= response.status < 300:
+            raise HttpStatusError(f"POST {self.endpoint}: HTTP {response.status}{': ' + text if text else ''}",
+                                  response.status, text)
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self.http.close()  # wakes the reader
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join(1.0)
+
+    def _read(self, response: Response, on_message: Callable[[Message], None], on_close: Callable[[str], None],
+              on_garbage: Callable[[str], None]) -> None:
+        parser = SseParser()
+        reason = "the server closed the event stream"
+        try:
+            while True:
+                chunk = response.read1(READ_SIZE)
+                if not chunk:
+                    break
+                for event in parser.feed(chunk):
+                    if event.event == "endpoint":
+                        if not self._set_endpoint(event.text.strip()):
+                            return
+                    elif event.event == "message" and event.data.strip():
+                        try:
+                            message = json.loads(event.data)
+                        except ValueError:
+                            message = None
+                        if isinstance(message, (dict, list)):
+                            on_message(message)
+                        else:
+                            on_garbage(preview(event.data))
+        except SseError as exc:
+            reason = f"malformed event stream: {exc}"
+        except McpError as exc:
+            reason = str(exc)
+        except Exception as exc:  # a failing callback must still end the session cleanly
+            reason = f"reading the event stream failed: {exc!r}"
+        finally:
+            response.close()
+            if self._closing:
+                reason = f"connection closed by the client ({reason})"
+            self._problem = self._problem or reason
+            self._endpoint_known.set()
+            try:
+                on_close(self._problem)
+            except Exception:
+                pass
+
+    def _set_endpoint(self, target: str) -> bool:
+        url = urllib.parse.urljoin(self.url, target)
+        try:
+            same = origin(url) == origin(self.url)
+        except McpError:
+            same = False
+        if not same:
+            # our headers (credentials) must never go to another origin
+            self._problem = (f"the server's endpoint {url!r} is not on the origin of {self.url}; "
+                             "refusing to send messages there")
+            return False
+        if self.endpoint is None:
+            self.endpoint = url
+            self._endpoint_known.set()
+        return True

@@ -1,0 +1,209 @@
+"""A deliberately misbehaving MCP server over HTTP, for the HTTP fault tests.
+
+Run as `python3 tests/servers/http_faulty.py`; it listens on 127.0.0.1 (a free
+port) and prints the port on stdout. POST /mcp speaks Streamable HTTP well
+enough to initialize and list tools; each tool then misbehaves in its own way
+(HTTP 500, a body cut short, an event stream that drops or carries garbage, no
+answer at all, a forgotten session, 20 MB). Other paths: POST /status/NNN
+answers NNN; POST /redirect answers 307 to the URL given with --redirect-to;
+GET /sse-elsewhere is a legacy SSE stream whose endpoint is on that other
+origin; GET /seen returns every request this server received, as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+TOOLS = ["echo", "headers", "fail500", "drop_json", "drop_sse", "resume_sse", "garbage_sse", "silent",
+         "big", "forget"]
+seen: list[dict] = []
+sessions: set[str] = set()
+resumable: dict[str, dict] = {}  # event id -> the response to replay on GET with that Last-Event-ID
+lock = threading.Lock()
+redirect_to = ""
+
+
+def result(request_id, text: str) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+    disable_nagle_algorithm = True  # headers and body go in separate writes
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _record(self, body: bytes = b"") -> None:
+        with lock:
+            seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers.items()),
+                         "body": body[:500].decode("utf-8", errors="replace")})
+
+    def _send(self, status: int, body: bytes = b"", kind: str = "application/json", headers: dict | None = None):
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, message: dict, headers: dict | None = None) -> None:
+        self._send(200, json.dumps(message).encode(), headers=headers)
+
+    def _sse_start(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def do_GET(self) -> None:
+        self._record()
+        if self.path == "/seen":
+            with lock:
+                self._send(200, json.dumps(seen).encode())
+            return
+        if self.path == "/sse-elsewhere":
+            self._sse_start()
+            self.wfile.write(f"event: endpoint\ndata: {redirect_to}/messages?session=1\n\n".encode())
+            self.wfile.flush()
+            time.sleep(2)
+            return
+        last = self.headers.get("Last-Event-ID")
+        if self.path == "/mcp" and last in resumable:
+            self._sse_start()
+            self.wfile.write(b"id: r2\ndata: " + json.dumps(resumable.pop(last)).encode() + b"\n\n")
+            self.wfile.flush()
+            return
+        self._send(405, b"no GET stream here", "text/plain")
+
+    def do_DELETE(self) -> None:
+        self._record()
+        self._send(200, b"")
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._record(body)
+        if self.path.startswith("/status/"):
+            status = int(self.path.rsplit("/", 1)[1])
+            self._send(status, b"<html><body><h1>Service   Unavailable</h1>\n<p>try later</p></body></html>",
+                       "text/html")
+            return
+        if self.path == "/redirect":
+            self._send(307, b"", headers={"Location": redirect_to + "/mcp"})
+            return
+        try:
+            message = json.loads(body)
+        except ValueError:
+            self._send(400, b'{"error": "not JSON"}')
+            return
+        if "id" not in message or "method" not in message:
+            self._send(202)
+            return
+        method, request_id = message["method"], message["id"]
+        if method == "initialize":
+            session = uuid.uuid4().hex
+            with lock:
+                sessions.add(session)
+            version = message["params"]["protocolVersion"]
+            self._json({"jsonrpc": "2.0", "id": request_id, "result": {
+                "protocolVersion": version, "capabilities": {"tools": {}},
+                "serverInfo": {"name": "http-faulty", "version": "0"}}}, {"Mcp-Session-Id": session})
+            return
+        if self.headers.get("Mcp-Session-Id") not in sessions:
+            self._send(404, b'{"error": "unknown session"}')
+            return
+        if method == "tools/list":
+            tools = [{"name": name, "inputSchema": {"type": "object"}} for name in TOOLS]
+            self._json({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools}})
+            return
+        if method != "tools/call":
+            self._json({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no"}})
+            return
+        getattr(self, "tool_" + message["params"]["name"])(request_id, message["params"].get("arguments") or {})
+
+    # -- tools -------------------------------------------------------------------------
+
+    def tool_echo(self, request_id, arguments) -> None:
+        self._json(result(request_id, arguments.get("text", "")))
+
+    def tool_headers(self, request_id, arguments) -> None:
+        self._json(result(request_id, json.dumps(dict(self.headers.items()))))
+
+    def tool_fail500(self, request_id, arguments) -> None:
+        self._send(500, b"kaboom: the database is on fire", "text/plain")
+
+    def tool_drop_json(self, request_id, arguments) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        self.wfile.write(b'{"jsonrpc"')
+        self.wfile.flush()
+        self.close_connection = True
+
+    def tool_drop_sse(self, request_id, arguments) -> None:
+        self._sse_start()
+        self.wfile.write(b": working on it\n\ndata: {\"jsonrpc\": \"2.0\", \"method\": \"notifications/message\", "
+                         b"\"params\": {\"level\": \"info\", \"data\": \"half way\"}}\n\n")
+        self.wfile.flush()
+
+    def tool_resume_sse(self, request_id, arguments) -> None:
+        with lock:
+            resumable["r1"] = result(request_id, "resumed")
+        self._sse_start()
+        self.wfile.write(b"id: r1\nretry: 100\ndata: \n\n")
+        self.wfile.flush()
+
+    def tool_garbage_sse(self, request_id, arguments) -> None:
+        self._sse_start()
+        self.wfile.write(b"data: this is not JSON\n\nevent: message\ndata: {broken\r\n\r\nretry: soon\nid\n\n")
+        self.wfile.flush()
+
+    def tool_silent(self, request_id, arguments) -> None:
+        time.sleep(float(arguments.get("seconds", 30)))
+        self.close_connection = True
+
+    def tool_big(self, request_id, arguments) -> None:
+        text = "y" * (int(arguments.get("megabytes", 1)) * 1024 * 1024)
+        data = json.dumps(result(request_id, text)).encode()
+        if arguments.get("sse"):
+            self._sse_start()
+            view = memoryview(b"id: b1\ndata: " + data + b"\n\n")
+            for start in range(0, len(view), 1 << 16):  # in many writes, as a real stream arrives
+                self.wfile.write(view[start:start + (1 << 16)])
+            self.wfile.flush()
+        else:
+            self._send(200, data)
+
+    def tool_forget(self, request_id, arguments) -> None:
+        with lock:
+            sessions.discard(self.headers.get("Mcp-Session-Id"))
+        self._json(result(request_id, "forgotten"))
+
+
+def main() -> int:
+    global redirect_to
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--redirect-to", default="http://127.0.0.1:9", help="another origin, for redirects")
+    args = parser.parse_args()
+    redirect_to = args.redirect_to.rstrip("/")
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    print(httpd.server_address[1], flush=True)
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

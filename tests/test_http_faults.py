@@ -1,0 +1,289 @@
+"""The HTTP transports against a misbehaving server process: every failure a clear McpError, never a hang.
+
+tests/servers/http_faulty.py is a real HTTP server in its own process; each
+tool misbehaves in its own way. The checks are on what the caller sees (the
+error type and message, how long it took) and on what the server received.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+from conftest import FAULTY
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from decodeloop.mcp import McpClient
+from decodeloop.mcp.errors import (ConnectionClosed, HttpStatusError, McpError, ProtocolError, RequestTimeout,
+                                   TransportError)
+from decodeloop.mcp.sse import SseParser
+
+
+def connect(server, path="/mcp", **kw):
+    logs: list[str] = []
+    traffic: list[tuple[str, dict]] = []
+    client = McpClient.connect_url(server.url + path, name="faulty", timeout=kw.pop("timeout", 10), log=logs.append,
+                                   on_traffic=lambda d, m: traffic.append((d, m)), **kw)
+    client.logs, client.traffic = logs, traffic
+    return client
+
+
+def quickly(seconds: float = 3.0):
+    class Clock:
+        def __enter__(self):
+            self.start = time.monotonic()
+            return self
+
+        def __exit__(self, *exc):
+            self.elapsed = time.monotonic() - self.start
+            assert self.elapsed < seconds, f"took {self.elapsed:.2f}s"
+    return Clock()
+
+
+def test_http_500_is_a_clear_error_and_the_session_goes_on(http_server):
+    server = http_server()
+    with connect(server) as client, quickly():
+        with pytest.raises(HttpStatusError) as excinfo:
+            client.call_tool("fail500", {})
+        assert excinfo.value.status == 500
+        assert str(excinfo.value).startswith("faulty: POST ") and "HTTP 500" in str(excinfo.value)
+        assert "kaboom: the database is on fire" in str(excinfo.value)
+        assert client.call_tool("echo", {"text": "still here"}).text() == "still here"
+
+
+def test_a_body_cut_short_is_a_dropped_connection(http_server):
+    server = http_server()
+    with connect(server) as client, quickly():
+        with pytest.raises(TransportError, match="dropped the connection"):
+            client.call_tool("drop_json", {})
+        assert client.call_tool("echo", {"text": "next"}).text() == "next"
+
+
+def test_an_event_stream_that_ends_before_the_answer(http_server):
+    server = http_server()
+    seen = []
+    with connect(server, on_notification=lambda method, params: seen.append(params)) as client, quickly():
+        with pytest.raises(TransportError, match="ended before the response .* no event id to resume from"):
+            client.call_tool("drop_sse", {})
+    assert seen == [{"level": "info", "data": "half way"}]  # what came before the drop was delivered
+
+
+def test_a_dropped_stream_is_resumed_with_last_event_id_after_retry(http_server):
+    server = http_server()
+    with connect(server) as client:
+        started = time.monotonic()
+        assert client.call_tool("resume_sse", {}).text() == "resumed"
+        assert time.monotonic() - started >= 0.1  # the stream's retry: 100
+    [get] = [r for r in server.seen() if r["method"] == "GET" and r["headers"].get("Last-Event-ID")]
+    assert get["headers"]["Last-Event-ID"] == "r1"
+
+
+def test_garbage_on_an_event_stream_is_logged_and_the_call_fails_clearly(http_server):
+    server = http_server()
+    with connect(server) as client, quickly():
+        with pytest.raises(TransportError, match="ended before the response"):
+            client.call_tool("garbage_sse", {})
+        assert any("not JSON-RPC: this is not JSON" in line for line in client.logs), client.logs
+        assert any("not JSON-RPC: {broken" in line for line in client.logs), client.logs
+        assert client.call_tool("echo", {"text": "fine"}).text() == "fine"
+
+
+def test_a_server_that_never_answers_times_out_and_is_cancelled(http_server):
+    server = http_server()
+    with connect(server) as client:
+        with quickly(1.5):
+            with pytest.raises(RequestTimeout, match="timed out after 0.5s"):
+                client.call_tool("silent", {"seconds": 5}, timeout=0.5)
+        call = next(m for d, m in client.traffic if m.get("params", {}).get("name") == "silent")
+        assert client.call_tool("echo", {"text": "after"}).text() == "after"
+    cancels = [json.loads(r["body"]) for r in server.seen() if "notifications/cancelled" in r["body"]]
+    assert cancels[0]["params"]["requestId"] == call["id"]
+
+
+def test_connection_refused_is_quick_and_clear():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here once it closes
+    with quickly(), pytest.raises(TransportError, match=f"cannot connect to http://127.0.0.1:{port}/mcp: connection refused"):
+        McpClient.connect_url(f"http://127.0.0.1:{port}/mcp", name="nobody", timeout=5)
+
+
+@pytest.mark.parametrize("status", [401, 403, 500, 502, 503])
+def test_non_2xx_on_initialize_names_the_status_and_shows_the_body(http_server, status):
+    server = http_server()
+    with quickly(), pytest.raises(HttpStatusError if status >= 500 else McpError) as excinfo:
+        McpClient.connect_url(f"{server.url}/status/{status}", name="faulty", timeout=5)
+    message = str(excinfo.value)
+    assert f"HTTP {status}" in message and "Service Unavailable try later" in message
+    assert len(message) < 300 and "<" not in message  # a short preview: tags dropped, whitespace collapsed
+
+
+def test_404_on_initialize_falls_back_to_legacy_sse_and_says_why_that_failed(http_server):
+    server = http_server()
+    logs: list[str] = []
+    with quickly(), pytest.raises(HttpStatusError, match="GET .*/status/404: HTTP 405"):
+        McpClient.connect_url(f"{server.url}/status/404", name="faulty", timeout=5, log=logs.append)
+    assert any("answered HTTP 404; trying the legacy HTTP+SSE transport" in line for line in logs)
+
+
+def test_an_expired_session_is_initialized_again_and_the_request_retried(http_server):
+    server = http_server()
+    with connect(server) as client:
+        first = client.transport.session_id
+        assert client.call_tool("forget", {}).text() == "forgotten"
+        assert client.call_tool("echo", {"text": "again"}).text() == "again"
+        assert client.transport.session_id not in (None, first)
+        sent = [m.get("method") for d, m in client.traffic if d == "send"]
+        assert sent.count("initialize") == 2 and sent.count("notifications/initialized") == 2
+        assert any("initializing again" in line for line in client.logs)
+
+
+def test_session_and_version_headers_and_custom_headers(http_server):
+    server = http_server()
+    with connect(server, headers={"Authorization": "Bearer s3cret", "X-Team": "blue"}) as client:
+        seen = json.loads(client.call_tool("headers", {}).text())
+        session = client.transport.session_id
+    assert seen["Authorization"] == "Bearer s3cret" and seen["X-Team"] == "blue"
+    assert seen["Mcp-Session-Id"] == session and seen["MCP-Protocol-Version"] == "2025-11-25"
+    assert seen["Accept"] == "application/json, text/event-stream" and seen["Content-Type"] == "application/json"
+    requests = server.seen()
+    initialize = requests[0]
+    assert "MCP-Protocol-Version" not in initialize["headers"] and "Mcp-Session-Id" not in initialize["headers"]
+    # the GET stream was tried (405: none offered) and the session was ended with DELETE
+    assert any(r["method"] == "GET" and r["path"] == "/mcp" for r in requests)
+    [delete] = [r for r in requests if r["method"] == "DELETE"]
+    assert delete["headers"]["Mcp-Session-Id"] == session
+
+
+def test_a_redirect_to_another_origin_never_carries_the_headers(http_server):
+    other = http_server()
+    server = http_server("--redirect-to", other.url)
+    with connect(server, path="/redirect", headers={"Authorization": "Bearer s3cret"}) as client:
+        assert client.call_tool("echo", {"text": "via redirect"}).text() == "via redirect"
+    assert [r["path"] for r in server.seen() if r["method"] == "POST"][0] == "/redirect"
+    received = other.seen()
+    assert received and all("Authorization" not in r["headers"] for r in received)
+    assert "Bearer s3cret" not in json.dumps(received)
+
+
+def test_a_legacy_endpoint_on_another_origin_is_refused(http_server):
+    other = http_server()
+    server = http_server("--redirect-to", other.url)
+    with quickly(), pytest.raises(ProtocolError, match="not on the origin .* refusing to send messages there"):
+        McpClient.connect_url(f"{server.url}/sse-elsewhere", transport="sse",
+                              headers={"Authorization": "Bearer s3cret"}, name="faulty", timeout=5)
+    assert other.seen() == []
+
+
+def test_after_close_sends_fail_at_once(http_server):
+    server = http_server()
+    client = connect(server)
+    client.close()
+    with quickly(0.5), pytest.raises(ConnectionClosed):
+        client.call_tool("echo", {"text": "too late"})
+
+
+# -- 20 MB results: linear time, over HTTP (JSON and SSE) and stdio --------------------------------
+
+
+def timed(call) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+@pytest.mark.parametrize("sse", [False, True], ids=["json", "sse"])
+def test_a_20_megabyte_result_over_http_is_read_in_linear_time(http_server, sse):
+    server = http_server()
+    with connect(server, timeout=30) as client:
+        def big(mb):
+            assert len(client.call_tool("big", {"megabytes": mb, "sse": sse}).text()) == mb * 1024 * 1024
+        small, large = min(timed(lambda: big(4)) for _ in range(2)), timed(lambda: big(20))
+    assert large < 10
+    assert large < 10 * max(small, 0.05)  # 5x the data: linear is ~5x, quadratic would be ~25x
+
+
+def test_a_20_megabyte_result_over_stdio_is_read_in_linear_time():
+    with McpClient.start_stdio(FAULTY, name="faulty", timeout=30) as client:
+        def big(mb):
+            assert len(client.call_tool("big", {"megabytes": mb}).text()) == mb * 1024 * 1024
+        small, large = min(timed(lambda: big(4)) for _ in range(2)), timed(lambda: big(20))
+    assert large < 10 and large < 10 * max(small, 0.05)
+
+
+# -- the SSE parser on its own ---------------------------------------------------------------------
+
+
+def events_of(*chunks: bytes) -> list[tuple[str, str, str | None, int | None]]:
+    parser = SseParser()
+    out = []
+    for chunk in chunks:
+        out += [(e.event, e.text, e.id, e.retry) for e in parser.feed(chunk)]
+    return out
+
+
+def test_sse_parser_line_endings_split_anywhere():
+    stream = b"\xef\xbb\xbfid: 1\r\nevent: note\r\ndata: a\r\ndata:b\r\n\r\n: comment\n\ndata: c\r\rretry: 250\ndata: d\n\n"
+    expected = [("note", "a\nb", "1", None), ("message", "c", "1", None), ("message", "d", "1", 250)]
+    assert events_of(stream) == expected
+    for size in (1, 2, 3, 7):  # every split point, CR and LF in different reads
+        assert events_of(*[stream[i:i + size] for i in range(0, len(stream), size)]) == expected
+
+
+def test_sse_parser_ignores_bad_fields_and_keeps_the_last_id():
+    assert events_of(b"retry: soon\nid: a\0b\nfoo: bar\ndata\n\nid\ndata: x\n\n") == [
+        ("message", "", None, None), ("message", "x", "", None)]
+
+
+def test_sse_parser_big_event_in_small_reads_is_linear():
+    data = b"data: " + b"z" * (20 * 1024 * 1024) + b"\n\n"
+    parser = SseParser()
+    started = time.perf_counter()
+    events = []
+    for i in range(0, len(data), 1 << 14):
+        events += parser.feed(data[i:i + (1 << 14)])
+    assert time.perf_counter() - started < 2
+    assert len(events) == 1 and len(events[0].data) == 20 * 1024 * 1024
+
+
+line_text = st.text(st.characters(blacklist_characters="\r\n\0", blacklist_categories=("Cs",)), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(line_text, max_size=3), st.one_of(st.none(), line_text),
+                          st.one_of(st.none(), line_text.filter(lambda t: t.strip() == t and t))),
+                max_size=6),
+       st.lists(st.sampled_from([b"\n", b"\r", b"\r\n"]), min_size=1, max_size=4),
+       st.lists(st.integers(1, 50), max_size=30))
+def test_sse_parser_property_any_split_any_line_ending(events, endings, cuts):
+    stream, expected, last_id, k = bytearray(), [], None, 0
+
+    def line(text: str) -> None:
+        nonlocal k
+        ending = endings[k % len(endings)]
+        if not text and ending == b"\n" and stream.endswith(b"\r"):
+            ending = b"\r\n"  # CR then LF would be one CRLF: the blank line would vanish
+        stream.extend(text.encode() + ending)
+        k += 1
+
+    for data, event_id, kind in events:
+        line(": a comment")
+        if kind is not None:
+            line(f"event: {kind}")
+        if event_id is not None:
+            line(f"id: {event_id}")
+            last_id = event_id
+        for text in data:
+            line(f"data: {text}")
+        line("")
+        if data:
+            expected.append((kind or "message", "\n".join(data), last_id, None))
+    pieces, start = [], 0
+    for cut in cuts:
+        pieces.append(bytes(stream[start:start + cut]))
+        start += cut
+    pieces.append(bytes(stream[start:]))
+    assert events_of(*pieces) == expected

@@ -1,0 +1,253 @@
+"""decodeloop's client against MCP servers no one here wrote, each a real process.
+
+- @modelcontextprotocol/server-everything (npm, the reference server) over stdio,
+  Streamable HTTP and legacy SSE;
+- mcp-server-time (PyPI) over stdio;
+- a server written with the official Python SDK (tests/servers/sdk_server.py) over
+  stdio, Streamable HTTP and legacy SSE.
+
+Every tool is listed; calls that return each content type are made and what
+would enter the model's context is checked exactly. The npm package is installed
+once per session under .cache/npm; if that fails the tests fail, unless
+DECODELOOP_OFFLINE=1 says to skip them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT
+
+from decodeloop.dispatch import output_problem
+from decodeloop.loop import Harness, TurnConfig
+from decodeloop.mcp import McpClient
+from decodeloop.mcp.transports.http import StreamableHttpTransport
+from decodeloop.mcp.transports.sse_legacy import SseLegacyTransport
+from decodeloop.mcp_config import load_config
+from decodeloop.models.table import TableModel
+from decodeloop.router import start_servers
+from decodeloop.sampling import Sampler
+from decodeloop.tokenize import CharTokenizer
+
+EVERYTHING_VERSION = "2026.8.31"
+NPM_PREFIX = os.path.join(ROOT, ".cache", "npm")
+EVERYTHING = os.path.join(NPM_PREFIX, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+SDK_SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "sdk_server.py")]
+EVERYTHING_TOOLS = {"echo", "get-annotated-message", "get-env", "get-resource-links", "get-resource-reference",
+                    "get-structured-content", "get-sum", "get-tiny-image", "gzip-file-as-resource",
+                    "toggle-simulated-logging", "toggle-subscriber-updates", "trigger-long-running-operation"}
+SDK_TOOLS = ["echo", "tiny_image", "beep", "report_link", "embedded", "weather", "fail", "big", "count"]
+
+
+@pytest.fixture(scope="session")
+def everything() -> str:
+    """The path of server-everything's entry point, installed with npm if it is not there yet."""
+    package = os.path.join(os.path.dirname(os.path.dirname(EVERYTHING)), "package.json")
+    try:
+        with open(package) as f:
+            installed = json.load(f).get("version")
+    except OSError:
+        installed = None
+    if installed != EVERYTHING_VERSION:
+        try:
+            done = subprocess.run(["npm", "install", "--prefix", NPM_PREFIX, "--no-audit", "--no-fund",
+                                   f"@modelcontextprotocol/server-everything@{EVERYTHING_VERSION}"],
+                                  capture_output=True, text=True, timeout=300)
+            problem = None if done.returncode == 0 else (done.stderr or done.stdout)[-2000:]
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problem = str(exc)
+        if problem is not None:
+            if os.environ.get("DECODELOOP_OFFLINE") == "1":
+                pytest.skip(f"DECODELOOP_OFFLINE=1 and npm install failed: {problem}")
+            pytest.fail(f"npm install of server-everything failed (set DECODELOOP_OFFLINE=1 to skip):\n{problem}")
+    return EVERYTHING
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Process:
+    """A server process listening on a port; stopped at the end of the test."""
+
+    def __init__(self, argv: list[str], port: int, env: dict | None = None) -> None:
+        self.proc = subprocess.Popen(argv, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"{argv} did not start: {self.proc.stderr.read()[-2000:]!r}")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(5)
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def serve():
+    started: list[Process] = []
+
+    def start(argv: list[str], port: int, env: dict | None = None) -> None:
+        started.append(Process(argv, port, env))
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+def everything_client(everything: str, transport: str, serve, **kw) -> McpClient:
+    if transport == "stdio":
+        return McpClient.start_stdio(["node", everything, "stdio"], name="everything", timeout=30, **kw)
+    port = free_port()
+    serve(["node", everything, "streamableHttp" if transport == "http" else "sse"], port, {"PORT": str(port)})
+    path = "/mcp" if transport == "http" else "/sse"
+    return McpClient.connect_url(f"http://127.0.0.1:{port}{path}", name="everything", timeout=30, **kw)
+
+
+def sdk_client(transport: str, serve, **kw) -> McpClient:
+    if transport == "stdio":
+        return McpClient.start_stdio([*SDK_SERVER, "stdio"], name="sdk", timeout=30, **kw)
+    port = free_port()
+    serve([*SDK_SERVER, "streamable-http" if transport == "http" else "sse", str(port)], port)
+    path = "/mcp" if transport == "http" else "/sse"
+    return McpClient.connect_url(f"http://127.0.0.1:{port}{path}", name="sdk", timeout=30, **kw)
+
+
+TRANSPORT_CLASS = {"http": StreamableHttpTransport, "sse": SseLegacyTransport}
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http", "sse"])
+def test_server_everything(everything, serve, transport):
+    notes: list[tuple[str, dict]] = []
+    with everything_client(everything, transport, serve,
+                           on_notification=lambda method, params: notes.append((method, params))) as client:
+        if transport != "stdio":
+            assert isinstance(client.transport, TRANSPORT_CLASS[transport])  # auto found the right one
+        assert client.protocol_version == "2025-11-25"
+        assert client.server_info["name"] == "mcp-servers/everything"
+        tools = {tool.name: tool for tool in client.list_tools()}
+        assert EVERYTHING_TOOLS <= set(tools)
+
+        assert client.call_tool("echo", {"message": "hé there"}).text() == "Echo: hé there"
+        assert client.call_tool("get-sum", {"a": 2, "b": 40}).text() == "The sum of 2 and 40 is 42."
+        image = client.call_tool("get-tiny-image", {})
+        assert [item["type"] for item in image.content] == ["text", "image", "text"]
+        assert "[image image/png, " in image.text() and image.content[1]["data"][:20] not in image.text()
+
+        links = client.call_tool("get-resource-links", {"count": 2}).text().split("\n")
+        assert links[1].startswith("[resource link ") and "demo://resource/dynamic/" in links[1]
+        reference = client.call_tool("get-resource-reference", {"resourceType": "Text", "resourceId": 1}).text()
+        assert "[resource demo://resource/dynamic/text/1 (text/plain)]\nResource 1: This is a plaintext" in reference
+        blob = client.call_tool("get-resource-reference", {"resourceType": "Blob", "resourceId": 2}).text()
+        assert "[resource demo://resource/dynamic/blob/2 text/plain, 55 bytes]" in blob  # a blob: size, no base64
+
+        gzip = client.call_tool("gzip-file-as-resource", {"name": "hi.txt.gz", "outputType": "resource",
+                                                           "data": "data:text/plain;base64,aGVsbG8gd29ybGQ="})
+        assert not gzip.is_error, gzip.text()
+        assert gzip.text().startswith("[resource ") and " bytes]" in gzip.text()
+
+        structured = client.call_tool("get-structured-content", {"location": "Chicago"})
+        assert structured.structured == json.loads(structured.text())
+        assert output_problem(tools["get-structured-content"], structured) is None  # its outputSchema holds
+
+        annotated = client.call_tool("get-annotated-message", {"messageType": "error", "includeImage": True})
+        assert annotated.text().startswith("Error: Operation failed") and "[image image/png," in annotated.text()
+
+        long = client.call_tool("trigger-long-running-operation", {"duration": 0.3, "steps": 3})
+        assert long.text().startswith("Long running operation completed")
+        progress = [p for method, p in notes if method == "notifications/progress"]
+        assert [(p["progress"], p["total"]) for p in progress] == [(1, 3), (2, 3), (3, 3)]
+
+        wrong = client.call_tool("get-sum", {"a": "two", "b": 3})
+        assert wrong.is_error and "a" in wrong.text()
+
+
+def test_mcp_server_time():
+    with McpClient.start_stdio([sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"],
+                               name="time", timeout=30) as client:
+        tools = {tool.name: tool for tool in client.list_tools()}
+        assert set(tools) == {"get_current_time", "convert_time"}
+        assert "timezone" in tools["get_current_time"].input_schema["required"]
+        now = client.call_tool("get_current_time", {"timezone": "Europe/Paris"})
+        assert not now.is_error and json.loads(now.text())["timezone"] == "Europe/Paris"
+        converted = client.call_tool("convert_time", {"source_timezone": "UTC", "time": "12:00",
+                                                      "target_timezone": "Asia/Tokyo"})
+        assert json.loads(converted.text())["target"]["datetime"].endswith("21:00:00+09:00")
+        bad = client.call_tool("get_current_time", {"timezone": "Mars/Olympus_Mons"})
+        assert bad.is_error and "Mars/Olympus_Mons" in bad.text()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http", "sse"])
+def test_python_sdk_server_every_content_type(serve, transport):
+    notes: list[tuple[str, dict]] = []
+    with sdk_client(transport, serve, on_notification=lambda method, params: notes.append((method, params))) as client:
+        tools = {tool.name: tool for tool in client.list_tools()}
+        assert list(tools) == SDK_TOOLS
+        assert tools["weather"].output_schema["properties"]["temperature_c"]["type"] == "integer"
+
+        def text(name, **arguments):
+            result = client.call_tool(name, arguments)
+            assert not result.is_error, result.text()
+            return result.text()
+
+        assert text("echo", text="hé") == "hé"
+        assert text("tiny_image") == "[image image/png, 69 bytes]"
+        assert text("beep") == "[audio audio/wav, 1644 bytes]"
+        assert text("report_link") == "[resource link report file:///reports/q3.pdf (application/pdf)] the third-quarter report"
+        assert text("embedded") == ("[resource file:///notes.txt (text/plain)]\nremember the milk\n"
+                                    "[resource file:///data.bin application/octet-stream, 1024 bytes]")
+        weather = client.call_tool("weather", {"city": "Oslo"})
+        assert weather.structured == {"city": "Oslo", "temperature_c": 12, "conditions": "clear"}
+        assert output_problem(tools["weather"], weather) is None
+        failed = client.call_tool("fail", {"reason": "testing"})
+        assert failed.is_error and failed.text() == "Error executing tool fail: failed on purpose: testing"
+        assert text("count", steps=3) == "counted to 3"
+        assert [p["message"] for m, p in notes if m == "notifications/progress"] == ["step 1", "step 2", "step 3"]
+
+
+def test_several_servers_from_a_config_file_through_the_harness(everything, serve, tmp_path, events):
+    port = free_port()
+    serve(["node", everything, "streamableHttp"], port, {"PORT": str(port)})
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "everything": {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Client": "decodeloop"}},
+        "sdk": {"command": SDK_SERVER[0], "args": [SDK_SERVER[1], "stdio"]},
+        "time": {"type": "stdio", "command": sys.executable, "args": ["-m", "mcp_server_time"]},
+    }}))
+    question = "Show me a tiny image."
+    table = {"<|user|>" + question + "<|assistant|>": "[call sdk__echo text=hello]",
+             "<|tool|>hello<|assistant|>": "[call tiny_image]",
+             "<|tool|>[image image/png, 69 bytes]<|assistant|>": "[call count steps=2]",
+             "<|tool|>counted to 2<|assistant|>": "[call weather city=Oslo]",
+             "<|assistant|>": "Here it is.<|eos|>"}
+    tokenizer = CharTokenizer()
+    with start_servers(load_config(str(config)), events, timeout=30) as router:
+        # echo is offered by two servers: both namespaced; the rest keep their names
+        assert {"everything__echo", "sdk__echo", "tiny_image", "get-sum", "get_current_time"} <= set(router.tools)
+        assert "echo" not in router.tools
+        result = Harness(TableModel(tokenizer, table), tokenizer, Sampler(), router, events,
+                         config=TurnConfig(max_tokens=400)).run(question)
+    assert [(c.name, c.server) for c in events.of("tool_call")] == [
+        ("sdk__echo", "sdk"), ("tiny_image", "sdk"), ("count", "sdk"), ("weather", "sdk")]
+    progress = [e.message for e in events.of("notice") if e.source == "sdk" and e.message.startswith("progress")]
+    assert progress == ["progress 1/2: step 1", "progress 2/2: step 2"]  # shown in the trace as notices
+    results = events.of("tool_result")
+    assert [r.text for r in results[:3]] == ["hello", "[image image/png, 69 bytes]", "counted to 2"]
+    assert results[3].text.startswith("{") and not events.of("tool_error")  # structured, schema kept
+    assert result.answer == "Here it is."
+    assert {e.server for e in events.of("server")} == {"everything", "sdk", "time"}

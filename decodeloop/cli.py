@@ -9,6 +9,7 @@ import sys
 import threading
 
 from decodeloop import __version__
+from decodeloop.models.base import MissingDependency
 
 RUN_EXAMPLES = """\
 examples:
@@ -64,6 +65,19 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     _sampling_options(evaluate, seed=0)
     _turn_options(evaluate, max_tokens=400)
     evaluate.add_argument("--json", action="store_true", help="print one JSON summary object")
+
+    train = commands.add_parser(
+        "train", help="train a lab model from scratch",
+        description="Train a lab model from scratch on the lab corpus and write its weights. "
+                    "The same seed gives the same weights on the same machine.")
+    train.add_argument("target", choices=("transformer",), help="what to train")
+    train.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the shipped run's)")
+    train.add_argument("--seed", type=int, default=0, help="seed of the weights and the corpus (default: 0)")
+    train.add_argument("--batch-size", type=int, default=None, help="transcripts per step (default: the shipped run's)")
+    train.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the shipped run's)")
+    train.add_argument("--threads", type=int, default=2, help="threads sharing each step's batch (default: 2)")
+    train.add_argument("--out", default=None, metavar="PATH",
+                       help="where to write the .npz (default: decodeloop/models/weights/transformer.npz)")
     return parser
 
 
@@ -75,6 +89,9 @@ def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
                        help=f"the model (default: {default_model})")
     group.add_argument("--order", type=int, default=None,
                        help="n-gram order: the model sees the last ORDER-1 tokens (default: 8)")
+    group.add_argument("--weights", default=None, metavar="PATH",
+                       help="transformer weights, an .npz from `decodeloop train transformer` "
+                            "(default: the shipped decodeloop/models/weights/transformer.npz)")
     group.add_argument("--mcp", action="append", default=[], metavar="COMMAND",
                        help="a stdio MCP server command line, e.g. \"python3 server.py\"; repeatable "
                             "(default: the bundled servers the model knows)")
@@ -111,7 +128,12 @@ def main(argv: list[str] | None = None, *, default_prompt: str | None = None, pr
             return run_command(args, parser)
         if args.command == "eval":
             return eval_command(args, parser)
+        if args.command == "train":
+            return train_command(args, parser)
         return EXIT_USAGE
+    except MissingDependency as e:
+        print(f"decodeloop: {e}", file=sys.stderr)
+        return EXIT_ERROR
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, and keep Python from complaining at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -130,6 +152,10 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
             parser.error(f"{flag} must be at least 1")
     if args.order is not None and args.model != "ngram":
         parser.error("--order applies to --model ngram only")
+    if args.weights is not None and args.model != "transformer":
+        parser.error("--weights applies to --model transformer only")
+    if args.weights is not None and not os.path.isfile(args.weights):
+        parser.error(f"--weights: no such file: {args.weights}")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
     if any(not s for s in args.stop):
@@ -209,7 +235,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     try:
         specs = _server_specs(args, parser)
         tokenizer = CharTokenizer()
-        model = load_model(args.model, tokenizer, order=args.order)
+        model = load_model(args.model, tokenizer, order=args.order, weights=args.weights)
         with start_servers(specs, emit, timeout=args.timeout, verbose=args.verbose) as router:
             harness = Harness(model, tokenizer, sampler, router, emit, config=config)
             result = harness.run(args.prompt)
@@ -237,7 +263,7 @@ def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     sampler, config = _checked(args, parser)
     try:
         tokenizer = CharTokenizer()
-        model = load_model(args.model, tokenizer, order=args.order)
+        model = load_model(args.model, tokenizer, order=args.order, weights=args.weights)
         held_out = episodes(args.seed, args.episodes, "heldout")
         with start_stdio_servers(_server_commands(args), lambda event: None, timeout=args.timeout) as router:
             summary, _ = evaluate(
@@ -260,3 +286,19 @@ def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         for name, value in summary.rows():
             print(f"  {name:<{width}}  {value}")
     return EXIT_OK
+
+
+def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    for flag, value in (("--steps", args.steps), ("--batch-size", args.batch_size), ("--threads", args.threads)):
+        if value is not None and value < 1:
+            parser.error(f"{flag} must be at least 1")
+    if args.lr is not None and args.lr <= 0:
+        parser.error("--lr must be positive")
+    from decodeloop.train.transformer import main as train_transformer
+
+    try:
+        return train_transformer(out=args.out, steps=args.steps, seed=args.seed, batch_size=args.batch_size,
+                                 lr=args.lr, threads=args.threads)
+    except KeyboardInterrupt:
+        print("\ninterrupted.", file=sys.stderr)
+        return 130

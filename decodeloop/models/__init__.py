@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from decodeloop.models.base import Model, PrefixCachedModel, common_prefix_len
 
-MODEL_NAMES = ("table", "ngram")
+MODEL_NAMES = ("table", "ngram", "transformer")
 
 
-def load_model(name: str, tokenizer, *, order: int | None = None) -> Model:
+def load_model(name: str, tokenizer, *, order: int | None = None, weights: str | None = None) -> Model:
     if name == "table":
         from decodeloop.models.table import TableModel
 
@@ -22,6 +22,10 @@ def load_model(name: str, tokenizer, *, order: int | None = None) -> Model:
         from decodeloop.models.ngram import DEFAULT_ORDER, NgramModel
 
         return NgramModel.trained(tokenizer, order or DEFAULT_ORDER)
+    if name == "transformer":  # needs numpy: raises MissingDependency, naming the extra, without it
+        from decodeloop.models.transformer import DEFAULT_WEIGHTS, TransformerModel
+
+        return TransformerModel.load(weights or DEFAULT_WEIGHTS)
     raise ValueError(f"unknown model {name!r}; choose one of: {', '.join(MODEL_NAMES)}")
 
 

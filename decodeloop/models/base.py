@@ -13,6 +13,10 @@ from __future__ import annotations
 from typing import Protocol, Sequence
 
 
+class MissingDependency(ImportError):
+    """A model whose optional dependency is not installed; the message names what to install."""
+
+
 class Model(Protocol):
     name: str
     vocab_size: int

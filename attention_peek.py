@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Lab step: find the attention head that copies values out of the tool result, and draw it.
+
+    python3 attention_peek.py                     # held-out weather episodes; heatmap in the terminal
+    python3 attention_peek.py --tool get_forecast --svg forecast.svg
+
+The shipped transformer reads a few held-out transcripts whole (question, call,
+the real tool result, answer) with its attention maps recorded. Each value the
+answer must hold (a temperature, the conditions, ...) is copied from the tool
+result character by character; for every head, the copy score is the attention
+that the position writing each value character (the position just before it:
+that is where the model decides what comes next) puts on that same character
+in the tool result, averaged over the characters. Chance is one over the keys
+in view. The head with the highest score is drawn for the first episode: one
+row per answer character, as it is written, one column per character of the
+tool result. Needs numpy (pip install 'decodeloop[lab]').
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from decodeloop.ui.heatmap import svg, terminal
+from decodeloop.ui.style import use_color
+
+
+def spans(episode, system: str, tokenizer):
+    """Token ids of the transcript, the token positions of its result and its answer, and the copies:
+    (position in the answer, position in the result) of every token of every value."""
+    head = f"<|system|>{system}<|user|>{episode.user}<|assistant|>{episode.call}<|tool|>"
+    ids = tokenizer.encode_markup(episode.markup(system))
+    result_at = len(tokenizer.encode_markup(head))
+    answer_at = result_at + len(tokenizer.encode(episode.result)) + 1       # after <|assistant|>
+    copies = []
+    for value in episode.values:
+        if value in episode.result and value in episode.answer:
+            source = result_at + len(tokenizer.encode(episode.result[:episode.result.index(value)]))
+            target = answer_at + len(tokenizer.encode(episode.answer[:episode.answer.index(value)]))
+            copies += [(target + i, source + i) for i in range(len(tokenizer.encode(value)))]
+    return ids, range(result_at, answer_at - 1), range(answer_at, len(ids)), copies
+
+
+def attention_rows(model, layer: int, query: int):
+    """(first key position, weights [n_head, keys]) of one query position, from the recorded maps."""
+    for pos0, lo, att in model.attention[layer]:
+        if pos0 <= query < pos0 + att.shape[1]:
+            return lo, att[:, query - pos0]
+    raise KeyError(query)
+
+
+def read(model, ids) -> None:
+    """Run a whole transcript through a fresh cache, keeping every attention map."""
+    model.reset()
+    model.attention = []
+    model.record_attention = True
+    model.forward(ids)
+
+
+def copy_scores(model, episodes, system: str, tokenizer):
+    """Per head [layer, head]: the mean attention from the position writing a value character onto
+    that character in the tool result; and chance, the mean of one over the keys in view."""
+    from decodeloop.models.transformer import np
+    c = model.config
+    totals, count, chance = np.zeros((c.n_layer, c.n_head)), 0, 0.0
+    for episode in episodes:
+        ids, _, _, copies = spans(episode, system, tokenizer)
+        read(model, ids)
+        for written, source in copies:
+            query = written - 1                                     # the position that writes it
+            for layer in range(c.n_layer):
+                lo, weights = attention_rows(model, layer, query)    # [H, keys in view]
+                totals[layer] += weights[:, source - lo] if source >= lo else 0.0
+            count += 1
+            chance += 1 / min(query + 1, c.window)
+    return totals / max(count, 1), chance / max(count, 1)
+
+
+def heatmap_rows(model, layer: int, head: int, episode, system: str, tokenizer):
+    """Attention of one head: a row per answer character written, a column per result character."""
+    ids, result, answer, _ = spans(episode, system, tokenizer)
+    read(model, ids)
+    text_at = _characters(tokenizer, ids)
+    rows, row_labels = [], []
+    for written in answer:
+        lo, weights = attention_rows(model, layer, written - 1)
+        rows.append([float(weights[head, k - lo]) if lo <= k < lo + weights.shape[1] else 0.0 for k in result])
+        row_labels.append(text_at[written])
+    return rows, row_labels, [text_at[k] for k in result]
+
+
+def _characters(tokenizer, ids) -> list[str]:
+    """The character each token is part of (every byte of '°' is labelled '°'); specials as '§'."""
+    out: list[str] = []
+    i = 0
+    while i < len(ids):
+        if tokenizer.is_special(ids[i]):
+            out.append("§")
+            i += 1
+            continue
+        for n in (1, 2, 3, 4):
+            ch = tokenizer.decode(ids[i:i + n])
+            if "\ufffd" not in ch:
+                break
+        out += [ch] * n
+        i += n
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="attention_peek.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tool", default="get_weather",
+                        choices=("get_weather", "get_forecast", "get_time_zone", "convert"),
+                        help="which kind of held-out episode (default: get_weather)")
+    parser.add_argument("--episodes", type=int, default=4, help="episodes to score heads on (default: 4)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out episodes (default: 0)")
+    parser.add_argument("--weights", default=None, metavar="PATH", help="transformer weights (.npz)")
+    parser.add_argument("--svg", default="attention.svg", metavar="PATH",
+                        help="also write the heatmap here (default: attention.svg; '' for none)")
+    args = parser.parse_args(argv)
+
+    from decodeloop.models.base import MissingDependency
+    try:
+        from decodeloop.models.transformer import DEFAULT_WEIGHTS, TransformerModel
+    except MissingDependency as e:
+        print(f"attention_peek.py: {e}", file=sys.stderr)
+        return 1
+    from decodeloop.tokenize import CharTokenizer
+    from decodeloop.train.corpus import episodes, system_prompt
+
+    tokenizer, system = CharTokenizer(), system_prompt()
+    model = TransformerModel.load(args.weights or DEFAULT_WEIGHTS)
+    pool = [e for e in episodes(args.seed, 40 * args.episodes, "heldout") if e.tool == args.tool]
+    chosen = pool[:args.episodes]
+    scores, chance = copy_scores(model, chosen, system, tokenizer)
+    layer, head = divmod(int(scores.argmax()), scores.shape[1])
+    print(f"copy score per head: attention from the position writing each value character onto that "
+          f"character in the tool result, {len(chosen)} held-out {args.tool} episodes; chance {chance:.3f}")
+    print("        " + "".join(f"head {h:<3}" for h in range(scores.shape[1])))
+    for i, row in enumerate(scores):
+        print(f"layer {i} " + "".join(f"{s:8.3f}" + ("*" if (i, h) == (layer, head) else " ")
+                                      for h, s in enumerate(row)))
+    episode = chosen[0]
+    rows, row_labels, col_labels = heatmap_rows(model, layer, head, episode, system, tokenizer)
+    title = (f"layer {layer} head {head}: copy score {scores[layer, head]:.2f} (chance {chance:.2f}); "
+             f"rows: the answer as written, columns: the tool result")
+    print()
+    print(f"question: {episode.user}")
+    print(terminal(rows, row_labels, col_labels, use_color(sys.stdout), title), end="")
+    if args.svg:
+        with open(args.svg, "w", encoding="utf-8") as f:
+            f.write(svg(rows, row_labels, col_labels, title))
+        print(f"wrote {os.path.abspath(args.svg)}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the reader went away (`| head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

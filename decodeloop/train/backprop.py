@@ -1,0 +1,308 @@
+"""The transformer's training forward pass, with a tape, and its backward pass, by hand.
+
+Owns the gradients of the architecture in models/transformer.py (the forward
+math is the same functions; a test holds the logits here equal to the cached
+model's). Nothing here knows about data or optimisers.
+
+A batch is one shared prefix and B suffixes. Every lab transcript starts with
+the same system prompt, and with rotary positions and windowed attention that
+prompt's keys and values are the same in every transcript, so the prefix runs
+once (batch 1) and each suffix attends to its last window-1 keys and values:
+the training forward is the KV cache, batched. The backward pass sums what the
+B suffixes send back into those keys and values and carries it down through
+the prefix, so the gradients are exact, not an approximation. Only the keys
+and values near the prefix's end are read, so its blocks shrink layer by layer
+(`keep`, a pyramid) and its last block computes keys and values only.
+
+    _, tape_p = segment_forward(params, config, prefix[None], 0, keep=pyramid)
+    xs, tape_s = segment_forward(params, config, suffixes, P, tape_p.past(config), before=prefix[-lookback:])
+    loss, dxs, head = head_loss(params, xs, targets, weights)            # xs: [B, T, d]
+    grads, dpast = segment_backward(params, config, tape_s, dxs)
+    grads_p, _ = segment_backward(params, config, tape_p, None, dpast)  # + head + grads = all of them
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from decodeloop.models.transformer import (GELU_C, LN_EPS, NO_PREVIOUS, Config, embed, np,
+                                           previous_tokens, rope, rope_tables, softmax, window_mask)
+
+
+@dataclass
+class Tape:
+    """What one segment's forward keeps for its backward pass."""
+    ids: np.ndarray                       # [B, T]
+    previous: np.ndarray                  # [lookback, B, T]: the tokens 1, 2, ... back of each
+    pos0: int
+    n_past: int                           # positions of keys and values that came from before
+    past_batch: int                       # 1 when the past is shared by every row, else B
+    cos: np.ndarray                       # [T, hd/2]
+    sin: np.ndarray
+    layers: list = field(default_factory=list)
+
+    def past(self, config: Config) -> list:
+        """The last window-1 keys and values of each layer, as the past of the segment after this one."""
+        return [(layer["K"][:, :, -(config.window - 1):], layer["V"][:, :, -(config.window - 1):])
+                if config.window > 1 else (layer["K"][:, :, :0], layer["V"][:, :, :0]) for layer in self.layers]
+
+
+def ln_forward(x, g, b):
+    mu = x.mean(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + LN_EPS)  # [..., 1]
+    xhat = (x - mu) * rstd                                           # [..., d]
+    return xhat * g + b, (xhat, rstd)
+
+
+def ln_backward(dy, g, cache):
+    xhat, rstd = cache
+    dxhat = dy * g
+    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True) - xhat * (dxhat * xhat).mean(-1, keepdims=True))
+    axes = tuple(range(dy.ndim - 1))
+    return dx, (dy * xhat).sum(axes), dy.sum(axes)
+
+
+def gelu_forward(x):
+    """GELU (tanh form, as models/transformer.py's gelu), keeping the tanh for the backward pass."""
+    t = np.tanh(GELU_C * (x + 0.044715 * x * x * x))
+    return 0.5 * x * (1 + t), t
+
+
+def gelu_backward(dy, x, t):
+    return dy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x))
+
+
+QUERY_CHUNK = 64  # queries scored together; each chunk scores only the keys its window reaches
+
+
+def attend(q, K, V, q_pos0: int, k_pos0: int, window: int):
+    """Windowed causal attention of q [B, H, n, hd] (already scaled) over K, V [B, H, m, hd].
+
+    Queries go in chunks, each scoring only the keys some query in the chunk may
+    see, so a window shorter than the keys wastes little. Returns y [B, H, n, hd]
+    and, per chunk, (first query, end, first key, end, attention weights).
+    """
+    n = q.shape[2]
+    y = np.empty(q.shape, q.dtype)
+    maps = []
+    for c0 in range(0, n, QUERY_CHUNK):
+        c1 = min(n, c0 + QUERY_CHUNK)
+        lo = max(0, q_pos0 + c0 - window + 1 - k_pos0)              # keys [lo, hi) of K
+        hi = q_pos0 + c1 - k_pos0
+        s = q[:, :, c0:c1] @ K[:, :, lo:hi].transpose(0, 1, 3, 2)   # [B, H, c, hi-lo]
+        s += np.where(window_mask(q_pos0 + c0, c1 - c0, k_pos0 + lo, hi - lo, window), 0, -np.inf).astype(s.dtype)
+        s -= s.max(-1, keepdims=True)
+        np.exp(s, out=s)
+        s /= s.sum(-1, keepdims=True)                               # softmax in place: s is the weights now
+        y[:, :, c0:c1] = s @ V[:, :, lo:hi]
+        maps.append((c0, c1, lo, hi, s))
+    return y, maps
+
+
+def attend_backward(dy, q, K, V, maps):
+    """dq, dK, dV from dy [B, H, n, hd] through `attend` (dq with respect to the scaled q)."""
+    dq = np.empty(q.shape, q.dtype)
+    dK, dV = np.zeros(K.shape, K.dtype), np.zeros(V.shape, V.dtype)
+    for c0, c1, lo, hi, a in maps:
+        dyc = dy[:, :, c0:c1]                                        # [B, H, c, hd]
+        dV[:, :, lo:hi] += a.transpose(0, 1, 3, 2) @ dyc
+        ds = dyc @ V[:, :, lo:hi].transpose(0, 1, 3, 2)             # [B, H, c, hi-lo], d(weights)
+        ds -= (ds * a).sum(-1, keepdims=True)
+        ds *= a                                                      # through the softmax: d(scores)
+        dq[:, :, c0:c1] = ds @ K[:, :, lo:hi]
+        dK[:, :, lo:hi] += ds.transpose(0, 1, 3, 2) @ q[:, :, c0:c1]
+    return dq, dK, dV
+
+
+def segment_forward(p: dict, config: Config, ids, pos0: int, past: list | None = None, keep: list | None = None,
+                    before=None):
+    """Run token rows ids [B, T] at positions pos0.. through every block; past: per layer (K, V);
+    before: the `lookback` tokens preceding the segment in every row, oldest first.
+
+    keep[i], when given, is how many of the last positions block i's output is
+    needed for: the shared prefix needs its keys and values only near its end,
+    so each block runs queries, attention and MLP over fewer positions than the
+    one before (a pyramid), and the last block only computes keys and values.
+    """
+    B, T = ids.shape
+    H, hd, d = config.n_head, config.head_dim, config.d_model
+    n_past = 0 if past is None else past[0][0].shape[2]
+    dtype = p["wte"].dtype
+    cos, sin = rope_tables(pos0, T, config, dtype)                   # [T, hd/2]
+    if before is None:
+        before = [NO_PREVIOUS] * config.lookback
+    previous = previous_tokens(ids, before, config.lookback)         # [lookback, B, T]
+    tape = Tape(ids, previous, pos0, n_past, 1 if past is None else past[0][0].shape[0], cos, sin)
+    x = embed(p, ids, previous)                                      # [B, T, d]
+    for i in range(config.n_layer):
+        pre, L = f"blocks.{i}.", {"x": x}
+        R = x.shape[1]                                               # rows in: the last R positions
+        n = R if keep is None else min(R, keep[i])                   # rows out
+        L["n"] = n
+        h, L["ln_1"] = ln_forward(x, p[pre + "ln_1.g"], p[pre + "ln_1.b"])
+        L["h1"] = h                                                  # [B, R, d]
+        qkv = h @ p[pre + "attn.c_attn.w"] + p[pre + "attn.c_attn.b"]  # [B, R, 3d]
+        q, k, v = qkv.reshape(B, R, 3, H, hd).transpose(2, 0, 3, 1, 4)  # 3 x [B, H, R, hd]
+        k = rope(k, cos[T - R:], sin[T - R:])
+        if past is not None:
+            pk, pv = past[i]                                         # [1 or B, H, n_past, hd]
+            k = np.concatenate([np.broadcast_to(pk, (B, *pk.shape[1:])), k], axis=2)
+            v = np.concatenate([np.broadcast_to(pv, (B, *pv.shape[1:])), v], axis=2)
+        L["K"], L["V"] = k, v                                        # [B, H, n_past+R, hd]
+        if n == 0:  # nothing downstream reads this block's output, only its keys and values
+            x = x[:, R:]
+            tape.layers.append(L)
+            continue
+        q = rope(q[:, :, R - n:], cos[T - n:], sin[T - n:]) * hd ** -0.5  # [B, H, n, hd], scaled
+        y, L["att"] = attend(q, k, v, pos0 + T - n, pos0 + T - R - n_past, config.window)
+        L["q"] = q
+        y = y.transpose(0, 2, 1, 3).reshape(B, n, d)                # [B, n, d]
+        L["y"] = y
+        x = x[:, R - n:] + y @ p[pre + "attn.c_proj.w"] + p[pre + "attn.c_proj.b"]
+        h, L["ln_2"] = ln_forward(x, p[pre + "ln_2.g"], p[pre + "ln_2.b"])
+        L["h2"] = h                                                  # [B, n, d]
+        f = h @ p[pre + "mlp.c_fc.w"] + p[pre + "mlp.c_fc.b"]       # [B, n, 4d]
+        L["f"] = f
+        L["g"], L["t"] = gelu_forward(f)
+        x = x + L["g"] @ p[pre + "mlp.c_proj.w"] + p[pre + "mlp.c_proj.b"]
+        tape.layers.append(L)
+    return x, tape
+
+
+def segment_backward(p: dict, config: Config, tape: Tape, dx, dkv: list | None = None):
+    """Gradients of a segment's weights from dx [B, n, d] (the loss's pull on its output, or None)
+    and dkv (per layer, the pull on the last keys and values, from a segment that attended to them).
+
+    Returns the gradients by weight name and, per layer, the pull on the past keys and values.
+    """
+    B, T = tape.ids.shape
+    H, hd, d = config.n_head, config.head_dim, config.d_model
+    n_past = tape.n_past
+    grads: dict = {}
+    dpast = [None] * config.n_layer
+    dtype = p["wte"].dtype
+    if dx is None:
+        dx = np.zeros((B, tape.layers[-1]["n"], d), dtype)
+    for i in reversed(range(config.n_layer)):
+        pre, L = f"blocks.{i}.", tape.layers[i]
+        R, n = L["x"].shape[1], L["n"]
+        K, V = L["K"], L["V"]
+        if n:
+            # x_out = x_mid + gelu(ln_2(x_mid) @ c_fc) @ c_proj
+            grads[pre + "mlp.c_proj.w"] = _flat(L["g"]).T @ _flat(dx)
+            grads[pre + "mlp.c_proj.b"] = dx.sum((0, 1))
+            df = gelu_backward(dx @ p[pre + "mlp.c_proj.w"].T, L["f"], L["t"])    # [B, n, 4d]
+            grads[pre + "mlp.c_fc.w"] = _flat(L["h2"]).T @ _flat(df)
+            grads[pre + "mlp.c_fc.b"] = df.sum((0, 1))
+            dh, grads[pre + "ln_2.g"], grads[pre + "ln_2.b"] = ln_backward(df @ p[pre + "mlp.c_fc.w"].T,
+                                                                           p[pre + "ln_2.g"], L["ln_2"])
+            dx = dx + dh
+            # x_mid = x + attn(ln_1(x)) @ c_proj
+            grads[pre + "attn.c_proj.w"] = _flat(L["y"]).T @ _flat(dx)
+            grads[pre + "attn.c_proj.b"] = dx.sum((0, 1))
+            dy = (dx @ p[pre + "attn.c_proj.w"].T).reshape(B, n, H, hd).transpose(0, 2, 1, 3)  # [B, H, n, hd]
+            dq, dK, dV = attend_backward(dy, L["q"], K, V, L["att"])
+            dq *= hd ** -0.5                                           # q was scaled before the scores
+        else:
+            for name in ("mlp.c_proj.w", "mlp.c_proj.b", "mlp.c_fc.w", "mlp.c_fc.b", "ln_2.g", "ln_2.b",
+                         "attn.c_proj.w", "attn.c_proj.b"):
+                grads[pre + name] = np.zeros_like(p[pre + name])
+            dq = np.zeros((B, H, 0, hd), dtype)
+            dK, dV = np.zeros(K.shape, dtype), np.zeros(V.shape, dtype)
+        if dkv is not None and dkv[i] is not None:
+            ek, ev = dkv[i]                                            # [B, H, m, hd], the last m positions
+            m = ek.shape[2]
+            if m:
+                dK[:, :, n_past + R - m:] += ek
+                dV[:, :, n_past + R - m:] += ev
+        if n_past:
+            axes = (0,) if tape.past_batch == 1 else ()
+            dpast[i] = (dK[:, :, :n_past].sum(axes, keepdims=True), dV[:, :, :n_past].sum(axes, keepdims=True))
+        # rotation back: the inverse of rope is rope by the negative angle
+        dqkv = np.zeros((B, H, R, 3, hd), dtype)
+        dqkv[:, :, R - n:, 0] = rope(dq, tape.cos[T - n:], -tape.sin[T - n:])
+        dqkv[:, :, :, 1] = rope(dK[:, :, n_past:], tape.cos[T - R:], -tape.sin[T - R:])
+        dqkv[:, :, :, 2] = dV[:, :, n_past:]
+        dqkv = dqkv.transpose(0, 2, 3, 1, 4).reshape(B, R, 3 * d)     # [B, R, 3d]
+        grads[pre + "attn.c_attn.w"] = _flat(L["h1"]).T @ _flat(dqkv)
+        grads[pre + "attn.c_attn.b"] = dqkv.sum((0, 1))
+        dh, grads[pre + "ln_1.g"], grads[pre + "ln_1.b"] = ln_backward(dqkv @ p[pre + "attn.c_attn.w"].T,
+                                                                       p[pre + "ln_1.g"], L["ln_1"])
+        dh[:, R - n:] += dx                                            # the residual path of the kept rows
+        dx = dh
+    grads["wte"], grads["wte_prev"] = np.zeros_like(p["wte"]), np.zeros_like(p["wte_prev"])
+    np.add.at(grads["wte"], tape.ids.reshape(-1), _flat(dx))
+    for j, back in enumerate(tape.previous):
+        np.add.at(grads["wte_prev"][j], back.reshape(-1), _flat(dx))
+    return grads, dpast
+
+
+def head_loss(p: dict, x, targets, weights, total: float | None = None):
+    """Weighted cross-entropy of the next token where weights > 0, divided by `total`
+    (default: the sum of the weights, a weighted mean).
+
+    x [B, T, d], targets and weights [B, T]. Only the weighted positions go
+    through ln_f and the tied unembedding. Returns (loss, dx, grads of wte and ln_f).
+    """
+    rows, cols = np.nonzero(weights)
+    w = weights[rows, cols] / (weights.sum() if total is None else total)  # [N]
+    h, cache = ln_forward(x[rows, cols], p["ln_f.g"], p["ln_f.b"])   # [N, d]
+    logits = h @ p["wte"].T                                           # [N, vocab]
+    probs = softmax(logits)
+    t = targets[rows, cols]
+    loss = float(-(w * np.log(probs[np.arange(len(t)), t])).sum())
+    dlogits = probs
+    dlogits[np.arange(len(t)), t] -= 1
+    dlogits *= w[:, None]
+    grads = {"wte": dlogits.T @ h}
+    dh, grads["ln_f.g"], grads["ln_f.b"] = ln_backward(dlogits @ p["wte"], p["ln_f.g"], cache)
+    dx = np.zeros_like(x)
+    dx[rows, cols] = dh
+    return loss, dx, grads
+
+
+def head_logits(p: dict, x):
+    """Logits at every position of x [B, T, d] (for tests and evaluation)."""
+    h, _ = ln_forward(x, p["ln_f.g"], p["ln_f.b"])
+    return h @ p["wte"].T                                             # [B, T, vocab]
+
+
+def loss_and_grads(p: dict, config: Config, prefix, suffixes, targets, weights, parts: int = 1, run=map,
+                   before=None):
+    """The loss of one batch and the gradient of every weight.
+
+    prefix [P] is the shared start of every row (before: the tokens preceding it, if it
+    was cut from a longer one); suffixes, targets, weights [B, T].
+    The rows can be split into `parts` run by `run` (a thread pool's map: numpy
+    releases the GIL in its loops); the parts are summed in a fixed order, so the
+    result does not depend on which thread finishes first.
+    """
+    P, L, W = len(prefix), config.n_layer, config.window
+    keep = [(L - 1 - i) * (W - 1) for i in range(L)]                # see segment_forward
+    xp, tape_p = segment_forward(p, config, prefix[None, :], 0, keep=keep, before=before)
+    past, total = tape_p.past(config), float(weights.sum())
+
+    def rows(part: slice):
+        xs, tape_s = segment_forward(p, config, suffixes[part], P, past, before=prefix[-config.lookback:])
+        loss, dxs, grads = head_loss(p, xs, targets[part], weights[part], total)
+        g, dpast = segment_backward(p, config, tape_s, dxs)
+        for name, value in g.items():
+            grads[name] = grads[name] + value if name in grads else value
+        return loss, grads, dpast
+
+    bounds = np.linspace(0, len(suffixes), min(parts, len(suffixes)) + 1).astype(int)
+    results = list(run(rows, [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]))
+    loss, grads, dpast = results[0]
+    for other_loss, other_grads, other_dpast in results[1:]:
+        loss += other_loss
+        for name, value in other_grads.items():
+            grads[name] = grads[name] + value
+        dpast = [(k + ok, v + ov) for (k, v), (ok, ov) in zip(dpast, other_dpast)]
+    g_p, _ = segment_backward(p, config, tape_p, None, dpast)
+    for name, value in g_p.items():
+        grads[name] = grads[name] + value
+    return loss, grads
+
+
+def _flat(a):
+    return a.reshape(-1, a.shape[-1])

@@ -1,0 +1,249 @@
+"""Training the lab transformer from scratch: data, Adam, the loop, the weight file.
+
+Owns turning corpus episodes into batches (a shared prefix, padded suffixes,
+loss weights on the assistant's tokens only), the optimiser and its schedule,
+and `train`, which `decodeloop train transformer` runs. The gradients come from
+backprop.py. The same seed gives the same weights on the same machine.
+
+Loss weights: every token the assistant writes is weighted, from after each
+<|assistant|> up to and including the special token that ends its part (the
+<|tool|> after a call, which the harness writes at inference, and the <|eos|>
+after the answer). Nothing in the system prompt, the question or the tool
+result is weighted: the model learns to write calls and answers, not questions.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import string
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
+
+from decodeloop.calls import Call, CompactSyntax
+from decodeloop.models.transformer import DEFAULT_WEIGHTS, NO_PREVIOUS, Config, init_params, np, save_weights
+from decodeloop.tokenize import CharTokenizer
+from decodeloop.train.backprop import loss_and_grads
+from decodeloop.train.corpus import HELDOUT_STATES
+from decodeloop.train.places import CITIES
+
+LETTERS = string.ascii_lowercase
+SYLLABLES = ("an", "ar", "el", "en", "er", "et", "ette", "ton", "ville", "ber", "burg", "ra", "la", "le", "lo",
+             "ma", "mo", "na", "no", "ri", "ro", "sa", "se", "ta", "te", "ll", "ee", "oo", "port", "field",
+             "wood", "dale", "ford", "ham", "ing", "ey", "ia", "que", "qu", "al")
+REAL_CITIES = frozenset(city for city, _ in CITIES)
+MADE_UP_STATES = sorted(a + b for a in string.ascii_uppercase for b in string.ascii_uppercase
+                        if a + b not in HELDOUT_STATES)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 2800
+    batch_size: int = 16
+    lr: float = 6e-3
+    warmup: int = 50
+    min_lr_ratio: float = 0.1        # cosine decay ends at this fraction of lr
+    betas: tuple = (0.9, 0.98)
+    clip: float = 1.0                # global gradient norm
+    seed: int = 0
+    sort_pool: int = 32              # batches drawn together and sorted by length, to cut padding
+    made_up: float = 0.5             # share of episodes moved to a made-up place (see made_up_place)
+    threads: int = 2                 # each step's rows are split between this many threads
+
+
+@dataclass
+class Batches:
+    """Transcripts as the trainer sees them: one shared prefix, then each transcript's own tokens."""
+    prefix: np.ndarray               # [P] tokens every transcript starts with (cropped to what matters)
+    before: list                     # the config.lookback tokens before the cropped prefix
+    suffixes: list                   # per transcript: (inputs [T], targets [T], weights [T])
+
+
+def made_up_place(episode, rng: random.Random):
+    """The same episode about a made-up place: a random city name and state code wherever
+    the episode names its place (question, call, result, answer).
+
+    The corpus has a few hundred real cities; a model can memorise those instead of
+    copying them, and then fails on every held-out city. A name never seen before
+    can only be copied. Held-out state codes and real city names are never drawn.
+    """
+    if "city" not in episode.arguments:
+        return episode
+    city, state = episode.arguments["city"], episode.arguments["state"]
+    words = [_made_up_word(rng) for _ in range(rng.choices((1, 2, 3), (80, 17, 3))[0])]
+    if len(words) > 1 and rng.random() < 0.2:
+        words[0] = rng.choice(("St.", "Fort", "New", "Lake", "Port"))
+    new_city = " ".join(words)
+    new_state = rng.choice(MADE_UP_STATES)
+    if new_city in REAL_CITIES:
+        return episode
+    old, new = f"{city}, {state}", f"{new_city}, {new_state}"
+    arguments = {**episode.arguments, "city": new_city, "state": new_state}
+    return replace(episode, user=episode.user.replace(old, new), arguments=arguments,
+                   call=CompactSyntax().render(Call(episode.tool, {k: str(v) for k, v in arguments.items()})),
+                   result=episode.result.replace(old, new), answer=episode.answer.replace(old, new))
+
+
+def _made_up_word(rng: random.Random) -> str:
+    if rng.random() < 0.5:
+        word = "".join(rng.choice(LETTERS) for _ in range(rng.randint(2, 9)))
+    else:  # a few syllables from a small set: letters and pairs repeat, as in Fayetteville
+        word = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4)))
+    if rng.random() < 0.03:
+        word = word[0] + "'" + word[1:]  # as in Coeur d'Alene
+    return word.capitalize()
+
+
+def encode(episodes, system: str, config: Config, tokenizer=None) -> Batches:
+    tokenizer = tokenizer or CharTokenizer()
+    head = tokenizer.encode_markup("<|system|>" + system + "<|user|>")
+    rows = []
+    for episode in episodes:
+        ids = tokenizer.encode_markup(episode.markup(system))
+        if ids[:len(head)] != head:
+            raise ValueError("every transcript must start with the same system prompt")
+        weights = assistant_weights(ids, tokenizer)
+        # position j predicts token j+1; the suffix runs from the first token after the prefix
+        P = len(head)
+        rows.append((np.array(ids[P:-1]), np.array(ids[P + 1:]), np.array(weights[P + 1:])))
+    # only the last n_layer * (window-1) prefix positions reach any suffix position, and
+    # rotary positions make the crop exact: the suffix's logits are those of the full context
+    keep = config.n_layer * (config.window - 1)
+    cut = max(0, len(head) - keep)
+    before = [head[i] if i >= 0 else NO_PREVIOUS for i in range(cut - config.lookback, cut)]
+    return Batches(np.array(head[cut:]), before, rows)
+
+
+def assistant_weights(ids: list[int], tokenizer) -> list[float]:
+    """1.0 for each token the assistant writes, else 0.0 (the weight of predicting ids[j])."""
+    assistant = tokenizer.special("<|assistant|>")
+    out, speaking = [], False
+    for token in ids:
+        out.append(1.0 if speaking else 0.0)
+        if tokenizer.is_special(token):
+            speaking = token == assistant and not speaking
+    return out
+
+
+def pad(rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of different lengths to [B, T] arrays; padding sits at the end, weighted 0, so causal
+    attention keeps it out of every real position."""
+    T = max(len(r[0]) for r in rows)
+    inputs, targets, weights = (np.zeros((len(rows), T), dtype) for dtype in (np.int64, np.int64, np.float32))
+    for b, (x, y, w) in enumerate(rows):
+        inputs[b, :len(x)], targets[b, :len(y)], weights[b, :len(w)] = x, y, w
+    return inputs, targets, weights
+
+
+def batch_order(n_rows: int, lengths, tc: TrainConfig, rng) -> list[np.ndarray]:
+    """Indices of each step's rows: pools of rows sorted by length, cut into batches, shuffled."""
+    order = rng.permutation(n_rows)
+    pool = tc.sort_pool * tc.batch_size
+    batches = []
+    for start in range(0, n_rows - tc.batch_size + 1, pool):
+        chunk = order[start:start + pool]
+        chunk = chunk[np.argsort([lengths[i] for i in chunk], kind="stable")]
+        group = [chunk[i:i + tc.batch_size] for i in range(0, len(chunk) - tc.batch_size + 1, tc.batch_size)]
+        batches += [group[i] for i in rng.permutation(len(group))]
+    return batches
+
+
+def lr_at(step: int, tc: TrainConfig) -> float:
+    """Linear warmup, then cosine decay to min_lr_ratio * lr."""
+    if step < tc.warmup:
+        return tc.lr * (step + 1) / tc.warmup
+    progress = (step - tc.warmup) / max(1, tc.steps - tc.warmup)
+    return tc.lr * (tc.min_lr_ratio + (1 - tc.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+class Adam:
+    def __init__(self, params: dict, tc: TrainConfig) -> None:
+        self.tc = tc
+        self.m = {k: np.zeros_like(v) for k, v in params.items()}
+        self.v = {k: np.zeros_like(v) for k, v in params.items()}
+        self.t = 0
+
+    def step(self, params: dict, grads: dict, lr: float) -> float:
+        """Update params in place; returns the gradient norm before clipping."""
+        b1, b2 = self.tc.betas
+        norm = math.sqrt(sum(float((g * g).sum()) for g in grads.values()))
+        scale = min(1.0, self.tc.clip / (norm + 1e-6))
+        self.t += 1
+        c1, c2 = 1 - b1 ** self.t, 1 - b2 ** self.t
+        for k, g in grads.items():
+            g = g * scale
+            self.m[k] = b1 * self.m[k] + (1 - b1) * g
+            self.v[k] = b2 * self.v[k] + (1 - b2) * g * g
+            params[k] -= (lr * (self.m[k] / c1) / (np.sqrt(self.v[k] / c2) + 1e-8)).astype(params[k].dtype)
+        return norm
+
+
+class Progress:
+    """A progress bar on a terminal; elsewhere a line every `every` steps."""
+
+    def __init__(self, total: int, stream=None, every: int = 100) -> None:
+        self.total, self.stream, self.every = total, stream or sys.stderr, every
+        self.tty = self.stream.isatty()
+        self.started = time.perf_counter()
+
+    def __call__(self, step: int, loss: float) -> None:
+        elapsed = time.perf_counter() - self.started
+        done = step + 1
+        if self.tty:
+            bar = "#" * (30 * done // self.total)
+            self.stream.write(f"\r{done:5d}/{self.total} [{bar:<30}] loss {loss:.4f}  {elapsed:6.1f} s")
+            if done == self.total:
+                self.stream.write("\n")
+            self.stream.flush()
+        elif done % self.every == 0 or done == self.total:
+            print(f"step {done:5d}/{self.total}  loss {loss:.4f}  {elapsed:7.1f} s", file=self.stream, flush=True)
+
+
+def train(config: Config, tc: TrainConfig, progress=None) -> tuple[dict, dict]:
+    """Train from scratch; returns the weights (float32) and the run's record for the weight file."""
+    from decodeloop.train.corpus import episodes, system_prompt
+
+    started = time.perf_counter()
+    rng = np.random.default_rng(tc.seed)
+    params = init_params(config, rng, np.float32)
+    places = random.Random(tc.seed)
+    corpus = [made_up_place(e, places) if places.random() < tc.made_up else e
+              for e in episodes(tc.seed, tc.steps * tc.batch_size, "train")]
+    data = encode(corpus, system_prompt(), config)
+    lengths = [len(row[0]) for row in data.suffixes]
+    order = batch_order(len(data.suffixes), lengths, tc, rng)
+    adam = Adam(params, tc)
+    losses = []
+    with ThreadPoolExecutor(tc.threads) as pool:
+        for step, rows in enumerate(order[:tc.steps]):
+            inputs, targets, weights = pad([data.suffixes[i] for i in rows])
+            loss, grads = loss_and_grads(params, config, data.prefix, inputs, targets, weights,
+                                         parts=tc.threads, run=pool.map, before=data.before)
+            adam.step(params, grads, lr_at(step, tc))
+            losses.append(loss)
+            if progress:
+                progress(step, loss)
+    meta = {"train": asdict(tc), "corpus": "decodeloop.train.corpus.episodes(seed, steps * batch_size, 'train')",
+            "final_loss": float(np.mean(losses[-50:])), "seconds": round(time.perf_counter() - started, 1)}
+    return params, meta
+
+
+def main(out: str | None = None, steps: int | None = None, seed: int = 0, batch_size: int | None = None,
+         lr: float | None = None, threads: int = 2, stream=None) -> int:
+    """`decodeloop train transformer`: train and write the weight file."""
+    defaults = TrainConfig()
+    tc = replace(defaults, steps=steps or defaults.steps, seed=seed, batch_size=batch_size or defaults.batch_size,
+                 lr=lr or defaults.lr, threads=threads)
+    out = out or DEFAULT_WEIGHTS
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    stream = stream or sys.stderr
+    print(f"training the transformer: {tc.steps} steps of {tc.batch_size} transcripts, seed {tc.seed}, "
+          f"{tc.threads} thread(s)", file=stream, flush=True)
+    params, meta = train(Config(), tc, Progress(tc.steps, stream))
+    save_weights(out, params, Config(), meta)
+    print(f"wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB): final loss {meta['final_loss']:.4f}, "
+          f"{meta['seconds']:.0f} s", file=stream)
+    return 0

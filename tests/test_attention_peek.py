@@ -1,0 +1,58 @@
+"""attention_peek.py: the copying head is found, and its heatmap is drawn with the characters."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import ROOT
+from decodeloop.ui.heatmap import svg, terminal
+
+pytest.importorskip("numpy")
+
+
+def load_peek():
+    spec = importlib.util.spec_from_file_location("attention_peek", os.path.join(ROOT, "attention_peek.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_copying_head_beats_chance():
+    from decodeloop.models.transformer import TransformerModel
+    from decodeloop.tokenize import CharTokenizer
+    from decodeloop.train.corpus import episodes, system_prompt
+
+    peek = load_peek()
+    chosen = [e for e in episodes(0, 40, "heldout") if e.tool == "get_weather"][:3]
+    scores, chance = peek.copy_scores(TransformerModel.load(), chosen, system_prompt(), CharTokenizer())
+    assert 0 < chance < 0.05
+    assert scores.max() > 5 * chance        # one head looks at the characters it copies
+    assert scores.min() < scores.max() / 2  # and not every head does
+
+
+def test_svg_is_well_formed_and_carries_the_characters(tmp_path, capsys):
+    from decodeloop.train.corpus import episodes
+
+    path = tmp_path / "peek.svg"
+    assert load_peek().main(["--episodes", "2", "--svg", str(path)]) == 0
+    root = ET.parse(path).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    episode = [e for e in episodes(0, 80, "heldout") if e.tool == "get_weather"][0]
+    for ch in set(episode.result.replace(" ", "")):           # every character of the tool result labels a column
+        assert ch in texts
+    assert len(list(root.iter("{http://www.w3.org/2000/svg}rect"))) > 10
+    out = capsys.readouterr().out
+    assert "copy score" in out and episode.user in out
+
+
+def test_terminal_shading_without_colour_and_backgrounds_with_it():
+    rows, labels, columns = [[0.0, 0.5, 1.0]], ["a"], ["x", " ", "\n"]
+    plain = terminal(rows, labels, columns, color=False)
+    assert "\x1b[" not in plain and plain.splitlines()[-1] == "a  ▒█" and "x·⏎" in plain
+    assert "\x1b[48;5;" in terminal(rows, labels, columns, color=True)
+    ET.fromstring(svg(rows, ["<"], ["&", '"', "]"], title="a < b"))   # escaped

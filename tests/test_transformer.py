@@ -1,0 +1,312 @@
+"""The numpy transformer: gradients against numerical ones, the KV cache against full
+recompute, the training data, the weight file, and the shipped weights through the harness."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import ROOT
+
+transformer = pytest.importorskip("decodeloop.models.transformer")
+np = transformer.np
+
+from decodeloop.models.transformer import Config, TransformerModel, init_params, load_weights, save_weights  # noqa: E402
+from decodeloop.tokenize import CharTokenizer  # noqa: E402
+from decodeloop.train import backprop  # noqa: E402
+
+TINY = Config(n_layer=2, n_head=2, d_model=8, window=5)
+
+
+def noisy_params(config, seed=0, scale=0.3):
+    """Random float64 weights far from the init, so no gradient is trivially zero."""
+    rng = np.random.default_rng(seed)
+    return {k: v + rng.normal(0, scale, v.shape) for k, v in init_params(config, rng, np.float64).items()}
+
+
+def tiny_batch(seed=1, prefix_len=13, rows=3, length=9):
+    rng = np.random.default_rng(seed)
+    prefix = rng.integers(0, 261, prefix_len)
+    suffixes = rng.integers(0, 261, (rows, length))
+    targets = rng.integers(0, 261, (rows, length))
+    weights = (rng.random((rows, length)) < 0.6).astype(np.float64)
+    weights[0, 0] = 1.0
+    return prefix, suffixes, targets, weights
+
+
+# -- backward pass ------------------------------------------------------------------------
+
+
+def test_every_gradient_matches_numerical_differences(monkeypatch):
+    # small query chunks so the chunked attention and its backward are exercised
+    monkeypatch.setattr(backprop, "QUERY_CHUNK", 3)
+    p = noisy_params(TINY)
+    batch = tiny_batch()
+    loss, grads = backprop.loss_and_grads(p, TINY, *batch)
+    assert set(grads) == set(p)
+
+    def loss_at(name, value):
+        return backprop.loss_and_grads({**p, name: value}, TINY, *batch)[0]
+
+    rng = np.random.default_rng(2)
+    eps = 1e-6
+    for name, value in p.items():
+        # along a random direction: every element of the gradient takes part
+        direction = rng.normal(size=value.shape)
+        numerical = (loss_at(name, value + eps * direction) - loss_at(name, value - eps * direction)) / (2 * eps)
+        analytic = float((grads[name] * direction).sum())
+        assert abs(numerical - analytic) <= 1e-6 * max(1.0, abs(numerical)), name
+        # and a few single elements
+        for flat in rng.choice(value.size, size=min(3, value.size), replace=False):
+            bump = np.zeros(value.size)
+            bump[flat] = eps
+            bump = bump.reshape(value.shape)
+            numerical = (loss_at(name, value + bump) - loss_at(name, value - bump)) / (2 * eps)
+            assert abs(numerical - grads[name].flat[flat]) <= 1e-6 * max(1.0, abs(numerical)), (name, flat)
+
+
+def test_a_wrong_gradient_would_be_caught(monkeypatch):
+    # the check above can fail: break the GELU derivative and the gradient of c_fc is off
+    monkeypatch.setattr(backprop, "gelu_backward", lambda dy, x, t: dy)
+    p = noisy_params(TINY)
+    batch = tiny_batch()
+    _, grads = backprop.loss_and_grads(p, TINY, *batch)
+    name, eps = "blocks.0.mlp.c_fc.w", 1e-6
+    direction = np.random.default_rng(3).normal(size=p[name].shape)
+    numerical = (backprop.loss_and_grads({**p, name: p[name] + eps * direction}, TINY, *batch)[0]
+                 - backprop.loss_and_grads({**p, name: p[name] - eps * direction}, TINY, *batch)[0]) / (2 * eps)
+    assert abs(numerical - float((grads[name] * direction).sum())) > 1e-4
+
+
+def test_splitting_the_batch_between_threads_changes_nothing():
+    p = noisy_params(TINY)
+    batch = tiny_batch(rows=5)
+    loss, grads = backprop.loss_and_grads(p, TINY, *batch)
+    with ThreadPoolExecutor(2) as pool:
+        loss2, grads2 = backprop.loss_and_grads(p, TINY, *batch, parts=2, run=pool.map)
+    assert loss2 == pytest.approx(loss, abs=1e-12)
+    assert max(float(np.abs(grads[k] - grads2[k]).max()) for k in grads) < 1e-12
+
+
+def test_training_logits_are_the_cached_models_logits(monkeypatch):
+    # shared prefix (cut to its pyramid) + suffix rows, against the model decoding the full context
+    monkeypatch.setattr(backprop, "QUERY_CHUNK", 4)
+    p = noisy_params(TINY)
+    prefix, suffixes, _, _ = tiny_batch(prefix_len=20)
+    keep = [(TINY.n_layer - 1 - i) * (TINY.window - 1) for i in range(TINY.n_layer)]
+    _, tape = backprop.segment_forward(p, TINY, prefix[None], 0, keep=keep)
+    x, _ = backprop.segment_forward(p, TINY, suffixes, len(prefix), tape.past(TINY), before=prefix[-TINY.lookback:])
+    logits = backprop.head_logits(p, x)                                # [B, T, vocab]
+    for row in range(len(suffixes)):
+        model = TransformerModel(p, TINY, np.float64)
+        context = list(prefix)
+        for t, token in enumerate(suffixes[row]):
+            context.append(int(token))
+            assert np.abs(model.forward(context) - logits[row, t]).max() < 1e-9
+
+
+# -- KV cache -----------------------------------------------------------------------------
+
+SMALL = Config(n_layer=2, n_head=2, d_model=16, window=16)
+
+
+def recompute(params, config, context):
+    return TransformerModel(params, config, np.float64).forward(list(context))
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(transformer, "CHUNK", 7)  # prefills span several chunks
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_token_by_token_decoding_matches_full_recompute(small_chunks, seed):
+    p = noisy_params(SMALL, seed)
+    rng = np.random.default_rng(seed)
+    context = [int(t) for t in rng.integers(0, 261, 10)]
+    model = TransformerModel(p, SMALL, np.float64)
+    model.forward(context)
+    for _ in range(40):  # well past the window of 16
+        context.append(int(rng.integers(0, 261)))
+        logits = model.forward(context)
+        assert model.last_computed == 1
+        assert np.abs(logits - recompute(p, SMALL, context)).max() < 1e-5
+
+
+@pytest.mark.parametrize("k", [1, 5, 23, 40])
+def test_injected_span_prefill_matches_full_recompute(small_chunks, k):
+    p = noisy_params(SMALL, 4)
+    rng = np.random.default_rng(k)
+    model = TransformerModel(p, SMALL, np.float64)
+    context = [int(t) for t in rng.integers(0, 261, 30)]
+    model.forward(context)
+    context.append(int(rng.integers(0, 261)))        # the sampled token the model has not run yet
+    context += [int(t) for t in rng.integers(0, 261, k)]  # the tool message the harness injects
+    logits = model.forward(context)
+    assert model.last_computed == k + 1
+    assert np.abs(logits - recompute(p, SMALL, context)).max() < 1e-5
+    context.append(int(rng.integers(0, 261)))
+    assert np.abs(model.forward(context) - recompute(p, SMALL, context)).max() < 1e-5
+
+
+@pytest.mark.parametrize("keep", [0, 3, 20, 44])
+def test_a_diverging_context_truncates_the_cache(small_chunks, keep):
+    p = noisy_params(SMALL, 5)
+    rng = np.random.default_rng(keep)
+    model = TransformerModel(p, SMALL, np.float64)
+    first = [int(t) for t in rng.integers(0, 261, 45)]
+    model.forward(first)
+    second = first[:keep] + [(first[keep] + 1) % 261] + [int(t) for t in rng.integers(0, 261, 12)]
+    logits = model.forward(second)
+    assert model.last_computed == len(second) - keep
+    assert np.abs(logits - recompute(p, SMALL, second)).max() < 1e-5
+    # and decoding carries on from the truncated cache
+    second.append(7)
+    assert model.forward(second) is not None and model.last_computed == 1
+    assert np.abs(model.forward(second) - recompute(p, SMALL, second)).max() < 1e-5
+
+
+def test_the_window_is_real():
+    # a token more than `window` positions back cannot change the logits; one inside it can
+    p = noisy_params(SMALL, 6)
+    rng = np.random.default_rng(6)
+    context = [int(t) for t in rng.integers(0, 261, 60)]
+    base = recompute(p, SMALL, context)
+    far = list(context)
+    reach = SMALL.n_layer * (SMALL.window - 1) + SMALL.lookback  # window on window, and wte_prev
+    far[59 - reach - 1] ^= 1
+    near = list(context)
+    near[59 - reach] ^= 1
+    assert np.abs(recompute(p, SMALL, far) - base).max() == 0
+    assert np.abs(recompute(p, SMALL, near) - base).max() > 1e-9
+
+
+# -- data and weight file -----------------------------------------------------------------
+
+
+def test_loss_weights_cover_exactly_what_the_assistant_writes():
+    from decodeloop.train.corpus import episodes, system_prompt
+    from decodeloop.train.transformer import assistant_weights
+
+    tokenizer = CharTokenizer()
+    episode = episodes(0, 1)[0]
+    ids = tokenizer.encode_markup(episode.markup(system_prompt()))
+    weights = assistant_weights(ids, tokenizer)
+    weighted = tokenizer.decode(t for t, w in zip(ids, weights) if w)
+    assert weighted == episode.call + "<|tool|>" + episode.answer + "<|eos|>"
+
+
+def test_made_up_places_are_consistent_and_never_held_out():
+    import random
+
+    from decodeloop.calls import CompactSyntax
+    from decodeloop.train.corpus import HELDOUT_STATES, episodes
+    from decodeloop.train.transformer import REAL_CITIES, made_up_place
+
+    rng = random.Random(0)
+    moved = 0
+    for episode in episodes(0, 200):
+        new = made_up_place(episode, rng)
+        if new is episode:
+            continue
+        moved += 1
+        city, state = new.arguments["city"], new.arguments["state"]
+        assert city not in REAL_CITIES and state not in HELDOUT_STATES
+        place = f"{city}, {state}"
+        assert place in new.user and place in new.answer
+        assert episode.arguments["city"] not in new.user
+        parsed = CompactSyntax().parse(new.call)
+        assert (parsed.name, parsed.arguments["city"], parsed.arguments["state"]) == (new.tool, city, state)
+        assert new.values == episode.values
+    assert moved > 100
+
+
+def test_weight_file_round_trip(tmp_path):
+    p = init_params(TINY, np.random.default_rng(0))
+    path = str(tmp_path / "w.npz")
+    save_weights(path, p, TINY, {"seed": 3})
+    loaded, config, meta = load_weights(path)
+    assert config == TINY and meta == {"seed": 3} and set(loaded) == set(p)
+    assert all(np.abs(loaded[k].astype(np.float32) - p[k]).max() < 1e-3 for k in p)
+
+
+def test_training_is_deterministic(tmp_path):
+    from decodeloop.train.transformer import TrainConfig, train
+
+    config = Config(n_layer=1, n_head=2, d_model=8, window=8)
+    tc = TrainConfig(steps=3, batch_size=4, warmup=1, seed=5, threads=2)
+    a, meta = train(config, tc)
+    b, _ = train(config, tc)
+    c, _ = train(config, TrainConfig(steps=3, batch_size=4, warmup=1, seed=6, threads=2))
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not all(np.array_equal(a[k], c[k]) for k in a)
+    assert meta["train"]["seed"] == 5 and meta["final_loss"] > 0
+
+
+# -- the shipped weights ------------------------------------------------------------------
+
+WEIGHTS = transformer.DEFAULT_WEIGHTS
+
+
+def test_shipped_weights_are_small_and_record_their_training():
+    assert os.path.getsize(WEIGHTS) <= 5_000_000
+    _, config, meta = load_weights(WEIGHTS)
+    assert meta["train"]["seed"] == 0 and meta["train"]["steps"] > 0
+    assert config.vocab_size == CharTokenizer.vocab_size
+
+
+def test_shipped_weights_cache_matches_recompute_on_a_real_transcript():
+    from decodeloop.train.corpus import episodes, system_prompt
+
+    tokenizer = CharTokenizer()
+    params, config, _ = load_weights(WEIGHTS)
+    episode = episodes(7, 1, "heldout")[0]
+    ids = tokenizer.encode_markup(episode.markup(system_prompt()))
+    cut = ids.index(tokenizer.special("<|tool|>"))
+    model = TransformerModel(params, config, np.float64)
+    model.forward(ids[:cut])
+    for n in (cut + 1, len(ids) - 2, len(ids) - 1):  # a token, the rest of the tool message, a token
+        logits = model.forward(ids[:n])
+        assert np.abs(logits - recompute(params, config, ids[:n])).max() < 1e-5
+
+
+@pytest.mark.slow
+def test_shipped_weights_call_and_answer_a_held_out_question(events):
+    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.router import start_stdio_servers
+    from decodeloop.sampling import Sampler
+    from decodeloop.train.corpus import episodes, lab_server_commands
+
+    tokenizer = CharTokenizer()
+    model = TransformerModel.load()
+    held_out = [e for e in episodes(11, 20, "heldout") if e.tool == "get_weather"][:2]
+    with start_stdio_servers(lab_server_commands(), events, timeout=20) as router:
+        harness = Harness(model, tokenizer, Sampler(), router, events, config=TurnConfig(max_tokens=300))
+        for episode in held_out:
+            events.clear()
+            result = harness.run(episode.user)
+            [call] = events.of("tool_call")
+            assert (call.name, call.arguments) == (episode.tool, episode.arguments)
+            [tool_result] = events.of("tool_result")
+            assert tool_result.text == episode.result      # the real server's answer
+            [inject] = events.of("inject")
+            after = events.of("token")[[t.stop for t in events.of("token")].index("tool_call") + 1]
+            assert after.computed == inject.tokens + 1      # only the injected span (and the call's "]")
+            assert result.reason == "eos"
+            assert all(value in result.answer for value in episode.values), (result.answer, episode.values)
+
+
+def test_without_numpy_the_cli_names_the_extra():
+    # python -S leaves site-packages, and so numpy, out
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-S", "-c", "import numpy"], capture_output=True, env=env)
+    if done.returncode == 0:
+        pytest.skip("numpy importable without site-packages here")
+    done = subprocess.run([sys.executable, "-S", "-m", "decodeloop", "run", "--model", "transformer", "--quiet", "hi"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert done.returncode == 1
+    assert "pip install 'decodeloop[lab]'" in done.stderr and "Traceback" not in done.stderr

@@ -178,12 +178,7 @@ def _connect(spec: ServerSpec, emit: Emit, timeout: float, verbose: bool,
     env.update(spec.env or {})
     show = _stderr_printer(server, stderr) if verbose else None
     client = McpClient(StdioTransport(spec.command or [], env=env, cwd=spec.cwd, on_stderr=show), **options)
-    try:
-        client.initialize()
-    except BaseException:
-        client.close()
-        raise
-    return client
+    return client.start()
 
 
 def describe_notification(method: str, params: dict) -> str:

@@ -137,12 +137,7 @@ class McpClient:
 
         transport = StdioTransport(command, env=env, cwd=cwd, on_stderr=on_stderr, close_timeout=close_timeout)
         client = cls(transport, **kw)
-        try:
-            client.initialize()
-        except BaseException:
-            client.close()
-            raise
-        return client
+        return client.start()
 
     @classmethod
     def connect_url(
@@ -185,12 +180,16 @@ class McpClient:
                 raise
         client = cls(SseLegacyTransport(url, headers, timeout=timeout, connect_timeout=connect_timeout,
                                         log=lambda line: log(f"{name}: {line}")), **kw)
+        return client.start()
+
+    def start(self) -> "McpClient":
+        """initialize(), closing the connection if the handshake fails; returns the client."""
         try:
-            client.initialize()
+            self.initialize()
         except BaseException:
-            client.close()
+            self.close()
             raise
-        return client
+        return self
 
     def log(self, line: str) -> None:
         self._log(f"{self.name}: {line}")

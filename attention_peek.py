@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                                       for h, s in enumerate(row)))
     episode = chosen[0]
     rows, row_labels, col_labels = heatmap_rows(model, layer, head, episode, system, tokenizer)
-    title = (f"layer {layer} head {head}: copy score {scores[layer, head]:.2f} (chance {chance:.2f}); "
+    title = (f"layer {layer} head {head}: copy score {scores[layer, head]:.3f} (chance {chance:.3f}); "
              f"rows: the answer as written, columns: the tool result")
     print()
     print(f"question: {episode.user}")

@@ -247,6 +247,20 @@ def test_training_is_deterministic(tmp_path):
     assert meta["train"]["seed"] == 5 and meta["final_loss"] > 0
 
 
+def test_progress_is_a_line_every_n_steps_off_a_terminal():
+    import io
+
+    from decodeloop.train.transformer import Progress
+
+    stream = io.StringIO()
+    progress = Progress(5, stream, every=2)
+    for step in range(5):
+        progress(step, 1.0 / (step + 1))
+    lines = stream.getvalue().splitlines()
+    assert [line.split()[1] for line in lines] == ["2/5", "4/5", "5/5"]
+    assert "loss 0.2000" in lines[-1] and "\r" not in stream.getvalue()
+
+
 # -- the shipped weights ------------------------------------------------------------------
 
 WEIGHTS = transformer.DEFAULT_WEIGHTS

@@ -98,6 +98,7 @@ def _made_up_word(rng: random.Random) -> str:
 
 
 def encode(episodes, system: str, config: Config, tokenizer=None) -> Batches:
+    """Episodes as the shared prefix (system prompt through <|user|>) and one row each."""
     tokenizer = tokenizer or CharTokenizer()
     head = tokenizer.encode_markup("<|system|>" + system + "<|user|>")
     rows = []

@@ -71,7 +71,7 @@ class TraceView:
             sample += s("  alt " + " ".join(alts), "dim") if alts else ""
         checks = ",".join(SHORT.get(c, c) for c in e.checks)
         verdict = s("→ " + e.stop, "yellow", "bold") if e.stop else s("· " + self._state(e), "dim")
-        return (f"{s(f'{e.index:4d}', 'dim')} │ fwd {forward:<24}│ {sample} │ ctx {e.context:<5} │ "
+        return (f"{s(f'{e.index:4d}', 'dim')} │ fwd {forward:<24} │ {sample} │ ctx {e.context:<5} │ "
                 f"check {checks} {verdict}")
 
     def _state(self, e: Token) -> str:

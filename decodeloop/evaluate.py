@@ -8,7 +8,8 @@ the turn's events, so it measures exactly what the trace shows:
   exactly the episode's arguments);
 - per episode: retries (calls written after a failed one), answered (the turn
   ended at eos with a non-empty answer), out of retries (the turn gave up),
-  value copy (answered, and the answer holds every value the episode lists);
+  value copy (answered, and the answer holds every value the episode lists),
+  also per tool the episode needs, since the answers differ most by tool;
 - tokens per second over all generated tokens and the wall time of the turns.
 """
 
@@ -25,6 +26,7 @@ from decodeloop.loop import Harness
 
 @dataclass
 class EpisodeOutcome:
+    tool: str = ""                 # the tool the episode needs
     calls: int = 0
     well_formed: int = 0
     correct_tool: int = 0
@@ -50,6 +52,7 @@ class Summary:
     out_of_retries: int
     value_copy_rate: float
     tokens_per_second: float
+    value_copy_by_tool: dict       # tool -> [episodes whose answer holds the values, episodes]
 
     def rows(self) -> list[tuple[str, str]]:
         n = self.episodes or 1
@@ -63,13 +66,14 @@ class Summary:
             ("episodes answered", f"{self.answered} ({self.answered / n:.1%})"),
             ("out of retries", f"{self.out_of_retries} ({self.out_of_retries / n:.1%})"),
             ("value copy (answer holds the result's values)", f"{self.value_copy_rate:.1%}"),
+            *((f"  {tool}", f"{copied}/{total}") for tool, (copied, total) in self.value_copy_by_tool.items()),
             ("tokens per second", f"{self.tokens_per_second:,.0f}"),
         ]
 
 
 def score_episode(episode, events: list[Event]) -> EpisodeOutcome:
     """Count one turn's calls and outcome from its events."""
-    out = EpisodeOutcome()
+    out = EpisodeOutcome(tool=episode.tool)
     last_failed = False
     for event in events:
         if event.kind == "stop" and event.reason == "tool_call":
@@ -98,6 +102,11 @@ def summarize(outcomes: list[EpisodeOutcome]) -> Summary:
     calls = sum(o.calls for o in outcomes)
     n = len(outcomes)
     seconds = sum(o.seconds for o in outcomes)
+    by_tool: dict[str, list[int]] = {}
+    for o in sorted(outcomes, key=lambda o: o.tool):
+        counts = by_tool.setdefault(o.tool, [0, 0])
+        counts[0] += o.copied_values
+        counts[1] += 1
     return Summary(
         episodes=n,
         calls=calls,
@@ -109,6 +118,7 @@ def summarize(outcomes: list[EpisodeOutcome]) -> Summary:
         out_of_retries=sum(o.out_of_retries for o in outcomes),
         value_copy_rate=sum(o.copied_values for o in outcomes) / n if n else 0.0,
         tokens_per_second=sum(o.tokens for o in outcomes) / seconds if seconds else 0.0,
+        value_copy_by_tool=by_tool,
     )
 
 

@@ -62,6 +62,7 @@ def test_counts_on_a_hand_made_case():
     assert summary.retries_per_episode == pytest.approx(1.0)
     assert (summary.answered, summary.out_of_retries) == (2, 1)
     assert summary.value_copy_rate == pytest.approx(1 / 3)
+    assert summary.value_copy_by_tool == {"get_weather": [1, 3]}
     assert summary.tokens_per_second > 0
 
 
@@ -75,4 +76,7 @@ def test_eval_command_json_summary():
     for key in ("well_formed_rate", "correct_tool_rate", "correct_arguments_rate", "retries_per_episode",
                 "answered", "out_of_retries", "value_copy_rate", "tokens_per_second"):
         assert key in summary
+    by_tool = summary["value_copy_by_tool"]
+    assert sum(total for _, total in by_tool.values()) == 5
+    assert set(by_tool) <= {"get_weather", "get_forecast", "get_time_zone", "convert"}
     assert p.stderr == ""  # no progress bar when stderr is not a terminal

@@ -91,7 +91,8 @@ def heatmap_rows(model, layer: int, head: int, episode, system: str, tokenizer):
 
 
 def _characters(tokenizer, ids) -> list[str]:
-    """The character each token is part of (every byte of '°' is labelled '°'); specials as '§'."""
+    """The character each token starts; a multi-byte character's later bytes as '⁺' (so '°F' is
+    labelled '°', '⁺', 'F': one column per token); specials as '§'."""
     out: list[str] = []
     i = 0
     while i < len(ids):
@@ -103,7 +104,7 @@ def _characters(tokenizer, ids) -> list[str]:
             ch = tokenizer.decode(ids[i:i + n])
             if "\ufffd" not in ch:
                 break
-        out += [ch] * n
+        out += [ch] + ["⁺"] * (n - 1)
         i += n
     return out
 

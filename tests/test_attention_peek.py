@@ -56,3 +56,11 @@ def test_terminal_shading_without_colour_and_backgrounds_with_it():
     assert "\x1b[" not in plain and plain.splitlines()[-1] == "a  ▒█" and "x·⏎" in plain
     assert "\x1b[48;5;" in terminal(rows, labels, columns, color=True)
     ET.fromstring(svg(rows, ["<"], ["&", '"', "]"], title="a < b"))   # escaped
+
+
+def test_a_multi_byte_character_labels_its_first_column_only():
+    from decodeloop.tokenize import CharTokenizer
+
+    tokenizer = CharTokenizer()
+    ids = tokenizer.encode_markup("<|tool|>65°F")
+    assert load_peek()._characters(tokenizer, ids) == ["§", "6", "5", "°", "⁺", "F"]

@@ -192,7 +192,7 @@ def get_weather(city: str, state: str) -> tuple[str, dict]:
 
 def get_forecast(city: str, state: str, days: int = 3) -> tuple[str, dict]:
     f = forecast(city, state, days)
-    text = "\n".join(f"{d['day']}: {d['temperature_f']}°F, {d['conditions']}" for d in f["days"])
+    text = "\n".join(f"{d['day']} {d['temperature_f']}°F, {d['conditions']}" for d in f["days"])
     return text, f
 
 

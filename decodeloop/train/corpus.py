@@ -162,8 +162,9 @@ def _forecast(rng: random.Random, places) -> Episode:
     user = template.format(place=f"{city}, {state}", days=days)
     arguments = {"city": city, "state": state} | ({"days": days} if "{days}" in template else {})
     f = weather.forecast(city, state, days)
+    # the days as the tool writes them, a line each: the answer quotes the result verbatim
     lines = [f"{d['day']} {d['temperature_f']}°F, {d['conditions']}" for d in f["days"]]
-    answer = f"Here's the forecast for {city}, {state}: " + "; ".join(lines) + "."
+    answer = f"Here's the forecast for {city}, {state}:\n" + "\n".join(lines)
     return _episode(user, "get_forecast", arguments, answer, [f"{d['temperature_f']}°F" for d in f["days"]])
 
 

@@ -75,7 +75,8 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     train.add_argument("--seed", type=int, default=0, help="seed of the weights and the corpus (default: 0)")
     train.add_argument("--batch-size", type=int, default=None, help="transcripts per step (default: the shipped run's)")
     train.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the shipped run's)")
-    train.add_argument("--threads", type=int, default=2, help="threads sharing each step's batch (default: 2)")
+    train.add_argument("--threads", type=int, default=2,
+                       help="threads sharing each step's batch (default: 2; the weights do not depend on it)")
     train.add_argument("--out", default=None, metavar="PATH",
                        help="where to write the .npz (default: decodeloop/models/weights/transformer.npz)")
     return parser

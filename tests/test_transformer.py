@@ -198,6 +198,9 @@ def test_loss_weights_cover_exactly_what_the_assistant_writes():
     weights = assistant_weights(ids, tokenizer)
     weighted = tokenizer.decode(t for t, w in zip(ids, weights) if w)
     assert weighted == episode.call + "<|tool|>" + episode.answer + "<|eos|>"
+    heavier = assistant_weights(ids, tokenizer, call_weight=3.0)
+    assert tokenizer.decode(t for t, w in zip(ids, heavier) if w == 3.0) == episode.call + "<|tool|>"
+    assert tokenizer.decode(t for t, w in zip(ids, heavier) if w == 1.0) == episode.answer + "<|eos|>"
 
 
 def test_made_up_places_are_consistent_and_never_held_out():
@@ -234,7 +237,9 @@ def test_weight_file_round_trip(tmp_path):
     assert all(np.abs(loaded[k].astype(np.float32) - p[k]).max() < 1e-3 for k in p)
 
 
-def test_training_is_deterministic(tmp_path):
+def test_training_is_deterministic_whatever_the_thread_count(tmp_path):
+    from dataclasses import replace
+
     from decodeloop.train.transformer import TrainConfig, train
 
     config = Config(n_layer=1, n_head=2, d_model=8, window=8)
@@ -242,7 +247,9 @@ def test_training_is_deterministic(tmp_path):
     a, meta = train(config, tc)
     b, _ = train(config, tc)
     c, _ = train(config, TrainConfig(steps=3, batch_size=4, warmup=1, seed=6, threads=2))
+    one_thread, _ = train(config, replace(tc, threads=1))
     assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert all(np.array_equal(a[k], one_thread[k]) for k in a)
     assert not all(np.array_equal(a[k], c[k]) for k in a)
     assert meta["train"]["seed"] == 5 and meta["final_loss"] > 0
 

@@ -10,6 +10,13 @@ Loss weights: every token the assistant writes is weighted, from after each
 <|tool|> after a call, which the harness writes at inference, and the <|eos|>
 after the answer). Nothing in the system prompt, the question or the tool
 result is weighted: the model learns to write calls and answers, not questions.
+A call's tokens weigh `call_weight` (3) times an answer's: a call is short and
+nearly all copying (a name from the question, letter by letter), and one wrong
+letter makes it a call about another place.
+
+The weights saved are an exponential moving average of the trained weights
+(`ema`, over roughly the last 500 steps), which decodes more reliably than the
+last step's weights, which carry the noise of the last few batches.
 """
 
 from __future__ import annotations
@@ -35,13 +42,17 @@ SYLLABLES = ("an", "ar", "el", "en", "er", "et", "ette", "ton", "ville", "ber", 
              "ma", "mo", "na", "no", "ri", "ro", "sa", "se", "ta", "te", "ll", "ee", "oo", "port", "field",
              "wood", "dale", "ford", "ham", "ing", "ey", "ia", "que", "qu", "al")
 REAL_CITIES = frozenset(city for city, _ in CITIES)
+# words per made-up name, and how often: names of two and three words are where copying goes
+# wrong (the quotes a call needs, a space that looks like the end of the name), so they are
+# more common here than among real cities
+WORDS_PER_NAME = ((1, 2, 3), (50, 40, 10))
 MADE_UP_STATES = sorted(a + b for a in string.ascii_uppercase for b in string.ascii_uppercase
                         if a + b not in HELDOUT_STATES)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 2800
+    steps: int = 3200
     batch_size: int = 16
     lr: float = 6e-3
     warmup: int = 50
@@ -51,7 +62,11 @@ class TrainConfig:
     seed: int = 0
     sort_pool: int = 32              # batches drawn together and sorted by length, to cut padding
     made_up: float = 0.5             # share of episodes moved to a made-up place (see made_up_place)
-    threads: int = 2                 # each step's rows are split between this many threads
+    parts: int = 2                   # each step's rows are cut into this many parts, their gradients
+                                     # summed in order: fixed, so the thread count never changes the weights
+    threads: int = 2                 # threads running the parts
+    ema: float = 0.998               # the weights saved are this moving average of the weights trained
+    call_weight: float = 3.0         # loss weight of a call's tokens, relative to an answer's
 
 
 @dataclass
@@ -73,7 +88,7 @@ def made_up_place(episode, rng: random.Random):
     if "city" not in episode.arguments:
         return episode
     city, state = episode.arguments["city"], episode.arguments["state"]
-    words = [_made_up_word(rng) for _ in range(rng.choices((1, 2, 3), (80, 17, 3))[0])]
+    words = [_made_up_word(rng) for _ in range(rng.choices(*WORDS_PER_NAME)[0])]
     if len(words) > 1 and rng.random() < 0.2:
         words[0] = rng.choice(("St.", "Fort", "New", "Lake", "Port"))
     new_city = " ".join(words)
@@ -97,7 +112,7 @@ def _made_up_word(rng: random.Random) -> str:
     return word.capitalize()
 
 
-def encode(episodes, system: str, config: Config, tokenizer=None) -> Batches:
+def encode(episodes, system: str, config: Config, tokenizer=None, call_weight: float = 1.0) -> Batches:
     """Episodes as the shared prefix (system prompt through <|user|>) and one row each."""
     tokenizer = tokenizer or CharTokenizer()
     head = tokenizer.encode_markup("<|system|>" + system + "<|user|>")
@@ -106,7 +121,7 @@ def encode(episodes, system: str, config: Config, tokenizer=None) -> Batches:
         ids = tokenizer.encode_markup(episode.markup(system))
         if ids[:len(head)] != head:
             raise ValueError("every transcript must start with the same system prompt")
-        weights = assistant_weights(ids, tokenizer)
+        weights = assistant_weights(ids, tokenizer, call_weight)
         # position j predicts token j+1; the suffix runs from the first token after the prefix
         P = len(head)
         rows.append((np.array(ids[P:-1]), np.array(ids[P + 1:]), np.array(weights[P + 1:])))
@@ -118,14 +133,21 @@ def encode(episodes, system: str, config: Config, tokenizer=None) -> Batches:
     return Batches(np.array(head[cut:]), before, rows)
 
 
-def assistant_weights(ids: list[int], tokenizer) -> list[float]:
-    """1.0 for each token the assistant writes, else 0.0 (the weight of predicting ids[j])."""
-    assistant = tokenizer.special("<|assistant|>")
-    out, speaking = [], False
-    for token in ids:
-        out.append(1.0 if speaking else 0.0)
-        if tokenizer.is_special(token):
-            speaking = token == assistant and not speaking
+def assistant_weights(ids: list[int], tokenizer, call_weight: float = 1.0) -> list[float]:
+    """The weight of predicting ids[j]: 1.0 for each token the assistant writes, call_weight in a
+    turn that ends in a call (ends at <|tool|>), 0.0 for everything else."""
+    assistant, tool = tokenizer.special("<|assistant|>"), tokenizer.special("<|tool|>")
+    out, start = [], None                      # start: where the assistant's current turn began
+    for j, token in enumerate(ids):
+        out.append(0.0 if start is None else 1.0)
+        if not tokenizer.is_special(token):
+            continue
+        if start is not None:                  # this special token ends the turn
+            if token == tool:
+                out[start:] = [call_weight] * (j + 1 - start)
+            start = None
+        elif token == assistant:
+            start = j + 1
     return out
 
 
@@ -213,23 +235,27 @@ def train(config: Config, tc: TrainConfig, progress=None) -> tuple[dict, dict]:
     places = random.Random(tc.seed)
     corpus = [made_up_place(e, places) if places.random() < tc.made_up else e
               for e in episodes(tc.seed, tc.steps * tc.batch_size, "train")]
-    data = encode(corpus, system_prompt(), config)
+    data = encode(corpus, system_prompt(), config, call_weight=tc.call_weight)
     lengths = [len(row[0]) for row in data.suffixes]
     order = batch_order(len(data.suffixes), lengths, tc, rng)
     adam = Adam(params, tc)
+    # the saved weights average the last few hundred steps: the last step alone carries its batch's noise
+    averaged = {name: value.copy() for name, value in params.items()}
     losses = []
     with ThreadPoolExecutor(tc.threads) as pool:
         for step, rows in enumerate(order[:tc.steps]):
             inputs, targets, weights = pad([data.suffixes[i] for i in rows])
             loss, grads = loss_and_grads(params, config, data.prefix, inputs, targets, weights,
-                                         parts=tc.threads, run=pool.map, before=data.before)
+                                         parts=tc.parts, run=pool.map, before=data.before)
             adam.step(params, grads, lr_at(step, tc))
+            for name, value in params.items():
+                averaged[name] += (1 - tc.ema) * (value - averaged[name])
             losses.append(loss)
             if progress:
                 progress(step, loss)
     meta = {"train": asdict(tc), "corpus": "decodeloop.train.corpus.episodes(seed, steps * batch_size, 'train')",
             "final_loss": float(np.mean(losses[-50:])), "seconds": round(time.perf_counter() - started, 1)}
-    return params, meta
+    return averaged, meta
 
 
 def main(out: str | None = None, steps: int | None = None, seed: int = 0, batch_size: int | None = None,

@@ -4,19 +4,21 @@ Owns the architecture (weights by checkpoint-style name, the forward pass), the
 KV cache under the `PrefixCachedModel` contract, and the weight file format.
 Training (the backward pass, Adam) lives in decodeloop/train/.
 
-    x = wte[tokens] + wte_prev[0][tokens 1 back] + wte_prev[1][tokens 2 back]   no position table
+    x = wte[tokens] + sum of wte_prev[j-1][tokens j back], j = 1..lookback   no position table
     for block in blocks:                             pre-LN residual blocks
         x = x + attn(ln_1(x))                        causal, windowed, rotary positions
         x = x + mlp(ln_2(x))                         GELU, 4x wide
     logits = ln_f(x) @ wte.T                         tied unembedding
 
 Each position also embeds the `lookback` tokens before it (`wte_prev`), so a
-key can say "I follow a Y after an X": a head can find where the last two
-tokens written occurred before and copy what came next (an induction head)
-without first needing layers that move earlier tokens over. Copying names and
-numbers out of the context is the whole job here; matching two tokens, not
-one, is what tells apart the two e's of "Fayetteville", and having it from the
-first layer is what makes copying learnable in minutes on a CPU.
+key can say "I follow Z, Y, X": a head can find where the last tokens written
+occurred before and copy what came next (an induction head) without first
+needing layers that move earlier tokens over. Copying names and numbers out of
+the context is the whole job here. Matching more than one token is what tells
+apart the two e's of "Fayetteville", and three is what finds "Tue 7" among the
+lines of a forecast (the second digit of Tuesday's temperature, not Monday's);
+having it from the first layer is what makes copying learnable in minutes on a
+CPU.
 
 Positions are rotary (RoPE): a query-key score depends only on the distance
 between the two, never on where the pair sits in the context. Attention is
@@ -59,10 +61,10 @@ NO_PREVIOUS = 0  # the "token before" the first position: <|eos|>, as if a turn 
 class Config:
     vocab_size: int = 261      # CharTokenizer: 5 special tokens, then 256 bytes
     n_layer: int = 4
-    n_head: int = 2            # two heads of 32: room in a query and a key to match two tokens
+    n_head: int = 2            # two heads of 32: room in a query and a key to match several tokens
     d_model: int = 64
     window: int = 256          # attention sees this many positions, the query's own included
-    lookback: int = 2          # earlier tokens each position embeds besides its own
+    lookback: int = 4          # earlier tokens each position embeds besides its own
     rope_base: float = 10000.0
 
     @property

@@ -15,10 +15,11 @@ key can say "I follow Z, Y, X": a head can find where the last tokens written
 occurred before and copy what came next (an induction head) without first
 needing layers that move earlier tokens over. Copying names and numbers out of
 the context is the whole job here. Matching more than one token is what tells
-apart the two e's of "Fayetteville", and three is what finds "Tue 7" among the
-lines of a forecast (the second digit of Tuesday's temperature, not Monday's);
-having it from the first layer is what makes copying learnable in minutes on a
-CPU.
+apart the two e's of "Fayetteville"; three find "Tue 7" among the lines of a
+forecast (the second digit of Tuesday's temperature, not Monday's); four tell
+"rque" from "uque" in "Albuquerque", so a copy does not loop back to the first
+"que". Having it from the first layer is what makes copying learnable in
+minutes on a CPU.
 
 Positions are rotary (RoPE): a query-key score depends only on the distance
 between the two, never on where the pair sits in the context. Attention is

@@ -1,21 +1,50 @@
 """Turning next-token logits into one token id.
 
-Owns the sampling settings (temperature, top-k, top-p) and the random number
-generator that draws from them. It never sees the model: it gets a list of
+Owns the sampling settings (temperature, top-k, top-p, min-p) and the random
+number generators that draw from them. It never sees the model: it gets the
 logits and returns a token id, so the same seed and the same logits always give
 the same token.
 
 The order of operations is the usual one: softmax(logits / temperature), keep
-the top-k tokens, keep the smallest top-p nucleus of what is left, renormalise,
-draw. Temperature 0 means greedy (argmax, ties to the lowest id).
+the top-k tokens, keep the smallest top-p nucleus of what is left, keep the
+tokens whose probability is at least min-p times the top one, renormalise, draw.
+Temperature 0 means greedy (argmax, ties to the lowest id). Ties are broken the
+same way everywhere: among equal logits (or equal weights) the lowest id wins.
+
+Three kinds of logits, told apart by `type(logits).__module__`, so that this
+module imports nothing but the standard library (numpy and torch are imported
+lazily, the first time an array of theirs arrives):
+
+- a Python list (or any sequence): the pure-Python path, for the lab models'
+  vocabularies of a few hundred. It stays in C-level builtins (sum, max, sorted,
+  map, accumulate, bisect). Its draws come from a `random.Random(seed)`, and a
+  list and a seed give the same tokens they always have.
+- a numpy array (1-D, any float dtype): vectorised, drawing from a numpy
+  Generator seeded from `seed`. float32/float16 are worked in float32, float64 in
+  float64.
+- a torch tensor (1-D, any float dtype, any device): drawn with a torch.Generator
+  on the tensor's device seeded from `seed` (one per device, made on first use),
+  and only one scalar `.item()` comes back to Python. On a GPU every step runs on
+  the device with fixed shapes (top-k and top-p through `torch.topk`, masks and
+  cumulative sums over the vocabulary), so the `.item()` is the only sync. On the
+  CPU, where torch's comparisons, argmax and topk are several times slower than
+  numpy's, the tensor is read through a zero-copy numpy view and sampled by the
+  numpy kernels, still drawing from the tensor's torch.Generator.
+
+Real vocabularies are 49,152 to 151,936 entries, so no path copies the logits to
+a Python list, and none sorts the vocabulary. Top-k and the trace's top tokens
+use partial selection: the vocabulary is viewed as 64 rows, the maximum of each
+column found in one vectorised pass, and only the columns whose maximum can be in
+the top k are searched. Top-p prunes before sorting, as the list path does: only
+tokens with weight >= (1 - p) * total / vocab can be in the nucleus (all lighter
+ones together weigh less than (1 - p) * total), and a threshold guessed from
+every n-th weight usually cuts that set to about the nucleus; the guess is
+checked (the tokens above it must weigh at least p * total) and dropped if it
+fails, so it never changes the result.
 
 `distribution` reports exactly what `sample` draws from (the trace shows it),
-and the module functions `softmax` and `top_tokens` serve the trace's view of
-the raw model output.
-
-Everything here runs once per token on a vocabulary of a few hundred, so the
-code stays in C-level builtins (sum, max, sorted, map, accumulate, bisect) and
-avoids per-token Python loops over the whole vocabulary where it can.
+and the module functions `softmax`, `top_tokens` and `explain` serve the trace's
+view of the raw model output.
 """
 
 from __future__ import annotations
@@ -23,8 +52,8 @@ from __future__ import annotations
 import random
 from bisect import bisect_left, bisect_right
 from itertools import accumulate
-from math import exp, inf, isfinite
-from typing import Sequence
+from math import exp, inf, isfinite, log
+from typing import Any, Sequence
 
 # A set whose mass is this close (relatively) to top_p counts as reaching it, so
 # float rounding in the cumulative sum never adds a token at an exact boundary.
@@ -34,15 +63,45 @@ _TOP_P_SLACK = 1e-12
 # trusted only when the total lands in this range (else we redo it shifted).
 _SAFE_TOTAL_LOW = 1e-150
 
+# The same for numpy arrays, per item size: float32 weights must stay normal
+# numbers for every token that matters and their sum must not overflow.
+_ARRAY_SAFE_TOTAL = {4: (1e-15, 1e30), 8: (1e-150, 1e300)}
+
+# Rows the vocabulary is viewed as for partial selection (a column's maximum is
+# one vectorised pass over the rows), and the vocabulary size from which it pays.
+_ROWS = 64
+_MIN_GROUPED = 8192
+# Rows for the top-p candidate bound (more columns: a tighter bound, a longer sort).
+_NUCLEUS_ROWS = 32
+
+# Draws over more weights than this go through per-block totals first, so no
+# cumulative sum runs over the whole vocabulary.
+_DRAW_BLOCK = 4096
+
+# torch tensors on the CPU are sampled by the numpy kernels on a zero-copy view
+# (faster there); the tests switch this off to run the device kernels on the CPU.
+_TORCH_CPU_VIA_NUMPY = True
+
+
+def array_kind(logits: Any) -> str:
+    """'numpy', 'torch' or 'list' (any other sequence), from the type's module alone."""
+    module = type(logits).__module__
+    if module.startswith("numpy"):
+        return "numpy"
+    if module.startswith("torch"):
+        return "torch"
+    return "list"
+
 
 class Sampler:
-    """Temperature / top-k / top-p sampling with its own seeded generator."""
+    """Temperature / top-k / top-p / min-p sampling with its own seeded generators."""
 
     def __init__(
         self,
         temperature: float = 0.0,
         top_k: int = 0,
         top_p: float = 1.0,
+        min_p: float = 0.0,
         seed: int | None = None,
     ) -> None:
         if not (temperature >= 0.0 and temperature < inf):
@@ -55,22 +114,32 @@ class Sampler:
             raise ValueError(f"top_k must be >= 0 (0 = off), got {top_k!r}")
         if not (0.0 < top_p <= 1.0):
             raise ValueError(f"top_p must be in (0, 1] (1 = off), got {top_p!r}")
+        if not (0.0 <= min_p <= 1.0):
+            raise ValueError(f"min_p must be in [0, 1] (0 = off), got {min_p!r}")
         self.temperature = float(temperature)
         self.top_k = top_k
         self.top_p = float(top_p)
+        self.min_p = float(min_p)
         self.seed = seed
-        self.rng = random.Random(seed)
+        self.rng = random.Random(seed)   # lists
+        self._np_rng = None              # numpy arrays: a numpy Generator, made on first use
+        self._torch_rngs: dict = {}      # torch tensors: one torch.Generator per device
         self._greedy = temperature == 0.0
         self._inv_t = 0.0 if self._greedy else 1.0 / temperature
 
     def __repr__(self) -> str:
         return (
             f"Sampler(temperature={self.temperature}, top_k={self.top_k}, "
-            f"top_p={self.top_p}, seed={self.seed!r})"
+            f"top_p={self.top_p}, min_p={self.min_p}, seed={self.seed!r})"
         )
 
     def sample(self, logits: Sequence[float]) -> int:
-        """Draw one token id from the logits."""
+        """Draw one token id from the logits (a list, a numpy array or a torch tensor)."""
+        kind = array_kind(logits)
+        if kind == "numpy":
+            return _np_sample(self, logits, self._numpy_random)
+        if kind == "torch":
+            return _torch_sample(self, logits)
         if type(logits) is not list:
             logits = list(logits)
         if self._greedy:
@@ -85,7 +154,14 @@ class Sampler:
         """The exact distribution `sample` draws from: (token, prob), most probable first.
 
         Tokens with zero probability are left out; ties are listed lowest id first.
+        For arrays it is computed by the array kernels, so it is what `sample` draws
+        from for that array (with the whole vocabulary when nothing filters it).
         """
+        kind = array_kind(logits)
+        if kind == "numpy":
+            return _np_distribution(self, logits)
+        if kind == "torch":
+            return _torch_distribution(self, logits)
         if type(logits) is not list:
             logits = list(logits)
         if self._greedy:
@@ -101,10 +177,19 @@ class Sampler:
         return pairs
 
     def _unfiltered(self, vocab: int) -> bool:
-        return (self.top_k == 0 or self.top_k >= vocab) and self.top_p >= 1.0
+        return (self.top_k == 0 or self.top_k >= vocab) and self.top_p >= 1.0 and self.min_p <= 0.0
 
     def _kept(self, logits: list[float]) -> tuple[list[int], list[float], list[float]]:
-        """Ids, weights and cumulative weights of the tokens top-k and top-p keep."""
+        """Ids, weights and cumulative weights of the tokens top-k, top-p and min-p keep."""
+        ids, weights, cum = self._kept_top(logits)
+        if self.min_p > 0.0:
+            # Heaviest first, so the tokens min-p keeps are a prefix (never empty: min_p <= 1).
+            keep = bisect_right([-w for w in weights], -self.min_p * weights[0])
+            ids, weights, cum = ids[:keep], weights[:keep], cum[:keep]
+        return ids, weights, cum
+
+    def _kept_top(self, logits: list[float]) -> tuple[list[int], list[float], list[float]]:
+        """Ids, weights and cumulative weights of the tokens top-k and top-p keep, heaviest first."""
         vocab = len(logits)
         if self.top_k and self.top_k < vocab:
             ids = _top_ids(logits, self.top_k)
@@ -116,12 +201,52 @@ class Sampler:
             # Logit order is weight order, which is what the nucleus cut needs.
             return _nucleus(ids, weights, sum(weights), self.top_p)
         weights, total = _weights(logits, self._inv_t)
+        if self.top_p >= 1.0:
+            # min-p alone: only tokens at least min_p times the heaviest can stay.
+            floor = self.min_p * max(weights)
+            ids = [i for i, w in enumerate(weights) if w >= floor]
+            ids.sort(key=weights.__getitem__, reverse=True)
+            kept = [weights[i] for i in ids]
+            return ids, kept, list(accumulate(kept))
         # Only tokens at least (1 - p) * total / vocab heavy can be in the nucleus:
         # all lighter ones together weigh less than (1 - p) * total.
         floor = (1.0 - self.top_p) * total / vocab
         ids = [i for i, w in enumerate(weights) if w >= floor]
         ids.sort(key=weights.__getitem__, reverse=True)  # stable: ties stay lowest id first
         return _nucleus(ids, [weights[i] for i in ids], total, self.top_p)
+
+    # --- the generators of the array paths ------------------------------------
+
+    def _numpy_random(self) -> float:
+        """A uniform draw in [0, 1) from this sampler's numpy Generator."""
+        if self._np_rng is None:
+            import numpy
+
+            self._np_rng = numpy.random.default_rng(_seed_int(self.seed))
+        return float(self._np_rng.random())
+
+    def _torch_generator(self, device):
+        """This sampler's torch.Generator on `device`, seeded from `seed` when first used."""
+        generator = self._torch_rngs.get(device)
+        if generator is None:
+            import torch
+
+            generator = torch.Generator(device=device)
+            if self.seed is None:
+                generator.seed()
+            else:
+                generator.manual_seed(_seed_int(self.seed))
+            self._torch_rngs[device] = generator
+        return generator
+
+
+def _seed_int(seed) -> int | None:
+    """The seed as an int numpy and torch accept (0 <= seed < 2**64); other seeds are hashed by random.Random."""
+    if seed is None:
+        return None
+    if isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**64:
+        return seed
+    return random.Random(seed).getrandbits(64)
 
 
 def _nucleus(
@@ -211,7 +336,16 @@ def _top_ids(logits: list[float], k: int) -> list[int]:
 
 
 def softmax(logits: Sequence[float]) -> list[float]:
-    """Probabilities at temperature 1, computed stably (max subtracted first)."""
+    """Probabilities at temperature 1, computed stably (max subtracted first).
+
+    A list for a list; for a numpy array or a torch tensor, an array of the same
+    kind (float32 or float64, on the tensor's device).
+    """
+    kind = array_kind(logits)
+    if kind == "numpy":
+        return _np_softmax(logits)
+    if kind == "torch":
+        return _torch_softmax(logits)
     if type(logits) is not list:
         logits = list(logits)
     top = _checked_max(logits)
@@ -222,16 +356,28 @@ def softmax(logits: Sequence[float]) -> list[float]:
 
 def top_tokens(logits: Sequence[float], n: int) -> list[tuple[int, float]]:
     """The n most probable tokens at temperature 1 with their probabilities, most probable first."""
-    if type(logits) is not list:
-        logits = list(logits)
     if n <= 0:
         return []
+    kind = array_kind(logits)
+    if kind != "list":
+        ids, probs, _ = _array_explain(kind, logits, None, n)
+        return list(zip(ids, probs))
+    if type(logits) is not list:
+        logits = list(logits)
     shift, total = _exp_total(logits)
     return [(i, exp(logits[i] - shift) / total) for i in _top_ids(logits, n)]
 
 
 def explain(logits: Sequence[float], token: int, n: int = 3) -> tuple[float, list[tuple[int, float]]]:
-    """`token`'s probability at temperature 1 and the n most probable tokens: what a trace shows."""
+    """`token`'s probability at temperature 1 and the n most probable tokens: what a trace shows.
+
+    Python ints and floats out for every kind of logits; arrays are searched by
+    partial selection, never sorted.
+    """
+    kind = array_kind(logits)
+    if kind != "list":
+        ids, probs, prob = _array_explain(kind, logits, token, n)
+        return prob, list(zip(ids, probs))
     if type(logits) is not list:
         logits = list(logits)
     shift, total = _exp_total(logits)
@@ -249,3 +395,560 @@ def _exp_total(logits: list[float]) -> tuple[float, float]:
         pass
     shift = _checked_max(logits)
     return shift, sum([exp(x - shift) for x in logits])
+
+
+def _array_explain(kind: str, logits, token: int | None, n: int) -> tuple[list[int], list[float], float | None]:
+    if kind == "numpy":
+        return _np_explain(_np_prepare(logits), token, n)
+    x = _torch_prepare(logits)
+    if x.device.type == "cpu" and _TORCH_CPU_VIA_NUMPY:
+        return _np_explain(_torch_numpy_view(x), token, n)
+    return _torch_explain(x, token, n)
+
+
+# --- numpy kernels -------------------------------------------------------------
+#
+# Each takes a 1-D float32 or float64 array (see _np_prepare) and never writes to
+# it; temporaries are fresh arrays, changed in place.
+
+
+def _np_prepare(x):
+    """The logits as a 1-D float32 or float64 array (a view when they already are)."""
+    import numpy as np
+
+    if x.ndim != 1:
+        raise ValueError(f"logits must be 1-D (one row of the vocabulary), got shape {tuple(x.shape)}")
+    if x.shape[0] == 0:
+        raise ValueError("logits are empty")
+    dtype = x.dtype
+    if dtype == np.float32 or dtype == np.float64:
+        return x
+    if dtype.kind == "f":
+        return x.astype(np.float32 if dtype.itemsize < 4 else np.float64)
+    if dtype.kind in "iub":
+        return x.astype(np.float64)
+    raise ValueError(f"logits must be real numbers, got dtype {dtype}")
+
+
+def _np_invalid(x) -> None:
+    """Raise the ValueError that says why no token can be chosen (returns if nothing is wrong)."""
+    import numpy as np
+
+    nan = np.isnan(x)
+    if nan.any():
+        raise ValueError(f"logits contain NaN (first at token {int(nan.argmax())})")
+    plus = x == np.inf
+    if plus.any():
+        raise ValueError(f"logits contain +inf (token {int(plus.argmax())}); use a large finite value to force a token")
+    if not (x > -np.inf).any():
+        raise ValueError("all logits are -inf: every token is masked, nothing can be sampled")
+
+
+def _np_max(x) -> float:
+    """max(x), raising ValueError on NaN, +inf or all -inf."""
+    top = float(x.max())  # NaN propagates
+    if not isfinite(top):
+        _np_invalid(x)
+    return top
+
+
+def _np_argmax(x) -> int:
+    """Greedy: the highest logit, ties to the lowest id (np.argmax returns the first)."""
+    i = int(x.argmax())
+    if not isfinite(x[i]):  # argmax stops at the first NaN, finds +inf, or everything is -inf
+        _np_invalid(x)
+    return i
+
+
+def _np_weights(x, inv_t: float):
+    """exp(x / T) in a fresh array of x's dtype and its total, shifted by the max only when needed."""
+    import numpy as np
+
+    if inv_t == 1.0:
+        w = np.exp(x)
+    else:
+        w = np.multiply(x, inv_t)
+        np.exp(w, out=w)
+    total = float(w.sum())
+    low, high = _ARRAY_SAFE_TOTAL[x.itemsize]
+    if low < total < high:  # NaN, +inf and all -inf land outside, as does under/overflow
+        return w, total
+    top = _np_max(x)
+    np.subtract(x, top, out=w)
+    if inv_t != 1.0:
+        w *= inv_t
+    np.exp(w, out=w)
+    return w, float(w.sum())
+
+
+def _np_top(x, k: int):
+    """The k highest logits, exactly: (ids, values), highest first, ties lowest id first.
+
+    Partial selection: x is viewed as _ROWS rows, and column c holds tokens
+    c, c + C, c + 2C, ... The k columns with the highest maxima hold at least k
+    tokens at or above the k-th highest column maximum g, so the k-th highest
+    logit is >= g, and every token that can be in the top k lies in a column whose
+    maximum is >= g. Only those columns (and the few tokens past the last row) are
+    searched. Raises ValueError on NaN, +inf or all -inf.
+    """
+    import numpy as np
+
+    vocab = x.shape[0]
+    k = min(k, vocab)
+    ids = vals = None
+    if vocab >= _MIN_GROUPED:
+        cols = vocab // _ROWS
+        grid = x[: _ROWS * cols].reshape(_ROWS, cols)
+        column_max = grid.max(axis=0)  # NaN propagates
+        tail = x[_ROWS * cols:]
+        top = float(np.maximum(column_max.max(), tail.max()) if tail.size else column_max.max())
+        if not isfinite(top):
+            _np_invalid(x)
+        if 4 * k <= cols:
+            g = np.partition(column_max, cols - k)[cols - k]
+            chosen = np.flatnonzero(column_max >= g)
+            if 4 * chosen.size <= cols:
+                ids = (np.arange(0, _ROWS * cols, cols)[:, None] + chosen).ravel()
+                if tail.size:
+                    ids = np.concatenate((ids, np.arange(_ROWS * cols, vocab)))
+                vals = x[ids]
+    else:
+        _np_max(x)
+    if ids is None:
+        ids, vals = np.arange(vocab), x
+    size = ids.size
+    if size > k:
+        kth = np.partition(vals, size - k)[size - k]
+        sel = np.flatnonzero(vals > kth)
+        need = k - sel.size
+        if need > 0:
+            ties = np.flatnonzero(vals == kth)
+            if ties.size > need:
+                ties = ties[np.argsort(ids[ties], kind="stable")[:need]]
+            sel = np.concatenate((sel, ties))
+        ids, vals = ids[sel], vals[sel]
+    order = np.lexsort((ids, -vals))
+    return ids[order], vals[order]
+
+
+def _np_pick(cum, target: float) -> int:
+    """Index of the token whose cumulative weight first exceeds target."""
+    import numpy as np
+
+    j = int(np.searchsorted(cum, target, side="right"))
+    if j >= cum.shape[0]:
+        # target rounded up to the total: the first index reaching it is the last token with weight
+        j = int(np.searchsorted(cum, cum[-1], side="left"))
+    return j
+
+
+def _np_draw(w, u: float) -> int:
+    """Index drawn with probability w[i] / sum(w) for a uniform u in [0, 1).
+
+    Over many weights it picks a block by the blocks' totals first, so no
+    cumulative sum runs over the whole vocabulary.
+    """
+    import numpy as np
+
+    n = w.shape[0]
+    if n <= 2 * _DRAW_BLOCK:
+        cum = np.cumsum(w, dtype=np.float64)
+        return _np_pick(cum, u * cum[-1])
+    blocks = n // _DRAW_BLOCK
+    sums = w[: blocks * _DRAW_BLOCK].reshape(blocks, _DRAW_BLOCK).sum(axis=1, dtype=np.float64)
+    if n > blocks * _DRAW_BLOCK:
+        sums = np.append(sums, w[blocks * _DRAW_BLOCK:].sum(dtype=np.float64))
+    block_cum = np.cumsum(sums)
+    target = u * block_cum[-1]
+    b = _np_pick(block_cum, target)
+    before = float(block_cum[b - 1]) if b else 0.0
+    cum = np.cumsum(w[b * _DRAW_BLOCK: (b + 1) * _DRAW_BLOCK], dtype=np.float64)
+    return b * _DRAW_BLOCK + _np_pick(cum, target - before)
+
+
+def _np_kept(sampler: Sampler, x):
+    """(ids, weights) of the tokens the filters keep; ids None means every token, in id order.
+
+    Weights are unnormalised; `sample` draws index i with probability
+    weights[i] / weights.sum().
+    """
+    import numpy as np
+
+    vocab = x.shape[0]
+    inv_t, top_p, min_p = sampler._inv_t, sampler.top_p, sampler.min_p
+    if sampler.top_k and sampler.top_k < vocab:
+        ids, vals = _np_top(x, sampler.top_k)
+        w = np.subtract(vals, vals[0])  # vals[0] is the max: no overflow
+        if inv_t != 1.0:
+            w *= inv_t
+        np.exp(w, out=w)
+        keep = w.shape[0]
+        if top_p < 1.0:
+            # Logit order is weight order, which is what the nucleus cut needs.
+            cum = np.cumsum(w, dtype=np.float64)
+            keep = min(int(np.searchsorted(cum, top_p * cum[-1] * (1.0 - _TOP_P_SLACK))) + 1, keep)
+        if min_p > 0.0:
+            keep = max(int(np.count_nonzero(w[:keep] >= min_p * w[0])), 1)
+        return ids[:keep], w[:keep]
+    if top_p < 1.0:
+        return _np_nucleus(x, inv_t, top_p, min_p)
+    if min_p > 0.0:
+        top = _np_max(x)
+        # exp((x - top) / T) >= min_p  <=>  x >= top + T * log(min_p); a little below
+        # that as a pre-filter, then the exact test on the weights.
+        margin = 1e-3 / inv_t + 1e-6 * (abs(top) + 1.0)
+        ids = np.flatnonzero(x >= top + log(min_p) / inv_t - margin)
+        w = np.subtract(x[ids], top)
+        if inv_t != 1.0:
+            w *= inv_t
+        np.exp(w, out=w)
+        keep = w >= min_p  # the heaviest weight is exp(0) = 1
+        return ids[keep], w[keep]
+    w, _ = _np_weights(x, inv_t)
+    return None, w
+
+
+def _np_nucleus(x, inv_t: float, top_p: float, min_p: float):
+    """Top-p (then min-p) over the whole vocabulary, sorting only the candidates."""
+    import numpy as np
+
+    w, total = _np_weights(x, inv_t)
+    need = top_p * total * (1.0 - _TOP_P_SLACK)
+    ids = np.flatnonzero(w >= _np_nucleus_floor(w, total, top_p))
+    cand = w[ids]
+    heaviest = np.sort(cand)[::-1]
+    cum = np.cumsum(heaviest, dtype=np.float64)
+    size = min(int(np.searchsorted(cum, need)) + 1, heaviest.shape[0])
+    edge = heaviest[size - 1]
+    keep = cand > edge
+    short = size - int(np.count_nonzero(keep))
+    ties = np.flatnonzero(cand == edge)
+    keep[ties[:short]] = True  # ids are increasing: the lowest tied ids, as the list path's stable sort
+    if min_p > 0.0:
+        keep &= cand >= min_p * heaviest[0]
+    return ids[keep], cand[keep]
+
+
+def _np_nucleus_floor(w, total: float, top_p: float) -> float:
+    """A weight that every token of the nucleus has: the candidates are the tokens at or above it.
+
+    Two bounds, the tighter one that holds. (1) The tokens lighter than
+    (1 - p) * total / vocab weigh less than (1 - p) * total together, so none is
+    needed. (2) The column maxima of w viewed as _NUCLEUS_ROWS rows are tokens
+    too: if the heaviest of them reach p * total by themselves, the tokens at or
+    above the lightest of those reach it as well, so nothing lighter is needed.
+    (2) is about the nucleus itself when the nucleus is smaller than the number
+    of columns; (1) is what is left for flat distributions. The floor is halved
+    and the target raised by 1e-6, so float32 rounding of the total cannot matter.
+    """
+    import numpy as np
+
+    vocab = w.shape[0]
+    floor = 0.5 * (1.0 - top_p) * total / vocab
+    if vocab < _MIN_GROUPED:
+        return floor
+    cols = vocab // _NUCLEUS_ROWS
+    column_max = w[: _NUCLEUS_ROWS * cols].reshape(_NUCLEUS_ROWS, cols).max(axis=0)
+    if vocab > _NUCLEUS_ROWS * cols:
+        column_max = np.concatenate((column_max, w[_NUCLEUS_ROWS * cols:]))
+    heaviest = np.sort(column_max)[::-1]
+    cum = np.cumsum(heaviest, dtype=np.float64)
+    j = int(np.searchsorted(cum, top_p * total * (1.0 + 1e-6)))
+    if j >= heaviest.shape[0]:
+        return floor
+    return max(float(heaviest[j]), floor)
+
+
+def _np_sample(sampler: Sampler, logits, random_draw) -> int:
+    import numpy as np
+
+    x = _np_prepare(logits)
+    if sampler._greedy:
+        return _np_argmax(x)
+    with np.errstate(all="ignore"):
+        ids, w = _np_kept(sampler, x)
+        j = _np_draw(w, random_draw())
+    return j if ids is None else int(ids[j])
+
+
+def _np_distribution(sampler: Sampler, logits) -> list[tuple[int, float]]:
+    import numpy as np
+
+    x = _np_prepare(logits)
+    if sampler._greedy:
+        return [(_np_argmax(x), 1.0)]
+    with np.errstate(all="ignore"):
+        ids, w = _np_kept(sampler, x)
+    w = w.astype(np.float64)
+    if ids is None:
+        ids = np.arange(w.shape[0])
+    positive = w > 0.0
+    ids, w = ids[positive], w[positive]
+    probs = w / w.sum()
+    order = np.lexsort((ids, -probs))
+    return list(zip(ids[order].tolist(), probs[order].tolist()))
+
+
+def _np_explain(x, token: int | None, n: int) -> tuple[list[int], list[float], float | None]:
+    """(top ids, their probabilities, token's probability) at temperature 1, for the trace."""
+    import numpy as np
+
+    x = _np_prepare(x)
+    ids, vals = _np_top(x, max(n, 1))  # validates; vals[0] is the max
+    top = float(vals[0])
+    # Unshifted exp when the max is moderate saves a pass; float32 has less room.
+    low, high = (-40.0, 60.0) if x.itemsize == 4 else (-600.0, 600.0)
+    shift = 0.0 if low < top < high else top
+    with np.errstate(all="ignore"):
+        w = np.exp(x) if shift == 0.0 else np.exp(np.subtract(x, shift))
+        total = float(w.sum())
+    probs = [exp(float(v) - shift) / total for v in vals[:n]]
+    prob = None if token is None else exp(float(x[token]) - shift) / total
+    return ids[:n].tolist(), probs, prob
+
+
+def _np_softmax(logits):
+    import numpy as np
+
+    x = _np_prepare(logits)
+    top = _np_max(x)
+    with np.errstate(all="ignore"):
+        w = np.subtract(x, top)
+        np.exp(w, out=w)
+        w /= w.sum()
+    return w
+
+
+# --- torch kernels ---------------------------------------------------------------
+
+
+def _torch_prepare(x):
+    """The logits detached, as a 1-D float32 or float64 tensor on their device."""
+    import torch
+
+    if x.dim() != 1:
+        raise ValueError(f"logits must be 1-D (one row of the vocabulary), got shape {tuple(x.shape)}")
+    if x.numel() == 0:
+        raise ValueError("logits are empty")
+    x = x.detach()
+    if x.dtype == torch.float32 or x.dtype == torch.float64:
+        return x
+    if x.is_complex():
+        raise ValueError(f"logits must be real numbers, got dtype {x.dtype}")
+    if x.is_floating_point() or x.device.type == "mps":
+        return x.float()  # float16, bfloat16 and the like (mps has no float64)
+    return x.double()
+
+
+def _torch_numpy_view(x):
+    """A numpy array sharing a CPU tensor's memory (no copy)."""
+    try:
+        return x.numpy()
+    except RuntimeError:  # a lazily negated or conjugated view
+        return x.resolve_neg().resolve_conj().numpy()
+
+
+def _torch_sample(sampler: Sampler, logits) -> int:
+    x = _torch_prepare(logits)
+    device = x.device
+    if device.type == "cpu" and _TORCH_CPU_VIA_NUMPY:
+        if sampler._greedy:
+            return _np_argmax(_torch_numpy_view(x))
+        generator = sampler._torch_generator(device)
+
+        def random_draw() -> float:
+            import torch
+
+            return torch.rand((), generator=generator, dtype=torch.float64).item()
+
+        return _np_sample(sampler, _torch_numpy_view(x), random_draw)
+    return _torch_sample_device(sampler, x)
+
+
+def _torch_invalid(x) -> None:
+    """Raise the ValueError that says why no token can be chosen (extra syncs: errors only)."""
+    import torch
+
+    nan = torch.isnan(x)
+    if bool(nan.any()):
+        raise ValueError(f"logits contain NaN (first at token {int(nan.nonzero()[0, 0])})")
+    plus = x == inf
+    if bool(plus.any()):
+        raise ValueError(f"logits contain +inf (token {int(plus.nonzero()[0, 0])}); use a large finite value to force a token")
+    if not bool((x > -inf).any()):
+        raise ValueError("all logits are -inf: every token is masked, nothing can be sampled")
+
+
+def _float64_ok(device) -> bool:
+    return device.type in ("cpu", "cuda")
+
+
+def _torch_greedy(x):
+    """(token, ok) as 0-d tensors on x's device: the first maximum, and whether it is finite."""
+    import torch
+
+    i = torch.argmax(x)  # the first maximal value; NaN counts as the maximum
+    return i, torch.isfinite(x[i])
+
+
+def _torch_keep(sampler: Sampler, x, candidates: int | None = None):
+    """Weights and keep-mask over the whole vocabulary, with fixed shapes (no sync).
+
+    Returns (weights, keep or None for all, ok, covered): `ok` is a 0-d bool that is
+    false for NaN / +inf / all -inf logits; `covered` (0-d bool or True) is false
+    when the nucleus did not fit in the `candidates` heaviest tokens looked at,
+    and the caller must ask again with more (the count `_torch_nucleus_size` gives).
+    """
+    import torch
+
+    vocab = x.shape[0]
+    inv_t, top_p, min_p = sampler._inv_t, sampler.top_p, sampler.min_p
+    top = x.max()
+    ok = torch.isfinite(top)
+    w = torch.sub(x, top)  # NaN everywhere if top is NaN, +inf or -inf
+    if inv_t != 1.0:
+        w.mul_(inv_t)
+    w.exp_()
+    keep = None
+    covered = True
+    if sampler.top_k and sampler.top_k < vocab:
+        vals, _ = torch.topk(x, sampler.top_k)
+        keep = _torch_cut(x, vals[-1], sampler.top_k - (vals > vals[-1]).sum(), None)
+        if top_p < 1.0:
+            kept = torch.exp((vals - vals[0]) * inv_t)  # logit order is weight order
+            cum = kept.cumsum(0, dtype=torch.float64 if _float64_ok(x.device) else torch.float32)
+            size = (torch.searchsorted(cum, (top_p * (1.0 - _TOP_P_SLACK)) * cum[-1:]) + 1).clamp_(max=vals.shape[0])
+            edge = vals[size - 1][0]
+            keep = _torch_cut(x, edge, size[0] - (vals > edge).sum(), keep)
+    elif top_p < 1.0:
+        total = w.sum()
+        heaviest = min(vocab, candidates or 1024)
+        vals, _ = torch.topk(w, heaviest)
+        cum = vals.cumsum(0, dtype=torch.float64 if _float64_ok(x.device) else torch.float32)
+        need = (top_p * (1.0 - _TOP_P_SLACK)) * total.reshape(1).to(cum.dtype)
+        if heaviest < vocab:
+            covered = cum[-1] >= need[0]
+        size = (torch.searchsorted(cum, need) + 1).clamp_(max=heaviest)
+        edge = vals[size - 1][0]
+        keep = _torch_cut(w, edge, size[0] - (vals > edge).sum(), None)
+    if min_p > 0.0:
+        heavy = w >= min_p  # the heaviest weight is exp(0) = 1
+        keep = heavy if keep is None else keep & heavy
+    return w, keep, ok, covered
+
+
+def _torch_cut(values, edge, short, within):
+    """Mask of values > edge, plus the `short` lowest ids with values == edge (within `within`)."""
+    above = values > edge
+    at = values == edge
+    if within is not None:
+        above &= within
+        at &= within
+    return above | (at & (at.cumsum(0) <= short))
+
+
+def _torch_nucleus_size(sampler: Sampler, w) -> int:
+    """How many tokens can be in the nucleus: those at least half of (1 - p) * total / vocab heavy."""
+    floor = 0.5 * (1.0 - sampler.top_p) / w.shape[0]
+    return int((w >= floor * w.sum()).sum().item())
+
+
+def _torch_sample_device(sampler: Sampler, x) -> int:
+    import torch
+
+    if sampler._greedy:
+        i, ok = _torch_greedy(x)
+        token = int(torch.where(ok, i, -1).item())
+        if token < 0:
+            _torch_invalid(x)
+        return token
+    device = x.device
+    u = torch.rand((), generator=sampler._torch_generator(device), device=device,
+                   dtype=torch.float64 if _float64_ok(device) else torch.float32)
+    candidates = None
+    while True:
+        w, keep, ok, covered = _torch_keep(sampler, x, candidates)
+        kept = w if keep is None else torch.where(keep, w, 0.0)
+        cum = kept.cumsum(0, dtype=u.dtype)
+        j = torch.searchsorted(cum, (u * cum[-1]).reshape(1), right=True)[0]
+        # u * total can round up to the total: the first index reaching it is the last token with weight
+        j = torch.minimum(j, torch.argmax(cum))
+        packed = torch.where(ok, j, -1)
+        if covered is not True:
+            packed = torch.where(covered | ~ok, packed, -2)
+        token = int(packed.item())  # the one sync
+        if token == -1:
+            _torch_invalid(x)
+        if token != -2:
+            return token
+        # (a second shortfall can only be rounding: then look at every token)
+        candidates = x.shape[0] if candidates else _torch_nucleus_size(sampler, w)
+
+
+def _torch_distribution(sampler: Sampler, logits) -> list[tuple[int, float]]:
+    import torch
+
+    x = _torch_prepare(logits)
+    if x.device.type == "cpu" and _TORCH_CPU_VIA_NUMPY:
+        return _np_distribution(sampler, _torch_numpy_view(x))
+    if sampler._greedy:
+        i, ok = _torch_greedy(x)
+        if not bool(ok):
+            _torch_invalid(x)
+        return [(int(i), 1.0)]
+    candidates = None
+    while True:
+        w, keep, ok, covered = _torch_keep(sampler, x, candidates)
+        if not bool(ok):
+            _torch_invalid(x)
+        if covered is True or bool(covered):
+            break
+        candidates = x.shape[0] if candidates else _torch_nucleus_size(sampler, w)
+    w = w.double() if _float64_ok(x.device) else w
+    if keep is not None:
+        w = torch.where(keep, w, 0.0)
+    ids = torch.nonzero(w > 0.0)[:, 0]
+    probs = w[ids] / w[ids].sum()
+    pairs = list(zip(ids.tolist(), probs.tolist()))
+    pairs.sort(key=lambda pair: (-pair[1], pair[0]))
+    return pairs
+
+
+def _torch_explain(x, token: int | None, n: int) -> tuple[list[int], list[float], float | None]:
+    """explain on the tensor's device: torch.topk, one transfer of n + 2 numbers and n ids."""
+    import torch
+
+    top = x.max()
+    total = torch.sub(x, top).exp_().sum()
+    k = min(max(n, 1), x.shape[0])
+    vals, ids = torch.topk(x, k)
+    if k < x.shape[0]:
+        # topk may pick any of the tokens tied at the k-th value: take the lowest ids
+        kth = vals[-1]
+        mask = _torch_cut(x, kth, k - (vals > kth).sum(), None)
+        ids = torch.topk(mask.to(vals.dtype), k).indices
+        vals = x[ids]
+    dtype = torch.float64 if _float64_ok(x.device) else torch.float32
+    parts = [top.reshape(1), torch.exp(vals - top) / total, vals, ids]
+    if token is not None:
+        parts.append((torch.exp(x[token] - top) / total).reshape(1))
+    numbers = torch.cat([p.to(dtype) for p in parts]).tolist()  # the one transfer
+    if not isfinite(numbers[0]):
+        _torch_invalid(x)
+    probs, values = numbers[1:1 + k], numbers[1 + k:1 + 2 * k]
+    ids_out = [int(i) for i in numbers[1 + 2 * k:1 + 3 * k]]
+    prob = numbers[-1] if token is not None else None
+    # topk's order among equal logits is unspecified: lowest id first, as everywhere else
+    order = sorted(range(k), key=lambda j: (-values[j], ids_out[j]))[:n]
+    return [ids_out[j] for j in order], [probs[j] for j in order], prob
+
+
+def _torch_softmax(logits):
+    import torch
+
+    x = _torch_prepare(logits)
+    top = x.max()
+    if not bool(torch.isfinite(top)):
+        _torch_invalid(x)
+    w = torch.sub(x, top).exp_()
+    return w.div_(w.sum())

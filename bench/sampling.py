@@ -1,0 +1,101 @@
+"""Microseconds per sampling call on real vocabulary sizes: list, numpy and torch (CPU) logits.
+
+    python3 bench/sampling.py                 # the table (about a minute)
+    python3 bench/sampling.py --calls 200     # fewer calls per run
+
+Logits are random normal N(0, 3) float32, about the spread of a real model's. Each
+cell is the median time of one call over `--calls` calls (each on fresh logits
+from a pool, so no cache of the previous call's answer helps), best of 3 runs.
+torch runs on one thread (torch.set_num_threads(1)); numpy's elementwise work is
+single-threaded anyway. The list path runs only at 49,152: it is the lab models'
+path, for vocabularies of a few hundred.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from decodeloop.sampling import Sampler, explain  # noqa: E402
+
+VOCABS = (49_152, 151_936)
+CASES = [
+    ("greedy", dict()),
+    ("T 0.8 + top-p 0.9", dict(temperature=0.8, top_p=0.9)),
+    ("T 0.8 + top-k 50", dict(temperature=0.8, top_k=50)),
+    ("T 0.8 + min-p 0.05", dict(temperature=0.8, min_p=0.05)),
+    ("explain top-3", None),
+]
+
+
+def median_us(fn, pool, calls: int, runs: int = 3) -> float:
+    """Best of `runs` medians of per-call times, in µs."""
+    best = float("inf")
+    for _ in range(runs):
+        times = []
+        for i in range(calls):
+            logits = pool[i % len(pool)]
+            start = time.perf_counter()
+            fn(logits)
+            times.append(time.perf_counter() - start)
+        best = min(best, statistics.median(times))
+    return best * 1e6
+
+
+def bench(calls: int) -> list[list[str]]:
+    import numpy as np
+
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        torch = None
+
+    rng = np.random.default_rng(0)
+    pools = {}
+    for vocab in VOCABS:
+        arrays = [(rng.standard_normal(vocab) * 3.0).astype(np.float32) for _ in range(8)]
+        pools[("numpy", vocab)] = arrays
+        if vocab == VOCABS[0]:
+            pools[("list", vocab)] = [a.tolist() for a in arrays[:2]]
+        if torch is not None:
+            pools[("torch", vocab)] = [torch.from_numpy(a.copy()) for a in arrays]
+
+    columns = [("list", VOCABS[0])] + [(kind, v) for v in VOCABS for kind in ("numpy", "torch")
+                                       if (kind, v) in pools]
+    rows = []
+    for name, settings in CASES:
+        row = [name]
+        for kind, vocab in columns:
+            if settings is None:
+                fn = lambda logits: explain(logits, 7, 3)  # noqa: E731
+            else:
+                fn = Sampler(seed=0, **settings).sample
+            n = max(calls // 20, 5) if kind == "list" else calls
+            fn(pools[(kind, vocab)][0])  # warm up (imports, generators)
+            row.append(f"{median_us(fn, pools[(kind, vocab)], n):,.0f}")
+        rows.append(row)
+    header = ["case"] + [f"{kind} {vocab:,}" for kind, vocab in columns]
+    return [header] + rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=1000, help="calls per run (default: 1000)")
+    args = parser.parse_args()
+    table = bench(args.calls)
+    print("µs per call (median of calls, best of 3 runs), one thread\n")
+    print("| " + " | ".join(table[0]) + " |")
+    print("|---|" + "---:|" * (len(table[0]) - 1))
+    for row in table[1:]:
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()

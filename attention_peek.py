@@ -22,6 +22,7 @@ import argparse
 import os
 import sys
 
+from decodeloop.chat import ASSISTANT, SYSTEM, TOOL, USER
 from decodeloop.ui.heatmap import svg, terminal
 from decodeloop.ui.style import use_color
 
@@ -29,7 +30,7 @@ from decodeloop.ui.style import use_color
 def spans(episode, system: str, tokenizer):
     """Token ids of the transcript, the token positions of its result and its answer, and the copies:
     (position in the answer, position in the result) of every token of every value."""
-    head = f"<|system|>{system}<|user|>{episode.user}<|assistant|>{episode.call}<|tool|>"
+    head = f"{SYSTEM}{system}{USER}{episode.user}{ASSISTANT}{episode.call}{TOOL}"
     ids = tokenizer.encode_markup(episode.markup(system))
     result_at = len(tokenizer.encode_markup(head))
     answer_at = result_at + len(tokenizer.encode(episode.result)) + 1       # after <|assistant|>

@@ -19,7 +19,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from decodeloop.calls import CompactSyntax  # noqa: E402
+from decodeloop.context import Context  # noqa: E402
+from decodeloop.engine import LocalEngine  # noqa: E402
 from decodeloop.loop import generate  # noqa: E402
+from decodeloop.processors import ProcessorState  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402
 from decodeloop.stops import Stops  # noqa: E402
 from decodeloop.tokenize import CharTokenizer, StreamDecoder  # noqa: E402
@@ -58,11 +61,13 @@ def measure(context_len: int, tokens: int, sampler_args: dict, detail: bool, emi
     tokenizer = CharTokenizer()
     model = ConstantCostModel(tokenizer)
     syntax = CompactSyntax()
-    stops = Stops(eos_ids=tokenizer.stop_ids, stop_strings=STOP_STRINGS, opener=syntax.opener,
+    stops = Stops(eos_ids={tokenizer.eos_id}, stop_strings=STOP_STRINGS, opener=syntax.opener,
                   scanner_factory=syntax.scanner, max_tokens=tokens)
-    context = tokenizer.encode(("lorem ipsum dolor " * (context_len // 18 + 1)))[:context_len]
-    generate(model, Sampler(**sampler_args), stops, context, StreamDecoder(tokenizer), tokenizer,
-             emit, [], detail)
+    context = Context()
+    context.extend(tokenizer.encode(("lorem ipsum dolor " * (context_len // 18 + 1)))[:context_len], "user")
+    engine = LocalEngine(model, Sampler(**sampler_args))
+    generate(engine, stops, context, StreamDecoder(tokenizer), tokenizer, emit, [],
+             ProcessorState(context=context.ids, generated=len(context)), detail)
     # harness time for token i: from the end of forward i to the start of forward i+1
     return [(model.entered[i + 1] - model.left[i]) * 1e6 for i in range(len(model.left) - 1)]
 

@@ -321,6 +321,7 @@ class CompactSyntax:
     name = "compact"
     opener = "[call "
     closer = "]"
+    collect_calls = False   # the turn stops at the first closed call (the lab models write one at a time)
 
     def parse(self, text: str) -> Call:
         """The call in `text`, which begins with the opener; raises ParseError."""

@@ -1,15 +1,23 @@
-"""From the text of a call to the text of its result: parse, validate, route, call.
+"""From the text of calls to the text of their results: parse, validate, route, call.
 
 Every way a call can fail (bad syntax, unknown tool, arguments that break the
-tool's inputSchema, a server that errors, exits or times out, structuredContent
-that breaks the tool's outputSchema) ends here as an
-error Outcome whose message the model can act on; none of them raises. Bugs in
-the harness itself are not caught: they should surface.
+tool's inputSchema, the same call repeated after its result was given, a server
+that errors, exits or times out, structuredContent that breaks the tool's
+outputSchema) ends here as an error Outcome whose message the model can act on;
+none of them raises. Bugs in the harness itself are not caught: they should
+surface.
+
+Several calls in one message (`dispatch_all`) are prepared in order, then run:
+calls to different servers concurrently, calls to the same server one after
+another, and their outcomes come back in the order the model wrote them.
 """
 
 from __future__ import annotations
 
+import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from decodeloop.calls import ParseError
 from decodeloop.events import Emit, ToolCall, ToolError, ToolResult
@@ -24,10 +32,64 @@ DEFAULT_MAX_RESULT_CHARS = 16_000
 class Outcome:
     text: str        # what the tool message will say (before the syntax renders it)
     is_error: bool
+    name: str | None = None      # the tool the call named, once it parsed
+    server: str | None = None    # the server that answered, once the call reached one
+    stage: str | None = None     # for errors: "parse", "route", "arguments", "repeat" or "call"
+    key: str | None = None       # the call's identity (tool and converted arguments), once validated
+
+
+@dataclass(slots=True)
+class _Prepared:
+    text: str
+    name: str
+    tool: Any
+    arguments: dict
+    server: str
+    key: str
 
 
 def dispatch(call_text: str, syntax, router: Router, emit: Emit, *,
-             timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS) -> Outcome:
+             timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+             answered: set[str] | frozenset[str] = frozenset()) -> Outcome:
+    """One call, start to finish."""
+    return dispatch_all([call_text], syntax, router, emit, timeout=timeout,
+                        max_result_chars=max_result_chars, answered=answered)[0]
+
+
+def dispatch_all(call_texts: list[str], syntax, router: Router, emit: Emit, *,
+                 timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+                 answered: set[str] | frozenset[str] = frozenset()) -> list[Outcome]:
+    """Every call of one message; `answered` holds the keys of calls already answered this turn."""
+    prepared: list[_Prepared | Outcome] = []
+    for text in call_texts:
+        prepared.append(_prepare(text, syntax, router, emit, answered))
+    runnable = [p for p in prepared if isinstance(p, _Prepared)]
+    servers = {p.server for p in runnable}
+    if len(servers) > 1:
+        by_server: dict[str, list[_Prepared]] = {}
+        for p in runnable:
+            by_server.setdefault(p.server, []).append(p)
+        with ThreadPoolExecutor(max_workers=len(by_server)) as pool:
+            done = dict(zip(by_server, pool.map(
+                lambda calls: [_call(p, router, timeout) for p in calls], by_server.values())))
+        results = {id(p): r for server, calls in by_server.items() for p, r in zip(calls, done[server])}
+    else:
+        results = {id(p): _call(p, router, timeout) for p in runnable}
+    outcomes = []
+    for p in prepared:
+        if isinstance(p, Outcome):
+            outcomes.append(p)
+        else:
+            outcomes.append(_finish(p, results[id(p)], emit, max_result_chars))
+    return outcomes
+
+
+def call_key(name: str, arguments: dict) -> str:
+    """A call's identity: the tool and its arguments after schema conversion."""
+    return name + " " + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered) -> _Prepared | Outcome:
     try:
         call = syntax.parse(call_text)
     except ParseError as e:
@@ -40,21 +102,36 @@ def dispatch(call_text: str, syntax, router: Router, emit: Emit, *,
         arguments = validate_arguments(call.name, call.arguments, tool.input_schema)
     except ArgumentError as e:
         return _failed(emit, str(e), call_text, "arguments", call.name)
+    key = call_key(call.name, arguments)
+    if key in answered:
+        # the commonest small-model failure: the same call again after its result; the server is spared
+        return _failed(emit, f"{call.name} was already called with these arguments in this turn and its "
+                             f"result is above; answer the user from it, or call with other arguments",
+                       call_text, "repeat", call.name, key=key)
+    server = router.owner[call.name]
+    emit(ToolCall(call.name, arguments, server, call_text))
+    return _Prepared(call_text, call.name, tool, arguments, server, key)
 
-    emit(ToolCall(call.name, arguments, router.owner[call.name], call_text))
+
+def _call(p: _Prepared, router: Router, timeout: float | None):
+    """The server's answer, or the McpError it failed with (returned, not raised, across threads)."""
     try:
-        result = router.call(call.name, arguments, timeout=timeout)
-    except RequestTimeout as e:
-        return _failed(emit, f"{call.name} did not answer in time ({e})", call_text, "call", call.name)
+        return router.call(p.name, p.arguments, timeout=timeout)
     except McpError as e:
-        return _failed(emit, f"{call.name} failed: {e}", call_text, "call", call.name)
+        return e
 
-    problem = output_problem(tool, result)
+
+def _finish(p: _Prepared, result, emit: Emit, max_result_chars: int) -> Outcome:
+    if isinstance(result, RequestTimeout):
+        return _failed(emit, f"{p.name} did not answer in time ({result})", p.text, "call", p.name, p.server)
+    if isinstance(result, McpError):
+        return _failed(emit, f"{p.name} failed: {result}", p.text, "call", p.name, p.server)
+    problem = output_problem(p.tool, result)
     if problem is not None:  # the server answered, but not what it promised: a failed call
-        return _failed(emit, problem, call_text, "call", call.name)
+        return _failed(emit, problem, p.text, "call", p.name, p.server)
     text = cap_text(result.text(), max_result_chars)
-    emit(ToolResult(call.name, result.content, result.is_error, text))
-    return Outcome(text, result.is_error)
+    emit(ToolResult(p.name, result.content, result.is_error, text))
+    return Outcome(text, result.is_error, p.name, p.server, "call" if result.is_error else None, p.key)
 
 
 def output_problem(tool, result) -> str | None:
@@ -69,9 +146,10 @@ def output_problem(tool, result) -> str | None:
     return None
 
 
-def _failed(emit: Emit, message: str, call_text: str, stage: str, name: str | None = None) -> Outcome:
+def _failed(emit: Emit, message: str, call_text: str, stage: str, name: str | None = None,
+            server: str | None = None, key: str | None = None) -> Outcome:
     emit(ToolError(message, call_text, stage, name))
-    return Outcome(message, True)
+    return Outcome(message, True, name, server, stage, key)
 
 
 def cap_text(text: str, limit: int) -> str:

@@ -8,7 +8,8 @@ the turn's events, so it measures exactly what the trace shows:
   exactly the episode's arguments);
 - per episode: retries (calls written after a failed one), answered (the turn
   ended at eos with a non-empty answer), out of retries (the turn gave up),
-  value copy (answered, and the answer holds every value the episode lists),
+  hit the token cap, value copy (answered, and the answer holds every value
+  the episode lists),
   also per tool the episode needs, since the answers differ most by tool;
 - tokens per second over all generated tokens and the wall time of the turns.
 """
@@ -34,6 +35,7 @@ class EpisodeOutcome:
     retries: int = 0
     answered: bool = False
     out_of_retries: bool = False
+    hit_token_cap: bool = False
     copied_values: bool = False
     tokens: int = 0
     seconds: float = 0.0
@@ -50,6 +52,7 @@ class Summary:
     retries_per_episode: float
     answered: int
     out_of_retries: int
+    hit_token_cap: int
     value_copy_rate: float
     tokens_per_second: float
     value_copy_by_tool: dict       # tool -> [episodes whose answer holds the values, episodes]
@@ -65,6 +68,7 @@ class Summary:
             ("retries per episode", f"{self.retries_per_episode:.2f}"),
             ("episodes answered", f"{self.answered} ({self.answered / n:.1%})"),
             ("out of retries", f"{self.out_of_retries} ({self.out_of_retries / n:.1%})"),
+            ("hit the token cap", f"{self.hit_token_cap} ({self.hit_token_cap / n:.1%})"),
             ("value copy (answer holds the result's values)", f"{self.value_copy_rate:.1%}"),
             *((f"  {tool}", f"{copied}/{total}") for tool, (copied, total) in self.value_copy_by_tool.items()),
             ("tokens per second", f"{self.tokens_per_second:,.0f}"),
@@ -93,7 +97,8 @@ def score_episode(episode, events: list[Event]) -> EpisodeOutcome:
         elif event.kind == "done":
             out.answer, out.tokens, out.seconds = event.answer, event.tokens, event.seconds
             out.answered = event.reason == "eos" and bool(event.answer)
-            out.out_of_retries = event.reason == "max_retries"
+            out.out_of_retries = event.reason in ("max_retries", "repeated_call")
+            out.hit_token_cap = event.reason == "max_tokens"
             out.copied_values = out.answered and all(v in event.answer for v in episode.values)
     return out
 
@@ -116,6 +121,7 @@ def summarize(outcomes: list[EpisodeOutcome]) -> Summary:
         retries_per_episode=sum(o.retries for o in outcomes) / n if n else 0.0,
         answered=sum(o.answered for o in outcomes),
         out_of_retries=sum(o.out_of_retries for o in outcomes),
+        hit_token_cap=sum(o.hit_token_cap for o in outcomes),
         value_copy_rate=sum(o.copied_values for o in outcomes) / n if n else 0.0,
         tokens_per_second=sum(o.tokens for o in outcomes) / seconds if seconds else 0.0,
         value_copy_by_tool=by_tool,
@@ -130,6 +136,7 @@ def evaluate(make_harness: Callable[[Callable[[Event], None]], Harness], episode
     outcomes = []
     for i, episode in enumerate(episodes):
         recorded.clear()
+        harness.reset()  # each episode is a conversation of its own
         harness.run(episode.user)
         outcomes.append(score_episode(episode, recorded))
         if progress:

@@ -37,11 +37,13 @@ class ServerReady(Event):
 
 @dataclass(slots=True)
 class Prompt(Event):
-    """The rendered context the turn starts from."""
+    """What a user turn appends to the context: the whole prompt on a conversation's first turn."""
     kind = "prompt"
     text: str
-    tokens: int
+    tokens: int                # tokens appended
     tools: list[str]
+    context: int = 0           # context length after them
+    spans: list[list[Any]] = field(default_factory=list)  # [start, end, source] of what was appended
 
 
 @dataclass(slots=True)
@@ -65,7 +67,7 @@ class Token(Event):
 
 @dataclass(slots=True)
 class Stop(Event):
-    """Generation stopped: eos, stop_sequence, tool_call, max_tokens or max_retries."""
+    """Generation stopped: eos, stop_sequence, tool_call, max_tokens, max_retries or repeated_call."""
     kind = "stop"
     reason: str
 
@@ -86,7 +88,7 @@ class ToolError(Event):
     kind = "tool_error"
     message: str
     text: str                  # what the model wrote
-    stage: str                 # where it failed: "parse", "route", "arguments" or "call"
+    stage: str                 # where it failed: "parse", "route", "arguments", "repeat" or "call"
     name: str | None = None    # the tool it named, once the call parsed
 
 
@@ -111,11 +113,12 @@ class ToolResult(Event):
 
 @dataclass(slots=True)
 class Inject(Event):
-    """A tool message appended to the context; the next forward prefills it."""
+    """Tool messages appended to the context; the next forward prefills them."""
     kind = "inject"
     text: str
     tokens: int
     context: int
+    spans: list[list[Any]] = field(default_factory=list)  # [start, end, source] of what was appended
 
 
 @dataclass(slots=True)

@@ -1,10 +1,12 @@
-"""The decode loop and the turn around it. Start reading here.
+"""The decode loop and the conversation around it. Start reading here.
 
-`generate` is the whole of what happens per token: forward, sample, append,
-stop check. `Harness.run` is one assistant turn: generate until something
-stops it; if a tool call stopped it, dispatch the call, inject the result as a
-tool message and generate again. Nothing here knows which model is running:
-the model is only `forward(context) -> logits`.
+`generate` is the whole of what happens per token: the engine's step (for a
+local model: forward, logits processors, sample), append, stop check.
+`Harness.run` is one assistant turn of a conversation: generate until something
+stops it; if tool calls stopped it, dispatch them, inject the results as the
+chat format's tool messages and generate again. The harness keeps the context
+(and so the model's cache) from one user turn to the next; `reset` starts a new
+conversation. Nothing here knows which model or engine is running.
 """
 
 from __future__ import annotations
@@ -12,42 +14,41 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from decodeloop.calls import CompactSyntax
-from decodeloop.chat import ChatFormat
-from decodeloop.dispatch import DEFAULT_MAX_RESULT_CHARS, dispatch
+from decodeloop.chat import ToolReply, pieces_ids
+from decodeloop.context import MODEL, Context
+from decodeloop.dispatch import DEFAULT_MAX_RESULT_CHARS, dispatch_all
 from decodeloop.events import Done, Emit, Inject, Prompt, Stop, Token
+from decodeloop.processors import ProcessorState
 from decodeloop.router import ConfigError, Router
-from decodeloop.sampling import Sampler, explain
 from decodeloop.stops import Stops, Verdict
 from decodeloop.tokenize import StreamDecoder
 
 
-def generate(model, sampler: Sampler, stops: Stops, context: list[int], decoder: StreamDecoder,
-             tokenizer, emit: Emit, shown: list[str], detail: bool = True) -> Verdict:
+def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tokenizer, emit: Emit,
+             shown: list[str], state: ProcessorState, detail: bool = True) -> Verdict:
     """Generate tokens into `context` until a stop condition fires.
 
     Text safe to show the user is appended to `shown` as it is released.
     """
-    while True:
-        logits = model.forward(context)                       # 1. forward: only positions not in the cache
-        token = sampler.sample(logits)                        # 2. sample the next token
-        context.append(token)                                 # 3. append it to the context
-        verdict = stops.check(token, decoder.piece(token))    # 4. stop check, incremental
-        prob, top = describe_choice(logits, token, tokenizer) if detail else (None, None)
-        computed = model.last_computed
-        emit(Token(verdict.count, token, tokenizer.token_text(token), prob, top, computed,
-                   len(context) - 1 - computed, len(context), verdict.delta, verdict.held,
-                   verdict.in_call, stops.conditions, verdict.reason))
-        if verdict.delta:
-            shown.append(verdict.delta)
-        if verdict.reason is not None:
-            return verdict
-
-
-def describe_choice(logits, token: int, tokenizer, n: int = 3):
-    """The chosen token's probability and the n most probable tokens, for the trace."""
-    prob, top = explain(logits, token, n)
-    return prob, [[tokenizer.token_text(t), p] for t, p in top]
+    ids = context.ids
+    context.open(MODEL)
+    try:
+        while True:
+            step = engine.step(ids, state)                               # 1-2. forward + sample (or the engine's next token)
+            ids.append(step.token)                                       # 3. append it to the context
+            verdict = stops.check(step.token, decoder.piece(step.token)) # 4. stop check, incremental
+            state.step, state.in_call = verdict.count, verdict.in_call
+            prob, top = engine.explain(step, 3) if detail else (None, None)
+            emit(Token(verdict.count, step.token, tokenizer.token_text(step.token), prob,
+                       [[tokenizer.token_text(t), p] for t, p in top] if top is not None else None,
+                       step.computed, step.cached, len(ids), verdict.delta, verdict.held,
+                       verdict.in_call, stops.conditions, verdict.reason))
+            if verdict.delta:
+                shown.append(verdict.delta)
+            if verdict.reason is not None:
+                return verdict
+    finally:
+        engine.stop()   # an engine that streams closes its stream: the harness decides when to stop
 
 
 @dataclass
@@ -55,9 +56,11 @@ class TurnConfig:
     max_tokens: int = 256            # cap on tokens the model writes in one turn, across tool calls
     stop_strings: tuple[str, ...] = ()
     max_retries: int = 3             # consecutive failed calls that end the turn
+    max_repeats: int = 2             # calls repeated after their result that end the turn
     timeout: float | None = None     # per tool call; None: the client's default
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     detail: bool = True              # probabilities in token events (one softmax per token)
+    collect_calls: bool | None = None  # run every call of a message (None: the call syntax's default)
 
 
 @dataclass
@@ -71,71 +74,136 @@ class TurnResult:
 
 
 class Harness:
-    """One model, one tokenizer, the tools of a router: runs assistant turns."""
+    """A model bundle and the tools of a router: runs the assistant turns of a conversation."""
 
-    def __init__(self, model, tokenizer, sampler: Sampler, router: Router, emit: Emit, *,
-                 config: TurnConfig | None = None, syntax=None, chat: ChatFormat | None = None,
-                 tools: list[str] | None = None) -> None:
-        self.model, self.tokenizer, self.sampler, self.router, self.emit = model, tokenizer, sampler, router, emit
+    def __init__(self, bundle, sampler, router: Router, emit: Emit, *, config: TurnConfig | None = None,
+                 tools: list[str] | None = None, system: str | None = None, processors=(),
+                 engine=None) -> None:
+        self.bundle, self.router, self.emit = bundle, router, emit
+        self.tokenizer, self.chat, self.syntax = bundle.tokenizer, bundle.chat, bundle.syntax
+        self.engine = engine if engine is not None else bundle.engine(sampler, processors)
         self.config = config or TurnConfig()
-        self.syntax = syntax or CompactSyntax()
-        self.chat = chat or ChatFormat(tokenizer, self.syntax)
+        self.system = system             # the system prompt's preamble; None: the chat format's own
         names = list(router.tools) if tools is None else tools
         unroutable = [name for name in names if name not in router.tools]
         if unroutable:
             # a tool the model is told about but cannot reach would fail silently at call time
             raise ConfigError(f"tools described to the model but served by no server: {', '.join(unroutable)}")
-        self.tools = [router.tools[name] for name in names]
-        self.system = self.chat.system_text(self.tools)
         self._named = tools                    # the tools asked for by name, or None for all
+        self.tools = [router.tools[name] for name in names]
         self._tools_version = router.version
+        self.context: Context | None = None    # the conversation so far; None before its first turn
+        self._ended = True                     # the model closed its last message itself
+
+    def reset(self) -> None:
+        """Start a new conversation: the next turn renders the system prompt with the tools as they are now."""
+        self.context = None
 
     def _refresh_tools(self) -> None:
-        """Re-render the system prompt if a server's tools changed since it was rendered."""
+        """Take the servers' current tools (a new conversation describes them to the model)."""
         self.router.refresh()
         if self.router.version == self._tools_version:
             return
         self._tools_version = self.router.version
         names = list(self.router.tools) if self._named is None else [n for n in self._named if n in self.router.tools]
         self.tools = [self.router.tools[name] for name in names]
-        self.system = self.chat.system_text(self.tools)
 
     def run(self, user: str) -> TurnResult:
+        """One user message and the assistant's turn answering it, with every tool call it makes.
+
+        Ctrl-C during the turn ends it with reason "interrupted": the context is
+        cut back to its last whole state (a token, or a whole injected message),
+        so the conversation can go on.
+        """
         started = time.perf_counter()
-        config, emit = self.config, self.emit
-        self._refresh_tools()  # tools a server changed since the last turn are described from this one
-        context = self.chat.prompt(self.system, user)
-        emit(Prompt(self.tokenizer.decode(context), len(context), [t.name for t in self.tools]))
-        stops = Stops(eos_ids=self.tokenizer.stop_ids, stop_strings=config.stop_strings,
+        turn = _Turn()
+        try:
+            self._turn(user, turn)
+        except KeyboardInterrupt:
+            if self.context is not None:
+                # every sampled token is whole; a half-injected message is not
+                self.context.truncate(len(self.context) if turn.generating else turn.whole)
+                if turn.whole == 0:
+                    self.context = None
+            turn.reason, turn.error = "interrupted", "interrupted by the user"
+            self._ended = False
+            self.emit(Stop("interrupted"))
+        text = "".join(turn.answer).strip()
+        self.emit(Done(text, turn.reason, turn.tokens, turn.calls, turn.error,
+                       round(time.perf_counter() - started, 4)))
+        ids = list(self.context.ids) if self.context is not None else []
+        return TurnResult(text, turn.reason, turn.tokens, turn.calls, turn.error, ids)
+
+    def _turn(self, user: str, turn: "_Turn") -> None:
+        config, emit, chat = self.config, self.emit, self.chat
+        if self.context is None:
+            self._refresh_tools()  # tools a server changed are described from a new conversation on
+            self.context = context = Context()
+            pieces = chat.start(self.tools, user, self.system)
+        else:
+            self.router.refresh()
+            context = self.context
+            turn.whole = len(context)
+            pieces = chat.user_turn(user, self._ended)
+        at = len(context)
+        context.extend_pieces(pieces)
+        turn.whole = len(context)
+        emit(Prompt(self.tokenizer.decode(context.ids[at:]), len(context) - at, [t.name for t in self.tools],
+                    len(context), [s.to_json() for s in context.spans(at)]))
+        collect = self.syntax.collect_calls if config.collect_calls is None else config.collect_calls
+        stops = Stops(eos_ids=chat.stop_ids, stop_strings=config.stop_strings,
                       opener=self.syntax.opener, scanner_factory=self.syntax.scanner,
-                      max_tokens=config.max_tokens)
+                      max_tokens=config.max_tokens, opener_id=self.bundle.opener_id,
+                      closer_id=self.bundle.closer_id, closer=self.syntax.closer, collect_calls=collect)
         decoder = StreamDecoder(self.tokenizer)
-        answer: list[str] = []
-        calls = failures = 0
-        error = None
+        state = ProcessorState(context=context.ids, generated=len(context))
+        failures = repeats = 0
+        answered: set[str] = set()
         while True:
-            verdict = generate(self.model, self.sampler, stops, context, decoder,
-                               self.tokenizer, emit, answer, config.detail)
-            reason = verdict.reason or "eos"
-            emit(Stop(reason))
-            if reason != "tool_call":
+            turn.generating = True
+            verdict = generate(self.engine, stops, context, decoder, self.tokenizer, emit, turn.answer, state,
+                               config.detail)
+            turn.generating = False
+            turn.whole, turn.tokens = len(context), verdict.count
+            turn.reason = verdict.reason or "eos"
+            emit(Stop(turn.reason))
+            if turn.reason != "tool_call":
                 break
-            calls += 1
-            outcome = dispatch(verdict.call_text or "", self.syntax, self.router, emit,
-                               timeout=config.timeout, max_result_chars=config.max_result_chars)
-            self.router.refresh()  # route the next call to a server's changed tools; the prompt waits a turn
-            failures = failures + 1 if outcome.is_error else 0
-            if failures >= config.max_retries:
-                reason = "max_retries"
-                error = (f"gave up after {failures} consecutive failed tool calls; "
-                         f"last error: {outcome.text}")
-                emit(Stop(reason))
+            turn.calls += len(verdict.calls)
+            outcomes = dispatch_all(list(verdict.calls), self.syntax, self.router, emit,
+                                    timeout=config.timeout, max_result_chars=config.max_result_chars,
+                                    answered=answered)
+            self.router.refresh()  # route the next call to a server's changed tools
+            answered.update(o.key for o in outcomes if o.key is not None and not o.is_error)
+            repeats += sum(o.stage == "repeat" for o in outcomes)
+            failures = failures + 1 if all(o.is_error for o in outcomes) else 0
+            if repeats >= config.max_repeats or failures >= config.max_retries:
+                if repeats >= config.max_repeats:
+                    turn.reason, what = "repeated_call", f"{repeats} calls repeated after their result"
+                else:
+                    turn.reason, what = "max_retries", f"{failures} consecutive failed tool calls"
+                turn.error = f"gave up after {what}; last error: {outcomes[-1].text}"
+                emit(Stop(turn.reason))
                 break
-            injected = self.chat.tool_message(self.syntax.render_result(outcome.text, outcome.is_error))
-            context.extend(injected)
+            replies = [ToolReply(o.name or "", o.server, self.syntax.render_result(o.text, o.is_error), o.is_error)
+                       for o in outcomes]
+            at = len(context)
+            context.extend_pieces(chat.tool_results(replies, verdict.ended))
+            turn.whole = len(context)
             stops.new_segment()
             decoder.reset()
-            emit(Inject(self.tokenizer.decode(injected), len(injected), len(context)))
-        text = "".join(answer).strip()
-        emit(Done(text, reason, verdict.count, calls, error, round(time.perf_counter() - started, 4)))
-        return TurnResult(text, reason, verdict.count, calls, error, context)
+            emit(Inject(self.tokenizer.decode(context.ids[at:]), len(context) - at, len(context),
+                        [s.to_json() for s in context.spans(at)]))
+        self._ended = verdict.ended and turn.reason == "eos"
+
+
+@dataclass
+class _Turn:
+    """What a turn has done so far (kept outside `_turn` so an interrupted turn can still report it)."""
+    answer: list[str] = field(default_factory=list)
+    reason: str = "eos"
+    tokens: int = 0
+    calls: int = 0
+    error: str | None = None
+    whole: int = 0          # context length at the last whole state
+    generating: bool = False  # inside generate, where every appended token is whole

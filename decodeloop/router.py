@@ -134,13 +134,14 @@ def stdio_specs(commands: list[list[str]]) -> list[ServerSpec]:
     return specs
 
 
-def start_servers(specs: list[ServerSpec], emit: Emit, *, timeout: float = 60.0, verbose: bool = False,
-                  stderr: Callable[[str], None] | None = None) -> Router:
+def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout: float = 60.0,
+                  verbose: bool = False, stderr: Callable[[str], None] | None = None) -> Router:
     """Connect to each server (stdio or HTTP), initialize it, list its tools, and route to them.
 
     On any failure the servers already started are shut down before the error
     propagates, so a bad configuration never leaves processes behind.
     """
+    emit = emit if emit is not None else (lambda event: None)
     router = Router(emit)
     try:
         for spec in unique_names(specs):

@@ -1,4 +1,11 @@
-"""The lab tokenizer: one token per byte of UTF-8 text, plus a few special tokens.
+"""The Tokenizer protocol, its check, the lab tokenizer, and byte-exact streaming decode.
+
+Every tokenizer the harness drives (the lab's, a Hugging Face one, ...) keeps
+one contract, written down in `Tokenizer` and checked by `check_tokenizer`
+when a model is loaded: `encode` never yields a special id, so user text and
+tool results are always data, and only the chat format places special tokens.
+
+The lab tokenizer: one token per byte of UTF-8 text, plus a few special tokens.
 
 ASCII text is one token per character, so traces read naturally; any other
 character becomes its UTF-8 bytes, so nothing a tool returns is ever lost or
@@ -11,10 +18,62 @@ forging a turn boundary. Only the chat format places special ids.
 from __future__ import annotations
 
 import codecs
-from typing import Iterable
+from typing import Iterable, Mapping, Protocol
 
 SPECIALS = ("<|eos|>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>")
 BYTE_OFFSET = len(SPECIALS)  # byte b has id BYTE_OFFSET + b
+
+
+class Tokenizer(Protocol):
+    """Text <-> token ids, as the harness needs them.
+
+    - `encode(text)` turns data (user text, tool results) into ids and never
+      yields a special id, whatever the text spells;
+    - `decode(ids)` is for display (special tokens by name);
+    - `token_bytes(id)` is the exact bytes a token stands for (b"" for special
+      tokens), so `StreamDecoder` can release text byte-exactly, a character
+      split across tokens once it is complete;
+    - `token_text(id)` a printable label for traces;
+    - `special_tokens` maps the text of every special token to its id;
+    - `eos_id` is the model's end-of-sequence id. Which ids end the
+      assistant's turn is the chat format's to say (`ChatFormat.stop_ids`).
+    """
+
+    vocab_size: int
+    eos_id: int
+
+    @property
+    def special_tokens(self) -> Mapping[str, int]: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Iterable[int]) -> str: ...
+
+    def token_bytes(self, token: int) -> bytes: ...
+
+    def token_text(self, token: int) -> str: ...
+
+
+class TokenizerError(ValueError):
+    """A tokenizer that breaks the contract; the model is not started with it."""
+
+
+def check_tokenizer(tokenizer: Tokenizer) -> None:
+    """Refuse a tokenizer whose `encode` turns any special token's text into a special id.
+
+    Encoding the text of every special token is the direct test of the promise
+    that data can never forge a role marker, an end of turn or a call opener.
+    """
+    special_ids = set(tokenizer.special_tokens.values())
+    for text, token in tokenizer.special_tokens.items():
+        if not text:
+            continue
+        ids = tokenizer.encode(text)
+        forged = [i for i in ids if i in special_ids]
+        if forged:
+            raise TokenizerError(
+                f"the tokenizer's encode turns the text {text!r} into special id(s) {forged}: tool results "
+                f"and user text could forge special tokens, so this model is not started")
 
 
 class CharTokenizer:
@@ -25,9 +84,10 @@ class CharTokenizer:
 
     def __init__(self) -> None:
         self._special_ids = {name: i for i, name in enumerate(SPECIALS)}
-        # Every special ends the model's turn: a model that writes "<|tool|>" is
-        # trying to speak for a tool, which only the harness may do.
-        self.stop_ids = frozenset(range(BYTE_OFFSET))
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return dict(self._special_ids)
 
     def special(self, name: str) -> int:
         """Id of a special token by name, e.g. special("<|user|>")."""
@@ -94,8 +154,9 @@ class CharTokenizer:
 class StreamDecoder:
     """Turns tokens into text pieces as they stream, holding incomplete UTF-8.
 
-    A character split across byte tokens comes out whole with its last byte;
-    the earlier tokens yield "". Special tokens yield "" (they are not text).
+    A character split across byte tokens (the lab's bytes, byte-level BPE,
+    SentencePiece byte fallback) comes out whole with its last byte; the
+    earlier tokens yield "". Special tokens yield "" (they are not text).
     """
 
     def __init__(self, tokenizer) -> None:

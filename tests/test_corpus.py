@@ -2,6 +2,7 @@
 
 from conftest import Recorder
 
+from decodeloop.models import lab_bundle
 from decodeloop.calls import CompactSyntax
 from decodeloop.loop import Harness
 from decodeloop.models.table import TableModel
@@ -49,8 +50,8 @@ def test_system_prompt_and_results_match_the_real_servers():
     events = Recorder()
     tokenizer = CharTokenizer()
     with start_stdio_servers(corpus.lab_server_commands(), events) as router:
-        harness = Harness(TableModel(tokenizer), tokenizer, Sampler(), router, events)
-        assert harness.system == corpus.system_prompt()
+        harness = Harness(lab_bundle(TableModel(tokenizer), tokenizer), Sampler(), router, events)
+        assert harness.chat.system_text(harness.tools, harness.system) == corpus.system_prompt()
         for e in corpus.episodes(2, 12, "heldout"):
             assert router.call(e.tool, e.arguments).text() == e.result
 

@@ -7,6 +7,7 @@ import sys
 import pytest
 from conftest import ROOT
 
+from decodeloop.models import lab_bundle
 from decodeloop.evaluate import evaluate
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.models.table import TableModel
@@ -44,7 +45,7 @@ def test_counts_on_a_hand_made_case():
     tokenizer = CharTokenizer()
     with start_stdio_servers(lab_server_commands(), lambda e: None) as router:
         summary, outcomes = evaluate(
-            lambda emit: Harness(TableModel(tokenizer, TABLE), tokenizer, Sampler(), router, emit,
+            lambda emit: Harness(lab_bundle(TableModel(tokenizer, TABLE), tokenizer), Sampler(), router, emit,
                                  config=TurnConfig(max_retries=3)),
             EPISODES)
     one, two, three = outcomes

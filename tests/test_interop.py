@@ -24,6 +24,7 @@ import time
 import pytest
 from conftest import ROOT
 
+from decodeloop.models import lab_bundle
 from decodeloop.dispatch import output_problem
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.mcp import McpClient
@@ -240,7 +241,7 @@ def test_several_servers_from_a_config_file_through_the_harness(everything, serv
         # echo is offered by two servers: both namespaced; the rest keep their names
         assert {"everything__echo", "sdk__echo", "tiny_image", "get-sum", "get_current_time"} <= set(router.tools)
         assert "echo" not in router.tools
-        result = Harness(TableModel(tokenizer, table), tokenizer, Sampler(), router, events,
+        result = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events,
                          config=TurnConfig(max_tokens=400)).run(question)
     assert [(c.name, c.server) for c in events.of("tool_call")] == [
         ("sdk__echo", "sdk"), ("tiny_image", "sdk"), ("count", "sdk"), ("weather", "sdk")]

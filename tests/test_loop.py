@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import FAULTY, WEATHER
 
+from decodeloop.models import lab_bundle
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.models.table import TableModel
 from decodeloop.router import ConfigError, start_stdio_servers
@@ -19,7 +20,7 @@ def run_turn(events, table=None, servers=(WEATHER,), question=QUESTION, **config
     tokenizer = CharTokenizer()
     model = TableModel(tokenizer, table)
     with start_stdio_servers([list(s) for s in servers], events, timeout=config.pop("timeout", 10)) as router:
-        harness = Harness(model, tokenizer, Sampler(), router, events, config=TurnConfig(**config))
+        harness = Harness(lab_bundle(model, tokenizer), Sampler(), router, events, config=TurnConfig(**config))
         return harness.run(question)
 
 
@@ -116,11 +117,15 @@ def test_a_success_resets_the_failure_count(events):
         "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson]",
         "<|assistant|>": "[call get_weather city=Polson state=MT]",
         "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": "[call get_weather]",
+        'e.g. Polson); missing required argument "state" (string: Two-letter US state code, e.g. MT)<|assistant|>':
+            "[call get_weather city=Boise state=ID]",
+        "<|tool|>" + get_weather("Boise", "ID")[0] + "<|assistant|>": "Done.<|eos|>",
     }
     result = run_turn(events, table, max_retries=2, max_tokens=400)
-    # fail, succeed, fail, (retry) succeed, fail, ... : never two failures in a row
-    assert result.reason == "max_tokens"
-    assert len(events.of("tool_call")) >= 2
+    # fail, succeed, fail, succeed, answer: never two failures in a row
+    assert result.reason == "eos" and result.answer == "Done." and result.tool_calls == 4
+    assert [e.stage for e in events.of("tool_error")] == ["arguments", "arguments"]
+    assert len(events.of("tool_result")) == 2
 
 
 def test_stop_string_and_max_tokens(events):
@@ -169,7 +174,7 @@ def test_a_tool_described_but_not_routable_is_a_startup_error(events):
     tokenizer = CharTokenizer()
     with start_stdio_servers([WEATHER], events) as router:
         with pytest.raises(ConfigError, match="get_time"):
-            Harness(TableModel(tokenizer), tokenizer, Sampler(), router, events, tools=["get_weather", "get_time"])
+            Harness(lab_bundle(TableModel(tokenizer), tokenizer), Sampler(), router, events, tools=["get_weather", "get_time"])
 
 
 def test_same_tool_on_two_servers_is_namespaced(events):
@@ -193,23 +198,28 @@ def test_same_tool_on_two_servers_is_namespaced(events):
     assert result.answer == "Done."
 
 
-def test_tools_list_changed_routes_at_once_and_reaches_the_prompt_next_turn(events):
+def test_tools_list_changed_routes_at_once_and_reaches_the_prompt_of_the_next_conversation(events):
     table = {"<|user|>" + QUESTION + "<|assistant|>": "[call grow name=shout]",
              "<|tool|>added shout<|assistant|>": "[call shout text=HEY]",
              "<|tool|>HEY<|assistant|>": "Done.<|eos|>",
              "<|user|>again<|assistant|>": "Bye.<|eos|>"}
     tokenizer = CharTokenizer()
     with start_stdio_servers([FAULTY], events, timeout=10) as router:
-        harness = Harness(TableModel(tokenizer, table), tokenizer, Sampler(), router, events)
+        harness = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events)
         first = harness.run(QUESTION)
         [changed] = events.of("tools_changed")
         assert (changed.server, changed.added, changed.removed) == ("faulty", ["shout"], [])
         # the new tool was callable in the same turn, though the prompt did not describe it yet
         assert [c.name for c in events.of("tool_call")] == ["grow", "shout"] and first.answer == "Done."
         assert "shout" not in events.of("prompt")[0].tools
+        # the conversation goes on over the same context: the system prompt is never rewritten
+        second = harness.run("again")
+        assert second.answer == "Bye." and second.context[:len(first.context)] == first.context
+        assert events.of("prompt")[1].text == "<|user|>again<|assistant|>"
+        harness.reset()
         harness.run("again")
-        assert "shout" in events.of("prompt")[1].tools
-        assert "shout: Return the text unchanged (added at run time)." in events.of("prompt")[1].text
+        assert "shout" in events.of("prompt")[2].tools
+        assert "shout: Return the text unchanged (added at run time)." in events.of("prompt")[2].text
         lists = [e for e in events.of("rpc") if e.direction == "send" and e.message.get("method") == "tools/list"]
         assert len(lists) == 2  # once at start, once after the announcement; never again without one
 

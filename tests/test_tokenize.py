@@ -1,3 +1,5 @@
+import pytest
+
 from decodeloop.tokenize import SPECIALS, CharTokenizer, StreamDecoder
 
 
@@ -22,10 +24,27 @@ def test_markup_places_specials():
     assert t.decode(ids) == "<|user|>hi<|assistant|>"
 
 
-def test_every_special_stops():
+def test_every_special_ends_the_lab_turn():
+    from decodeloop.calls import CompactSyntax
+    from decodeloop.chat import LabChat
+
     t = CharTokenizer()
-    assert t.eos_id in t.stop_ids
-    assert {t.special(s) for s in SPECIALS} == set(t.stop_ids)
+    chat = LabChat(t, CompactSyntax())
+    assert t.eos_id in chat.stop_ids
+    assert {t.special(s) for s in SPECIALS} == set(chat.stop_ids)
+
+
+def test_check_tokenizer_refuses_one_whose_encode_yields_a_special_id():
+    from decodeloop.tokenize import TokenizerError, check_tokenizer
+
+    check_tokenizer(CharTokenizer())  # the lab tokenizer keeps the promise
+
+    class Leaky(CharTokenizer):
+        def encode(self, text):
+            return self.encode_markup(text)  # what a tokenizer that parses special tokens in data does
+
+    with pytest.raises(TokenizerError, match="could forge special tokens"):
+        check_tokenizer(Leaky())
 
 
 def test_stream_decoder_holds_partial_utf8():

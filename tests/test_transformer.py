@@ -15,6 +15,7 @@ from conftest import ROOT
 transformer = pytest.importorskip("decodeloop.models.transformer")
 np = transformer.np
 
+from decodeloop.models import lab_bundle
 from decodeloop.models.transformer import Config, TransformerModel, init_params, load_weights, save_weights  # noqa: E402
 from decodeloop.tokenize import CharTokenizer  # noqa: E402
 from decodeloop.train import backprop  # noqa: E402
@@ -306,9 +307,10 @@ def test_shipped_weights_call_and_answer_a_held_out_question(events):
     model = TransformerModel.load()
     held_out = [e for e in episodes(11, 20, "heldout") if e.tool == "get_weather"][:2]
     with start_stdio_servers(lab_server_commands(), events, timeout=20) as router:
-        harness = Harness(model, tokenizer, Sampler(), router, events, config=TurnConfig(max_tokens=300))
+        harness = Harness(lab_bundle(model, tokenizer), Sampler(), router, events, config=TurnConfig(max_tokens=300))
         for episode in held_out:
             events.clear()
+            harness.reset()
             result = harness.run(episode.user)
             [call] = events.of("tool_call")
             assert (call.name, call.arguments) == (episode.tool, episode.arguments)

@@ -1,43 +1,111 @@
-"""Models: everything here implements `forward(context) -> logits` (see base.py).
+"""Models: loading a model bundle from a spec, the one place that maps a name to code.
 
-`load_model(name, tokenizer, ...)` is the one place that maps a model name from
-the command line to an implementation; backends with heavy dependencies are
-imported only when asked for. `default_servers(name)` says which bundled MCP
-servers a model was written or trained against.
+A `ModelBundle` is what belongs together: the engine that produces tokens (for a
+local model, its `forward` with a KV cache), the model's own tokenizer, its chat
+format and its call syntax. `load_model(spec)` returns one:
+
+    table, ngram, transformer    the lab models (char tokenizer, lab chat format, compact calls)
+    hf:PATH                      Hugging Face transformers from a local directory or a .gguf file
+                                 (extra `hf`; never touches the network)
+
+Every bundle's tokenizer is checked when it is loaded (`check_tokenizer`): a
+tokenizer whose `encode` can yield a special id is refused. Backends with heavy
+dependencies are imported only when asked for. `default_servers(spec)` says
+which bundled MCP servers a model expects when none is given.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
 from decodeloop.models.base import Model, PrefixCachedModel, common_prefix_len
 
-MODEL_NAMES = ("table", "ngram", "transformer")
+LAB_MODELS = ("table", "ngram", "transformer")
+MODEL_NAMES = LAB_MODELS  # kept for callers that list the lab models
 
 
-def load_model(name: str, tokenizer, *, order: int | None = None, weights: str | None = None) -> Model:
+@dataclass
+class ModelBundle:
+    name: str
+    tokenizer: Any
+    chat: Any
+    syntax: Any
+    model: Model | None = None            # a model the harness runs itself (forward + cache)
+    make_engine: Callable[..., Any] | None = None   # an engine that samples for itself: (sampler, processors) -> Engine
+    opener_id: int | None = None          # the call opener as one special token, if the vocabulary has it
+    closer_id: int | None = None
+    info: dict = field(default_factory=dict)   # what was loaded, for the trace (path, device, dtype, ...)
+
+    def engine(self, sampler, processors: Sequence = ()):
+        if self.make_engine is not None:
+            return self.make_engine(sampler, processors)
+        from decodeloop.engine import LocalEngine
+
+        return LocalEngine(self.model, sampler, processors)
+
+
+def load_model(spec: str, *, order: int | None = None, weights: str | None = None, device: str | None = None,
+               dtype: str | None = None, syntax: str | None = None) -> ModelBundle:
+    """The bundle for a model spec (see the module docstring); raises ValueError for an unknown spec."""
+    from decodeloop.tokenize import check_tokenizer
+
+    if spec in LAB_MODELS:
+        bundle = _lab_bundle(spec, order, weights, syntax)
+    elif spec.startswith("hf:"):
+        from decodeloop.models.hf import load_hf  # needs the `hf` extra: MissingDependency names it
+
+        bundle = load_hf(spec[3:], device=device, dtype=dtype, syntax=syntax)
+    else:
+        raise ValueError(f"unknown model {spec!r}; choose one of: {', '.join(LAB_MODELS)}, or hf:PATH "
+                         "(a local Hugging Face model directory or .gguf file)")
+    check_tokenizer(bundle.tokenizer)
+    return bundle
+
+
+def lab_bundle(model: Model, tokenizer=None, name: str | None = None) -> ModelBundle:
+    """Any model over the lab tokenizer (a hand-written table, say) with the lab chat format and compact calls."""
+    from decodeloop.calls import CompactSyntax
+    from decodeloop.chat import LabChat
+    from decodeloop.tokenize import CharTokenizer
+
+    tokenizer = tokenizer or CharTokenizer()
+    compact = CompactSyntax()
+    return ModelBundle(name or getattr(model, "name", "model"), tokenizer, LabChat(tokenizer, compact), compact,
+                       model=model)
+
+
+def _lab_bundle(name: str, order: int | None, weights: str | None, syntax: str | None) -> ModelBundle:
+    from decodeloop.tokenize import CharTokenizer
+
+    if syntax not in (None, "compact"):
+        raise ValueError(f"the lab models write compact calls only, not {syntax!r} ones")
+    tokenizer = CharTokenizer()
     if name == "table":
         from decodeloop.models.table import TableModel
 
-        return TableModel(tokenizer)
-    if name == "ngram":
+        model: Model = TableModel(tokenizer)
+    elif name == "ngram":
         from decodeloop.models.ngram import DEFAULT_ORDER, NgramModel
 
-        return NgramModel.trained(tokenizer, order or DEFAULT_ORDER)
-    if name == "transformer":  # needs numpy: raises MissingDependency, naming the extra, without it
+        model = NgramModel.trained(tokenizer, order or DEFAULT_ORDER)
+    else:  # needs numpy: raises MissingDependency, naming the extra, without it
         from decodeloop.models.transformer import DEFAULT_WEIGHTS, TransformerModel
 
-        return TransformerModel.load(weights or DEFAULT_WEIGHTS)
-    raise ValueError(f"unknown model {name!r}; choose one of: {', '.join(MODEL_NAMES)}")
+        model = TransformerModel.load(weights or DEFAULT_WEIGHTS)
+    return lab_bundle(model, tokenizer, name)
 
 
-def default_servers(name: str) -> list[list[str]]:
-    """The stdio commands of the bundled servers a model expects when no --mcp is given."""
+def default_servers(spec: str) -> list[list[str]]:
+    """The stdio commands of the bundled servers a model expects when no server is given."""
     from decodeloop.servers import command
 
-    if name == "table":  # the table knows one conversation, about the weather
+    if spec == "table":  # the table knows one conversation, about the weather
         return [command("weather")]
-    from decodeloop.train.corpus import lab_server_commands  # trained models know the lab corpus's tools
+    from decodeloop.train.corpus import lab_server_commands  # the lab corpus's tools: weather, time zones, units
 
     return lab_server_commands()
 
 
-__all__ = ["Model", "PrefixCachedModel", "common_prefix_len", "load_model", "default_servers", "MODEL_NAMES"]
+__all__ = ["Model", "ModelBundle", "lab_bundle", "PrefixCachedModel", "common_prefix_len", "load_model", "default_servers",
+           "LAB_MODELS", "MODEL_NAMES"]

@@ -74,7 +74,14 @@ class PrefixCachedModel:
             self._truncate(keep)
             del self.cached_tokens[keep:]
         self.cached_tokens.extend(context[keep:])
-        logits = self._compute(keep)
+        try:
+            logits = self._compute(keep)
+        except BaseException:
+            # interrupted (Ctrl-C) or failed mid-computation: forget what may be half computed
+            self._truncate(keep)
+            del self.cached_tokens[keep:]
+            self._last_logits = None
+            raise
         self.last_computed = len(context) - keep
         self._last_logits = logits
         return logits

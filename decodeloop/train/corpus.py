@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 from decodeloop.calls import Call, CompactSyntax
-from decodeloop.chat import ChatFormat
+from decodeloop.chat import USER, LabChat, lab_transcript
 from decodeloop.servers import command, timezone, units, weather
 from decodeloop.tokenize import CharTokenizer
 from decodeloop.train.places import CITIES
@@ -81,8 +81,7 @@ class Episode:
     values: list[str] = field(default_factory=list)  # what a correct answer must contain
 
     def markup(self, system: str) -> str:
-        return (f"<|system|>{system}<|user|>{self.user}<|assistant|>{self.call}"
-                f"<|tool|>{self.result}<|assistant|>{self.answer}<|eos|>")
+        return lab_transcript(system, self.user, self.call, self.result, self.answer)
 
 
 def is_heldout(city: str, state: str) -> bool:
@@ -119,7 +118,7 @@ def lab_tools() -> list:
 
 
 def system_prompt() -> str:
-    return ChatFormat(CharTokenizer(), CompactSyntax()).system_text(lab_tools())
+    return LabChat(CharTokenizer(), CompactSyntax()).system_text(lab_tools())
 
 
 def call_tool(name: str, arguments: dict) -> str:
@@ -202,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.jsonl:
             print(json.dumps(asdict(episode) | {"markup": episode.markup(system)}, ensure_ascii=False))
         else:
-            print(episode.markup(system).split("<|user|>", 1)[1].replace("<|", "\n<|"), end="\n\n")
+            print(episode.markup(system).split(USER, 1)[1].replace("<|", "\n<|"), end="\n\n")
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from decodeloop.chat import USER
 from decodeloop.tokenize import CharTokenizer
 
 
@@ -36,7 +37,7 @@ def training_segments(system: str, transcripts: list[str], order: int) -> list[s
     for i, markup in enumerate(transcripts):
         text = as_text(tokenizer.encode_markup(markup))
         if i:
-            start = text.index(chr(tokenizer.special("<|user|>")))
+            start = text.index(chr(tokenizer.special(USER)))
             text = text[max(0, start - (order - 1)):]
         segments.append(text)
     return segments

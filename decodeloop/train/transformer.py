@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 
 from decodeloop.calls import Call, CompactSyntax
+from decodeloop.chat import ASSISTANT, SYSTEM, TOOL, USER
 from decodeloop.models.transformer import DEFAULT_WEIGHTS, NO_PREVIOUS, Config, init_params, np, save_weights
 from decodeloop.tokenize import CharTokenizer
 from decodeloop.train.backprop import loss_and_grads
@@ -115,7 +116,7 @@ def _made_up_word(rng: random.Random) -> str:
 def encode(episodes, system: str, config: Config, tokenizer=None, call_weight: float = 1.0) -> Batches:
     """Episodes as the shared prefix (system prompt through <|user|>) and one row each."""
     tokenizer = tokenizer or CharTokenizer()
-    head = tokenizer.encode_markup("<|system|>" + system + "<|user|>")
+    head = tokenizer.encode_markup(SYSTEM + system + USER)
     rows = []
     for episode in episodes:
         ids = tokenizer.encode_markup(episode.markup(system))
@@ -136,7 +137,7 @@ def encode(episodes, system: str, config: Config, tokenizer=None, call_weight: f
 def assistant_weights(ids: list[int], tokenizer, call_weight: float = 1.0) -> list[float]:
     """The weight of predicting ids[j]: 1.0 for each token the assistant writes, call_weight in a
     turn that ends in a call (ends at <|tool|>), 0.0 for everything else."""
-    assistant, tool = tokenizer.special("<|assistant|>"), tokenizer.special("<|tool|>")
+    assistant, tool = tokenizer.special(ASSISTANT), tokenizer.special(TOOL)
     out, start = [], None                      # start: where the assistant's current turn began
     for j, token in enumerate(ids):
         out.append(0.0 if start is None else 1.0)

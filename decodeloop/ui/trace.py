@@ -54,8 +54,11 @@ class TraceView:
     def on_prompt(self, e: Prompt) -> str:
         s = self.style
         body = e.text.replace("<|", "\n<|").lstrip("\n")
-        return (s(f"── prompt ({e.tokens} tokens; tool schemas from tools/list rendered as paragraphs) ──", "dim")
-                + "\n" + body + "\n" + s("── generation ──", "dim"))
+        if e.context > e.tokens:  # a later turn of the conversation: only what it appends
+            head = f"── next user turn ({e.tokens} tokens appended, context {e.context}) ──"
+        else:
+            head = f"── prompt ({e.tokens} tokens; tool schemas from tools/list rendered as paragraphs) ──"
+        return s(head, "dim") + "\n" + body + "\n" + s("── generation ──", "dim")
 
     # -- the four steps -----------------------------------------------------
     def on_token(self, e: Token) -> str:

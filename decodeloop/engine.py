@@ -1,0 +1,62 @@
+"""Engines: what produces the next token. The loop consumes their steps.
+
+A local engine owns a model that the harness runs itself: per step it runs the
+forward pass (the model's cache serves the common prefix), lets the logits
+processors rewrite the logits (masks, forced tokens, biases; never in place),
+and samples. An engine that samples for itself (a server streaming tokens)
+implements the same `Engine` protocol: `step` returns the next token it
+produced for the context, and `stop` tells it that the harness stopped this
+segment (a call closed, a stop string, the cap), so it can close its stream.
+The loop (loop.py) never knows which kind it drives: stop checks, events and
+call handling stay in the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+
+@dataclass(slots=True)
+class Step:
+    """One token from an engine, and what it cost."""
+    token: int
+    computed: int                  # positions computed for this token (a prefill counts them all)
+    cached: int                    # positions served from a cache
+    logits: Any = None             # local engines: the logits the sampler drew from
+    prob: float | None = None      # engines that sample for themselves may report these instead
+    top: list[tuple[int, float]] | None = None
+
+
+class Engine(Protocol):
+    def step(self, context: list[int], state: Any) -> Step: ...
+
+    def explain(self, step: Step, n: int) -> tuple[float | None, list[tuple[int, float]]]: ...
+
+    def stop(self) -> None: ...
+
+
+class LocalEngine:
+    """forward -> processors -> sample, over a model the harness runs itself."""
+
+    def __init__(self, model, sampler, processors: Sequence = ()) -> None:
+        self.model = model
+        self.sampler = sampler
+        self.processors = list(processors)
+
+    def step(self, context: list[int], state: Any) -> Step:
+        logits = self.model.forward(context)                 # 1. forward: only positions not in the cache
+        for rule in self.processors:                         #    logits processors: masks, forced tokens
+            logits = rule(logits, state)
+        token = self.sampler.sample(logits)                  # 2. sample the next token
+        computed = self.model.last_computed
+        return Step(token, computed, len(context) - computed, logits)
+
+    def explain(self, step: Step, n: int) -> tuple[float | None, list[tuple[int, float]]]:
+        """The token's probability and the n most probable tokens, at temperature 1 (for the trace)."""
+        from decodeloop.sampling import explain
+
+        return explain(step.logits, step.token, n)
+
+    def stop(self) -> None:
+        pass  # nothing is in flight between steps

@@ -1,0 +1,163 @@
+"""Conversations, parallel calls, the repeat guard and provenance: real table models, real servers."""
+
+from __future__ import annotations
+
+from conftest import FAULTY, WEATHER
+
+from decodeloop.calls import CompactSyntax
+from decodeloop.chat import LabChat
+from decodeloop.context import Context
+from decodeloop.loop import Harness, TurnConfig
+from decodeloop.models import ModelBundle, lab_bundle
+from decodeloop.models.table import TableModel
+from decodeloop.router import start_stdio_servers
+from decodeloop.sampling import Sampler
+from decodeloop.stops import Stops
+from decodeloop.tokenize import CharTokenizer
+
+QUESTION = "What's the weather in Polson, MT?"
+RESULT = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"
+BOISE = "Boise, ID: "
+
+
+def harness(events, table, router, **config):
+    tokenizer = CharTokenizer()
+    return Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events,
+                   config=TurnConfig(**config))
+
+
+def test_a_conversation_keeps_its_context_and_the_cache(events):
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
+             "<|tool|>" + RESULT + "<|assistant|>": "33°F and overcast.<|eos|>",
+             "<|user|>And tomorrow?<|assistant|>": "I only know today.<|eos|>"}
+    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+        h = harness(events, table, router)
+        first = h.run(QUESTION)
+        events.clear()
+        second = h.run("And tomorrow?")
+    assert (first.answer, second.answer) == ("33°F and overcast.", "I only know today.")
+    assert second.context[:len(first.context)] == first.context
+    [prompt] = events.of("prompt")
+    assert prompt.text == "<|user|>And tomorrow?<|assistant|>" and prompt.context == len(first.context) + prompt.tokens
+    # the model computed only the new turn: the first token's forward prefilled just the appended tokens
+    first_token = events.of("token")[0]
+    assert first_token.computed == prompt.tokens + 1  # and the eos the model wrote last, never run through it
+    assert first_token.cached == len(first.context) - 1
+
+
+def test_reset_starts_a_new_conversation(events):
+    table = {"<|user|>hi<|assistant|>": "Hello.<|eos|>"}
+    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+        h = harness(events, table, router)
+        one = h.run("hi")
+        h.reset()
+        two = h.run("hi")
+    assert one.context == two.context
+    assert [p.context for p in events.of("prompt")] == [p.tokens for p in events.of("prompt")]
+
+
+def test_a_repeated_call_is_not_sent_again_and_ends_the_turn_after_the_limit(events):
+    call = "[call get_weather city=Polson state=MT]"
+    table = {"<|user|>" + QUESTION + "<|assistant|>": call,
+             "<|tool|>" + RESULT + "<|assistant|>": call,
+             "result is above; answer the user from it, or call with other arguments<|assistant|>": call}
+    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+        result = harness(events, table, router, max_repeats=2).run(QUESTION)
+    assert result.reason == "repeated_call" and "2 calls repeated" in result.error
+    sent = [e for e in events.of("rpc") if e.direction == "send" and e.message.get("method") == "tools/call"]
+    assert len(sent) == 1  # the server answered once; the repeats never reached it
+    errors = events.of("tool_error")
+    assert [e.stage for e in errors] == ["repeat", "repeat"]
+    assert "already called with these arguments" in errors[0].message
+    assert events.of("inject")[1].text.startswith("<|tool|>error: get_weather was already called")
+
+
+def test_provenance_spans_cover_the_context_and_name_the_tool(events):
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
+             "<|tool|>" + RESULT + "<|assistant|>": "Done.<|eos|>"}
+    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+        result = harness(events, table, router).run(QUESTION)
+    [prompt], [inject] = events.of("prompt"), events.of("inject")
+    assert [s[2] for s in prompt.spans] == ["chat", "system", "chat", "user", "chat"]
+    assert prompt.spans[0][0] == 0 and prompt.spans[-1][1] == prompt.tokens
+    assert [s[2] for s in inject.spans] == ["chat", "tool:weather/get_weather", "chat"]
+    tokenizer = CharTokenizer()
+    start, end, _ = inject.spans[1]
+    assert tokenizer.decode(result.context[start:end]) == RESULT
+    assert inject.spans[0][0] == inject.context - inject.tokens
+
+
+def test_context_spans_and_truncation():
+    c = Context()
+    c.extend([1, 2], "chat")
+    c.extend([3], "user")
+    c.open("model")
+    c.ids.extend([4, 5])
+    c.extend([6], "tool:s/t")
+    assert [s.to_json() for s in c.spans()] == [[0, 2, "chat"], [2, 3, "user"], [3, 5, "model"], [5, 6, "tool:s/t"]]
+    assert c.source_at(4) == "model" and c.source_at(0) == "chat"
+    c.truncate(4)
+    assert [s.to_json() for s in c.spans()] == [[0, 2, "chat"], [2, 3, "user"], [3, 4, "model"]]
+    assert [s.to_json() for s in c.spans(3)] == [[3, 4, "model"]]
+
+
+def _stops(**kw):
+    syntax = CompactSyntax()
+    return Stops(eos_ids={0}, opener=syntax.opener, scanner_factory=syntax.scanner, max_tokens=500, **kw)
+
+
+def _feed(stops, text, end=None):
+    verdicts = [stops.check(ord(ch) + 10, ch) for ch in text]
+    if end is not None:
+        verdicts.append(stops.check(end, ""))
+    return verdicts
+
+
+def test_collected_calls_end_with_the_message():
+    stops = _stops(collect_calls=True)
+    verdicts = _feed(stops, "Let me check. [call a x=1]\n [call b y=2]", end=0)
+    assert [v.reason for v in verdicts[:-1]] == [None] * (len(verdicts) - 1)
+    last = verdicts[-1]
+    assert last.reason == "tool_call" and last.calls == ("[call a x=1]", "[call b y=2]") and last.ended
+    shown = "".join(v.delta for v in verdicts)
+    assert shown == "Let me check. "  # the whitespace between calls is not shown
+
+
+def test_collected_calls_end_at_text_after_them():
+    stops = _stops(collect_calls=True)
+    verdicts = _feed(stops, "[call a x=1] ok")
+    stopped = [v for v in verdicts if v.reason]
+    assert len(stopped) == 1 and stopped[0].calls == ("[call a x=1]",) and not stopped[0].ended
+
+
+def test_without_collecting_the_first_closed_call_stops():
+    stops = _stops()
+    verdicts = _feed(stops, "[call a x=1] [call b y=2]")
+    first = next(v for v in verdicts if v.reason)
+    assert first.calls == ("[call a x=1]",) and verdicts.index(first) == len("[call a x=1]") - 1
+
+
+def test_special_token_delimiters_are_compared_by_id():
+    syntax = CompactSyntax()
+    stops = Stops(eos_ids={0}, opener="<tool_call>", scanner_factory=syntax.scanner, max_tokens=100,
+                  opener_id=1, closer_id=2, closer="</tool_call>")
+    v = [stops.check(1, "")] + [stops.check(ord(ch) + 10, ch) for ch in " f x=1 "] + [stops.check(2, "")]
+    assert v[-1].reason == "tool_call" and v[-1].calls == ("<tool_call> f x=1 </tool_call>",)
+
+
+def test_parallel_calls_to_two_servers_run_and_come_back_in_order(events):
+    tokenizer = CharTokenizer()
+    syntax = CompactSyntax()
+    syntax.collect_calls = True  # this instance only: the message's calls run together
+    table = {"<|user|>" + QUESTION + "<|assistant|>":
+             "[call get_weather city=Polson state=MT] [call count_words text=\"a b\"]<|eos|>",
+             "<|tool|>2 words<|assistant|>": "Both done.<|eos|>"}
+    bundle = ModelBundle("table", tokenizer, LabChat(tokenizer, syntax), syntax, model=TableModel(tokenizer, table))
+    with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
+        result = Harness(bundle, Sampler(), router, events).run(QUESTION)
+    assert result.answer == "Both done." and result.tool_calls == 2
+    assert [c.name for c in events.of("tool_call")] == ["get_weather", "count_words"]
+    [inject] = events.of("inject")
+    assert [s[2] for s in inject.spans] == ["chat", "tool:weather/get_weather", "chat", "tool:faulty/count_words",
+                                            "chat"]
+    assert inject.text == f"<|tool|>{RESULT}<|tool|>2 words<|assistant|>"

@@ -3,6 +3,37 @@
 The model maps tokens to next-token logits; everything else (sampling, stopping,
 recognising and parsing tool calls, the MCP round trip, injecting the result and
 resuming over the KV cache) lives in this package. Start reading at loop.py.
+
+The library in a few lines:
+
+    from decodeloop import Harness, Sampler, load_config, load_model, start_servers
+
+    bundle = load_model("hf:models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    with start_servers(load_config("servers.json")) as router:
+        chat = Harness(bundle, Sampler(), router, emit=print)   # every event, as it happens
+        print(chat.run("What's the weather in Polson, MT?").answer)
+        print(chat.run("And in Boise, ID?").answer)            # the same conversation
+
+Names are imported on first use, so `import decodeloop` stays cheap.
 """
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Harness": "decodeloop.loop", "TurnConfig": "decodeloop.loop", "TurnResult": "decodeloop.loop",
+    "Sampler": "decodeloop.sampling",
+    "load_model": "decodeloop.models", "ModelBundle": "decodeloop.models",
+    "start_servers": "decodeloop.router", "Router": "decodeloop.router",
+    "load_config": "decodeloop.mcp_config", "ServerSpec": "decodeloop.mcp_config",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'decodeloop' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

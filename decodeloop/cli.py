@@ -18,21 +18,29 @@ examples:
   decodeloop run --json "What's the weather in Polson, MT?" | grep -v '"event": "token"'
   decodeloop run --quiet --mcp "python3 -m decodeloop.servers.weather" "What's the weather in Polson, MT?"
   decodeloop run --model ngram --order 6 --temperature 0.7 --seed 3 "Convert 12 km to mi."
+  decodeloop run --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf "What's the weather in Polson, MT?"
+"""
+CHAT_EXAMPLES = """\
+examples:
+  decodeloop chat --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf
+  printf 'Weather in Polson, MT?\\nAnd in Boise, ID?\\n' | decodeloop chat --model transformer
+  decodeloop chat --model transformer --trace --mcp-config servers.json
 """
 EVAL_EXAMPLES = """\
 examples:
   decodeloop eval --model ngram --order 8 --episodes 200
   decodeloop eval --model ngram --order 4 --episodes 50 --seed 1 --json
+  decodeloop eval --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf --episodes 50
 """
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GAVE_UP = 0, 1, 2, 3
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GAVE_UP, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
                  default_model: str = "table") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description="A harness for language models that call MCP tools: every step visible.",
-        epilog=RUN_EXAMPLES + EVAL_EXAMPLES[len("examples:\n"):],
+        epilog=RUN_EXAMPLES + CHAT_EXAMPLES[len("examples:\n"):] + EVAL_EXAMPLES[len("examples:\n"):],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"decodeloop {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -54,17 +62,33 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     run.add_argument("--verbose", "-v", action="store_true", help="show the MCP servers' stderr")
     _mcp_server_options(run)
 
+    chat = commands.add_parser(
+        "chat", help="an interactive conversation with tools", epilog=CHAT_EXAMPLES,
+        description="A conversation: each line you type is a user turn; the context (and the model's cache) "
+                    "carries over from turn to turn. /reset starts over, /tools lists the tools, /quit ends; "
+                    "Ctrl-C stops the current answer, not the program. Reads a pipe too, one user turn per line.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _model_options(chat, default_model)
+    _sampling_options(chat, seed=None)
+    _turn_options(chat, max_tokens=512)
+    view = chat.add_argument_group("output").add_mutually_exclusive_group()
+    view.add_argument("--trace", action="store_true", help="the full trace of every turn")
+    view.add_argument("--json", action="store_true", help="JSON Lines: one event per line on stdout")
+    chat.add_argument("--verbose", "-v", action="store_true", help="show the MCP servers' stderr")
+    _mcp_server_options(chat)
+
     evaluate = commands.add_parser(
         "eval", help="score a model on held-out episodes", epilog=EVAL_EXAMPLES,
         description="Run a model through the harness on held-out lab episodes (cities and states it never "
                     "saw in training) against the real bundled MCP servers, and report its call and "
-                    "answer rates.",
+                    "answer rates. The episodes are rendered in the model's own chat format.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     _model_options(evaluate, "ngram")
     evaluate.add_argument("--episodes", type=int, default=200, help="held-out episodes to run (default: 200)")
     _sampling_options(evaluate, seed=0)
     _turn_options(evaluate, max_tokens=400)
     evaluate.add_argument("--json", action="store_true", help="print one JSON summary object")
+    _mcp_server_options(evaluate)
 
     train = commands.add_parser(
         "train", help="train a lab model from scratch",
@@ -83,16 +107,23 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
 
 
 def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
-    from decodeloop.models import MODEL_NAMES
-
     group = parser.add_argument_group("model")
-    group.add_argument("--model", choices=MODEL_NAMES, default=default_model,
-                       help=f"the model (default: {default_model})")
+    group.add_argument("--model", default=default_model, metavar="SPEC",
+                       help=f"table, ngram, transformer (the lab models), or hf:PATH: a local Hugging Face "
+                            f"model directory or .gguf file (needs the hf extra) (default: {default_model})")
     group.add_argument("--order", type=int, default=None,
                        help="n-gram order: the model sees the last ORDER-1 tokens (default: 8)")
     group.add_argument("--weights", default=None, metavar="PATH",
                        help="transformer weights, an .npz from `decodeloop train transformer` "
                             "(default: the shipped decodeloop/models/weights/transformer.npz)")
+    group.add_argument("--device", default=None, help="hf: cpu, cuda or auto (default: cpu)")
+    group.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                       help="hf: weights' dtype (default: float32 on CPU, bfloat16 on CUDA)")
+    group.add_argument("--syntax", default=None, choices=("compact", "json"),
+                       help="the call syntax: compact [call NAME k=v] or json <tool_call>{...}</tool_call> "
+                            "(default: compact for the lab models, json for hf)")
+    group.add_argument("--system", default=None, metavar="TEXT",
+                       help="the system prompt's preamble, before the tools (default: the chat format's)")
     group.add_argument("--mcp", action="append", default=[], metavar="COMMAND",
                        help="a stdio MCP server command line, e.g. \"python3 server.py\"; repeatable "
                             "(default: the bundled servers the model knows)")
@@ -103,6 +134,10 @@ def _sampling_options(parser: argparse.ArgumentParser, seed: int | None) -> None
     group.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default: 0)")
     group.add_argument("--top-p", type=float, default=1.0, help="nucleus mass to keep (default: 1, off)")
     group.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (default: 0, off)")
+    group.add_argument("--min-p", type=float, default=0.0,
+                       help="keep tokens at least this fraction as likely as the top one (default: 0, off)")
+    group.add_argument("--repetition-penalty", type=float, default=1.0,
+                       help="divide the logits of tokens already written this turn (default: 1, off)")
     group.add_argument("--seed", type=int, default=seed, help=f"seed of the random generators (default: {seed})")
 
 
@@ -114,6 +149,11 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
                        help="stop when the model writes STRING (not shown); repeatable")
     group.add_argument("--max-retries", type=int, default=3,
                        help="consecutive failed tool calls that end the turn (default: 3)")
+    group.add_argument("--max-repeats", type=int, default=2,
+                       help="calls repeated after their result that end the turn (default: 2)")
+    group.add_argument("--calls", choices=("first", "all"), default=None,
+                       help="first: run a call as soon as it closes; all: let the message finish and run "
+                            "every call in it (default: first for compact, all for json)")
     group.add_argument("--timeout", type=float, default=60.0,
                        help="seconds to wait for an MCP server's answer (default: 60)")
     group.add_argument("--max-result-chars", type=int, default=16_000,
@@ -127,6 +167,8 @@ def main(argv: list[str] | None = None, *, default_prompt: str | None = None, pr
     try:
         if args.command == "run":
             return run_command(args, parser)
+        if args.command == "chat":
+            return chat_command(args, parser)
         if args.command == "eval":
             return eval_command(args, parser)
         if args.command == "train":
@@ -142,11 +184,16 @@ def main(argv: list[str] | None = None, *, default_prompt: str | None = None, pr
 
 
 def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
-    """Validate the shared options; return the sampler and the turn configuration."""
+    """Validate the shared options; return the sampler, the processors and the turn configuration."""
     from decodeloop.loop import TurnConfig
+    from decodeloop.processors import RepetitionPenalty
     from decodeloop.sampling import Sampler
 
+    lab = args.model in ("table", "ngram", "transformer")
+    if not lab and not args.model.startswith("hf:"):
+        parser.error(f"--model: unknown model {args.model!r}; choose table, ngram, transformer or hf:PATH")
     for flag, value in (("--max-tokens", args.max_tokens), ("--max-retries", args.max_retries),
+                        ("--max-repeats", args.max_repeats),
                         ("--max-result-chars", args.max_result_chars), ("--order", args.order or 1),
                         ("--episodes", getattr(args, "episodes", 1))):
         if value < 1:
@@ -157,26 +204,40 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
         parser.error("--weights applies to --model transformer only")
     if args.weights is not None and not os.path.isfile(args.weights):
         parser.error(f"--weights: no such file: {args.weights}")
+    if lab and (args.device or args.dtype):
+        parser.error("--device and --dtype apply to hf: models only")
+    if lab and args.syntax == "json":
+        parser.error("the lab models write compact calls only (--syntax compact)")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
+    if args.repetition_penalty <= 0:
+        parser.error("--repetition-penalty must be positive (1 is off)")
     if any(not s for s in args.stop):
         parser.error("--stop needs a non-empty string")
     try:
-        sampler = Sampler(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+        sampler = Sampler(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                          seed=args.seed)
     except ValueError as e:
         parser.error(str(e))
+    processors = [RepetitionPenalty(args.repetition_penalty)] if args.repetition_penalty != 1.0 else []
+    collect = None if args.calls is None else args.calls == "all"
     config = TurnConfig(max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
-                        max_retries=args.max_retries, timeout=args.timeout,
-                        max_result_chars=args.max_result_chars,
-                        detail=not (getattr(args, "quiet", False) or args.command == "eval"))
-    return sampler, config
+                        max_retries=args.max_retries, max_repeats=args.max_repeats, timeout=args.timeout,
+                        max_result_chars=args.max_result_chars, collect_calls=collect,
+                        detail=not (getattr(args, "quiet", False) or args.command == "eval"
+                                    or (args.command == "chat" and not (args.trace or args.json))))
+    return sampler, processors, config
 
 
-def _server_commands(args: argparse.Namespace) -> list[list[str]]:
-    from decodeloop.models import default_servers
-    from decodeloop.router import parse_command
+def _load(args: argparse.Namespace, parser: argparse.ArgumentParser):
+    """The model bundle the options name; a bad spec is a usage error."""
+    from decodeloop.models import load_model
 
-    return [parse_command(c) for c in args.mcp] or default_servers(args.model)
+    try:
+        return load_model(args.model, order=args.order, weights=args.weights, device=args.device,
+                          dtype=args.dtype, syntax=args.syntax)
+    except (ValueError, OSError) as e:
+        parser.error(f"--model {args.model}: {e}")
 
 
 def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
@@ -208,17 +269,26 @@ def _server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     return specs or stdio_specs(default_servers(args.model))
 
 
+def _locked(view):
+    """The view behind a lock: server notifications arrive on reader threads."""
+    lock = threading.Lock()
+
+    def emit(event) -> None:
+        with lock:
+            view(event)
+
+    return emit
+
+
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from decodeloop.loop import Harness
     from decodeloop.mcp.errors import McpError
-    from decodeloop.models import load_model
     from decodeloop.router import ConfigError, start_servers
-    from decodeloop.tokenize import CharTokenizer
     from decodeloop.ui.jsonl import AnswerView, JsonlView
     from decodeloop.ui.step import QuitRequested, StepView
     from decodeloop.ui.trace import TraceView
 
-    sampler, config = _checked(args, parser)
+    sampler, processors, config = _checked(args, parser)
     if args.json:
         view = JsonlView()
     elif args.quiet:
@@ -227,18 +297,13 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         view = StepView(TraceView(frames=True))
     else:
         view = TraceView()
-    lock = threading.Lock()  # server notifications arrive on reader threads
-
-    def emit(event) -> None:
-        with lock:
-            view(event)
-
+    emit = _locked(view)
     try:
         specs = _server_specs(args, parser)
-        tokenizer = CharTokenizer()
-        model = load_model(args.model, tokenizer, order=args.order, weights=args.weights)
+        bundle = _load(args, parser)
         with start_servers(specs, emit, timeout=args.timeout, verbose=args.verbose) as router:
-            harness = Harness(model, tokenizer, sampler, router, emit, config=config)
+            harness = Harness(bundle, sampler, router, emit, config=config, system=args.system,
+                              processors=processors)
             result = harness.run(args.prompt)
     except (ConfigError, McpError) as e:
         print(f"decodeloop: cannot start: {e}", file=sys.stderr)
@@ -248,40 +313,69 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         return EXIT_OK
     except KeyboardInterrupt:
         print("\ninterrupted.", file=sys.stderr)
-        return 130
-    return EXIT_GAVE_UP if result.reason == "max_retries" else EXIT_OK
+        return EXIT_INTERRUPTED
+    if result.reason == "interrupted":
+        print("\ninterrupted.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_GAVE_UP if result.reason in ("max_retries", "repeated_call") else EXIT_OK
+
+
+def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from decodeloop.loop import Harness
+    from decodeloop.mcp.errors import McpError
+    from decodeloop.router import ConfigError, start_servers
+    from decodeloop.ui.chat import ChatSession, ChatView
+    from decodeloop.ui.jsonl import JsonlView
+    from decodeloop.ui.trace import TraceView
+
+    sampler, processors, config = _checked(args, parser)
+    view = JsonlView() if args.json else TraceView() if args.trace else ChatView()
+    emit = _locked(view)
+    try:
+        specs = _server_specs(args, parser)
+        bundle = _load(args, parser)
+        with start_servers(specs, emit, timeout=args.timeout, verbose=args.verbose) as router:
+            harness = Harness(bundle, sampler, router, emit, config=config, system=args.system,
+                              processors=processors)
+            return ChatSession(harness, quiet=args.json).loop()
+    except (ConfigError, McpError) as e:
+        print(f"decodeloop: cannot start: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("\ninterrupted.", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from decodeloop.evaluate import ProgressBar, evaluate, summary_json
     from decodeloop.loop import Harness
     from decodeloop.mcp.errors import McpError
-    from decodeloop.models import load_model
-    from decodeloop.router import ConfigError, start_stdio_servers
-    from decodeloop.tokenize import CharTokenizer
+    from decodeloop.router import ConfigError, start_servers
     from decodeloop.train.corpus import episodes
 
-    sampler, config = _checked(args, parser)
+    sampler, processors, config = _checked(args, parser)
     try:
-        tokenizer = CharTokenizer()
-        model = load_model(args.model, tokenizer, order=args.order, weights=args.weights)
+        specs = _server_specs(args, parser)
+        bundle = _load(args, parser)
         held_out = episodes(args.seed, args.episodes, "heldout")
-        with start_stdio_servers(_server_commands(args), lambda event: None, timeout=args.timeout) as router:
+        with start_servers(specs, lambda event: None, timeout=args.timeout) as router:
             summary, _ = evaluate(
-                lambda emit: Harness(model, tokenizer, sampler, router, emit, config=config),
+                lambda emit: Harness(bundle, sampler, router, emit, config=config, system=args.system,
+                                     processors=processors),
                 held_out, ProgressBar(f"eval {args.model}"))
     except (ConfigError, McpError) as e:
         print(f"decodeloop: cannot start: {e}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("\ninterrupted.", file=sys.stderr)
-        return 130
-    context = {"model": args.model, "order": getattr(model, "order", None), "seed": args.seed,
-               "temperature": args.temperature}
+        return EXIT_INTERRUPTED
+    order = getattr(bundle.model, "order", None)
+    context = {"model": args.model, "order": order, "seed": args.seed, "temperature": args.temperature,
+               "syntax": bundle.syntax.name}
     if args.json:
         print(json.dumps(summary_json(summary, **context)))
     else:
-        label = args.model + (f" (order {context['order']})" if context["order"] else "")
+        label = args.model + (f" (order {order})" if order else "")
         print(f"{label}, {summary.episodes} held-out episodes, seed {args.seed}, temperature {args.temperature:g}")
         width = max(len(name) for name, _ in summary.rows())
         for name, value in summary.rows():
@@ -302,4 +396,4 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
                                  lr=args.lr, threads=args.threads)
     except KeyboardInterrupt:
         print("\ninterrupted.", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED

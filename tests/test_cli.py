@@ -153,3 +153,32 @@ def test_console_script_is_installed_with_the_package():
     p = subprocess.run([script, "run", "-q", "What's the weather in Polson, MT?"], capture_output=True,
                        text=True, timeout=30)
     assert p.stdout == ANSWER + "\n"
+
+
+def test_chat_reads_a_pipe_one_turn_per_line():
+    """`decodeloop chat` over a pipe: each line a user turn of one conversation, /commands between."""
+    lines = ["What's the weather in Polson, MT?", "/tools", "", "/reset", "What's the weather in Polson, MT?",
+             "/nonsense", "/quit", "never read"]
+    p = run("-m", "decodeloop", "chat", stdin="\n".join(lines) + "\n")
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    out = p.stdout
+    assert out.count("assistant> " + ANSWER) == 2
+    assert 'get_weather({"city": "Polson", "state": "MT"}) on weather' in out
+    assert "✓ " + json.dumps(WEATHER_TEXT, ensure_ascii=False) in out
+    assert "get_forecast (weather):" in out and "(new conversation)" in out
+    assert "unknown command '/nonsense'" in out and "never read" not in out
+
+
+def test_chat_continues_the_conversation_in_json_lines():
+    lines = ["What's the weather in Polson, MT?", "How about tomorrow?"]
+    p = run("-m", "decodeloop", "chat", "--json", stdin="\n".join(lines) + "\n")
+    assert p.returncode == 0, p.stderr
+    events = [json.loads(line) for line in p.stdout.splitlines()]
+    prompts = [e for e in events if e["event"] == "prompt"]
+    done = [e for e in events if e["event"] == "done"]
+    assert len(prompts) == 2 and len(done) == 2
+    # the second turn appends to the first: only its own tokens, after the whole first turn
+    assert prompts[1]["text"] == "<|user|>How about tomorrow?<|assistant|>"  # the model's <|eos|> closed turn 1
+    assert prompts[1]["context"] > prompts[0]["context"] and prompts[1]["spans"][0][0] > prompts[0]["tokens"]
+    assert done[0]["answer"] == ANSWER
+    assert done[1]["answer"] == "Sorry, I only know how to look up the weather in Polson, MT."

@@ -1,0 +1,174 @@
+"""`decodeloop chat`: the conversation loop and its compact view.
+
+`ChatSession` reads user turns (a terminal with readline history, or a pipe, one
+turn per line), runs each through the same `Harness`, so the context and the
+model's cache carry over, and handles the commands /reset, /tools, /help and
+/quit. Ctrl-C during an answer stops that answer (the harness cuts the context
+back to its last whole state); at the prompt it just gives a fresh prompt;
+end of input ends the session.
+
+`ChatView` shows a turn the way a chat does: the answer streamed as it is
+released, each tool call and its result on a line of its own. Server text is
+shown quoted, with control characters made visible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import TextIO
+
+from decodeloop.events import Event
+from decodeloop.ui.style import Style, use_color
+
+HELP = "commands: /reset starts a new conversation, /tools lists the tools, /quit ends (or Ctrl-D)"
+RESULT_PREVIEW = 200
+
+
+def _quoted(text: str, limit: int = RESULT_PREVIEW) -> str:
+    """Server-controlled text as a JSON string literal: control and escape characters made visible."""
+    if len(text) > limit:
+        text = text[:limit] + f"… ({len(text):,} chars)"
+    return json.dumps(text, ensure_ascii=False)
+
+
+class ChatView:
+    def __init__(self, out: TextIO | None = None, color: bool | None = None) -> None:
+        self.out = out or sys.stdout
+        self.style = Style(use_color(self.out) if color is None else color)
+        self._speaking = False   # "assistant>" has been written for the current stretch of answer
+
+    def __call__(self, event: Event) -> None:
+        render = getattr(self, "on_" + event.kind, None)
+        if render is not None:
+            render(event)
+            self.out.flush()
+
+    def _line(self, text: str) -> None:
+        if self._speaking:
+            self.out.write("\n")
+            self._speaking = False
+        self.out.write(text + "\n")
+
+    def on_server(self, e) -> None:
+        self._line(self.style("● ", "blue") + f"{e.server}: tools {', '.join(e.tools) or 'none'}")
+
+    def on_token(self, e) -> None:
+        if e.delta:
+            if not self._speaking:
+                self.out.write(self.style("assistant> ", "green", "bold"))
+                self._speaking = True
+                text = e.delta.lstrip()
+            else:
+                text = e.delta
+            self.out.write(text)
+
+    def on_tool_call(self, e) -> None:
+        self._line(self.style("  ⚙ ", "yellow") + f"{e.name}({json.dumps(e.arguments, ensure_ascii=False)}) "
+                   f"on {e.server}")
+
+    def on_tool_result(self, e) -> None:
+        mark = self.style("  ✗ ", "red") if e.is_error else self.style("  ✓ ", "green")
+        self._line(mark + _quoted(e.text))
+
+    def on_tool_error(self, e) -> None:
+        self._line(self.style(f"  ✗ {e.stage} error: ", "red") + _quoted(e.message))
+
+    def on_notice(self, e) -> None:
+        self._line(self.style(f"  · {e.source}: ", "dim") + _quoted(e.message))
+
+    def on_done(self, e) -> None:
+        if self._speaking:
+            self.out.write("\n")
+            self._speaking = False
+        if e.reason == "interrupted":
+            self.out.write(self.style("  (stopped)", "dim") + "\n")
+        elif e.error:
+            self.out.write(self.style("  (gave up: ", "red") + _quoted(e.error) + self.style(")", "red") + "\n")
+        elif not e.answer:
+            self.out.write(self.style(f"  (no answer: {e.reason})", "dim") + "\n")
+
+
+class ChatSession:
+    def __init__(self, harness, stdin: TextIO | None = None, out: TextIO | None = None,
+                 quiet: bool = False) -> None:
+        self.harness = harness
+        self.stdin = stdin or sys.stdin
+        self.out = out or sys.stdout
+        self.quiet = quiet          # JSON Lines on stdout: no prompts or command output there
+        self.interactive = bool(getattr(self.stdin, "isatty", lambda: False)()) and not quiet
+
+    def loop(self) -> int:
+        history = self._readline() if self.interactive else None
+        if self.interactive:
+            self.out.write(HELP + "\n")
+        try:
+            while True:
+                try:
+                    line = input("you> ") if self.interactive else self.stdin.readline()
+                except EOFError:
+                    break
+                except KeyboardInterrupt:   # at the prompt: a fresh prompt, as in a shell
+                    self.out.write("\n")
+                    continue
+                if not self.interactive and not line:
+                    break
+                line = line.strip()
+                if not line:
+                    continue
+                if line.startswith("/"):
+                    if not self.command(line):
+                        break
+                    continue
+                self.harness.run(line)
+        finally:
+            if history is not None:
+                history()
+        return 0
+
+    def command(self, line: str) -> bool:
+        """Run a /command; False to end the session."""
+        name = line.split()[0].lower()
+        if name in ("/quit", "/exit", "/q"):
+            return False
+        if name == "/reset":
+            self.harness.reset()
+            self._say("(new conversation)")
+        elif name == "/tools":
+            for tool in self.harness.tools:
+                server = self.harness.router.owner.get(tool.name, "?")
+                self._say(f"{tool.name} ({server}): {_quoted(tool.description or '', 120)}")
+        elif name == "/help":
+            self._say(HELP)
+        else:
+            self._say(f"unknown command {name!r}; {HELP}")
+        return True
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    def _readline(self):
+        """Line editing and a history file when readline is there; returns the function that saves it."""
+        try:
+            import readline
+        except ImportError:
+            return None
+        path = os.path.join(os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"),
+                            "decodeloop", "chat_history")
+        try:
+            readline.read_history_file(path)
+        except OSError:
+            pass
+
+        def save() -> None:
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                readline.set_history_length(1000)
+                readline.write_history_file(path)
+            except OSError:
+                pass
+
+        return save

@@ -1,0 +1,188 @@
+"""Hugging Face transformers models: `HFModel` (forward with a KV cache) and `load_hf` (the bundle).
+
+`HFModel` is a `PrefixCachedModel` over a transformers causal LM: the cache is
+transformers' own `DynamicCache`; `_truncate(n)` crops it to n positions,
+`_compute(start)` runs positions start.. in one forward call (an injected tool
+message is one prefill), under `torch.inference_mode`. `forward` returns the
+next-token logits as a 1-D float32 tensor on the model's device, never a list:
+the sampler and the logits processors take tensors.
+
+`load_hf(path)` loads a local model directory, or a `.gguf` file (tokenizer and
+weights from the file, through transformers' `gguf_file=`), with the hub
+switched off (`HF_HUB_OFFLINE=1`, `local_files_only=True`): nothing is ever
+downloaded. The bundle's tokenizer is `HFTokenizer`, its chat format
+`TemplateChat` over the model's own chat template, its call syntax JSON
+(`<tool_call>{...}</tool_call>`, the default) or compact.
+
+Needs the `hf` extra: pip install -e '.[hf]'.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any, Sequence
+
+from decodeloop.hf_tokenizer import HF_EXTRA, require
+from decodeloop.models.base import PrefixCachedModel
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+class HFModel(PrefixCachedModel):
+    """A transformers causal LM behind the prefix-cache contract."""
+
+    def __init__(self, model: Any, name: str = "hf", vocab_size: int | None = None) -> None:
+        super().__init__()
+        self.torch = require("torch")
+        self.model = model.eval()
+        self.name = name
+        self.device = next(model.parameters()).device
+        self.vocab_size = vocab_size or model.get_input_embeddings().num_embeddings
+        self._cache = self._new_cache()
+        self._held = 0            # positions the cache holds
+        self._recomputed = 0      # positions recomputed because the cache could not be cropped
+        params = inspect.signature(model.forward).parameters
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"   # transformers 5 / 4
+        self._keep_arg = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+
+    def _new_cache(self):
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)
+
+    def forward(self, context: Sequence[int]):
+        self._recomputed = 0
+        logits = super().forward(context)
+        self.last_computed += self._recomputed
+        return logits
+
+    def _truncate(self, n: int) -> None:
+        if n >= self._held:
+            return
+        if n > 0:
+            try:
+                self._cache.crop(n - self._held)      # transformers 5: a negative count of positions to drop
+                self._held = n
+                return
+            except (RuntimeError, ValueError, NotImplementedError, AttributeError):
+                pass  # a sliding-window or recurrent layer that cannot roll back: start over below
+        self._cache = self._new_cache()
+        self._held = 0
+
+    def _compute(self, start: int):
+        torch = self.torch
+        self._recomputed = start - self._held        # > 0 only after a cache that could not be cropped
+        ids = torch.tensor([self.cached_tokens[self._held:]], dtype=torch.long, device=self.device)
+        try:
+            with torch.inference_mode():
+                out = self.model(input_ids=ids, use_cache=True, **{self._cache_arg: self._cache}, **self._keep_arg)
+        except BaseException:
+            self._cache, self._held = self._new_cache(), 0   # some layers may hold the new positions, some not
+            raise
+        self._held = len(self.cached_tokens)
+        return out.logits[0, -1].float()
+
+
+def _resolve_device(torch, device: str | None) -> str:
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but torch sees no CUDA device")
+    return device
+
+
+def _resolve_dtype(torch, dtype: str | None, device: str):
+    if dtype in (None, "auto"):
+        return torch.float32 if device == "cpu" else torch.bfloat16
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of: {', '.join(DTYPES)}")
+    return getattr(torch, dtype)
+
+
+def _locate(path: str) -> tuple[str, str | None]:
+    """(directory, gguf file name or None) for a model path; a clear error when it is not one."""
+    path = os.path.expanduser(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no model at {path!r}: hf:PATH takes a local model directory or a .gguf file "
+                                "(nothing is downloaded)")
+    if os.path.isfile(path):
+        if not path.endswith(".gguf"):
+            raise ValueError(f"{path!r} is a file but not a .gguf one; give a model directory or a .gguf file")
+        return os.path.dirname(os.path.abspath(path)), os.path.basename(path)
+    if not os.path.exists(os.path.join(path, "config.json")):
+        ggufs = sorted(f for f in os.listdir(path) if f.endswith(".gguf"))
+        hint = f" (it holds {', '.join(ggufs)}: give the file)" if ggufs else ""
+        raise ValueError(f"{path!r} has no config.json, so it is not a transformers model directory{hint}")
+    if not any(os.path.exists(os.path.join(path, f)) for f in ("tokenizer.json", "tokenizer.model", "vocab.json")):
+        raise ValueError(f"{path!r} has no tokenizer (tokenizer.json, tokenizer.model or vocab.json)")
+    return path, None
+
+
+def _syntax(name: str | None):
+    if name in (None, "json"):
+        from decodeloop.calls_json import JsonSyntax
+
+        return JsonSyntax()
+    if name == "compact":
+        from decodeloop.calls import CompactSyntax
+
+        return CompactSyntax()
+    raise ValueError(f"unknown call syntax {name!r}; choose json or compact")
+
+
+def _ids(value: Any) -> list[int]:
+    if value is None:
+        return []
+    return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+
+
+def load_hf(path: str, device: str | None = None, dtype: str | None = None, syntax: str | None = None):
+    """The `ModelBundle` for a local Hugging Face model directory or .gguf file (see the module docstring)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")   # before transformers / huggingface_hub read it
+    torch = require("torch")
+    transformers = require("transformers")
+    require("jinja2")
+    from decodeloop.chat_template import TemplateChat
+    from decodeloop.hf_tokenizer import HFTokenizer
+    from decodeloop.models import ModelBundle
+
+    directory, gguf = _locate(path)
+    if gguf:
+        require("gguf")
+    call_syntax = _syntax(syntax)                  # a bad name fails before minutes of loading
+    device = _resolve_device(torch, device)
+    torch_dtype = _resolve_dtype(torch, dtype, device)
+    try:
+        hf_tok = transformers.AutoTokenizer.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot load a tokenizer from {path!r}: {e}") from e
+    template = getattr(hf_tok, "chat_template", None)
+    if isinstance(template, dict):                 # several named templates: the default one
+        template = template.get("default")
+    if not template:
+        raise ValueError(f"{path!r} has no chat template: decodeloop renders prompts with the model's own")
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            directory, gguf_file=gguf, local_files_only=True, dtype=torch_dtype, device_map=device)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot load the model from {path!r}: {e}") from e
+    embedding = model.get_input_embeddings().num_embeddings
+    generation = getattr(model, "generation_config", None)
+    stops = _ids(getattr(generation, "eos_token_id", None)) or _ids(model.config.eos_token_id)
+    eos = hf_tok.eos_token_id if hf_tok.eos_token_id is not None else (stops[0] if stops else None)
+    tokenizer = HFTokenizer.from_transformers(hf_tok, vocab_size=embedding, eos_id=eos)
+    variables = {k: v for k, v in hf_tok.special_tokens_map.items() if isinstance(v, str)}
+    chat = TemplateChat(tokenizer, call_syntax, template, variables=variables, stop_ids=stops)
+    name = os.path.basename(os.path.normpath(path))
+    specials = tokenizer.special_tokens
+    return ModelBundle(
+        name=f"hf:{name}", tokenizer=tokenizer, chat=chat, syntax=call_syntax,
+        model=HFModel(model, name=name, vocab_size=tokenizer.vocab_size),
+        opener_id=specials.get(call_syntax.opener), closer_id=specials.get(call_syntax.closer),
+        info={"path": os.path.abspath(os.path.expanduser(path)), "device": device,
+              "dtype": str(torch_dtype).removeprefix("torch."), "vocab": tokenizer.vocab_size,
+              "template tools": chat.uses_template_tools})
+
+
+__all__ = ["HFModel", "load_hf", "HF_EXTRA"]

@@ -240,6 +240,16 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser):
         parser.error(f"--model {args.model}: {e}")
 
 
+def _announce(bundle, emit) -> None:
+    """One line about a loaded real model (path, device, dtype, vocabulary, how tools are described)."""
+    if bundle.info:
+        from decodeloop.events import Notice
+
+        details = ", ".join(f"{key} {({True: 'yes', False: 'no'}.get(value, value))}"
+                            for key, value in bundle.info.items())
+        emit(Notice(bundle.name, f"{details}; calls in the {bundle.syntax.name} syntax"))
+
+
 def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("MCP servers over HTTP and from a config file")
     group.add_argument("--mcp-url", action="append", default=[], metavar="URL",
@@ -301,6 +311,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     try:
         specs = _server_specs(args, parser)
         bundle = _load(args, parser)
+        _announce(bundle, emit)
         with start_servers(specs, emit, timeout=args.timeout, verbose=args.verbose) as router:
             harness = Harness(bundle, sampler, router, emit, config=config, system=args.system,
                               processors=processors)
@@ -334,6 +345,7 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     try:
         specs = _server_specs(args, parser)
         bundle = _load(args, parser)
+        _announce(bundle, emit)
         with start_servers(specs, emit, timeout=args.timeout, verbose=args.verbose) as router:
             harness = Harness(bundle, sampler, router, emit, config=config, system=args.system,
                               processors=processors)

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
+from decodeloop.sampling import explain
+
 
 @dataclass(slots=True)
 class Step:
@@ -29,6 +31,8 @@ class Step:
 
 
 class Engine(Protocol):
+    """`step` returns the next token for `context`; the Step is read before the next call (it may be reused)."""
+
     def step(self, context: list[int], state: Any) -> Step: ...
 
     def explain(self, step: Step, n: int) -> tuple[float | None, list[tuple[int, float]]]: ...
@@ -42,20 +46,23 @@ class LocalEngine:
     def __init__(self, model, sampler, processors: Sequence = ()) -> None:
         self.model = model
         self.sampler = sampler
-        self.processors = list(processors)
+        self.processors = tuple(processors)
+        self._step = Step(0, 0, 0)   # reused: a step is read before the next one is asked for
 
     def step(self, context: list[int], state: Any) -> Step:
         logits = self.model.forward(context)                 # 1. forward: only positions not in the cache
-        for rule in self.processors:                         #    logits processors: masks, forced tokens
-            logits = rule(logits, state)
-        token = self.sampler.sample(logits)                  # 2. sample the next token
-        computed = self.model.last_computed
-        return Step(token, computed, len(context) - computed, logits)
+        if self.processors:                                  #    logits processors: masks, forced tokens
+            for rule in self.processors:
+                logits = rule(logits, state)
+        step = self._step
+        step.token = self.sampler.sample(logits)             # 2. sample the next token
+        step.computed = computed = self.model.last_computed
+        step.cached = len(context) - computed
+        step.logits = logits
+        return step
 
     def explain(self, step: Step, n: int) -> tuple[float | None, list[tuple[int, float]]]:
         """The token's probability and the n most probable tokens, at temperature 1 (for the trace)."""
-        from decodeloop.sampling import explain
-
         return explain(step.logits, step.token, n)
 
     def stop(self) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decodeloop.chat import ToolReply, pieces_ids
 from decodeloop.context import MODEL, Context
 from decodeloop.dispatch import DEFAULT_MAX_RESULT_CHARS, dispatch_all
-from decodeloop.events import Done, Emit, Inject, Prompt, Stop, Token
+from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop, Token
 from decodeloop.processors import ProcessorState
 from decodeloop.router import ConfigError, Router
 from decodeloop.stops import Stops, Verdict
@@ -94,10 +94,18 @@ class Harness:
         self._tools_version = router.version
         self.context: Context | None = None    # the conversation so far; None before its first turn
         self._ended = True                     # the model closed its last message itself
+        self._warned = 0                       # the chat format's warnings already shown
 
     def reset(self) -> None:
         """Start a new conversation: the next turn renders the system prompt with the tools as they are now."""
         self.context = None
+
+    def _chat_warnings(self) -> None:
+        """Show what the chat format noticed (a template that is not append-only, say), once each."""
+        warnings = getattr(self.chat, "warnings", ())
+        for message in warnings[self._warned:]:
+            self.emit(Notice("chat template", message))
+        self._warned = len(warnings)
 
     def _refresh_tools(self) -> None:
         """Take the servers' current tools (a new conversation describes them to the model)."""
@@ -148,6 +156,7 @@ class Harness:
         at = len(context)
         context.extend_pieces(pieces)
         turn.whole = len(context)
+        self._chat_warnings()
         emit(Prompt(self.tokenizer.decode(context.ids[at:]), len(context) - at, [t.name for t in self.tools],
                     len(context), [s.to_json() for s in context.spans(at)]))
         collect = self.syntax.collect_calls if config.collect_calls is None else config.collect_calls
@@ -190,6 +199,7 @@ class Harness:
             at = len(context)
             context.extend_pieces(chat.tool_results(replies, verdict.ended))
             turn.whole = len(context)
+            self._chat_warnings()
             stops.new_segment()
             decoder.reset()
             emit(Inject(self.tokenizer.decode(context.ids[at:]), len(context) - at, len(context),

@@ -34,7 +34,9 @@ class Tokenizer(Protocol):
       tokens), so `StreamDecoder` can release text byte-exactly, a character
       split across tokens once it is complete;
     - `token_text(id)` a printable label for traces;
-    - `special_tokens` maps the text of every special token to its id;
+    - `special_tokens` maps the text of every special token to its id (every
+      added token that is not plain whitespace: a Hugging Face tokenizer's
+      `<tool_call>` counts, Gemma's "\n" token does not);
     - `eos_id` is the model's end-of-sequence id. Which ids end the
       assistant's turn is the chat format's to say (`ChatFormat.stop_ids`).
     """

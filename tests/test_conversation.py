@@ -161,3 +161,52 @@ def test_parallel_calls_to_two_servers_run_and_come_back_in_order(events):
     assert [s[2] for s in inject.spans] == ["chat", "tool:weather/get_weather", "chat", "tool:faulty/count_words",
                                             "chat"]
     assert inject.text == f"<|tool|>{RESULT}<|tool|>2 words<|assistant|>"
+
+
+def _json_bundle(table):
+    from decodeloop.calls_json import JsonSyntax
+
+    tokenizer = CharTokenizer()
+    syntax = JsonSyntax()
+    return ModelBundle("table", tokenizer, LabChat(tokenizer, syntax), syntax, model=TableModel(tokenizer, table))
+
+
+W = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}\n</tool_call>'
+C = '<tool_call>\n{"name": "count_words", "arguments": {"text": "a b"}}\n</tool_call>'
+
+
+def test_json_calls_in_one_message_all_run_when_the_message_ends(events):
+    """The Hermes shape: two <tool_call> blocks, then the end of the message; both run, results in order."""
+    table = {"<|user|>" + QUESTION + "<|assistant|>": W + "\n" + C + "<|eos|>",
+             "<|tool|>2 words<|assistant|>": "Both done.<|eos|>"}
+    with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
+        result = Harness(_json_bundle(table), Sampler(), router, events).run(QUESTION)
+    assert result.answer == "Both done." and result.tool_calls == 2
+    assert [c.arguments for c in events.of("tool_call")] == [{"city": "Polson", "state": "MT"}, {"text": "a b"}]
+    assert [s.reason for s in events.of("stop")] == ["tool_call", "eos"]
+    assert events.of("inject")[0].text == f"<|tool|>{RESULT}<|tool|>2 words<|assistant|>"
+
+
+def test_json_calls_can_run_one_at_a_time(events):
+    """--calls first: the message stops at the first closed call; the second call comes after its result."""
+    table = {"<|user|>" + QUESTION + "<|assistant|>": W + "\n" + C + "<|eos|>",
+             "<|tool|>" + RESULT + "<|assistant|>": C,
+             "<|tool|>2 words<|assistant|>": "Both done.<|eos|>"}
+    with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
+        result = Harness(_json_bundle(table), Sampler(), router, events,
+                         config=TurnConfig(collect_calls=False)).run(QUESTION)
+    assert result.answer == "Both done." and result.tool_calls == 2
+    assert [s.reason for s in events.of("stop")] == ["tool_call", "tool_call", "eos"]
+    assert [i.text for i in events.of("inject")] == [f"<|tool|>{RESULT}<|assistant|>", "<|tool|>2 words<|assistant|>"]
+
+
+def test_a_malformed_json_call_gets_an_error_and_a_retry(events):
+    bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Polson" "state": "MT"}}\n</tool_call>'
+    table = {"<|user|>" + QUESTION + "<|assistant|>": bad + "<|eos|>",
+             "<|assistant|>": W + "<|eos|>",   # after the error message: the call again, well formed
+             "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>"}
+    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+        result = Harness(_json_bundle(table), Sampler(), router, events).run(QUESTION)
+    [error] = events.of("tool_error")
+    assert error.stage == "parse" and "invalid JSON" in error.message and "column" in error.message
+    assert result.answer == "33°F." and result.tool_calls == 2

@@ -147,6 +147,10 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     from decodeloop.hf_tokenizer import HFTokenizer
     from decodeloop.models import ModelBundle
 
+    import sys
+
+    if not sys.stderr.isatty():   # no progress bars in logs and pipes (de-quantizing a GGUF draws several)
+        transformers.utils.logging.disable_progress_bar()
     directory, gguf = _locate(path)
     if gguf:
         require("gguf")

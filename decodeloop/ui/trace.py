@@ -9,6 +9,7 @@ uses the same renderer with a fuller, multi-line frame per token.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import TextIO
 
@@ -19,6 +20,7 @@ from decodeloop.ui.style import Style, use_color
 RPC_PREVIEW = 600  # characters of a JSON-RPC message shown in the trace
 ALT_MIN = 0.001    # alternatives less likely than this are not worth a column
 SHORT = {"stop_sequence": "stop", "tool_call": "call", "max_tokens": "cap"}
+_MARKER = re.compile(r"(?<!\n)<\|")  # a marker like <|user|> or <|im_start|> not already at a line start
 
 
 def label(token_text: str) -> str:
@@ -53,11 +55,11 @@ class TraceView:
 
     def on_prompt(self, e: Prompt) -> str:
         s = self.style
-        body = e.text.replace("<|", "\n<|").lstrip("\n")
+        body = _MARKER.sub("\n<|", e.text).lstrip("\n")  # each role marker on a line of its own
         if e.context > e.tokens:  # a later turn of the conversation: only what it appends
             head = f"── next user turn ({e.tokens} tokens appended, context {e.context}) ──"
         else:
-            head = f"── prompt ({e.tokens} tokens; tool schemas from tools/list rendered as paragraphs) ──"
+            head = f"── prompt ({e.tokens} tokens; tool schemas from tools/list rendered in the system prompt) ──"
         return s(head, "dim") + "\n" + body + "\n" + s("── generation ──", "dim")
 
     # -- the four steps -----------------------------------------------------

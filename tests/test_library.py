@@ -26,7 +26,7 @@ def test_readme_library_example(tmp_path):
     assert second.answer == "Sorry, I only know how to look up the weather in Polson, MT."
     assert second.context[:len(first.context)] == first.context
     kinds = [e.kind for e in seen]
-    assert kinds.count("done") == 2 and kinds.count("tool_call") == 1 and kinds[0] == "rpc"
+    assert kinds.count("done") == 2 and kinds.count("tool_call") == 1 and kinds[0] == "prompt"
     # the events arrived while the turn ran: the call's events come before the first turn's done
     assert kinds.index("tool_result") < kinds.index("done")
 

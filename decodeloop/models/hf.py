@@ -151,6 +151,7 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
 
     if not sys.stderr.isatty():   # no progress bars in logs and pipes (de-quantizing a GGUF draws several)
         transformers.utils.logging.disable_progress_bar()
+        os.environ.setdefault("TQDM_DISABLE", "1")   # the GGUF loader's own tqdm bar
     directory, gguf = _locate(path)
     if gguf:
         require("gguf")

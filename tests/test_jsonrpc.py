@@ -16,6 +16,8 @@ import pytest
 from decodeloop.mcp.errors import ConnectionClosed, ProtocolError, RequestTimeout, RpcError
 from decodeloop.mcp.jsonrpc import JsonRpcSession
 
+WAIT = 30  # how long the test side waits for the reader thread: a guard against a hang, never a check
+
 
 class ScriptedTransport:
     def __init__(self, reply=None):
@@ -67,9 +69,9 @@ class ScriptedTransport:
         """Wait until the reader thread has handled everything delivered so far."""
         done = threading.Event()
         self._inbox.put(("flush", done))
-        assert done.wait(2), "reader thread stuck"
+        assert done.wait(WAIT), "reader thread stuck"
 
-    def wait_sent(self, predicate, timeout=2.0):
+    def wait_sent(self, predicate, timeout=WAIT):
         with self._sent_changed:
             found = self._sent_changed.wait_for(
                 lambda: next((m for m in self.sent if predicate(m)), None), timeout
@@ -131,7 +133,7 @@ def test_timeout_cancels_and_a_late_response_is_ignored():
     start = time.monotonic()
     with pytest.raises(RequestTimeout, match="slow timed out after 0.2s"):
         session.request("slow", timeout=0.2)
-    assert 0.2 <= time.monotonic() - start < 1.0
+    assert time.monotonic() - start >= 0.2  # the timeout was waited out, not cut short
     cancel = transport.wait_sent(lambda m: m.get("method") == "notifications/cancelled")
     assert "id" not in cancel
     assert cancel["params"] == {"requestId": 1, "reason": "timed out after 0.2s"}
@@ -201,27 +203,25 @@ def test_malformed_messages_are_logged_and_the_session_survives():
 
 def test_connection_loss_fails_every_pending_request_at_once():
     session, transport, _ = make_session()
-    outcomes: dict[str, tuple[type, float]] = {}
+    outcomes: dict[str, tuple[type, str]] = {}
 
     def wait_forever(name):
         try:
-            session.request("slow", timeout=30)
+            session.request("slow", timeout=WAIT)  # never answered: only its timeout or the hang-up ends it
         except Exception as exc:
-            outcomes[name] = (type(exc), time.monotonic(), str(exc))
+            outcomes[name] = (type(exc), str(exc))
 
     threads = [threading.Thread(target=wait_forever, args=(n,)) for n in ("a", "b")]
     for thread in threads:
         thread.start()
     transport.wait_sent(lambda m: len(request_ids(transport)) == 2)
-    lost_at = time.monotonic()
     transport.hang_up("server exited with code 1")
     for thread in threads:
-        thread.join(2)
+        thread.join(2 * WAIT)
     assert set(outcomes) == {"a", "b"}
-    for kind, when, message in outcomes.values():
-        assert kind is ConnectionClosed
-        assert when - lost_at < 0.1
-        assert message == "server exited with code 1"
+    for kind, message in outcomes.values():
+        # the hang-up's reason, not RequestTimeout: they failed when the connection went, not at their timeout
+        assert (kind, message) == (ConnectionClosed, "server exited with code 1")
     with pytest.raises(ConnectionClosed, match="code 1"):
         session.request("after")
     with pytest.raises(ConnectionClosed):

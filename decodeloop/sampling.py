@@ -29,18 +29,20 @@ lazily, the first time an array of theirs arrives):
   cumulative sums over the vocabulary), so the `.item()` is the only sync. On the
   CPU, where torch's comparisons, argmax and topk are several times slower than
   numpy's, the tensor is read through a zero-copy numpy view and sampled by the
-  numpy kernels, still drawing from the tensor's torch.Generator.
+  numpy kernels (with torch's exp, faster than numpy's), still drawing from the
+  tensor's torch.Generator.
 
 Real vocabularies are 49,152 to 151,936 entries, so no path copies the logits to
 a Python list, and none sorts the vocabulary. Top-k and the trace's top tokens
 use partial selection: the vocabulary is viewed as 64 rows, the maximum of each
-column found in one vectorised pass, and only the columns whose maximum can be in
-the top k are searched. Top-p prunes before sorting, as the list path does: only
-tokens with weight >= (1 - p) * total / vocab can be in the nucleus (all lighter
-ones together weigh less than (1 - p) * total), and a threshold guessed from
-every n-th weight usually cuts that set to about the nucleus; the guess is
-checked (the tokens above it must weigh at least p * total) and dropped if it
-fails, so it never changes the result.
+column found in one vectorised pass, and only the columns that can hold the top
+k are searched. Top-p prunes before sorting, as the list path does: only tokens
+with weight >= (1 - p) * total / vocab can be in the nucleus (all lighter ones
+together weigh less than (1 - p) * total); and when the heaviest column maxima
+(the vocabulary viewed as 16 rows) already weigh p * total, nothing lighter than
+them is needed either, which cuts the candidates to about the nucleus. Only the
+candidates are sorted, and of those only as many as reach p (np.partition first).
+The cost that stays is one exp over the vocabulary, for the softmax total.
 
 `distribution` reports exactly what `sample` draws from (the trace shows it),
 and the module functions `softmax`, `top_tokens` and `explain` serve the trace's
@@ -72,11 +74,7 @@ _ARRAY_SAFE_TOTAL = {4: (1e-15, 1e30), 8: (1e-150, 1e300)}
 _ROWS = 64
 _MIN_GROUPED = 8192
 # Rows for the top-p candidate bound (more columns: a tighter bound, a longer sort).
-_NUCLEUS_ROWS = 32
-
-# Draws over more weights than this go through per-block totals first, so no
-# cumulative sum runs over the whole vocabulary.
-_DRAW_BLOCK = 4096
+_NUCLEUS_ROWS = 16
 
 # torch tensors on the CPU are sampled by the numpy kernels on a zero-copy view
 # (faster there); the tests switch this off to run the device kernels on the CPU.
@@ -402,7 +400,7 @@ def _array_explain(kind: str, logits, token: int | None, n: int) -> tuple[list[i
         return _np_explain(_np_prepare(logits), token, n)
     x = _torch_prepare(logits)
     if x.device.type == "cpu" and _TORCH_CPU_VIA_NUMPY:
-        return _np_explain(_torch_numpy_view(x), token, n)
+        return _np_explain(_torch_numpy_view(x), token, n, _torch_exp_scaled(x))
     return _torch_explain(x, token, n)
 
 
@@ -460,25 +458,40 @@ def _np_argmax(x) -> int:
     return i
 
 
-def _np_weights(x, inv_t: float):
-    """exp(x / T) in a fresh array of x's dtype and its total, shifted by the max only when needed."""
+def _np_exp_scaled(x, inv_t: float, shift: float):
+    """exp((x - shift) / T) in a fresh array of x's dtype."""
     import numpy as np
 
-    if inv_t == 1.0:
-        w = np.exp(x)
-    else:
+    if shift:
+        w = np.subtract(x, shift)
+        if inv_t != 1.0:
+            w *= inv_t
+    elif inv_t != 1.0:
         w = np.multiply(x, inv_t)
-        np.exp(w, out=w)
-    total = float(w.sum())
+    else:
+        return np.exp(x)
+    return np.exp(w, out=w)
+
+
+def _np_sum(w) -> float:
+    """sum(w): over column sums (the rows added elementwise) for long arrays, faster than w.sum()."""
+    n = w.shape[0]
+    if n < _MIN_GROUPED:
+        return float(w.sum())
+    cols = n // _ROWS
+    total = float(w[: _ROWS * cols].reshape(_ROWS, cols).sum(axis=0).sum())
+    return total + float(w[_ROWS * cols:].sum()) if n > _ROWS * cols else total
+
+
+def _np_weights(x, inv_t: float, exp_scaled=_np_exp_scaled):
+    """exp(x / T) in a fresh array of x's dtype and its total, shifted by the max only when needed."""
+    w = exp_scaled(x, inv_t, 0.0)
+    total = _np_sum(w)
     low, high = _ARRAY_SAFE_TOTAL[x.itemsize]
     if low < total < high:  # NaN, +inf and all -inf land outside, as does under/overflow
         return w, total
-    top = _np_max(x)
-    np.subtract(x, top, out=w)
-    if inv_t != 1.0:
-        w *= inv_t
-    np.exp(w, out=w)
-    return w, float(w.sum())
+    w = exp_scaled(x, inv_t, _np_max(x))
+    return w, _np_sum(w)
 
 
 def _np_top(x, k: int):
@@ -486,32 +499,36 @@ def _np_top(x, k: int):
 
     Partial selection: x is viewed as _ROWS rows, and column c holds tokens
     c, c + C, c + 2C, ... The k columns with the highest maxima hold at least k
-    tokens at or above the k-th highest column maximum g, so the k-th highest
-    logit is >= g, and every token that can be in the top k lies in a column whose
-    maximum is >= g. Only those columns (and the few tokens past the last row) are
-    searched. Raises ValueError on NaN, +inf or all -inf.
+    tokens at or above the lowest of those maxima, g, so the k-th highest logit
+    is >= g. If it is > g, no other column (maximum <= g) can hold a token of the
+    top k; if it equals g, every column whose maximum is g is searched too, for
+    tied tokens with lower ids. Only those columns (and the few tokens past the
+    last row) are searched. Raises ValueError on NaN, +inf or all -inf.
     """
     import numpy as np
 
     vocab = x.shape[0]
     k = min(k, vocab)
     ids = vals = None
-    if vocab >= _MIN_GROUPED:
-        cols = vocab // _ROWS
-        grid = x[: _ROWS * cols].reshape(_ROWS, cols)
-        column_max = grid.max(axis=0)  # NaN propagates
-        tail = x[_ROWS * cols:]
-        top = float(np.maximum(column_max.max(), tail.max()) if tail.size else column_max.max())
+    cols = vocab // _ROWS
+    if vocab >= _MIN_GROUPED and 4 * k <= cols:
+        column_max = x[: _ROWS * cols].reshape(_ROWS, cols).max(axis=0)  # NaN propagates
+        chosen = np.argpartition(column_max, cols - k)[cols - k:]  # the k highest columns (NaN counts as highest)
+        g = column_max[chosen].min()
+        for attempt in (0, 1):
+            ids = (np.arange(0, _ROWS * cols, cols)[:, None] + np.sort(chosen)).ravel()
+            if vocab > _ROWS * cols:
+                ids = np.concatenate((ids, np.arange(_ROWS * cols, vocab)))
+            vals = x[ids]
+            if attempt == 0 and np.count_nonzero(vals > g) < k and np.count_nonzero(column_max == g) > 1:
+                # the k-th logit is g, and a column left out whose maximum is also g may hold
+                # a tied token with a lower id: take every column with maximum >= g
+                chosen = np.flatnonzero(column_max >= g)
+                continue
+            break
+        top = float(vals.max())  # every column's maximum is in or below vals: the max, NaN included
         if not isfinite(top):
             _np_invalid(x)
-        if 4 * k <= cols:
-            g = np.partition(column_max, cols - k)[cols - k]
-            chosen = np.flatnonzero(column_max >= g)
-            if 4 * chosen.size <= cols:
-                ids = (np.arange(0, _ROWS * cols, cols)[:, None] + chosen).ravel()
-                if tail.size:
-                    ids = np.concatenate((ids, np.arange(_ROWS * cols, vocab)))
-                vals = x[ids]
     else:
         _np_max(x)
     if ids is None:
@@ -531,42 +548,58 @@ def _np_top(x, k: int):
     return ids[order], vals[order]
 
 
-def _np_pick(cum, target: float) -> int:
-    """Index of the token whose cumulative weight first exceeds target."""
-    import numpy as np
+def _np_crossing(values, target: float, side: str = "left") -> int:
+    """The first i at which values[0] + ... + values[i] reaches target (side "left": >=, "right": >).
 
-    j = int(np.searchsorted(cum, target, side="right"))
-    if j >= cum.shape[0]:
-        # target rounded up to the total: the first index reaching it is the last token with weight
-        j = int(np.searchsorted(cum, cum[-1], side="left"))
-    return j
-
-
-def _np_draw(w, u: float) -> int:
-    """Index drawn with probability w[i] / sum(w) for a uniform u in [0, 1).
-
-    Over many weights it picks a block by the blocks' totals first, so no
-    cumulative sum runs over the whole vocabulary.
+    What np.searchsorted(np.cumsum(values), target, side) gives, values.shape[0] if the
+    total falls short, but without a cumulative sum over all of values (numpy's costs
+    about 10 ns an element): the sums of blocks of about sqrt(n) first, then one block.
     """
     import numpy as np
 
-    n = w.shape[0]
-    if n <= 2 * _DRAW_BLOCK:
-        cum = np.cumsum(w, dtype=np.float64)
-        return _np_pick(cum, u * cum[-1])
-    blocks = n // _DRAW_BLOCK
-    sums = w[: blocks * _DRAW_BLOCK].reshape(blocks, _DRAW_BLOCK).sum(axis=1, dtype=np.float64)
-    if n > blocks * _DRAW_BLOCK:
-        sums = np.append(sums, w[blocks * _DRAW_BLOCK:].sum(dtype=np.float64))
-    block_cum = np.cumsum(sums)
-    target = u * block_cum[-1]
-    b = _np_pick(block_cum, target)
+    n = values.shape[0]
+    if n <= 8192:
+        return int(np.searchsorted(np.cumsum(values, dtype=np.float64), target, side=side))
+    block = _block_size(n)
+    block_cum = np.cumsum(np.add.reduceat(values, np.arange(0, n, block), dtype=np.float64))
+    b = int(np.searchsorted(block_cum, target, side=side))
+    if b >= block_cum.shape[0]:
+        return n
     before = float(block_cum[b - 1]) if b else 0.0
-    cum = np.cumsum(w[b * _DRAW_BLOCK: (b + 1) * _DRAW_BLOCK], dtype=np.float64)
-    return b * _DRAW_BLOCK + _np_pick(cum, target - before)
+    inner = values[b * block: (b + 1) * block]
+    j = int(np.searchsorted(np.cumsum(inner, dtype=np.float64), target - before, side=side))
+    return b * block + min(j, inner.shape[0] - 1)  # the block holds the crossing; rounding cannot move it out
 
 
-def _np_kept(sampler: Sampler, x):
+def _block_size(n: int) -> int:
+    block = 64
+    while block * block < n:
+        block *= 2
+    return block
+
+
+def _np_total(values) -> float:
+    """The total `_np_crossing` sees: the same block sums, in the same order."""
+    import numpy as np
+
+    n = values.shape[0]
+    if n <= 8192:
+        return float(np.cumsum(values, dtype=np.float64)[-1])
+    return float(np.add.reduceat(values, np.arange(0, n, _block_size(n)), dtype=np.float64).cumsum()[-1])
+
+
+def _np_draw(w, u: float) -> int:
+    """Index drawn with probability w[i] / sum(w) for a uniform u in [0, 1)."""
+    import numpy as np
+
+    j = _np_crossing(w, u * _np_total(w), "right")
+    if j >= w.shape[0]:
+        # u * total rounded up to the total: the last token with weight
+        j = w.shape[0] - 1 - int(np.argmax(w[::-1] > 0.0))
+    return j
+
+
+def _np_kept(sampler: Sampler, x, exp_scaled=_np_exp_scaled):
     """(ids, weights) of the tokens the filters keep; ids None means every token, in id order.
 
     Weights are unnormalised; `sample` draws index i with probability
@@ -585,13 +618,13 @@ def _np_kept(sampler: Sampler, x):
         keep = w.shape[0]
         if top_p < 1.0:
             # Logit order is weight order, which is what the nucleus cut needs.
-            cum = np.cumsum(w, dtype=np.float64)
-            keep = min(int(np.searchsorted(cum, top_p * cum[-1] * (1.0 - _TOP_P_SLACK))) + 1, keep)
+            need = top_p * _np_total(w) * (1.0 - _TOP_P_SLACK)
+            keep = min(_np_crossing(w, need) + 1, keep)
         if min_p > 0.0:
             keep = max(int(np.count_nonzero(w[:keep] >= min_p * w[0])), 1)
         return ids[:keep], w[:keep]
     if top_p < 1.0:
-        return _np_nucleus(x, inv_t, top_p, min_p)
+        return _np_nucleus_kept(*_np_nucleus(x, inv_t, top_p, min_p, exp_scaled))
     if min_p > 0.0:
         top = _np_max(x)
         # exp((x - top) / T) >= min_p  <=>  x >= top + T * log(min_p); a little below
@@ -604,29 +637,59 @@ def _np_kept(sampler: Sampler, x):
         np.exp(w, out=w)
         keep = w >= min_p  # the heaviest weight is exp(0) = 1
         return ids[keep], w[keep]
-    w, _ = _np_weights(x, inv_t)
+    w, _ = _np_weights(x, inv_t, exp_scaled)
     return None, w
 
 
-def _np_nucleus(x, inv_t: float, top_p: float, min_p: float):
-    """Top-p (then min-p) over the whole vocabulary, sorting only the candidates."""
+def _np_nucleus(x, inv_t: float, top_p: float, min_p: float, exp_scaled=_np_exp_scaled):
+    """Top-p (then min-p) over the whole vocabulary, sorting only the candidates.
+
+    Returns (ids, weights, heaviest, size, cum): the candidates' ids (increasing)
+    and weights, the heaviest of their weights sorted heaviest first (at least
+    the nucleus), how many of those are kept, and their cumulative sum (None when
+    there are many). Ties at the cut keep the lowest ids, as the list path's
+    stable sort does.
+    """
     import numpy as np
 
-    w, total = _np_weights(x, inv_t)
-    need = top_p * total * (1.0 - _TOP_P_SLACK)
+    w, total = _np_weights(x, inv_t, exp_scaled)
     ids = np.flatnonzero(w >= _np_nucleus_floor(w, total, top_p))
     cand = w[ids]
-    heaviest = np.sort(cand)[::-1]
-    cum = np.cumsum(heaviest, dtype=np.float64)
-    size = min(int(np.searchsorted(cum, need)) + 1, heaviest.shape[0])
-    edge = heaviest[size - 1]
-    keep = cand > edge
-    short = size - int(np.count_nonzero(keep))
-    ties = np.flatnonzero(cand == edge)
-    keep[ties[:short]] = True  # ids are increasing: the lowest tied ids, as the list path's stable sort
+    need = top_p * total * (1.0 - _TOP_P_SLACK)
+    heaviest = _np_heaviest(cand, need)
+    # a few thousand at most, usually: one cumulative sum serves the cut and the draw
+    cum = np.cumsum(heaviest, dtype=np.float64) if heaviest.shape[0] <= 8192 else None
+    crossing = int(np.searchsorted(cum, need)) if cum is not None else _np_crossing(heaviest, need)
+    size = min(crossing + 1, heaviest.shape[0])
     if min_p > 0.0:
-        keep &= cand >= min_p * heaviest[0]
+        size = max(min(size, int(np.count_nonzero(heaviest[:size] >= min_p * heaviest[0]))), 1)
+    return ids, cand, heaviest, size, cum
+
+
+def _np_nucleus_kept(ids, cand, heaviest, size, cum=None):
+    """The kept tokens' ids and weights, in id order."""
+    import numpy as np
+
+    edge = heaviest[size - 1]
+    keep = cand >= edge
+    surplus = int(np.count_nonzero(keep)) - size
+    if surplus > 0:  # more tokens tie at the cut than it keeps: keep the lowest ids
+        keep[np.flatnonzero(cand == edge)[-surplus:]] = False
     return ids[keep], cand[keep]
+
+
+def _np_nucleus_draw(ids, cand, heaviest, size, cum, u: float) -> int:
+    """Draw from the kept tokens in heaviest-first order: no kept arrays, no id-order sum."""
+    import numpy as np
+
+    if cum is None:
+        j = _np_draw(heaviest[:size], u)
+    else:  # every candidate weighs at least the floor > 0, so the last kept one has weight
+        j = min(int(np.searchsorted(cum[:size], u * cum[size - 1], side="right")), size - 1)
+    value = heaviest[j]
+    # heaviest is the reverse of an ascending sort: where value's first copy sits in it
+    first = heaviest.shape[0] - int(np.searchsorted(heaviest[::-1], value, side="right"))
+    return int(ids[np.flatnonzero(cand == value)[j - first]])  # tied tokens: the (j - first)-th lowest id
 
 
 def _np_nucleus_floor(w, total: float, top_p: float) -> float:
@@ -637,7 +700,7 @@ def _np_nucleus_floor(w, total: float, top_p: float) -> float:
     needed. (2) The column maxima of w viewed as _NUCLEUS_ROWS rows are tokens
     too: if the heaviest of them reach p * total by themselves, the tokens at or
     above the lightest of those reach it as well, so nothing lighter is needed.
-    (2) is about the nucleus itself when the nucleus is smaller than the number
+    (2) is close to the nucleus itself when the nucleus is well below the number
     of columns; (1) is what is left for flat distributions. The floor is halved
     and the target raised by 1e-6, so float32 rounding of the total cannot matter.
     """
@@ -651,34 +714,56 @@ def _np_nucleus_floor(w, total: float, top_p: float) -> float:
     column_max = w[: _NUCLEUS_ROWS * cols].reshape(_NUCLEUS_ROWS, cols).max(axis=0)
     if vocab > _NUCLEUS_ROWS * cols:
         column_max = np.concatenate((column_max, w[_NUCLEUS_ROWS * cols:]))
-    heaviest = np.sort(column_max)[::-1]
-    cum = np.cumsum(heaviest, dtype=np.float64)
-    j = int(np.searchsorted(cum, top_p * total * (1.0 + 1e-6)))
+    target = top_p * total * (1.0 + 1e-6)
+    heaviest = _np_heaviest(column_max, target)
+    j = _np_crossing(heaviest, target)
     if j >= heaviest.shape[0]:
         return floor
     return max(float(heaviest[j]), floor)
 
 
-def _np_sample(sampler: Sampler, logits, random_draw) -> int:
+def _np_heaviest(values, need: float):
+    """The heaviest of values, sorted heaviest first, as many as it takes to weigh `need`.
+
+    Partial selection: np.partition finds the q heaviest (q = 2048, 8192, ...);
+    once they weigh enough, only they are sorted. They are the start of the full
+    sort, value for value. All of values, sorted, if even that falls short.
+    """
+    import numpy as np
+
+    n = values.shape[0]
+    q = 2048
+    while 2 * q < n:
+        top = np.partition(values, n - q)[n - q:]
+        if float(top.sum(dtype=np.float64)) >= need * (1.0 + 1e-6):
+            return np.sort(top)[::-1]
+        q *= 4
+    return np.sort(values)[::-1]
+
+
+def _np_sample(sampler: Sampler, logits, random_draw, exp_scaled=_np_exp_scaled) -> int:
     import numpy as np
 
     x = _np_prepare(logits)
     if sampler._greedy:
         return _np_argmax(x)
     with np.errstate(all="ignore"):
-        ids, w = _np_kept(sampler, x)
+        if sampler.top_p < 1.0 and not (sampler.top_k and sampler.top_k < x.shape[0]):
+            nucleus = _np_nucleus(x, sampler._inv_t, sampler.top_p, sampler.min_p, exp_scaled)
+            return _np_nucleus_draw(*nucleus, random_draw())
+        ids, w = _np_kept(sampler, x, exp_scaled)
         j = _np_draw(w, random_draw())
     return j if ids is None else int(ids[j])
 
 
-def _np_distribution(sampler: Sampler, logits) -> list[tuple[int, float]]:
+def _np_distribution(sampler: Sampler, logits, exp_scaled=_np_exp_scaled) -> list[tuple[int, float]]:
     import numpy as np
 
     x = _np_prepare(logits)
     if sampler._greedy:
         return [(_np_argmax(x), 1.0)]
     with np.errstate(all="ignore"):
-        ids, w = _np_kept(sampler, x)
+        ids, w = _np_kept(sampler, x, exp_scaled)
     w = w.astype(np.float64)
     if ids is None:
         ids = np.arange(w.shape[0])
@@ -689,19 +774,14 @@ def _np_distribution(sampler: Sampler, logits) -> list[tuple[int, float]]:
     return list(zip(ids[order].tolist(), probs[order].tolist()))
 
 
-def _np_explain(x, token: int | None, n: int) -> tuple[list[int], list[float], float | None]:
+def _np_explain(x, token: int | None, n: int, exp_scaled=_np_exp_scaled) -> tuple[list[int], list[float], float | None]:
     """(top ids, their probabilities, token's probability) at temperature 1, for the trace."""
-    import numpy as np
-
-    x = _np_prepare(x)
     ids, vals = _np_top(x, max(n, 1))  # validates; vals[0] is the max
     top = float(vals[0])
-    # Unshifted exp when the max is moderate saves a pass; float32 has less room.
+    # Unshifted exp when the max is moderate saves a pass (and cannot overflow); float32 has less room.
     low, high = (-40.0, 60.0) if x.itemsize == 4 else (-600.0, 600.0)
     shift = 0.0 if low < top < high else top
-    with np.errstate(all="ignore"):
-        w = np.exp(x) if shift == 0.0 else np.exp(np.subtract(x, shift))
-        total = float(w.sum())
+    total = _np_sum(exp_scaled(x, 1.0, shift))
     probs = [exp(float(v) - shift) / total for v in vals[:n]]
     prob = None if token is None else exp(float(x[token]) - shift) / total
     return ids[:n].tolist(), probs, prob
@@ -761,8 +841,27 @@ def _torch_sample(sampler: Sampler, logits) -> int:
 
             return torch.rand((), generator=generator, dtype=torch.float64).item()
 
-        return _np_sample(sampler, _torch_numpy_view(x), random_draw)
+        return _np_sample(sampler, _torch_numpy_view(x), random_draw, _torch_exp_scaled(x))
     return _torch_sample_device(sampler, x)
+
+
+def _torch_exp_scaled(tensor):
+    """`_np_exp_scaled` for a CPU tensor's numpy view, by torch's (faster) vectorised exp on the tensor."""
+
+    def exp_scaled(x, inv_t: float, shift: float):
+        import torch
+
+        if shift:
+            w = torch.sub(tensor, shift)
+            if inv_t != 1.0:
+                w.mul_(inv_t)
+        elif inv_t != 1.0:
+            w = torch.mul(tensor, inv_t)
+        else:
+            return torch.exp(tensor).numpy()
+        return w.exp_().numpy()
+
+    return exp_scaled
 
 
 def _torch_invalid(x) -> None:
@@ -890,7 +989,7 @@ def _torch_distribution(sampler: Sampler, logits) -> list[tuple[int, float]]:
 
     x = _torch_prepare(logits)
     if x.device.type == "cpu" and _TORCH_CPU_VIA_NUMPY:
-        return _np_distribution(sampler, _torch_numpy_view(x))
+        return _np_distribution(sampler, _torch_numpy_view(x), _torch_exp_scaled(x))
     if sampler._greedy:
         i, ok = _torch_greedy(x)
         if not bool(ok):

@@ -557,6 +557,29 @@ def test_array_kept_set_equals_list_path_on_real_vocabularies(vocab, config, kin
     assert_close_distribution(sampler.distribution(as_array(x32, kind, "float32")), expected32, rel=1e-5)
 
 
+@pytest.mark.parametrize("k", [1, 3, 50, 1000])
+def test_top_k_with_ties_at_the_cut_keeps_the_lowest_ids(kind, k):
+    # logits on a coarse grid, as bfloat16 gives them: many tokens tie at the k-th value
+    rng = np.random.default_rng(k)
+    values = (np.round(rng.standard_normal(151_936) * 12.0) / 4.0).tolist()
+    sampler = Sampler(temperature=1.0, top_k=k)
+    expected = sampler.distribution(values)
+    assert len(expected) == k
+    assert_same_distribution(sampler.distribution(as_array(values, kind)), expected, rel=1e-9)
+    prob, top = explain(as_array(values, kind), 0, min(k, 10))
+    assert [t for t, _ in top] == [t for t, _ in explain(values, 0, min(k, 10))[1]]
+
+
+def test_explain_on_mostly_masked_logits(kind):
+    values = [-INF] * 60_000
+    values[31_337] = 2.0
+    values[5] = 1.0
+    prob, top = explain(as_array(values, kind), 31_337, 3)
+    assert prob == pytest.approx(1 / (1 + math.exp(-1)))
+    assert [t for t, _ in top] == [31_337, 5, 0]  # then the lowest id among the masked
+    assert top[2][1] == 0.0
+
+
 @pytest.mark.parametrize("config", [
     dict(temperature=1.0),
     dict(temperature=0.7, top_k=5),

@@ -28,7 +28,7 @@ STDERR_RING = 20  # stderr lines remembered for error messages
 STDERR_IN_ERRORS = 5  # of those, how many an error message shows
 MAX_STDERR_LINE = 64 * 1024  # a longer stderr "line" is taken in pieces
 SHOWN_CHARS = 200  # how much of one line a preview or error message shows
-REAP_BUDGET = 0.05  # after EOF, how long to wait for the exit code and last stderr
+REAP_BUDGET = 1.0  # after EOF, how long at most to wait for the exit code and last stderr (a loaded machine needs the margin)
 JOIN_TIMEOUT = 1.0  # bound on joining reader threads in close()
 
 

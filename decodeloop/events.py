@@ -134,7 +134,7 @@ class ToolsChanged(Event):
     """A server announced notifications/tools/list_changed and its tools were listed again.
 
     Calls route to the new tools at once; the system prompt that describes them
-    is rendered again at the start of the next turn (the current context is
+    is rendered again at the start of the next conversation (the current context is
     never rewritten, so its cache stays valid).
     """
     kind = "tools_changed"

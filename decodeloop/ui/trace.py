@@ -133,7 +133,7 @@ class TraceView:
     def on_tools_changed(self, e: ToolsChanged) -> str:
         change = " ".join([*(f"+{name}" for name in e.added), *(f"-{name}" for name in e.removed)]) or "no change"
         return (self.style(f"⟳ {e.server}: tools changed ", "blue") + f"({change}); calls route to them now, "
-                "the system prompt describes them from the next turn")
+                "the system prompt describes them from the next conversation")
 
     def on_notice(self, e: Notice) -> str:
         return self.style(f"· {e.source}: {e.message}", "dim")

@@ -509,42 +509,67 @@ def _np_top(x, k: int):
 
     vocab = x.shape[0]
     k = min(k, vocab)
-    ids = vals = None
     cols = vocab // _ROWS
-    if vocab >= _MIN_GROUPED and 4 * k <= cols:
-        column_max = x[: _ROWS * cols].reshape(_ROWS, cols).max(axis=0)  # NaN propagates
-        chosen = np.argpartition(column_max, cols - k)[cols - k:]  # the k highest columns (NaN counts as highest)
-        g = column_max[chosen].min()
-        for attempt in (0, 1):
-            ids = (np.arange(0, _ROWS * cols, cols)[:, None] + np.sort(chosen)).ravel()
-            if vocab > _ROWS * cols:
-                ids = np.concatenate((ids, np.arange(_ROWS * cols, vocab)))
-            vals = x[ids]
-            if attempt == 0 and np.count_nonzero(vals > g) < k and np.count_nonzero(column_max == g) > 1:
-                # the k-th logit is g, and a column left out whose maximum is also g may hold
-                # a tied token with a lower id: take every column with maximum >= g
-                chosen = np.flatnonzero(column_max >= g)
-                continue
-            break
-        top = float(vals.max())  # every column's maximum is in or below vals: the max, NaN included
-        if not isfinite(top):
-            _np_invalid(x)
-    else:
+    if vocab < _MIN_GROUPED or 4 * k > cols:
         _np_max(x)
-    if ids is None:
-        ids, vals = np.arange(vocab), x
-    size = ids.size
-    if size > k:
+        return _np_select(np.arange(vocab), x, k)
+    column_max = x[: _ROWS * cols].reshape(_ROWS, cols).max(axis=0)  # NaN propagates
+    if k <= 16:  # a few argmax calls beat argpartition's set-up
+        left = column_max.copy()
+        chosen = []
+        for _ in range(k):
+            j = int(left.argmax())  # NaN counts as the highest
+            chosen.append(j)
+            g = left[j]
+            left[j] = -inf
+        chosen = np.array(sorted(chosen))
+    else:
+        chosen = np.sort(np.argpartition(column_max, cols - k)[cols - k:])
+        g = column_max[chosen].min()
+    ids, vals = _np_columns(x, cols, chosen)
+    top = float(vals.max())  # every column's maximum is in or below vals: the max, NaN included
+    if not isfinite(top):
+        _np_invalid(x)
+    ids, vals = _np_select(ids, vals, k)
+    if not vals[-1] > g and np.count_nonzero(column_max == g) > 1:
+        # the k-th logit is g, and a column left out whose maximum is also g may hold
+        # a tied token with a lower id: search every column whose maximum is >= g
+        ids, vals = _np_select(*_np_columns(x, cols, np.flatnonzero(column_max >= g)), k)
+    return ids, vals
+
+
+def _np_columns(x, cols: int, chosen):
+    """Ids (increasing) and logits of the tokens in the chosen columns and past the last row."""
+    import numpy as np
+
+    ids = (_row_starts(cols) + chosen).ravel()
+    if x.shape[0] > _ROWS * cols:
+        ids = np.concatenate((ids, np.arange(_ROWS * cols, x.shape[0])))
+    return ids, x[ids]
+
+
+_ROW_STARTS: dict = {}
+
+
+def _row_starts(cols: int):
+    starts = _ROW_STARTS.get(cols)
+    if starts is None:
+        import numpy as np
+
+        starts = _ROW_STARTS[cols] = np.arange(0, _ROWS * cols, cols)[:, None]
+    return starts
+
+
+def _np_select(ids, vals, k: int):
+    """The k highest of vals with their ids (increasing), highest first, ties lowest id first."""
+    import numpy as np
+
+    size = ids.shape[0]
+    if size > max(4 * k, 256):
         kth = np.partition(vals, size - k)[size - k]
-        sel = np.flatnonzero(vals > kth)
-        need = k - sel.size
-        if need > 0:
-            ties = np.flatnonzero(vals == kth)
-            if ties.size > need:
-                ties = ties[np.argsort(ids[ties], kind="stable")[:need]]
-            sel = np.concatenate((sel, ties))
+        sel = np.flatnonzero(vals >= kth)  # every tie at the k-th value, ids still increasing
         ids, vals = ids[sel], vals[sel]
-    order = np.lexsort((ids, -vals))
+    order = np.argsort(-vals, kind="stable")[:k]  # stable: equal values stay lowest id first
     return ids[order], vals[order]
 
 

@@ -8,7 +8,9 @@ cell is the median time of one call over `--calls` calls (each on fresh logits
 from a pool, so no cache of the previous call's answer helps), best of 3 runs.
 torch runs on one thread (torch.set_num_threads(1)); numpy's elementwise work is
 single-threaded anyway. The list path runs only at 49,152: it is the lab models'
-path, for vocabularies of a few hundred.
+path, for vocabularies of a few hundred. The last row is one bare exp over the
+logits: the softmax total needs it, so no sampling setting that needs the total
+(top-p, plain temperature, explain) can be faster.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ CASES = [
     ("T 0.8 + top-k 50", dict(temperature=0.8, top_k=50)),
     ("T 0.8 + min-p 0.05", dict(temperature=0.8, min_p=0.05)),
     ("explain top-3", None),
+    ("(floor: one exp over the vocabulary)", "exp"),
 ]
 
 
@@ -75,6 +78,11 @@ def bench(calls: int) -> list[list[str]]:
         for kind, vocab in columns:
             if settings is None:
                 fn = lambda logits: explain(logits, 7, 3)  # noqa: E731
+            elif settings == "exp":
+                if kind == "list":
+                    row.append("")
+                    continue
+                fn = np.exp if kind == "numpy" else torch.exp
             else:
                 fn = Sampler(seed=0, **settings).sample
             n = max(calls // 20, 5) if kind == "list" else calls

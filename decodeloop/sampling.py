@@ -871,20 +871,22 @@ def _torch_sample(sampler: Sampler, logits) -> int:
 
 
 def _torch_exp_scaled(tensor):
-    """`_np_exp_scaled` for a CPU tensor's numpy view, by torch's (faster) vectorised exp on the tensor."""
+    """`_np_exp_scaled` for a CPU tensor's numpy view: numpy's multiply, torch's (faster) exp."""
 
     def exp_scaled(x, inv_t: float, shift: float):
+        import numpy as np
         import torch
 
         if shift:
-            w = torch.sub(tensor, shift)
+            w = np.subtract(x, shift)
             if inv_t != 1.0:
-                w.mul_(inv_t)
+                w *= inv_t
         elif inv_t != 1.0:
-            w = torch.mul(tensor, inv_t)
+            w = np.multiply(x, inv_t)
         else:
             return torch.exp(tensor).numpy()
-        return w.exp_().numpy()
+        torch.from_numpy(w).exp_()
+        return w
 
     return exp_scaled
 

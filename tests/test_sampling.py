@@ -497,7 +497,7 @@ sampler_settings = st.fixed_dictionaries(dict(
 ))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.filter_too_much])
 @given(values=grid_logits, config=sampler_settings, kind=st.sampled_from(ARRAY_KINDS),
        dtype=st.sampled_from(["float64", "float32"]))
 def test_array_kept_set_equals_list_path(values, config, kind, dtype):
@@ -515,7 +515,7 @@ def test_array_kept_set_equals_list_path(values, config, kind, dtype):
         assert token in set(kept(expected))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(values=grid_logits, kind=st.sampled_from(ARRAY_KINDS), dtype=st.sampled_from(["float64", "float32"]))
 def test_greedy_equal_across_lists_and_arrays(values, kind, dtype):
     if kind.startswith("torch"):
@@ -657,9 +657,10 @@ def test_sampling_never_writes_to_the_logits(kind):
 def test_array_dtypes_and_layouts(kind):
     values = random_logits(14, n=300)
     expected = Sampler().sample(values)
-    base = as_array(values * 2, kind, "float64")
-    strided = base[: len(values) * 2 : 2] if kind == "numpy" else base[::2]
-    assert Sampler().sample(strided) == Sampler().sample(values[::2] if False else list(strided.tolist()))
+    strided = as_array(values, kind, "float64")[::2]  # a view with a stride, not a copy
+    assert Sampler().sample(strided) == Sampler().sample(values[::2])
+    (prob, top), (ref_prob, ref_top) = explain(strided, 3, 2), explain(values[::2], 3, 2)
+    assert prob == pytest.approx(ref_prob, rel=1e-12) and [t for t, _ in top] == [t for t, _ in ref_top]
     for dtype in ("float64", "float32", "float16"):
         x = as_array(values, kind, dtype)
         assert Sampler().sample(x) == expected

@@ -31,7 +31,11 @@ class Step:
 
 
 class Engine(Protocol):
-    """`step` returns the next token for `context`; the Step is read before the next call (it may be reused)."""
+    """`step` returns the next token for `context`; the Step is read before the next call (it may be reused).
+
+    An engine may say `uses_state = False` when nothing it runs reads the loop's
+    state (inside a call or not, tokens so far); the loop then skips updating it.
+    """
 
     def step(self, context: list[int], state: Any) -> Step: ...
 
@@ -48,14 +52,16 @@ class LocalEngine:
         self.sampler = sampler
         self.processors = tuple(processors)
         self._step = Step(0, 0, 0)   # reused: a step is read before the next one is asked for
+        self._forward, self._sample = model.forward, sampler.sample
+        self.uses_state = bool(self.processors)   # only processors read the loop's state
 
     def step(self, context: list[int], state: Any) -> Step:
-        logits = self.model.forward(context)                 # 1. forward: only positions not in the cache
+        logits = self._forward(context)                      # 1. forward: only positions not in the cache
         if self.processors:                                  #    logits processors: masks, forced tokens
             for rule in self.processors:
                 logits = rule(logits, state)
         step = self._step
-        step.token = self.sampler.sample(logits)             # 2. sample the next token
+        step.token = self._sample(logits)                    # 2. sample the next token
         step.computed = computed = self.model.last_computed
         step.cached = len(context) - computed
         step.logits = logits

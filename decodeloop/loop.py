@@ -32,17 +32,26 @@ def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tok
     """
     ids = context.ids
     context.open(MODEL)
+    # the names used per token, bound once: this loop's own cost is what bench/loop_overhead.py measures
+    step_of, append, check, piece, label = engine.step, ids.append, stops.check, decoder.piece, tokenizer.token_text
+    conditions = stops.conditions
+    track = getattr(engine, "uses_state", True)
     try:
         while True:
-            step = engine.step(ids, state)                               # 1-2. forward + sample (or the engine's next token)
-            ids.append(step.token)                                       # 3. append it to the context
-            verdict = stops.check(step.token, decoder.piece(step.token)) # 4. stop check, incremental
-            state.step, state.in_call = verdict.count, verdict.in_call
-            prob, top = engine.explain(step, 3) if detail else (None, None)
-            emit(Token(verdict.count, step.token, tokenizer.token_text(step.token), prob,
-                       [[tokenizer.token_text(t), p] for t, p in top] if top is not None else None,
-                       step.computed, step.cached, len(ids), verdict.delta, verdict.held,
-                       verdict.in_call, stops.conditions, verdict.reason))
+            step = step_of(ids, state)                       # 1-2. forward + sample (or the engine's next token)
+            token = step.token
+            append(token)                                    # 3. append it to the context
+            verdict = check(token, piece(token))             # 4. stop check, incremental
+            if track:
+                state.step = verdict.count
+                state.in_call = verdict.in_call
+            if detail:
+                prob, top = engine.explain(step, 3)
+                top = [[label(t), p] for t, p in top]
+            else:
+                prob = top = None
+            emit(Token(verdict.count, token, label(token), prob, top, step.computed, step.cached, len(ids),
+                       verdict.delta, verdict.held, verdict.in_call, conditions, verdict.reason))
             if verdict.delta:
                 shown.append(verdict.delta)
             if verdict.reason is not None:

@@ -33,7 +33,7 @@ Logits = Any  # a list of floats, a 1-D numpy array or a 1-D torch tensor
 Processor = Callable[[Logits, "ProcessorState"], Logits]
 
 
-@dataclass
+@dataclass(slots=True)
 class ProcessorState:
     """What a processor may know about the turn, for the logits of the next token."""
 

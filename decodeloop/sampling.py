@@ -133,12 +133,12 @@ class Sampler:
 
     def sample(self, logits: Sequence[float]) -> int:
         """Draw one token id from the logits (a list, a numpy array or a torch tensor)."""
-        kind = array_kind(logits)
-        if kind == "numpy":
-            return _np_sample(self, logits, self._numpy_random)
-        if kind == "torch":
-            return _torch_sample(self, logits)
-        if type(logits) is not list:
+        if type(logits) is not list:   # a list (the lab's models) skips the dispatch: it runs per token
+            kind = array_kind(logits)
+            if kind == "numpy":
+                return _np_sample(self, logits, self._numpy_random)
+            if kind == "torch":
+                return _torch_sample(self, logits)
             logits = list(logits)
         if self._greedy:
             return _argmax(logits)
@@ -372,11 +372,11 @@ def explain(logits: Sequence[float], token: int, n: int = 3) -> tuple[float, lis
     Python ints and floats out for every kind of logits; arrays are searched by
     partial selection, never sorted.
     """
-    kind = array_kind(logits)
-    if kind != "list":
-        ids, probs, prob = _array_explain(kind, logits, token, n)
-        return prob, list(zip(ids, probs))
     if type(logits) is not list:
+        kind = array_kind(logits)
+        if kind != "list":
+            ids, probs, prob = _array_explain(kind, logits, token, n)
+            return prob, list(zip(ids, probs))
         logits = list(logits)
     shift, total = _exp_total(logits)
     top = [(i, exp(logits[i] - shift) / total) for i in _top_ids(logits, n)]

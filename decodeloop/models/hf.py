@@ -139,7 +139,12 @@ def _ids(value: Any) -> list[int]:
 
 def load_hf(path: str, device: str | None = None, dtype: str | None = None, syntax: str | None = None):
     """The `ModelBundle` for a local Hugging Face model directory or .gguf file (see the module docstring)."""
+    import sys
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")   # before transformers / huggingface_hub read it
+    on_terminal = sys.stderr.isatty()
+    if not on_terminal:   # no progress bars in logs and pipes: tqdm reads this when it is first imported
+        os.environ.setdefault("TQDM_DISABLE", "1")     # (the GGUF loader draws its own bar)
     torch = require("torch")
     transformers = require("transformers")
     require("jinja2")
@@ -147,11 +152,8 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     from decodeloop.hf_tokenizer import HFTokenizer
     from decodeloop.models import ModelBundle
 
-    import sys
-
-    if not sys.stderr.isatty():   # no progress bars in logs and pipes (de-quantizing a GGUF draws several)
+    if not on_terminal:
         transformers.utils.logging.disable_progress_bar()
-        os.environ.setdefault("TQDM_DISABLE", "1")   # the GGUF loader's own tqdm bar
     directory, gguf = _locate(path)
     if gguf:
         require("gguf")

@@ -13,7 +13,7 @@ that is where the model decides what comes next) puts on that same character
 in the tool result, averaged over the characters. Chance is one over the keys
 in view. The head with the highest score is drawn for the first episode: one
 row per answer character, as it is written, one column per character of the
-tool result. Needs numpy (pip install 'decodeloop[lab]').
+tool result. Needs numpy (pip install -e '.[lab]' from the clone, or pip install numpy).
 """
 
 from __future__ import annotations
@@ -132,7 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     from decodeloop.train.corpus import episodes, system_prompt
 
     tokenizer, system = CharTokenizer(), system_prompt()
-    model = TransformerModel.load(args.weights or DEFAULT_WEIGHTS)
+    try:
+        model = TransformerModel.load(args.weights or DEFAULT_WEIGHTS)
+    except (ValueError, OSError) as e:  # not weights, or no such file: one line, not a traceback
+        print(f"attention_peek.py: error: --weights: {e}", file=sys.stderr)
+        return 2
     pool = [e for e in episodes(args.seed, 40 * args.episodes, "heldout") if e.tool == args.tool]
     chosen = pool[:args.episodes]
     scores, chance = copy_scores(model, chosen, system, tokenizer)
@@ -160,6 +164,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except BrokenPipeError:  # the reader went away (`| head`)
+    except BrokenPipeError:  # the reader went away (`| head`): quietly, with 141 (128 + SIGPIPE) as shells do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+        sys.exit(141)

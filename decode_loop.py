@@ -2,7 +2,7 @@
 """Lab steps 1-2: the decode loop, token by token, with a real MCP round trip.
 
     python3 decode_loop.py            # the full trace of one turn
-    python3 decode_loop.py --step     # one frame per iteration (Enter, c, q)
+    python3 decode_loop.py --step     # one frame at a time (Enter, t: next call, s: next stop, c, q)
 
 A hand-written table model answers "What's the weather in Polson, MT?": it
 writes a call, the harness sends it to the bundled weather server over stdio,

@@ -20,7 +20,8 @@ import sys
 from decodeloop.cli import main
 
 PROMPT = "What's the weather in Polson, MT?"
-DEFAULTS = ["--model", "ngram", "--temperature", "0.7", "--seed", "2"]
+DEFAULTS = {"temperature": 0.7, "seed": 2}  # --help states them; any option overrides them
 
 if __name__ == "__main__":
-    sys.exit(main(["run", *DEFAULTS, *sys.argv[1:]], default_prompt=PROMPT, prog="decode_loop_ngram.py"))
+    sys.exit(main(["run", *sys.argv[1:]], default_prompt=PROMPT, prog="decode_loop_ngram.py",
+                  default_model="ngram", defaults=DEFAULTS))

@@ -12,7 +12,8 @@ state from the question into its call, and the temperature and conditions
 from the tool result into its answer. The trace shows the KV cache at work:
 the prompt is computed once, each token after it is one position, and after
 the call only the injected tool message is prefilled. Any option of
-`decodeloop run` works here too. Needs numpy: pip install 'decodeloop[lab]'.
+`decodeloop run` works here too. Needs numpy: pip install -e '.[lab]' from
+the clone (or pip install numpy).
 """
 
 import sys
@@ -22,5 +23,5 @@ from decodeloop.cli import main
 PROMPT = "What's the weather in Burlington, VT?"
 
 if __name__ == "__main__":
-    sys.exit(main(["run", "--model", "transformer", *sys.argv[1:]], default_prompt=PROMPT,
-                  prog="decode_loop_transformer.py"))
+    sys.exit(main(["run", *sys.argv[1:]], default_prompt=PROMPT, prog="decode_loop_transformer.py",
+                  default_model="transformer"))

@@ -34,10 +34,14 @@ examples:
 """
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GAVE_UP, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_CAPPED = 4          # the token cap ended the turn before an answer (inside a call, or before any text)
+EXIT_BROKEN_PIPE = 141   # the reader of stdout went away (`| head`): 128 + SIGPIPE, as shells report it
 
 
 def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
-                 default_model: str = "table") -> argparse.ArgumentParser:
+                 default_model: str = "table", defaults: dict | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser. A lab script passes `default_prompt`: then `prog` is the run command itself (its
+    usage reads `prog [options]`, not `prog run`), and `defaults` are the script's own option defaults."""
     parser = argparse.ArgumentParser(
         prog=prog, description="A harness for language models that call MCP tools: every step visible.",
         epilog=RUN_EXAMPLES + CHAT_EXAMPLES[len("examples:\n"):] + EVAL_EXAMPLES[len("examples:\n"):],
@@ -46,7 +50,7 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser(
-        "run", help="run one assistant turn with tools", epilog=RUN_EXAMPLES,
+        "run", help="run one assistant turn with tools", epilog=RUN_EXAMPLES, prog=prog if default_prompt else None,
         description="Run one assistant turn: generate, call tools over MCP, resume, answer.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("prompt", nargs="?" if default_prompt else None, default=default_prompt,
@@ -56,11 +60,13 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     _turn_options(run, max_tokens=256)
     output = run.add_argument_group("output").add_mutually_exclusive_group()
     output.add_argument("--step", action="store_true",
-                        help="pause after every frame: Enter next, c continue, q quit")
+                        help="pause after every frame: Enter next frame, t to the next tool call, s to the "
+                             "next stop, c to the end, q quit")
     output.add_argument("--quiet", "-q", action="store_true", help="print only the answer")
     output.add_argument("--json", action="store_true", help="JSON Lines: one event per line on stdout")
     run.add_argument("--verbose", "-v", action="store_true", help="show the MCP servers' stderr")
     _mcp_server_options(run)
+    run.set_defaults(**(defaults or {}))
 
     chat = commands.add_parser(
         "chat", help="an interactive conversation with tools", epilog=CHAT_EXAMPLES,
@@ -102,7 +108,11 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     train.add_argument("--threads", type=int, default=2,
                        help="threads sharing each step's batch (default: 2; the weights do not depend on it)")
     train.add_argument("--out", default=None, metavar="PATH",
-                       help="where to write the .npz (default: decodeloop/models/weights/transformer.npz)")
+                       help="where to write the .npz (default: transformer.npz in the current directory); "
+                            "the shipped decodeloop/models/weights/transformer.npz is replaced only when "
+                            "--out names it")
+    for sub in commands.choices.values():  # usage errors found after parsing show the command's usage
+        sub.set_defaults(command_parser=sub)
     return parser
 
 
@@ -131,14 +141,14 @@ def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
 
 def _sampling_options(parser: argparse.ArgumentParser, seed: int | None) -> None:
     group = parser.add_argument_group("sampling")
-    group.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default: 0)")
+    group.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default: %(default)g)")
     group.add_argument("--top-p", type=float, default=1.0, help="nucleus mass to keep (default: 1, off)")
     group.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (default: 0, off)")
     group.add_argument("--min-p", type=float, default=0.0,
                        help="keep tokens at least this fraction as likely as the top one (default: 0, off)")
     group.add_argument("--repetition-penalty", type=float, default=1.0,
                        help="divide the logits of tokens already written this turn (default: 1, off)")
-    group.add_argument("--seed", type=int, default=seed, help=f"seed of the random generators (default: {seed})")
+    group.add_argument("--seed", type=int, default=seed, help="seed of the random generators (default: %(default)s)")
 
 
 def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
@@ -161,9 +171,12 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
 
 
 def main(argv: list[str] | None = None, *, default_prompt: str | None = None, prog: str = "decodeloop",
-         default_model: str = "table") -> int:
-    parser = build_parser(default_prompt, prog, default_model)
-    args = parser.parse_args(argv)
+         default_model: str = "table", defaults: dict | None = None) -> int:
+    parser = build_parser(default_prompt, prog, default_model, defaults)
+    args, unknown = parser.parse_known_args(argv)
+    parser = args.command_parser
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         if args.command == "run":
             return run_command(args, parser)
@@ -180,7 +193,7 @@ def main(argv: list[str] | None = None, *, default_prompt: str | None = None, pr
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, and keep Python from complaining at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_ERROR
+        return EXIT_BROKEN_PIPE
 
 
 def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
@@ -194,7 +207,8 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
         parser.error(f"--model: unknown model {args.model!r}; choose table, ngram, transformer or hf:PATH")
     for flag, value in (("--max-tokens", args.max_tokens), ("--max-retries", args.max_retries),
                         ("--max-repeats", args.max_repeats),
-                        ("--max-result-chars", args.max_result_chars), ("--order", args.order or 1),
+                        ("--max-result-chars", args.max_result_chars),
+                        ("--order", 1 if args.order is None else args.order),
                         ("--episodes", getattr(args, "episodes", 1))):
         if value < 1:
             parser.error(f"{flag} must be at least 1")
@@ -203,7 +217,7 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     if args.weights is not None and args.model != "transformer":
         parser.error("--weights applies to --model transformer only")
     if args.weights is not None and not os.path.isfile(args.weights):
-        parser.error(f"--weights: no such file: {args.weights}")
+        parser.exit(EXIT_USAGE, f"{parser.prog}: error: --weights: no such file: {args.weights}\n")
     if lab and (args.device or args.dtype):
         parser.error("--device and --dtype apply to hf: models only")
     if lab and args.syntax == "json":
@@ -236,15 +250,21 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser):
     try:
         return load_model(args.model, order=args.order, weights=args.weights, device=args.device,
                           dtype=args.dtype, syntax=args.syntax)
-    except (ValueError, OSError) as e:
-        parser.error(f"--model {args.model}: {e}")
+    except (ValueError, OSError) as e:  # one line: the usage would bury it
+        flag = "--weights" if args.weights else f"--model {args.model}"
+        parser.exit(EXIT_USAGE, f"{parser.prog}: error: {flag}: {e}\n")
 
 
-def _announce(bundle, emit) -> None:
-    """One line about a loaded real model (path, device, dtype, vocabulary, how tools are described)."""
+def _announce(bundle, emit, detail: bool = True) -> None:
+    """One line about a loaded real model (path, device, dtype, vocabulary, how tools are described);
+    with the trace, one about what the n-gram's `cached` counts (it has no KV cache)."""
+    from decodeloop.events import Notice
+
+    if detail and bundle.name == "ngram":
+        from decodeloop.ui.legend import ngram_cache_note
+
+        emit(Notice("ngram", ngram_cache_note(bundle.model.order)))
     if bundle.info:
-        from decodeloop.events import Notice
-
         details = ", ".join(f"{key} {({True: 'yes', False: 'no'}.get(value, value))}"
                             for key, value in bundle.info.items())
         emit(Notice(bundle.name, f"{details}; calls in the {bundle.syntax.name} syntax"))
@@ -307,11 +327,18 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         view = StepView(TraceView(frames=True))
     else:
         view = TraceView()
-    emit = _locked(view)
+    last_token: list = []  # the turn's last token: a cap inside a call leaves no answer (exit status 4)
+
+    def noting(event, view=view) -> None:
+        if event.kind == "token":
+            last_token[:] = [event]
+        view(event)
+
+    emit = _locked(noting)
     try:
         specs = _server_specs(args, parser)
         bundle = _load(args, parser)
-        _announce(bundle, emit)
+        _announce(bundle, emit, config.detail)
         with start_servers(specs, emit, timeout=args.timeout, verbose=args.verbose) as router:
             harness = Harness(bundle, sampler, router, emit, config=config, system=args.system,
                               processors=processors)
@@ -328,6 +355,15 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if result.reason == "interrupted":
         print("\ninterrupted.", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if result.reason == "max_tokens":  # no answer (inside a call, or before any text): 4; one cut short: 0
+        in_call = bool(last_token and last_token[0].in_call)
+        no_answer = in_call or not result.answer.strip()
+        if args.quiet:
+            cap = f"the token cap (--max-tokens {args.max_tokens})"
+            print(f"decodeloop: no answer: {cap} ended the turn" + (" inside a call" if in_call else "")
+                  if no_answer else f"decodeloop: {cap} cut the answer short", file=sys.stderr)
+        if no_answer:
+            return EXIT_CAPPED
     return EXIT_GAVE_UP if result.reason in ("max_retries", "repeated_call") else EXIT_OK
 
 
@@ -345,7 +381,7 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     try:
         specs = _server_specs(args, parser)
         bundle = _load(args, parser)
-        _announce(bundle, emit)
+        _announce(bundle, emit, config.detail)
         with start_servers(specs, emit, timeout=args.timeout, verbose=args.verbose) as router:
             harness = Harness(bundle, sampler, router, emit, config=config, system=args.system,
                               processors=processors)

@@ -182,3 +182,105 @@ def test_chat_continues_the_conversation_in_json_lines():
     assert prompts[1]["context"] > prompts[0]["context"] and prompts[1]["spans"][0][0] > prompts[0]["tokens"]
     assert done[0]["answer"] == ANSWER
     assert done[1]["answer"] == "Sorry, I only know how to look up the weather in Polson, MT."
+
+
+# -- what a learner trips over (issue 14) ------------------------------------------------------------------
+
+def _pauses(stdout: str) -> list[str]:
+    """The transcript cut at each step-mode prompt: what was shown before each pause, then the rest."""
+    return stdout.split("[Enter] next frame")
+
+
+def test_step_mode_runs_to_the_next_tool_call_and_the_next_stop():
+    p = run("decode_loop.py", "--step", stdin="t\ns\nc\n")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    shown = _pauses(p.stdout)
+    assert len(shown) == 4                      # the first frame, then a pause after t, after s; c ends
+    help_line = shown[1].splitlines()[0]
+    for key in ("t: to the next tool call", "s: to the next stop", "c: to the end", "q: quit"):
+        assert key in help_line
+    # t: every token of the call, its stop, and the pause on the parsed call
+    before_call = shown[1].rstrip().splitlines()
+    assert before_call[-2] == "■ stop: tool_call" and before_call[-1].startswith("⚙ parsed [call get_weather")
+    assert shown[1].count("── token ") == 39
+    # s: the round trip, the answer's tokens, and the pause on the next stop
+    assert "✓ result:" in shown[2] and shown[2].rstrip().endswith("■ stop: eos")
+    assert p.stdout.rstrip().endswith(ANSWER)
+
+
+def test_step_mode_with_stdin_closed_runs_to_the_end():
+    p = subprocess.run(["sh", "-c", 'exec "$0" -S decode_loop.py --step <&-', sys.executable],
+                       capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert "(end of input: running to the end)" in p.stdout and p.stdout.rstrip().endswith(ANSWER)
+
+
+def test_the_trace_says_once_what_byte_tokens_are():
+    lines = run("decode_loop.py").stdout.splitlines()
+    [at] = [i for i, line in enumerate(lines) if "↳" in line]
+    assert "'\\xc2'" in lines[at - 2] and "'\\xb0'" in lines[at - 1]   # the token lines keep their columns
+    assert lines[at - 1].index("│ ctx") == lines[at - 2].index("│ ctx") == lines[at - 3].index("│ ctx")
+    assert lines[at].strip() == ("↳ '\\xc2' '\\xb0': bytes, not characters: ° is 2 bytes in UTF-8 (c2 b0), "
+                                     "split across these tokens; the text shows ° once its last byte is in")
+
+
+def test_byte_legend_for_other_tokenizers_and_broken_characters():
+    from decodeloop.ui.legend import ByteLegend
+
+    legend = ByteLegend()           # byte-level BPE: a token with text and a partial character
+    assert legend("Hello") is None and legend(" \\xe2\\x80") is None
+    assert legend("\\x99s").startswith("↳ ' \\xe2\\x80' '\\x99s': bytes, not characters: "
+                                      "’ is 3 bytes in UTF-8 (e2 80 99)")
+    assert legend("\\xc2") is None  # once only
+    broken = ByteLegend()
+    assert broken("\\xc2") is None and "U+FFFD" in broken("a")
+    assert ByteLegend()("\\n") is None and ByteLegend()("\\x7f") is None  # ASCII controls are whole characters
+
+
+def test_script_help_shows_the_script_and_its_own_defaults():
+    p = run("decode_loop.py", "--help")
+    assert p.returncode == 0 and p.stdout.startswith("usage: decode_loop.py [-h]"), p.stdout[:200]
+    assert "decode_loop.py run" not in p.stdout and "t to the next tool call" in " ".join(p.stdout.split())
+    # the usage it shows works as written
+    p = run("decode_loop.py", "-q", "--max-tokens", "300", "What's the weather in Polson, MT?")
+    assert (p.returncode, p.stdout) == (0, ANSWER + "\n")
+    p = run("decode_loop_ngram.py", "--help")
+    text = " ".join(p.stdout.split())
+    assert p.stdout.startswith("usage: decode_loop_ngram.py [-h]")
+    assert "0 is greedy (default: 0.7)" in text and "seed of the random generators (default: 2)" in text
+    assert "(default: ngram)" in text
+
+
+def test_usage_errors_show_the_commands_usage():
+    for args, usage in ((["-m", "decodeloop", "run", "--max-tokens", "0", "hi"], "usage: decodeloop run [-h]"),
+                        (["-m", "decodeloop", "run", "--no-such-option", "hi"], "usage: decodeloop run [-h]"),
+                        (["-m", "decodeloop", "eval", "--episodes", "0"], "usage: decodeloop eval [-h]"),
+                        (["decode_loop.py", "--max-tokens", "0"], "usage: decode_loop.py [-h]"),
+                        (["decode_loop.py", "--no-such-option"], "usage: decode_loop.py [-h]")):
+        p = run(*args)
+        assert p.returncode == 2 and p.stderr.startswith(usage), (args, p.stderr[:200])
+    assert "unrecognized arguments: --no-such-option" in p.stderr
+
+
+def test_a_token_cap_that_leaves_no_answer_is_exit_status_4():
+    # the cap inside the call: no call is run and there is no answer
+    p = run("-m", "decodeloop", "run", "-q", "--max-tokens", "20", "What's the weather in Polson, MT?")
+    assert (p.returncode, p.stdout) == (4, "\n")
+    assert p.stderr == "decodeloop: no answer: the token cap (--max-tokens 20) ended the turn inside a call\n"
+    p = run("decode_loop.py", "--max-tokens", "20")
+    assert p.returncode == 4 and "■ stop: max_tokens" in p.stdout
+    # the cap inside the answer: an answer, cut short (exit status 0; --quiet says so on stderr)
+    p = run("-m", "decodeloop", "run", "-q", "--max-tokens", "60", "What's the weather in Polson, MT?")
+    assert p.returncode == 0 and ANSWER.startswith(p.stdout.rstrip("\n")) and len(p.stdout) > 5
+    assert p.stderr == "decodeloop: the token cap (--max-tokens 60) cut the answer short\n"
+
+
+def test_a_reader_that_goes_away_is_exit_status_141_without_a_traceback():
+    read_end, write_end = os.pipe()
+    os.close(read_end)              # `| head -0`: the first write finds no reader
+    try:
+        p = subprocess.run([sys.executable, "-S", "decode_loop.py"], stdout=write_end, stderr=subprocess.PIPE,
+                           text=True, cwd=ROOT, timeout=30)
+    finally:
+        os.close(write_end)
+    assert p.returncode == 141 and p.stderr == ""

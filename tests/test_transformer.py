@@ -332,4 +332,89 @@ def test_without_numpy_the_cli_names_the_extra():
     done = subprocess.run([sys.executable, "-S", "-m", "decodeloop", "run", "--model", "transformer", "--quiet", "hi"],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert done.returncode == 1
-    assert "pip install 'decodeloop[lab]'" in done.stderr and "Traceback" not in done.stderr
+    # the package is on no registry: the hint is the one that works from a clone
+    assert "pip install -e '.[lab]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_no_install_hint_names_a_package_that_is_on_no_registry():
+    """`pip install 'decodeloop[...]'` fails (decodeloop is not on PyPI); hints say `pip install -e '.[...]'`."""
+    import re
+
+    paths = ["README.md", "decode_loop.py", "decode_loop_ngram.py", "decode_loop_transformer.py", "attention_peek.py"]
+    for folder, _, files in os.walk(os.path.join(ROOT, "decodeloop")):
+        paths += [os.path.relpath(os.path.join(folder, f), ROOT) for f in files if f.endswith(".py")]
+    for path in paths:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            text = f.read()
+        assert not re.search(r"pip install ['\"]?decodeloop\[", text), path
+
+
+def test_a_bad_weights_file_is_one_line_of_error(tmp_path):
+    not_npz = tmp_path / "notes.npz"
+    not_npz.write_text("not weights")
+    misfit = tmp_path / "misfit.npz"
+    params, config, meta = load_weights(WEIGHTS)
+    save_weights(str(misfit), {**params, "wte": params["wte"][:10]}, config, meta)
+    for path, why in ((not_npz, "not an .npz file"), (misfit, "do not fit its config (wte)"),
+                      (tmp_path, "no such file")):
+        done = subprocess.run([sys.executable, "decode_loop_transformer.py", "--weights", str(path)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert done.returncode == 2 and done.stdout == "", done.stderr
+        assert done.stderr.count("\n") == 1 and why in done.stderr, done.stderr
+        assert done.stderr.startswith("decode_loop_transformer.py: error: --weights: ")
+    done = subprocess.run([sys.executable, "attention_peek.py", "--weights", str(not_npz)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "not an .npz file" in done.stderr
+
+
+def _shipped_weights_elsewhere(monkeypatch, tmp_path):
+    """Stand-in shipped weights in tmp_path/ship (the real ones are never at risk in these tests)."""
+    from decodeloop.train import transformer as trainer
+
+    ship = tmp_path / "ship"
+    ship.mkdir()
+    shipped = ship / "transformer.npz"
+    shipped.write_bytes(b"the shipped weights")
+    monkeypatch.setattr(trainer, "DEFAULT_WEIGHTS", str(shipped))
+    monkeypatch.setattr(transformer, "DEFAULT_WEIGHTS", str(shipped))
+    return shipped
+
+
+TRAIN = ["train", "transformer", "--steps", "1", "--batch-size", "2", "--threads", "1"]
+
+
+def test_training_by_default_writes_here_not_over_the_shipped_weights(monkeypatch, tmp_path, capsys):
+    from decodeloop.cli import main
+
+    shipped = _shipped_weights_elsewhere(monkeypatch, tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main(TRAIN) == 0
+    assert shipped.read_bytes() == b"the shipped weights"
+    _, config, meta = load_weights(str(work / "transformer.npz"))
+    assert meta["train"]["steps"] == 1
+    assert "--weights transformer.npz" in capsys.readouterr().err  # how to run what was trained
+
+
+def test_training_replaces_the_shipped_weights_only_when_named(monkeypatch, tmp_path, capsys):
+    from decodeloop.cli import main
+
+    shipped = _shipped_weights_elsewhere(monkeypatch, tmp_path)
+    monkeypatch.chdir(shipped.parent)   # the default file name here is the shipped file: refused, untouched
+    assert main(TRAIN) == 2
+    assert shipped.read_bytes() == b"the shipped weights"
+    assert f"--out {shipped}" in capsys.readouterr().err
+    assert main([*TRAIN, "--out", str(shipped)]) == 0   # asked for by name
+    assert load_weights(str(shipped))[2]["train"]["steps"] == 1
+
+
+def test_attention_peek_into_a_closed_pipe_is_exit_status_141(tmp_path):
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "attention_peek.py", "--episodes", "1", "--svg", ""],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141 and done.stderr == ""

@@ -51,7 +51,7 @@ try:
     import numpy as np
 except ImportError:  # the core is standard library only; numpy is the `lab` extra
     raise MissingDependency(
-        "the transformer model needs numpy: pip install 'decodeloop[lab]' (or pip install numpy)") from None
+        "the transformer model needs numpy: pip install -e '.[lab]' in the clone (or pip install numpy)") from None
 
 DEFAULT_WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights", "transformer.npz")
 CHUNK = 256  # positions per forward chunk: bounds the score matrices of a long prefill
@@ -247,10 +247,39 @@ def save_weights(path: str, params: dict, config: Config, meta: dict, dtype=np.f
         np.savez_compressed(f, **arrays)
 
 
+class WeightsError(ValueError):
+    """A file that is not lab transformer weights; the message is one line that says why."""
+
+
 def load_weights(path: str) -> tuple[dict, Config, dict]:
-    with np.load(path, allow_pickle=False) as data:
-        config = Config(**json.loads(str(data["config"])))
-        meta = json.loads(str(data["meta"]))
-        params = {name: data[name] for name in data.files if name not in ("config", "meta")}
+    """The weights, config and training record of an .npz from `save_weights`; WeightsError for anything else
+    (not an .npz, no config, names or shapes that are not the config's)."""
+    import zipfile
+
+    try:
+        data = np.load(path, allow_pickle=False)
+        if not hasattr(data, "files"):
+            raise WeightsError("an .npy array, not an .npz of named weights")
+        with data:
+            missing = [key for key in ("config", "meta") if key not in data.files]
+            if missing:
+                raise WeightsError(f"no {' or '.join(missing)} record in it")
+            config = Config(**json.loads(str(data["config"])))
+            meta = json.loads(str(data["meta"]))
+            params = {name: data[name] for name in data.files if name not in ("config", "meta")}
+    except WeightsError as e:
+        raise WeightsError(f"{path} is not a lab transformer weight file: {e}") from None
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        raise WeightsError(f"cannot read {path}: {e.strerror}") from None
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "pickled" in why:
+            why = "not an .npz file"
+        raise WeightsError(f"{path} is not a lab transformer weight file ({why})") from None
+    expected = {name: value.shape for name, value in init_params(config, np.random.default_rng(0)).items()}
+    wrong = sorted(set(expected) ^ set(params)) or [n for n in expected if params[n].shape != expected[n]]
+    if wrong:
+        raise WeightsError(f"{path} is not a lab transformer weight file: its weights do not fit its config "
+                           f"({', '.join(wrong[:3])}{', ...' if len(wrong) > 3 else ''})")
     return params, config, meta
 

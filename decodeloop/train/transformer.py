@@ -259,19 +259,48 @@ def train(config: Config, tc: TrainConfig, progress=None) -> tuple[dict, dict]:
     return averaged, meta
 
 
+DEFAULT_OUT = "transformer.npz"  # in the current directory: training never replaces the shipped weights unasked
+
+
+def output_path(out: str | None) -> str:
+    """Where training writes: `out` as given, else transformer.npz in the current directory. The shipped
+    weights (DEFAULT_WEIGHTS) are replaced only when `out` names them: the default path never does, even
+    from their own directory (ValueError, before any training)."""
+    if out is not None:
+        return out
+    if _same_file(DEFAULT_OUT, DEFAULT_WEIGHTS):
+        raise ValueError(f"the default output, {DEFAULT_OUT} here, is the shipped weights file "
+                         f"({DEFAULT_WEIGHTS}); to replace it, name it: --out {DEFAULT_WEIGHTS}")
+    return DEFAULT_OUT
+
+
 def main(out: str | None = None, steps: int | None = None, seed: int = 0, batch_size: int | None = None,
-         lr: float | None = None, threads: int = 2, stream=None) -> int:
-    """`decodeloop train transformer`: train and write the weight file."""
+         lr: float | None = None, threads: int = 2, stream=None, config: Config | None = None) -> int:
+    """`decodeloop train transformer`: train and write the weight file (see `output_path` for where)."""
     defaults = TrainConfig()
     tc = replace(defaults, steps=steps or defaults.steps, seed=seed, batch_size=batch_size or defaults.batch_size,
                  lr=lr or defaults.lr, threads=threads)
-    out = out or DEFAULT_WEIGHTS
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    config = config or Config()
     stream = stream or sys.stderr
+    try:
+        out = output_path(out)
+    except ValueError as e:
+        print(f"decodeloop train: {e}", file=stream)
+        return 2
+    if os.path.isdir(out):
+        print(f"decodeloop train: --out {out} is a directory; name the .npz file to write", file=stream)
+        return 2
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     print(f"training the transformer: {tc.steps} steps of {tc.batch_size} transcripts, seed {tc.seed}, "
-          f"{tc.threads} thread(s)", file=stream, flush=True)
-    params, meta = train(Config(), tc, Progress(tc.steps, stream))
-    save_weights(out, params, Config(), meta)
+          f"{tc.threads} thread(s); the weights go to {out}", file=stream, flush=True)
+    params, meta = train(config, tc, Progress(tc.steps, stream))
+    save_weights(out, params, config, meta)
     print(f"wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB): final loss {meta['final_loss']:.4f}, "
           f"{meta['seconds']:.0f} s", file=stream)
+    if not _same_file(out, DEFAULT_WEIGHTS):
+        print(f"run them: python3 decode_loop_transformer.py --weights {out}", file=stream)
     return 0
+
+
+def _same_file(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)

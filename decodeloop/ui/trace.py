@@ -15,6 +15,7 @@ from typing import TextIO
 
 from decodeloop.events import (Done, Event, Inject, Notice, Prompt, Rpc, ServerReady, Stop, Token,
                                ToolCall, ToolError, ToolResult, ToolsChanged)
+from decodeloop.ui.legend import ByteLegend
 from decodeloop.ui.style import Style, use_color
 
 RPC_PREVIEW = 600  # characters of a JSON-RPC message shown in the trace
@@ -38,6 +39,7 @@ class TraceView:
         self.out = out or sys.stdout
         self.style = Style(use_color(self.out) if color is None else color)
         self.frames = frames  # multi-line frames per token (step mode)
+        self.byte_legend = ByteLegend()  # once: what a token holding part of a character is
 
     def __call__(self, event: Event) -> None:
         render = getattr(self, "on_" + event.kind, None)
@@ -64,7 +66,9 @@ class TraceView:
 
     # -- the four steps -----------------------------------------------------
     def on_token(self, e: Token) -> str:
-        return self._frame(e) if self.frames else self._line(e)
+        text = self._frame(e) if self.frames else self._line(e)
+        legend = self.byte_legend(e.text)
+        return text + "\n" + self.style(f"       {legend}", "dim") if legend else text
 
     def _line(self, e: Token) -> str:
         s = self.style

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -530,10 +531,15 @@ def _reject(constant):
 
 def json_reading(body: str):
     """The call the json module reads from `body`, None if it is not one (the reference for parse)."""
+    def finite(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("too large")     # 1e999 reads as inf, which the call reader refuses
+        for item in value.values() if isinstance(value, dict) else value if isinstance(value, list) else ():
+            finite(item)
+
     def strict(text):
         value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject)
-        if "Infinity" in json.dumps(value):
-            raise ValueError("too large")
+        finite(value)
         return value
     try:
         value = strict(body.strip())

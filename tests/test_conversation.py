@@ -210,3 +210,41 @@ def test_a_malformed_json_call_gets_an_error_and_a_retry(events):
     [error] = events.of("tool_error")
     assert error.stage == "parse" and "invalid JSON" in error.message and "column" in error.message
     assert result.answer == "33°F." and result.tool_calls == 2
+
+
+class _InterruptAt:
+    """A real table model whose forward raises KeyboardInterrupt (what Ctrl-C does) at one call."""
+
+    def __init__(self, model, at: int) -> None:
+        self.model, self.at, self.calls = model, at, 0
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def forward(self, context):
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return self.model.forward(context)
+
+
+def test_ctrl_c_ends_the_turn_and_the_conversation_goes_on(events):
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
+             "<|tool|>" + RESULT + "<|assistant|>": "33°F and overcast.<|eos|>",
+             "<|user|>again<|assistant|>": "Again: 33°F.<|eos|>"}
+    tokenizer = CharTokenizer()
+    model = _InterruptAt(TableModel(tokenizer, table), at=10)   # in the middle of writing the call
+    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+        h = Harness(lab_bundle(model, tokenizer), Sampler(), router, events)
+        stopped = h.run(QUESTION)
+        assert stopped.reason == "interrupted" and events.of("stop")[-1].reason == "interrupted"
+        assert events.of("done")[-1].reason == "interrupted"
+        assert len(stopped.context) == events.of("prompt")[0].tokens + 9
+        # the nine tokens written before Ctrl-C stay; the half-written call never ran
+        assert tokenizer.decode(stopped.context).endswith("<|assistant|>[call get")
+        assert not events.of("tool_call")
+        events.clear()
+        again = h.run("again")
+    # the model never closed its message, so the next turn closes it first; the cache is still right
+    assert events.of("prompt")[0].text == "<|eos|><|user|>again<|assistant|>"
+    assert again.answer == "Again: 33°F." and again.context[:len(stopped.context)] == stopped.context

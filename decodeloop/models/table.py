@@ -18,20 +18,21 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from decodeloop.chat import ASSISTANT, EOS, TOOL, USER
 from decodeloop.models.base import PrefixCachedModel
 
 LIKELY = 9.0  # logit of the scripted next token; softmax gives it ~0.97 against 260 zeros
 
-# The default table. Keys and continuations are chat markup: "<|assistant|>"
-# and friends stand for special tokens. The answer is keyed on the weather
+# The default table. Keys and continuations are chat markup in the lab format
+# (chat.py: its special tokens by name). The answer is keyed on the weather
 # server's exact output for Polson, MT, which is deterministic.
 WEATHER_TABLE = {
-    "<|assistant|>":
-        "Sorry, I only know how to look up the weather in Polson, MT.<|eos|>",
-    "<|user|>What's the weather in Polson, MT?<|assistant|>":
+    ASSISTANT:
+        f"Sorry, I only know how to look up the weather in Polson, MT.{EOS}",
+    f"{USER}What's the weather in Polson, MT?{ASSISTANT}":
         "[call get_weather city=Polson state=MT]",
-    "<|tool|>Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE<|assistant|>":
-        "It's 33°F and overcast in Polson, MT right now, with 53% humidity and a 21 mph wind from the SE.<|eos|>",
+    f"{TOOL}Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE{ASSISTANT}":
+        f"It's 33°F and overcast in Polson, MT right now, with 53% humidity and a 21 mph wind from the SE.{EOS}",
 }
 
 

@@ -168,6 +168,10 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
                        help="seconds to wait for an MCP server's answer (default: 60)")
     group.add_argument("--max-result-chars", type=int, default=16_000,
                        help="characters of a tool result the model sees (default: 16000)")
+    group.add_argument("--constrain", choices=("off", "calls", "required"), default="off",
+                       help="calls: once the model opens a call, mask every token that cannot continue a valid "
+                            "call (a registered tool, arguments that fit its inputSchema); required: also make "
+                            "the turn start with a call; lab models only for now (default: off)")
 
 
 def main(argv: list[str] | None = None, *, default_prompt: str | None = None, prog: str = "decodeloop",
@@ -222,6 +226,9 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
         parser.error("--device and --dtype apply to hf: models only")
     if lab and args.syntax == "json":
         parser.error("the lab models write compact calls only (--syntax compact)")
+    if args.constrain != "off" and not lab:
+        parser.error("--constrain needs a byte-level vocabulary (the lab models) for now; a BPE model needs a "
+                     "grammar engine such as llguidance, not implemented yet")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
     if args.repetition_penalty <= 0:
@@ -237,7 +244,7 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     collect = None if args.calls is None else args.calls == "all"
     config = TurnConfig(max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
                         max_retries=args.max_retries, max_repeats=args.max_repeats, timeout=args.timeout,
-                        max_result_chars=args.max_result_chars, collect_calls=collect,
+                        max_result_chars=args.max_result_chars, collect_calls=collect, constrain=args.constrain,
                         detail=not (getattr(args, "quiet", False) or args.command == "eval"
                                     or (args.command == "chat" and not (args.trace or args.json))))
     return sampler, processors, config
@@ -419,12 +426,13 @@ def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         return EXIT_INTERRUPTED
     order = getattr(bundle.model, "order", None)
     context = {"model": args.model, "order": order, "seed": args.seed, "temperature": args.temperature,
-               "syntax": bundle.syntax.name}
+               "syntax": bundle.syntax.name, "constrain": args.constrain}
     if args.json:
         print(json.dumps(summary_json(summary, **context)))
     else:
         label = args.model + (f" (order {order})" if order else "")
-        print(f"{label}, {summary.episodes} held-out episodes, seed {args.seed}, temperature {args.temperature:g}")
+        print(f"{label}, {summary.episodes} held-out episodes, seed {args.seed}, temperature {args.temperature:g}"
+              + (f", --constrain {args.constrain}" if args.constrain != "off" else ""))
         width = max(len(name) for name, _ in summary.rows())
         for name, value in summary.rows():
             print(f"  {name:<{width}}  {value}")

@@ -28,6 +28,7 @@ class Step:
     logits: Any = None             # local engines: the logits the sampler drew from
     prob: float | None = None      # engines that sample for themselves may report these instead
     top: list[tuple[int, float]] | None = None
+    masked: Any = None             # (token the model put first, tokens allowed) when a grammar masked it
 
 
 class Engine(Protocol):
@@ -54,6 +55,8 @@ class LocalEngine:
         self._step = Step(0, 0, 0)   # reused: a step is read before the next one is asked for
         self._forward, self._sample = model.forward, sampler.sample
         self.uses_state = bool(self.processors)   # only processors read the loop's state
+        # a processor with `override` (constrain.CallConstraint) says when its mask changed the model's choice
+        self._report = next((p for p in self.processors if hasattr(p, "override")), None)
 
     def step(self, context: list[int], state: Any) -> Step:
         logits = self._forward(context)                      # 1. forward: only positions not in the cache
@@ -65,6 +68,8 @@ class LocalEngine:
         step.computed = computed = self.model.last_computed
         step.cached = len(context) - computed
         step.logits = logits
+        if self._report is not None:
+            step.masked = self._report.override
         return step
 
     def explain(self, step: Step, n: int) -> tuple[float | None, list[tuple[int, float]]]:

@@ -63,6 +63,15 @@ class Token(Event):
     in_call: bool              # the model is writing a tool call
     checks: list[str]          # stop conditions checked
     stop: str | None           # the condition that fired, if any
+    masked: str | None = None  # --constrain: the token the model put first, which the call grammar masked
+    masked_id: int | None = None
+    allowed: int | None = None  # --constrain: how many tokens the grammar allowed at this step
+
+    def to_json(self) -> dict[str, Any]:
+        out = Event.to_json(self)
+        if self.masked is None:   # only tokens the grammar changed carry the three fields
+            del out["masked"], out["masked_id"], out["allowed"]
+        return out
 
 
 @dataclass(slots=True)

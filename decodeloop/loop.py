@@ -50,8 +50,12 @@ def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tok
                 top = [[label(t), p] for t, p in top]
             else:
                 prob = top = None
-            emit(Token(verdict.count, token, label(token), prob, top, step.computed, step.cached, len(ids),
-                       verdict.delta, verdict.held, verdict.in_call, conditions, verdict.reason))
+            event = Token(verdict.count, token, label(token), prob, top, step.computed, step.cached, len(ids),
+                          verdict.delta, verdict.held, verdict.in_call, conditions, verdict.reason)
+            masked = getattr(step, "masked", None)
+            if masked is not None:           # --constrain: the grammar ruled out the model's first choice
+                event.masked, event.masked_id, event.allowed = label(masked[0]), masked[0], masked[1]
+            emit(event)
             if verdict.delta:
                 shown.append(verdict.delta)
             if verdict.reason is not None:
@@ -70,6 +74,7 @@ class TurnConfig:
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     detail: bool = True              # probabilities in token events (one softmax per token)
     collect_calls: bool | None = None  # run every call of a message (None: the call syntax's default)
+    constrain: str = "off"           # "calls": calls follow the grammar of valid calls; "required": and open the turn
 
 
 @dataclass
@@ -90,7 +95,6 @@ class Harness:
                  engine=None) -> None:
         self.bundle, self.router, self.emit = bundle, router, emit
         self.tokenizer, self.chat, self.syntax = bundle.tokenizer, bundle.chat, bundle.syntax
-        self.engine = engine if engine is not None else bundle.engine(sampler, processors)
         self.config = config or TurnConfig()
         self.system = system             # the system prompt's preamble; None: the chat format's own
         names = list(router.tools) if tools is None else tools
@@ -104,6 +108,22 @@ class Harness:
         self.context: Context | None = None    # the conversation so far; None before its first turn
         self._ended = True                     # the model closed its last message itself
         self._warned = 0                       # the chat format's warnings already shown
+        self.constraint = None
+        if self.config.constrain != "off":
+            if self.config.constrain not in ("calls", "required") or engine is not None:
+                raise ValueError(f"constrain must be off, calls or required (with the bundle's own engine), "
+                                 f"got {self.config.constrain!r}")
+            from decodeloop.constrain import CallConstraint  # the grammar is loaded only when asked for
+
+            self.constraint = CallConstraint(bundle, self._callable_tools, mode=self.config.constrain, emit=emit,
+                                             version=lambda: router.version)
+            processors = (*processors, self.constraint)
+        self.engine = engine if engine is not None else bundle.engine(sampler, processors)
+
+    def _callable_tools(self) -> list:
+        """The tools a call can name now (what routes, narrowed to `tools` when given): for --constrain."""
+        names = list(self.router.tools) if self._named is None else [n for n in self._named if n in self.router.tools]
+        return [self.router.tools[name] for name in names]
 
     def reset(self) -> None:
         """Start a new conversation: the next turn renders the system prompt with the tools as they are now."""

@@ -80,8 +80,11 @@ class TraceView:
             sample += s("  alt " + " ".join(alts), "dim") if alts else ""
         checks = ",".join(SHORT.get(c, c) for c in e.checks)
         verdict = s("→ " + e.stop, "yellow", "bold") if e.stop else s("· " + self._state(e), "dim")
-        return (f"{s(f'{e.index:4d}', 'dim')} │ fwd {forward:<24} │ {sample} │ ctx {e.context:<5} │ "
+        line = (f"{s(f'{e.index:4d}', 'dim')} │ fwd {forward:<24} │ {sample} │ ctx {e.context:<5} │ "
                 f"check {checks} {verdict}")
+        if e.masked is not None:   # --constrain changed the model's first choice
+            line += s(f"  ⊘ {label(e.masked)} masked → {label(e.text)} ({e.allowed} allowed)", "magenta")
+        return line
 
     def _state(self, e: Token) -> str:
         if e.in_call:
@@ -101,6 +104,9 @@ class TraceView:
                  f"3 append   context is now {e.context} tokens",
                  f"4 stop     checked {', '.join(e.checks)}: "
                  + (s(f"{e.stop} fired", "yellow", "bold") if e.stop else f"none fired ({self._state(e)})")]
+        if e.masked is not None:
+            lines.insert(3, f"  grammar  the model put {label(e.masked)} first; the call grammar masked it and "
+                            f"allowed {e.allowed} token(s)")
         if e.delta:
             lines.append(f"  shown    {show(e.delta)}")
         return "\n".join(lines)

@@ -1,0 +1,23 @@
+"""The grammar of a valid tool call, for masking the tokens that cannot continue one (--constrain).
+
+Layers, bottom up:
+
+    charset.py    sets of characters as code point ranges
+    regex.py      a schema `pattern` as a DFA (a subset of what re.search accepts; what
+                  it cannot enforce it names)
+    machines.py   character machines: strings (length, pattern, enum), numbers within
+                  bounds, JSON strings, objects, arrays, compact values and arguments,
+                  the two call syntaxes after their openers; none ever leads into a dead end
+    compile.py    tools and their inputSchema -> the machine of a whole call, and the
+                  list of what it cannot express (`call_grammar`)
+    bytes.py      a machine driven byte by byte over UTF-8, every state's allowed bytes
+                  and successors memoized (`ByteGrammar`)
+
+decodeloop/constrain.py puts them behind the logits-processor hook and documents the
+matcher interface a BPE engine (llguidance, later) would implement. Standard library only.
+"""
+
+from decodeloop.grammar.bytes import ByteGrammar, ByteState
+from decodeloop.grammar.compile import CallGrammar, call_grammar
+
+__all__ = ["ByteGrammar", "ByteState", "CallGrammar", "call_grammar"]

@@ -9,6 +9,10 @@ reduced to the MCP tool-name characters A-Z a-z 0-9 _ - . and the whole kept
 within 128 characters). When a server announces notifications/tools/list_changed,
 `refresh()` lists its tools again and recomputes the names; the harness calls it
 between steps, on its own thread.
+
+Starting: `start_servers` starts every server at once (a thread each) and
+keeps what can be seen in the config's order: servers, tools, names, events
+and which error is raised.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ import os
 import re
 import shlex
 import sys
+import threading
 from typing import Any, Callable
 
 from decodeloop.events import Emit, Notice, Rpc, ServerReady, ToolsChanged
 from decodeloop.mcp.client import McpClient, Tool, ToolResult
-from decodeloop.mcp.errors import McpError
+from decodeloop.mcp.errors import ConnectionClosed, McpError
+from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.transports.stdio import StdioTransport
 from decodeloop.mcp_config import ConfigError, ServerSpec  # ConfigError is re-exported for callers
 from decodeloop.schema import did_you_mean
@@ -120,9 +126,9 @@ class Router:
 
 
 def start_stdio_servers(commands: list[list[str]], emit: Emit, *, timeout: float = 60.0,
-                        verbose: bool = False, stderr: Callable[[str], None] | None = None) -> Router:
+                        verbose: bool = False, stderr: Callable[[str], None] | None = None, **options: Any) -> Router:
     """Start each stdio server, initialize it, list its tools, and route to them."""
-    return start_servers(stdio_specs(commands), emit, timeout=timeout, verbose=verbose, stderr=stderr)
+    return start_servers(stdio_specs(commands), emit, timeout=timeout, verbose=verbose, stderr=stderr, **options)
 
 
 def stdio_specs(commands: list[list[str]]) -> list[ServerSpec]:
@@ -135,50 +141,147 @@ def stdio_specs(commands: list[list[str]]) -> list[ServerSpec]:
 
 
 def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout: float = 60.0,
-                  verbose: bool = False, stderr: Callable[[str], None] | None = None) -> Router:
+                  verbose: bool = False, stderr: Callable[[str], None] | None = None,
+                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, reset_timeout_on_progress: bool = False,
+                  max_total_timeout: float | None = None) -> Router:
     """Connect to each server (stdio or HTTP), initialize it, list its tools, and route to them.
 
-    On any failure the servers already started are shut down before the error
+    The servers start concurrently, one thread each, but everything that can be
+    seen comes out in the order of `specs`: the servers and so the tools and
+    their exposed names, each server's events (its handshake traffic and notices,
+    held back until the servers before it are ready, then its ServerReady), and
+    on failure the error of the first server in that order that failed. On any
+    failure or interruption every server started is shut down before the error
     propagates, so a bad configuration never leaves processes behind.
+
+    `max_message_bytes` caps one message from a server; `reset_timeout_on_progress`
+    and `max_total_timeout` let progress notifications extend a call's timeout
+    (see McpClient).
     """
     emit = emit if emit is not None else (lambda event: None)
     router = Router(emit)
+    options = dict(timeout=timeout, reset_timeout_on_progress=reset_timeout_on_progress,
+                   max_total_timeout=max_total_timeout)
+    starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
+    opened = _Opened()
+
+    def run(start: _Start) -> None:
+        try:
+            client = _connect(start.spec, start.emit, verbose, stderr, max_message_bytes, options, opened.add)
+            start.tools = client.list_tools()
+            start.client = client
+        except BaseException as exc:  # stored, and raised on the caller's thread in order
+            start.error = exc
+
+    if len(starts) > 1:
+        for start in starts:
+            start.thread = threading.Thread(target=run, args=(start,), name=f"mcp-start-{start.spec.name}",
+                                            daemon=True)
+            start.thread.start()
     try:
-        for spec in unique_names(specs):
-            client = _connect(spec, emit, timeout, verbose, stderr)
-            try:
-                tools = client.list_tools()
-            except BaseException:
-                client.close()
-                raise
-            router.add_server(spec.name, client, tools)
-            info = client.server_info or {}
-            emit(ServerReady(spec.name, client.protocol_version or "", str(info.get("name", spec.name)),
-                             [t.name for t in tools]))
+        for start in starts:
+            if start.thread is None:
+                run(start)
+            else:
+                start.thread.join()
+            start.emit.release()  # its events now, after those of every server before it
+            if start.error is not None:
+                raise start.error
+            router.add_server(start.spec.name, start.client, start.tools)
+            info = start.client.server_info or {}
+            emit(ServerReady(start.spec.name, start.client.protocol_version or "",
+                             str(info.get("name", start.spec.name)), [t.name for t in start.tools]))
     except BaseException:
-        router.close()
+        opened.close_all()  # the servers still starting end too: their handshakes fail at once
         raise
     return router
 
 
-def _connect(spec: ServerSpec, emit: Emit, timeout: float, verbose: bool,
-             stderr: Callable[[str], None] | None) -> McpClient:
+@dataclasses.dataclass
+class _Start:
+    """One server being started on its own thread, and what came of it."""
+    spec: ServerSpec
+    emit: "_Held"
+    thread: threading.Thread | None = None
+    client: McpClient | None = None
+    tools: list[Tool] | None = None
+    error: BaseException | None = None
+
+
+class _Held:
+    """An event sink that holds events back until released, then passes them (and every later one) on."""
+
+    def __init__(self, emit: Emit, held: bool) -> None:
+        self._emit = emit
+        self._held = held
+        self._events: list = []
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Any) -> None:
+        with self._lock:
+            if self._held:
+                self._events.append(event)
+                return
+        self._emit(event)
+
+    def release(self) -> None:
+        while True:
+            with self._lock:
+                if not self._events:
+                    self._held = False
+                    return
+                events, self._events = self._events, []
+            for event in events:
+                self._emit(event)
+
+
+class _Opened:
+    """Every client opened while starting: on failure all of them close, and any opened later closes at once."""
+
+    def __init__(self) -> None:
+        self._clients: list[McpClient] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def add(self, client: McpClient) -> None:
+        with self._lock:
+            if not self._closed:
+                self._clients.append(client)
+                return
+        client.close()
+        raise ConnectionClosed(f"{client.name}: not started: another server failed to start")
+
+    def close_all(self) -> None:
+        with self._lock:
+            self._closed = True
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
+
+
+def _connect(spec: ServerSpec, emit: Emit, verbose: bool, stderr: Callable[[str], None] | None,
+             max_message_bytes: int, options: dict[str, Any], opened: Callable[[McpClient], None]) -> McpClient:
     server = spec.name
-    options: dict[str, Any] = dict(
-        name=server, timeout=timeout,
+    options = dict(
+        options, name=server,
         on_traffic=lambda direction, message: emit(Rpc(server, direction, message)),
         on_notification=lambda method, params: emit(Notice(server, describe_notification(method, params))),
         log=lambda text: emit(Notice(server, text.removeprefix(f"{server}: "))),
     )
     if spec.url is not None:
-        return McpClient.connect_url(spec.url, headers=spec.headers, transport=spec.transport, **options)
+        client = McpClient.connect_url(spec.url, headers=spec.headers, transport=spec.transport,
+                                       max_message_bytes=max_message_bytes, **options)
+        opened(client)
+        return client
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ)
     # the bundled servers import decodeloop: make that work from any directory
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(spec.env or {})
     show = _stderr_printer(server, stderr) if verbose else None
-    client = McpClient(StdioTransport(spec.command or [], env=env, cwd=spec.cwd, on_stderr=show), **options)
+    client = McpClient(StdioTransport(spec.command or [], env=env, cwd=spec.cwd, on_stderr=show,
+                                      max_message_bytes=max_message_bytes), **options)
+    opened(client)  # before the handshake: a failure elsewhere can end this one while it waits
     return client.start()
 
 

@@ -25,9 +25,21 @@ The supported part of JSON Schema:
     items, minItems, maxItems
                          items as one schema for every element, or a list of
                          schemas for the elements by position
+    anyOf, oneOf         the value must fit a branch; the first branch it fits
+                         as it is wins, else the first it converts to (so
+                         pydantic's optional `{"anyOf": [{"type": "integer"},
+                         {"type": "null"}]}` turns "5" into 5 and "null" into
+                         null). oneOf is read as anyOf: that no two branches
+                         fit is the server's to enforce.
+    allOf                the value must fit every branch, converted by each in turn
+    $ref                 local references only ("#", "#/$defs/Point",
+                         "#/definitions/...", JSON-pointer escapes), followed
+                         with their sibling keywords; a $ref that does not
+                         resolve accepts anything; a cycle of $refs is followed
+                         once. A recursive schema is followed MAX_DEPTH levels.
 
-Every other keyword (format, oneOf, $ref, ...) is ignored, and so is a pattern
-that Python cannot compile: those are the server's to enforce. An empty or
+Every other keyword (format, if/then/else, remote $refs, ...) is ignored, and so
+is a pattern that Python cannot compile: those are the server's to enforce. An empty or
 missing schema accepts any arguments; any other schema names every argument
 the tool takes, so {"type": "object"} alone means it takes none. `default` is
 never filled in: the server applies its own defaults.
@@ -53,6 +65,7 @@ import difflib
 import json
 import math
 import re
+import urllib.parse
 from typing import Any
 
 _TYPES = ("string", "integer", "number", "boolean", "null", "array", "object")
@@ -63,6 +76,7 @@ _PLURAL = {"string": "strings", "integer": "integers", "number": "numbers", "boo
 _INTEGER_RE = re.compile(r"[+-]?[0-9]+\Z")
 _NUMBER_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
 _NO_MATCH = object()
+MAX_DEPTH = 64  # levels of a value checked against a schema (only a recursive schema goes this deep)
 
 
 class ArgumentError(ValueError):
@@ -100,7 +114,7 @@ def validate_arguments(tool_name: str, arguments: dict, schema: dict | None) -> 
         raise TypeError(f"arguments must be a dict, not {type(arguments).__name__}")
     if not schema or not isinstance(schema, dict):
         return dict(arguments)
-    check = _Checker(tool_name)
+    check = _Checker(tool_name, root=schema)
     # the arguments themselves are always an object whose keys the schema names
     converted = check.object(arguments, schema, "", strict=True)
     if check.problems:
@@ -108,15 +122,17 @@ def validate_arguments(tool_name: str, arguments: dict, schema: dict | None) -> 
     return converted
 
 
-def describe_type(schema: Any) -> str:
-    """A schema's type in words: "integer", "string or null", "JSON array of strings"; "" if untyped."""
-    types = _types(schema)
-    if not types:
-        return ""
+def describe_type(schema: Any, root: Any = None) -> str:
+    """A schema's type in words: "integer", "string or null", "JSON array of strings"; "" if untyped.
+
+    Types are read through anyOf, oneOf, allOf and (given the whole schema as
+    `root`) local $refs, so pydantic's optional `{"anyOf": [{"type": "integer"},
+    {"type": "null"}]}` is "integer or null".
+    """
     words = []
-    for kind in types:
+    for kind in _kinds(schema, root):
         if kind == "array":
-            item_types = _types(schema.get("items"))
+            item_types = _kinds(_array_items(schema, root), root)
             words.append("JSON array of " + " or ".join(_PLURAL[t] for t in item_types)
                          if item_types else "JSON array")
         elif kind == "object":
@@ -127,7 +143,7 @@ def describe_type(schema: Any) -> str:
 
 
 def _types(schema: Any) -> list[str]:
-    """The known types a schema allows, in its order; [] for any."""
+    """The known types a schema's own `type` allows, in its order; [] for any."""
     if not isinstance(schema, dict):
         return []
     declared = schema.get("type")
@@ -135,6 +151,81 @@ def _types(schema: Any) -> list[str]:
     if not isinstance(declared, list):
         return []
     return [t for t in declared if t in _TYPES]
+
+
+def _target(ref: str, root: Any) -> Any:
+    """The schema a local $ref ("#", "#/$defs/Point", "#/definitions/a~1b") points to; None if it does not resolve."""
+    if not ref.startswith("#") or not isinstance(root, (dict, bool)):
+        return None
+    pointer = urllib.parse.unquote(ref[1:])
+    if not pointer:
+        return root
+    if not pointer.startswith("/"):
+        return None  # a named anchor: not supported
+    node = root
+    for part in pointer[1:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node if isinstance(node, (dict, bool)) else None
+
+
+def _resolved(schema: Any, root: Any) -> Any:
+    """`schema` with a chain of bare $refs followed (as far as they resolve, never round a cycle)."""
+    seen: set[str] = set()
+    while isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and schema["$ref"] not in seen:
+        if _types(schema):
+            break  # typed itself: what it says counts as much as where it points
+        seen.add(schema["$ref"])
+        target = _target(schema["$ref"], root)
+        if target is None:
+            break
+        schema = target
+    return schema
+
+
+def _kinds(schema: Any, root: Any, depth: int = 0) -> list[str]:
+    """The types a schema allows, through $ref, anyOf, oneOf and allOf, in order; [] for any."""
+    schema = _resolved(schema, root)
+    if not isinstance(schema, dict) or depth > 8:
+        return []
+    own = _types(schema)
+    if own:
+        return own
+    for keyword in ("anyOf", "oneOf"):
+        branches = schema.get(keyword)
+        if isinstance(branches, list) and branches:
+            kinds: list[str] = []
+            for branch in branches:
+                branch_kinds = _kinds(branch, root, depth + 1)
+                if not branch_kinds:
+                    return []  # a branch of any type: the whole is of any type
+                kinds += [kind for kind in branch_kinds if kind not in kinds]
+            return kinds
+    for branch in schema.get("allOf") if isinstance(schema.get("allOf"), list) else []:
+        kinds = _kinds(branch, root, depth + 1)
+        if kinds:
+            return kinds
+    return []
+
+
+def _array_items(schema: Any, root: Any, depth: int = 0) -> Any:
+    """The items schema of the array a schema allows (looking through $ref, anyOf and oneOf)."""
+    schema = _resolved(schema, root)
+    if not isinstance(schema, dict) or depth > 8:
+        return None
+    if "array" in _types(schema):
+        return schema.get("items")
+    for keyword in ("anyOf", "oneOf", "allOf"):
+        for branch in schema.get(keyword) if isinstance(schema.get(keyword), list) else []:
+            items = _array_items(branch, root, depth + 1)
+            if items is not None:
+                return items
+    return None
 
 
 def _has_type(value: Any, kind: str) -> bool:
@@ -207,38 +298,70 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _example(schema: dict, kind: str) -> str:
+def _example(schema: Any, kind: str, root: Any = None) -> str:
     """A short JSON example for an array or object, so the model sees the form."""
     if kind == "object":
         return '{"key": "value"}'
-    items = _types(schema.get("items"))
+    items = _kinds(_array_items(schema, root), root)
     return {"integer": "[1, 2]", "number": "[1.5, 2]", "boolean": "[true, false]",
             "object": '[{"key": "value"}]'}.get(items[0] if items else "string", '["a", "b"]')
 
 
 class _Checker:
-    """Walks a value and its schema together, collecting problems instead of stopping at the first."""
+    """Walks a value and its schema together, collecting problems instead of stopping at the first.
 
-    def __init__(self, tool_name: str) -> None:
+    `root` is the whole schema, for local `$ref`s. With `convert` false, strings
+    are taken as they are (the first pass over anyOf/oneOf branches).
+    """
+
+    def __init__(self, tool_name: str, root: Any = None, convert: bool = True, depth: int = 0) -> None:
         self.tool_name = tool_name
+        self.root = root
+        self.converts = convert
+        self.depth = depth
         self.problems: list[str] = []
 
-    def value(self, value: Any, schema: Any, path: str) -> Any:
+    def value(self, value: Any, schema: Any, path: str, refs: frozenset = frozenset()) -> Any:
+        """`value` checked against `schema` and converted; `refs` are the $refs followed at this level."""
         if schema is False:
             self.problems.append(f'argument "{path}" is not allowed')
             return value
         if not isinstance(schema, dict):
             return value
+        if self.depth >= MAX_DEPTH:
+            self.problems.append(f'argument "{path}" is nested more than {MAX_DEPTH} levels deep')
+            return value
+        self.depth += 1
+        try:
+            return self._value(value, schema, path, refs)
+        finally:
+            self.depth -= 1
+
+    def _value(self, value: Any, schema: dict, path: str, refs: frozenset) -> Any:
+        before = len(self.problems)
         types = _types(schema)
         if types:
             value, ok = self.convert(value, types)
             if not ok:
-                self.problems.append(self.wrong_type(value, schema, types, path))
+                self.problems.append(self.wrong_type(value, [(kind, schema) for kind in types], path))
                 return value
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref not in refs:  # a $ref back to one followed here adds nothing
+            target = _target(ref, self.root)
+            if target is not None:  # one that does not resolve is the server's to check
+                value = self.value(value, target, path, refs | {ref})
+                if len(self.problems) > before:
+                    return value
+        for keyword in ("anyOf", "oneOf"):
+            branches = schema.get(keyword)
+            if isinstance(branches, list) and branches:
+                value = self.alternatives(value, branches, path, refs)
+                if len(self.problems) > before:
+                    return value
         for keyword in ("enum", "const"):
             if keyword in schema and (keyword == "const" or isinstance(schema["enum"], list)):
                 allowed = schema["enum"] if keyword == "enum" else [schema["const"]]
-                member = self.member(value, allowed, untyped=not types)
+                member = self.member(value, allowed, untyped=not types and self.converts)
                 if member is _NO_MATCH:
                     wanted = ("one of " + ", ".join(_show(v) for v in allowed) if keyword == "enum"
                               else _show(allowed[0]))
@@ -253,6 +376,32 @@ class _Checker:
             value = self.array(value, schema, path)
         elif isinstance(value, dict):
             value = self.object(value, schema, path, strict="properties" in schema)
+        branches = schema.get("allOf")
+        for branch in branches if isinstance(branches, list) else []:
+            value = self.value(value, branch, path, refs)
+        return value
+
+    def alternatives(self, value: Any, branches: list, path: str, refs: frozenset) -> Any:
+        """The first branch the value fits as it is, else the first it converts to (oneOf is read as anyOf)."""
+        tried: list[tuple[Any, list[str]]] = []
+        for convert in (False, True) if self.converts else (False,):
+            tried = []
+            for branch in branches:
+                sub = _Checker(self.tool_name, self.root, convert, self.depth)
+                converted = sub.value(value, branch, path, refs)
+                if not sub.problems:
+                    return converted
+                tried.append((branch, sub.problems))
+        # None fits: the problems of the first branch of the value's type, else the types wanted.
+        kinds: list[tuple[str, Any]] = []
+        for branch, problems in tried:
+            branch_kinds = _kinds(branch, self.root)
+            if not branch_kinds or self.convert(value, branch_kinds)[1]:
+                self.problems.extend(problems)
+                return value
+            kinds += [(kind, _resolved(branch, self.root)) for kind in branch_kinds
+                      if kind not in [k for k, _ in kinds]]
+        self.problems.append(self.wrong_type(value, kinds, path))
         return value
 
     def convert(self, value: Any, types: list[str]) -> tuple[Any, bool]:
@@ -261,18 +410,19 @@ class _Checker:
                 if kind == "integer" and isinstance(value, float):
                     return int(value), True
                 return value, True
-        if isinstance(value, str):
+        if isinstance(value, str) and self.converts:
             for kind in types:
                 converted = _from_string(value, kind)
                 if converted is not _NO_MATCH:
                     return converted, True
         return value, False
 
-    def wrong_type(self, value: Any, schema: dict, types: list[str], path: str) -> str:
-        message = f'argument "{path}" must be {" or ".join(_WANTED[t] for t in types)}'
-        shapes = [t for t in types if t in ("array", "object")]
+    def wrong_type(self, value: Any, kinds: list[tuple[str, Any]], path: str) -> str:
+        """`kinds`: each type wanted, with the schema that wants it (for the example of an array's form)."""
+        message = f'argument "{path}" must be {" or ".join(_WANTED[kind] for kind, _ in kinds)}'
+        shapes = [(kind, schema) for kind, schema in kinds if kind in ("array", "object")]
         if shapes and isinstance(value, str):
-            message += ", written like " + " or ".join(_example(schema, t) for t in shapes)
+            message += ", written like " + " or ".join(_example(schema, kind, self.root) for kind, schema in shapes)
         return message + f", got {_show(value)}"
 
     def member(self, value: Any, allowed: list, untyped: bool) -> Any:
@@ -358,7 +508,7 @@ class _Checker:
         for key in required if isinstance(required, list) else []:
             if key not in value:
                 where = f"{path}.{key}" if path else key
-                self.problems.append(f'missing required argument "{where}"' + _about(properties.get(key)))
+                self.problems.append(f'missing required argument "{where}"' + _about(properties.get(key), self.root))
         return converted
 
     def unknown(self, key: str, where: str, known: list[str], path: str) -> str:
@@ -377,36 +527,47 @@ def _search(pattern: str, key: str) -> bool:
         return False
 
 
-def _about(schema: Any) -> str:
+def _about(schema: Any, root: Any = None) -> str:
     """ (string: Two-letter US state code)  -- what a missing argument is, for the message."""
     if not isinstance(schema, dict):
         return ""
-    kind = describe_type(schema)
+    kind = describe_type(schema, root)
     description = " ".join(str(schema.get("description") or "").split()).rstrip(".")
     if kind and description:
         return f" ({kind}: {description})"
     return f" ({kind or description})" if kind or description else ""
 
 
-def check_value(value: Any, schema: Any, path: str = "", limit: int = 5) -> list[str]:
+def check_value(value: Any, schema: Any, path: str = "", limit: int = 5, root: Any = None) -> list[str]:
     """Problems with a JSON value under standard JSON Schema rules, for a tool's `outputSchema`.
 
     Unlike `validate_arguments` this converts nothing and follows JSON Schema's
     defaults (extra keys are fine unless additionalProperties says otherwise);
-    the keywords are those listed above, plus allOf, anyOf and oneOf.
-    At most `limit` problems are reported.
+    the keywords are those listed above (with oneOf as JSON Schema means it:
+    exactly one branch). `root` is the whole schema for local $refs (by
+    default `schema` itself). At most `limit` problems are reported.
     """
     problems: list[str] = []
-    _check(value, schema, path or "$", problems, limit)
+    _check(value, schema, path or "$", problems, limit, schema if root is None else root, frozenset(), 0)
     return problems[:limit]
 
 
-def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int) -> None:
+def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int, root: Any,
+           refs: frozenset, depth: int) -> None:
     if len(problems) >= limit or schema is True or not isinstance(schema, (dict, bool)):
         return
     if schema is False:
         problems.append(f"{path} is not allowed")
         return
+    if depth >= MAX_DEPTH:
+        problems.append(f"{path} is nested more than {MAX_DEPTH} levels deep")
+        return
+    depth += 1
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref not in refs:
+        target = _target(ref, root)
+        if target is not None:
+            _check(value, target, path, problems, limit, root, refs | {ref}, depth)
     types = _types(schema)
     if types and not any(_has_type(value, t) and not (t == "integer" and isinstance(value, float)
                                                        and not value.is_integer()) for t in types):
@@ -420,7 +581,10 @@ def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int) 
         branches = schema.get(key)
         if not isinstance(branches, list) or not branches:
             continue
-        results = [check_value(value, branch, path, 1) for branch in branches]
+        results: list[list[str]] = []
+        for branch in branches:
+            results.append([])
+            _check(value, branch, path, results[-1], 1, root, refs, depth)
         passed = sum(not r for r in results)
         if key == "allOf":
             for r in results:
@@ -449,7 +613,7 @@ def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int) 
         for i, item in enumerate(value):
             branch = items[i] if isinstance(items, list) and i < len(items) else items
             if isinstance(branch, (dict, bool)):
-                _check(item, branch, f"{path}[{i}]", problems, limit)
+                _check(item, branch, f"{path}[{i}]", problems, limit, root, frozenset(), depth)
     elif isinstance(value, dict):
         properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         for key in schema.get("required") or []:
@@ -459,10 +623,10 @@ def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int) 
         patterns = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
         for key, item in value.items():
             if key in properties:
-                _check(item, properties[key], f"{path}.{key}", problems, limit)
+                _check(item, properties[key], f"{path}.{key}", problems, limit, root, frozenset(), depth)
                 continue
             matched = [p for p in patterns if _search(p, key)]
             for p in matched:
-                _check(item, patterns[p], f"{path}.{key}", problems, limit)
+                _check(item, patterns[p], f"{path}.{key}", problems, limit, root, frozenset(), depth)
             if not matched and extra is not True:
-                _check(item, extra, f"{path}.{key}", problems, limit)
+                _check(item, extra, f"{path}.{key}", problems, limit, root, frozenset(), depth)

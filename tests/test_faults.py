@@ -10,15 +10,19 @@ expected, so the test fails without racing a clock on a busy machine.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from decodeloop.mcp import ConnectionClosed, McpClient, McpError, RequestTimeout, StdioTransport
+from decodeloop.mcp import ConnectionClosed, McpClient, McpError, ProtocolError, RequestTimeout, StdioTransport
+from decodeloop.mcp_config import ServerSpec
+from decodeloop.router import start_servers, stdio_specs
 
 FAULTY = [sys.executable, str(Path(__file__).resolve().parent / "servers" / "faulty.py")]
 TIMEOUT = 60  # the client's request timeout: a guard against a hang, never what a test waits for
@@ -27,17 +31,21 @@ TIMEOUT = 60  # the client's request timeout: a guard against a hang, never what
 class Faulty:
     """A client connected to a fresh faulty server, recording everything it reports."""
 
-    def __init__(self, *flags: str, close_timeout: float = 0.3) -> None:
+    def __init__(self, *flags: str, close_timeout: float = 0.3, max_message_bytes: int | None = None,
+                 **client_options) -> None:
+        flags = ("--wire-faults", *flags)  # the tools that break the wire too
         self.stderr: list[str] = []
         self.logs: list[str] = []
         self.traffic: list[tuple[str, dict]] = []
-        self.transport = StdioTransport([*FAULTY, *flags], on_stderr=self._on_stderr, close_timeout=close_timeout)
+        self.transport = StdioTransport([*FAULTY, *flags], on_stderr=self._on_stderr, close_timeout=close_timeout,
+                                        **({"max_message_bytes": max_message_bytes} if max_message_bytes else {}))
         self.client = McpClient(
             self.transport,
             name="faulty",
             timeout=TIMEOUT,
             on_traffic=lambda direction, message: self.traffic.append((direction, message)),
             log=self.logs.append,
+            **client_options,
         )
         self.client.initialize()
 
@@ -107,7 +115,8 @@ def test_a_20_megabyte_response_line_is_read_whole(faulty):
 def test_garbage_on_stdout_is_logged_and_the_session_goes_on(faulty):
     server = faulty()
     assert server.client.call_tool("garbage", {}).text() == "after garbage"
-    assert any("not JSON-RPC: this line is not JSON" in line for line in server.logs), server.logs
+    assert any("skipped a message from the server: not JSON (Expecting value at character 0): this line is not JSON"
+               in line for line in server.logs), server.logs
     assert all(line.startswith("faulty: ") for line in server.logs)
     assert server.client.call_tool("echo", {"text": "hé\nthere"}).text() == "hé\nthere"
 
@@ -173,3 +182,218 @@ def test_a_command_that_is_not_executable_is_a_clean_error(tmp_path):
     os.chmod(script, 0o644)
     with pytest.raises(McpError, match="server.sh.*permission denied"):
         McpClient.start_stdio([str(script)])
+
+
+def wait_for(condition, what: str, guard: float = TIMEOUT):
+    """Poll until `condition()` is true; the guard only keeps a broken client from hanging the suite."""
+    deadline = time.monotonic() + guard
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.01)
+
+
+def gone(pid: int) -> bool:
+    """Whether a process has ended (a zombie nobody reaped yet counts as ended)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def last_call_id(server: Faulty) -> int:
+    return [m for d, m in server.traffic if d == "send" and m.get("method") == "tools/call"][-1]["id"]
+
+
+# -- one message: a cap, bounded memory, and what cannot be read (issue 12) -------------------------
+
+MB = 1 << 20
+
+
+class PeakMemory:
+    """tracemalloc's peak over a block, above what was allocated when it began."""
+
+    def __enter__(self) -> "PeakMemory":
+        self._was_tracing = tracemalloc.is_tracing()
+        if not self._was_tracing:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        self._base = tracemalloc.get_traced_memory()[0]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.peak = tracemalloc.get_traced_memory()[1] - self._base
+        if not self._was_tracing:
+            tracemalloc.stop()
+
+
+def test_a_20_megabyte_result_peaks_at_about_twice_its_size(faulty):
+    # bytes, text and parsed result never all at once: the bytes go before the parse (it was 4 times the size)
+    server = faulty()
+    with PeakMemory() as memory:
+        text = server.client.call_tool("big", {"megabytes": 20}).text()
+    assert len(text) == 20 * MB
+    assert 20 * MB < memory.peak < 2.5 * 20 * MB, f"{memory.peak / (20 * MB):.2f} times the result"
+
+
+def test_a_message_over_the_cap_fails_its_request_at_once_naming_the_cap(faulty):
+    server = faulty(max_message_bytes=MB)
+    with pytest.raises(ProtocolError) as excinfo:
+        server.client.call_tool("huge", {"megabytes": 8})
+    message = str(excinfo.value)
+    # failed as soon as the line passed the cap, not when it ended: its start named the request
+    assert re.fullmatch(rf"faulty: the response to request {last_call_id(server)} is at least [0-9,]+ bytes, over the "
+                        r"1,048,576-byte cap on one message \(max_message_bytes\); it was skipped", message), message
+    assert server.client.call_tool("echo", {"text": "next"}).text() == "next"  # the rest of the line was dropped
+    assert any("over the 1,048,576-byte cap" in line and '{"jsonrpc":"2.0","id":' in line for line in server.logs)
+
+
+def test_a_message_over_the_cap_with_its_id_at_the_end_fails_when_it_ends(faulty):
+    server = faulty(max_message_bytes=MB)  # TypeScript servers write {"result": ..., "jsonrpc": "2.0", "id": 7}
+    with pytest.raises(ProtocolError) as excinfo:
+        server.client.call_tool("huge", {"megabytes": 8, "id_last": True})
+    size = len(b'{"result":{"content":[{"type":"text","text":""}]},"jsonrpc":"2.0","id":}') + 8 * MB
+    size += len(str(last_call_id(server)))
+    assert str(excinfo.value) == (f"faulty: the response to request {last_call_id(server)} is {size:,} bytes, over "
+                                  "the 1,048,576-byte cap on one message (max_message_bytes); it was skipped")
+    assert server.client.call_tool("echo", {"text": "next"}).text() == "next"
+
+
+def test_a_gigabyte_line_without_a_newline_never_takes_the_clients_memory(faulty):
+    server = faulty(max_message_bytes=MB)
+    with PeakMemory() as memory:
+        with pytest.raises(ProtocolError, match="over the 1,048,576-byte cap"):
+            server.client.call_tool("huge", {"megabytes": 1024, "newline": False})
+        wait_for(lambda: server.transport.bytes_read >= 1024 * MB, "the whole gigabyte was read")
+        server.client.close()
+    assert memory.peak < 4 * MB, f"{memory.peak / MB:.1f} MB"  # the cap and one read's buffer, never the line
+
+
+def test_the_cap_is_the_default_64_megabytes():
+    assert StdioTransport(["true"]).max_message_bytes == 64 * MB
+
+
+def test_invalid_utf8_fails_the_request_at_once_with_the_byte_position(faulty):
+    server = faulty()
+    with pytest.raises(ProtocolError) as excinfo:
+        server.client.call_tool("bad_utf8", {})
+    request_id = last_call_id(server)
+    position = len(f'{{"jsonrpc":"2.0","id":{request_id},"result":{{"content":[{{"type":"text","text":"caf')
+    assert str(excinfo.value) == (f"faulty: the response to request {request_id} could not be read: "
+                                  f"not valid UTF-8: byte 0xff at position {position}")
+    assert server.client.call_tool("echo", {"text": "café"}).text() == "café"
+
+
+@pytest.mark.parametrize("levels", [300, 100_000])
+def test_a_deeply_nested_answer_fails_its_request_and_the_session_goes_on(faulty, levels):
+    server = faulty()
+    with pytest.raises(ProtocolError, match="could not be read: nested (more than 256 levels deep|too deeply)"):
+        server.client.call_tool("deep", {"levels": levels})
+    assert server.client.call_tool("echo", {"text": "still here"}).text() == "still here"
+
+
+def test_a_deeply_nested_notification_is_skipped_with_a_notice(faulty):
+    server = faulty()
+    assert server.client.call_tool("deep", {"levels": 100_000, "notification": True}).text() == (
+        "after the deep notification")
+    assert any(line.startswith("faulty: skipped a message from the server: nested too deeply to parse")
+               for line in server.logs), server.logs
+
+
+# -- the process, not only the pipe (issue 12) --------------------------------------------------------
+
+def test_a_server_that_exits_while_its_child_holds_stdout_is_noticed(faulty):
+    server = faulty()
+    with pytest.raises(ConnectionClosed) as excinfo:  # not RequestTimeout: the pipe never closes by itself
+        server.client.call_tool("orphan", {})
+    message = str(excinfo.value)
+    assert message.startswith("faulty: server exited with code 3 (a process it started still held its output open")
+    [child] = [int(m.group(1)) for line in server.stderr if (m := re.match(r"started child (\d+)", line))]
+    wait_for(lambda: gone(child), f"the child {child} ended with the server's process group")
+
+
+def test_close_ends_what_the_server_started(faulty):
+    server = faulty(close_timeout=2.0)
+    child = int(server.client.call_tool("spawn_child", {}).text())
+    assert not gone(child)
+    server.client.close()
+    assert server.transport.returncode == 0  # the server left on stdin EOF
+    # close() ended the rest of the group (it returns once the child has let go of the pipe, as it exits)
+    wait_for(lambda: gone(child), f"the child {child} ended")
+
+
+def test_each_server_runs_in_its_own_process_group(faulty):
+    server = faulty()
+    assert os.getpgid(server.transport.pid) == server.transport.pid != os.getpgid(0)
+
+
+# -- progress may extend a timeout, as the TypeScript SDK's resetTimeoutOnProgress (issue 12) -----------
+
+def test_progress_restarts_the_timeout_when_asked(faulty):
+    server = faulty(reset_timeout_on_progress=True)
+    started = time.monotonic()
+    # 40 notifications 0.1 s apart: the call outlives its 2 s timeout because each one restarts it
+    assert server.client.call_tool("progress", {"steps": 40, "interval": 0.1}, timeout=2).text() == (
+        "done after 40 steps")
+    assert time.monotonic() - started >= 4.0
+
+
+def test_without_the_option_progress_does_not_extend_the_timeout(faulty):
+    server = faulty()
+    with pytest.raises(RequestTimeout, match="tools/call timed out after 0.5s"):
+        server.client.call_tool("progress", {"steps": 40, "interval": 0.1}, timeout=0.5)
+
+
+def test_the_maximum_total_ends_a_call_whatever_its_progress(faulty):
+    server = faulty(reset_timeout_on_progress=True, max_total_timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(RequestTimeout, match="no answer within the maximum total of 1s"):
+        server.client.call_tool("progress", {"steps": 10_000, "interval": 0.05}, timeout=TIMEOUT)
+    assert time.monotonic() - started >= 1.0
+    cancel = [m for d, m in server.traffic if m.get("method") == "notifications/cancelled"][-1]
+    assert cancel["params"]["reason"].startswith("timed out: no answer within the maximum total of 1s")
+
+
+# -- starting several servers (issue 12) -----------------------------------------------------------------
+
+def test_servers_start_at_the_same_time(tmp_path, events):
+    # each server waits, before it answers anything, until all six are running: one after another would never do
+    specs = stdio_specs([[*FAULTY, "--barrier", str(tmp_path), "6"] for _ in range(6)])
+    with start_servers(specs, events, timeout=TIMEOUT) as router:
+        assert list(router.clients) == ["faulty", "faulty2", "faulty3", "faulty4", "faulty5", "faulty6"]
+    assert len(os.listdir(tmp_path)) == 6
+
+
+def test_servers_tools_and_events_keep_the_configs_order(events):
+    # the first server is the slowest to start: it still comes first in everything
+    specs = stdio_specs([[*FAULTY, "--start-delay", "0.5"], FAULTY, FAULTY])
+    with start_servers(specs, events, timeout=TIMEOUT) as router:
+        assert list(router.clients) == ["faulty", "faulty2", "faulty3"]
+        assert list(router.tools)[:3] == ["faulty__echo", "faulty__crash", "faulty__hang"]
+        assert [router.owner[name] for name in router.tools] == sorted(router.owner[n] for n in router.tools)
+        assert router.call("faulty2__echo", {"text": "two"}).text() == "two"
+    ready = [e.server for e in events.of("server")]
+    assert ready == ["faulty", "faulty2", "faulty3"]
+    startup = events[:events.index(events.of("server")[-1]) + 1]
+    order = [e.server for e in startup]
+    assert order == sorted(order), "each server's events come after all of those before it"
+
+
+def test_a_failed_start_names_the_first_failure_in_order_and_ends_every_server(tmp_path, events):
+    first, last = tmp_path / "first.pid", tmp_path / "last.pid"
+    specs = [ServerSpec("first", [*FAULTY, "--pid-file", str(first)], transport="stdio"),
+             ServerSpec("broken", [*FAULTY, "--exit-at-start", "5"], transport="stdio"),
+             ServerSpec("missing", ["/nonexistent/decodeloop-server"], transport="stdio"),
+             ServerSpec("last", [*FAULTY, "--start-delay", "0.5", "--pid-file", str(last)], transport="stdio")]
+    with pytest.raises(ConnectionClosed) as excinfo:
+        start_servers(specs, events, timeout=TIMEOUT)
+    message = str(excinfo.value)
+    assert message.startswith("broken: server exited with code 5") and "exiting at start, as asked" in message
+    assert [e.server for e in events.of("server")] == ["first"]
+    # it had started; it was closed (and has exited) before the error came out
+    assert gone(int(first.read_text()))
+    assert not last.exists() or gone(int(last.read_text()))

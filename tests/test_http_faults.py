@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from decodeloop.mcp import McpClient, StdioTransport
 from decodeloop.mcp.errors import (ConnectionClosed, HttpStatusError, McpError, ProtocolError, RequestTimeout,
                                    TransportError)
+from decodeloop.mcp import framing
 from decodeloop.mcp.sse import SseParser
 from decodeloop.mcp.transports import http as http_transport
-from decodeloop.mcp.transports import stdio as stdio_transport
+from decodeloop.mcp.transports.httpbase import HttpClient
 
 
 TIMEOUT = 60  # the client's request timeout: a guard against a hang, never what a test waits for
@@ -84,8 +85,8 @@ def test_garbage_on_an_event_stream_is_logged_and_the_call_fails_clearly(http_se
     with connect(server) as client:
         with pytest.raises(TransportError, match="ended before the response"):
             client.call_tool("garbage_sse", {})
-        assert any("not JSON-RPC: this is not JSON" in line for line in client.logs), client.logs
-        assert any("not JSON-RPC: {broken" in line for line in client.logs), client.logs
+        assert any("not JSON (Expecting value at character 0): this is not JSON" in line for line in client.logs), client.logs
+        assert any("): {broken" in line for line in client.logs), client.logs
         assert client.call_tool("echo", {"text": "fine"}).text() == "fine"
 
 
@@ -184,6 +185,99 @@ def test_after_close_sends_fail_at_once(http_server):
         client.call_tool("echo", {"text": "too late"})
 
 
+def wait_for(condition, what: str, guard: float = TIMEOUT):
+    """Poll until `condition()` is true; the guard only keeps a broken client from hanging the suite."""
+    deadline = time.monotonic() + guard
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.01)
+
+
+def test_the_cancellation_after_a_timeout_is_sent_in_the_background(http_server, monkeypatch):
+    # The server holds the notifications/cancelled POST unanswered. Sent on the caller's thread with the
+    # request's timeout, it would double every timeout; it must come from another thread, with its own bound.
+    server = http_server()
+    monkeypatch.setattr(http_transport, "LATER_TIMEOUT", 0.5)
+    posted_from: list[threading.Thread] = []
+    plain_request = HttpClient.request
+
+    def request(self, method, url, body=None, *args, **kw):
+        if body and b"notifications/cancelled" in body:
+            posted_from.append(threading.current_thread())
+        return plain_request(self, method, url, body, *args, **kw)
+
+    monkeypatch.setattr(HttpClient, "request", request)
+    with connect(server) as client:
+        with pytest.raises(RequestTimeout, match="timed out after 0.5s"):
+            client.call_tool("silent", {"seconds": TIMEOUT, "hold_cancel": True}, timeout=0.5)
+        call = next(m for d, m in client.traffic if m.get("params", {}).get("name") == "silent")
+        wait_for(lambda: any("notifications/cancelled" in r["body"] for r in server.seen()), "the cancel arrived")
+        assert posted_from and threading.current_thread() not in posted_from
+        # bounded: the background POST gives up after its own timeout, and says so
+        wait_for(lambda: any("could not send notifications/cancelled" in line for line in client.logs),
+                 "the held cancellation gave up")
+        assert client.call_tool("echo", {"text": "after"}).text() == "after"
+    [cancel] = [json.loads(r["body"]) for r in server.seen() if "notifications/cancelled" in r["body"]]
+    assert cancel["params"] == {"requestId": call["id"], "reason": "timed out after 0.5s"}
+    urllib_post(server.url + "/release")
+
+
+def urllib_post(url: str) -> None:
+    import urllib.request
+
+    urllib.request.urlopen(urllib.request.Request(url, data=b"{}", method="POST"), timeout=5).read()
+
+
+@pytest.mark.parametrize("sse", [False, True], ids=["json", "sse"])
+def test_an_answer_over_the_cap_fails_its_request_naming_the_cap(http_server, sse):
+    server = http_server()
+    with connect(server, max_message_bytes=MB) as client:
+        with pytest.raises(McpError) as excinfo:
+            client.call_tool("big", {"megabytes": 2, "sse": sse})
+        if sse:  # an event over the cap ends its stream
+            assert "an event is larger than the 1,048,576-byte cap on one message (max_message_bytes)" in str(
+                excinfo.value)
+        else:  # refused from its Content-Length, before a byte of it is read
+            request_id = [m for d, m in client.traffic if m.get("method") == "tools/call"][-1]["id"]
+            size = len(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {
+                "content": [{"type": "text", "text": "y" * (2 * MB)}]}}))
+            assert str(excinfo.value) == (f"faulty: the response to request {request_id} is {size:,} bytes, over "
+                                          "the 1,048,576-byte cap on one message (max_message_bytes); it was skipped")
+        assert client.call_tool("echo", {"text": "next"}).text() == "next"
+
+
+@pytest.mark.parametrize("sse", [False, True], ids=["json", "sse"])
+def test_invalid_utf8_in_an_answer_fails_it_at_once_with_the_position(http_server, sse):
+    server = http_server()
+    with connect(server) as client:
+        # over SSE the stream stays open a minute after the bad event: only reading that event can end the call
+        with pytest.raises(ProtocolError) as excinfo:
+            client.call_tool("bad_utf8", {"sse": sse, "linger": TIMEOUT})
+        request_id = [m for d, m in client.traffic if m.get("method") == "tools/call"][-1]["id"]
+        position = len(f'{{"jsonrpc":"2.0","id":{request_id},"result":{{"content":[{{"type":"text","text":"caf')
+        assert str(excinfo.value) == (f"faulty: the response to request {request_id} could not be read: "
+                                      f"not valid UTF-8: byte 0xff at position {position}")
+        assert client.call_tool("echo", {"text": "café"}).text() == "café"
+
+
+def test_a_deeply_nested_answer_on_an_event_stream_fails_its_request(http_server):
+    server = http_server()
+    with connect(server) as client:
+        with pytest.raises(ProtocolError, match="could not be read: nested too deeply"):
+            client.call_tool("deep", {"levels": 100_000, "linger": TIMEOUT})
+        assert client.call_tool("echo", {"text": "next"}).text() == "next"
+
+
+def test_a_deeply_nested_message_on_the_get_stream_leaves_the_listener_running(http_server):
+    server = http_server("--get-stream")
+    seen: list[dict] = []
+    with connect(server, on_notification=lambda method, params: seen.append(params)) as client:
+        assert client.call_tool("push_deep", {}).text() == "queued"
+        # the message after the deep one arrives: the GET stream's reader is still reading
+        wait_for(lambda: {"level": "info", "data": "after the deep one"} in seen, "the message after the deep one")
+        assert any("skipped a message from the server: nested too deeply" in line for line in client.logs)
+
+
 # -- 20 MB results: linear work, over HTTP (JSON and SSE) and stdio ---------------------------------
 #
 # Linear is shown by counting, not timing: every read from the socket or pipe is cut to READ bytes and
@@ -267,7 +361,7 @@ def assert_linear(meter: CopyMeter, parser: CountingJson, size: int) -> None:
 def test_a_20_megabyte_result_over_http_is_read_in_linear_work(http_server, sse, monkeypatch):
     server = http_server()
     counter = CountingJson()
-    monkeypatch.setattr(http_transport, "json", counter)
+    monkeypatch.setattr(framing, "json", counter)
     with connect(server) as client:
         with monkeypatch.context() as patch, CopyMeter() as meter:
             plain_readinto = socket.SocketIO.readinto
@@ -309,7 +403,7 @@ def test_a_20_megabyte_result_over_stdio_is_read_in_linear_work(monkeypatch):
             return proc
 
     counter = CountingJson()
-    monkeypatch.setattr(stdio_transport, "json", counter)
+    monkeypatch.setattr(framing, "json", counter)
     with McpClient(MeteredStdio(FAULTY), name="faulty", timeout=TIMEOUT).start() as client:
         counter.parses = counter.bytes_parsed = 0
         with meter:

@@ -4,7 +4,10 @@
   Streamable HTTP and legacy SSE;
 - mcp-server-time (PyPI) over stdio;
 - a server written with the official Python SDK (tests/servers/sdk_server.py) over
-  stdio, Streamable HTTP and legacy SSE.
+  stdio, Streamable HTTP and legacy SSE;
+- a Python SDK server whose tools take optional, list and pydantic-model arguments
+  (tests/servers/sdk_arguments.py): the compact syntax's strings are converted
+  through anyOf and $ref to what it accepts.
 
 Every tool is listed; calls that return each content type are made and what
 would enter the model's context is checked exactly. The npm package is installed
@@ -31,15 +34,18 @@ from decodeloop.mcp import McpClient
 from decodeloop.mcp.transports.http import StreamableHttpTransport
 from decodeloop.mcp.transports.sse_legacy import SseLegacyTransport
 from decodeloop.mcp_config import load_config
+from decodeloop.calls import describe_tool
 from decodeloop.models.table import TableModel
 from decodeloop.router import start_servers
 from decodeloop.sampling import Sampler
+from decodeloop.schema import ArgumentError, validate_arguments
 from decodeloop.tokenize import CharTokenizer
 
 EVERYTHING_VERSION = "2026.8.31"
 NPM_PREFIX = os.path.join(ROOT, ".cache", "npm")
 EVERYTHING = os.path.join(NPM_PREFIX, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 SDK_SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "sdk_server.py")]
+SDK_ARGUMENTS = [sys.executable, os.path.join(ROOT, "tests", "servers", "sdk_arguments.py")]
 EVERYTHING_TOOLS = {"echo", "get-annotated-message", "get-env", "get-resource-links", "get-resource-reference",
                     "get-structured-content", "get-sum", "get-tiny-image", "gzip-file-as-resource",
                     "toggle-simulated-logging", "toggle-subscriber-updates", "trigger-long-running-operation"}
@@ -252,3 +258,49 @@ def test_several_servers_from_a_config_file_through_the_harness(everything, serv
     assert results[3].text.startswith("{") and not events.of("tool_error")  # structured, schema kept
     assert result.answer == "Here it is."
     assert {e.server for e in events.of("server")} == {"everything", "sdk", "time"}
+
+
+def test_optional_list_and_model_arguments_reach_a_python_sdk_server_converted():
+    sent: list[tuple[str, dict]] = []
+    with McpClient.start_stdio(SDK_ARGUMENTS, name="sdk-arguments", timeout=30,
+                               on_traffic=lambda direction, message: sent.append((direction, message))) as client:
+        tools = {tool.name: tool for tool in client.list_tools()}
+
+        def call(name: str, **compact: str) -> tuple[dict, dict]:
+            """Strings in, as the compact call syntax gives them; what was sent and what the server made of it."""
+            arguments = validate_arguments(name, compact, tools[name].input_schema)
+            result = client.call_tool(name, arguments)
+            assert not result.is_error, result.text()
+            return arguments, json.loads(result.text())
+
+        # Optional[int], Optional[list[str]], Optional[bool], Optional[Literal]: anyOf with null
+        arguments, got = call("search", query="cats", limit="5", tags='["a", "b"]', exact="true", mode="fast")
+        assert arguments == {"query": "cats", "limit": 5, "tags": ["a", "b"], "exact": True, "mode": "fast"}
+        assert got == {"query": ["cats", "str"], "limit": [5, "int"], "tags": [["a", "b"], "list"],
+                       "exact": [True, "bool"], "mode": ["fast", "str"]}
+        arguments, got = call("search", query="null", limit="null")
+        assert arguments == {"query": "null", "limit": None} and got["limit"] == [None, "NoneType"]
+        # a pydantic model ($ref into $defs) and an optional list of them, written as JSON
+        arguments, got = call("place", point='{"x": "3", "label": "origin"}', others='[{"x": 1, "y": 2.5}]')
+        assert arguments == {"point": {"x": 3, "label": "origin"}, "others": [{"x": 1, "y": 2.5}]}
+        assert got["point"] == [{"x": 3, "y": 0.0, "label": "origin"}, "Point"]
+        assert got["others"] == [[{"x": 1, "y": 2.5, "label": None}], "list"]
+        # an optional model inside which another model sits; float | int
+        arguments, got = call("pack", box='{"corner": {"x": "7"}, "tags": ["red"]}', scale="2.5")
+        assert arguments == {"box": {"corner": {"x": 7}, "tags": ["red"]}, "scale": 2.5}
+        assert got == {"box": [{"corner": {"x": 7, "y": 0.0, "label": None}, "tags": ["red"]}, "Box"],
+                       "scale": [2.5, "float"]}
+
+        # what is wrong is said before the server sees it, in the schema's own terms
+        search, place = tools["search"].input_schema, tools["place"].input_schema
+        with pytest.raises(ArgumentError, match='argument "limit" must be an integer or null, got "five"'):
+            validate_arguments("search", {"query": "q", "limit": "five"}, search)
+        with pytest.raises(ArgumentError, match='argument "tags" must be a JSON array or null, written like'):
+            validate_arguments("search", {"query": "q", "tags": "a, b"}, search)
+        with pytest.raises(ArgumentError, match='missing required argument "point.x" \\(integer\\)'):
+            validate_arguments("place", {"point": '{"y": 1}'}, place)
+        assert "limit (integer or null, optional, default null)" in describe_tool(tools["search"])
+        assert "tags (JSON array of strings or null, optional" in describe_tool(tools["search"])
+    # on the wire, typed: a server less lenient than this SDK (which parses JSON text itself) gets what it asked for
+    [first] = [m["params"]["arguments"] for d, m in sent if d == "send" and m.get("method") == "tools/call"][:1]
+    assert json.dumps(first) == '{"query": "cats", "limit": 5, "tags": ["a", "b"], "exact": true, "mode": "fast"}'

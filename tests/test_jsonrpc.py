@@ -191,7 +191,7 @@ def test_malformed_messages_are_logged_and_the_session_survives():
     transport.garbage("Traceback (most recent call last):")
     transport.flush()
     assert len(logs) == 4
-    assert "not JSON-RPC: Traceback" in logs[3]
+    assert logs[3] == "skipped a message from the server: Traceback (most recent call last):"
 
     # A malformed answer to a pending request fails that request, not the session.
     with pytest.raises(ProtocolError, match="exactly one of result and error"):
@@ -251,3 +251,18 @@ def test_close_is_idempotent_and_fails_later_requests():
     assert transport._closed
     with pytest.raises(ConnectionClosed):
         session.request("a")
+
+
+def test_a_batch_is_read_one_level_deep_only():
+    # a batch nested a thousand levels would otherwise be walked by recursion, off the end of the stack
+    session, transport, logs = make_session()
+    nested: list = [{"jsonrpc": "2.0", "method": "deep"}]
+    for _ in range(5000):
+        nested = [nested]
+    seen = []
+    session.on_notification = lambda method, params: seen.append(method)
+    transport.deliver([nested, {"jsonrpc": "2.0", "method": "shallow"}])
+    transport.flush()
+    assert seen == ["shallow"]
+    assert logs == ["ignored a batch item that is not an object: a JSON array"]
+    assert session.request("after")["method"] == "after"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from decodeloop.schema import ArgumentError, describe_type, did_you_mean, validate_arguments
+from decodeloop.schema import MAX_DEPTH, ArgumentError, check_value, describe_type, did_you_mean, validate_arguments
 
 WEATHER = {
     "type": "object",
@@ -319,3 +319,109 @@ def test_describe_type():
     assert describe_type({"type": "array"}) == "JSON array"
     assert describe_type({"type": "object"}) == "JSON object"
     assert describe_type({}) == ""
+
+
+# --- anyOf, oneOf, allOf and $ref: the shapes pydantic / FastMCP servers emit -----------------------
+
+OPTIONAL_INT = {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None, "title": "Limit"}
+OPTIONAL_TAGS = {"anyOf": [{"items": {"type": "string"}, "type": "array"}, {"type": "null"}], "default": None}
+POINT = {"properties": {"x": {"title": "X", "type": "integer"}, "y": {"default": 0.0, "type": "number"},
+                        "label": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}},
+         "required": ["x"], "title": "Point", "type": "object"}
+MODELS = {"$defs": {"Point": POINT,
+                    "Box": {"properties": {"corner": {"$ref": "#/$defs/Point"},
+                                           "tags": {"items": {"type": "string"}, "type": "array"}},
+                            "required": ["corner"], "type": "object"}},
+          "properties": {"p": {"$ref": "#/$defs/Point"},
+                         "box": {"anyOf": [{"$ref": "#/$defs/Box"}, {"type": "null"}], "default": None},
+                         "points": {"items": {"$ref": "#/$defs/Point"}, "type": "array"}},
+          "type": "object"}
+
+
+def test_optional_parameters_are_converted_through_any_of():
+    assert ok({"x": "5"}, one(OPTIONAL_INT)) == {"x": 5}
+    assert ok({"x": "null"}, one(OPTIONAL_INT)) == {"x": None}
+    assert ok({"x": 5}, one(OPTIONAL_INT)) == {"x": 5}
+    assert ok({"x": '["a", "b"]'}, one(OPTIONAL_TAGS)) == {"x": ["a", "b"]}
+    assert problems({"x": ["a", 1]}, one(OPTIONAL_TAGS)) == ['argument "x[1]" must be a string, got 1']
+    assert problems({"x": "five"}, one(OPTIONAL_INT)) == ['argument "x" must be an integer or null, got "five"']
+    assert problems({"x": "a, b"}, one(OPTIONAL_TAGS)) == [
+        'argument "x" must be a JSON array or null, written like ["a", "b"], got "a, b"']
+
+
+def test_one_of_is_read_as_any_of_and_a_value_that_fits_as_it_is_wins():
+    either = one({"oneOf": [{"type": "integer"}, {"type": "string"}]})
+    assert ok({"x": "5"}, either) == {"x": "5"}  # a string is allowed: it stays one, as with a list of types
+    assert ok({"x": "5"}, one({"oneOf": [{"type": "boolean"}, {"type": "number"}]})) == {"x": 5}
+    assert ok({"x": "2.5"}, one({"anyOf": [{"type": "number"}, {"type": "integer"}]})) == {"x": 2.5}
+
+
+def test_the_problems_of_the_branch_of_the_values_type_are_reported():
+    bounded = one({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]})
+    assert problems({"x": "0"}, bounded) == ['argument "x" must be at least 1, got 0']
+    mode = one({"anyOf": [{"enum": ["fast", "full"], "type": "string"}, {"type": "null"}]})
+    assert ok({"x": "fast"}, mode) == {"x": "fast"}
+    assert problems({"x": "slow"}, mode) == ['argument "x" must be one of "fast", "full", got "slow"']
+
+
+def test_models_are_followed_through_ref_and_defs():
+    assert ok({"p": '{"x": "3", "label": "origin"}'}, MODELS) == {"p": {"x": 3, "label": "origin"}}
+    assert ok({"box": '{"corner": {"x": 1}, "tags": ["red"]}'}, MODELS) == {
+        "box": {"corner": {"x": 1}, "tags": ["red"]}}
+    assert ok({"box": "null"}, MODELS) == {"box": None}
+    assert ok({"points": '[{"x": "1"}, {"x": 2, "y": "0.5"}]'}, MODELS) == {"points": [{"x": 1}, {"x": 2, "y": 0.5}]}
+    assert problems({"p": '{"y": 1, "z": 2}'}, MODELS) == [
+        'unknown argument "p.z"; "p" takes x, y, label',
+        'missing required argument "p.x" (integer)']
+    assert problems({"box": '{"corner": {"x": "one"}}'}, MODELS) == [
+        'argument "box.corner.x" must be an integer, got "one"']
+
+
+def test_refs_that_do_not_resolve_accept_and_cycles_end():
+    assert ok({"x": "5"}, one({"$ref": "https://example.com/schema.json"})) == {"x": "5"}
+    assert ok({"x": "5"}, one({"$ref": "#/$defs/missing"})) == {"x": "5"}
+    looping = {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+               "properties": {"x": {"$ref": "#/$defs/a"}}}
+    assert ok({"x": "5"}, looping) == {"x": "5"}
+    escaped = {"$defs": {"a/b": {"type": "integer"}, "c~d": {"type": "boolean"}},
+               "properties": {"x": {"$ref": "#/$defs/a~1b"}, "y": {"$ref": "#/$defs/c~0d"}}}
+    assert ok({"x": "1", "y": "true"}, escaped) == {"x": 1, "y": True}
+
+
+def test_a_recursive_schema_is_followed_to_a_bounded_depth():
+    tree = {"$defs": {"node": {"type": "object", "properties": {
+        "value": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}}},
+        "properties": {"list": {"$ref": "#/$defs/node"}}}
+    assert ok({"list": '{"value": "1", "next": {"value": "2", "next": null}}'}, tree) == {
+        "list": {"value": 1, "next": {"value": 2, "next": None}}}
+    deep: dict = {"value": 0, "next": None}
+    for n in range(1, 500):
+        deep = {"value": n, "next": deep}
+    found = problems({"list": deep}, tree)  # no RecursionError: a problem the model can read
+    assert len(found) == 1 and f"nested more than {MAX_DEPTH} levels deep" in found[0]
+
+
+def test_all_of_applies_every_branch_in_turn():
+    schema = one({"allOf": [{"type": "integer"}, {"minimum": 10}]})
+    assert ok({"x": "12"}, schema) == {"x": 12}
+    assert problems({"x": "3"}, schema) == ['argument "x" must be at least 10, got 3']
+    wrapped = {"$defs": {"P": POINT}, "properties": {"p": {"allOf": [{"$ref": "#/$defs/P"}], "description": "A point"}}}
+    assert ok({"p": '{"x": "4"}'}, wrapped) == {"p": {"x": 4}}
+
+
+def test_describe_type_through_any_of_and_refs():
+    assert describe_type(OPTIONAL_INT) == "integer or null"
+    assert describe_type(OPTIONAL_TAGS) == "JSON array of strings or null"
+    assert describe_type(MODELS["properties"]["box"], MODELS) == "JSON object or null"
+    assert describe_type(MODELS["properties"]["points"], MODELS) == "JSON array of objects"
+    assert describe_type(MODELS["properties"]["box"]) == ""  # without the whole schema, a $ref is unknown
+    assert describe_type({"anyOf": [{"type": "integer"}, {}]}) == ""  # a branch of any type
+    assert problems({}, {"$defs": {"P": POINT}, "properties": {"p": {"$ref": "#/$defs/P"}}, "required": ["p"]}) == [
+        'missing required argument "p" (JSON object)']
+
+
+def test_check_value_follows_refs():
+    schema = {"$defs": {"P": POINT}, "type": "object", "properties": {"p": {"$ref": "#/$defs/P"}}}
+    assert check_value({"p": {"x": 1}}, schema) == []
+    assert check_value({"p": {"x": "1"}}, schema) == ['$.p.x must be an integer, got "1"']
+    assert check_value(5, {"anyOf": [{"$ref": "#"}]}) == []  # a cycle of refs ends

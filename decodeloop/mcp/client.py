@@ -9,7 +9,10 @@ turns into something the model can read.
 It also owns what the protocol asks of a client around those calls: telling
 the transport the negotiated version (HTTP sends it as a header), initializing
 again when an HTTP server says our session expired (then retrying the request
-once), a progress token on every tools/call, and remembering that the server
+once), a progress token on every tools/call (with `reset_timeout_on_progress`,
+each progress notification for the call restarts its timeout, up to
+`max_total_timeout`: the TypeScript SDK's resetTimeoutOnProgress and
+maxTotalTimeout), and remembering that the server
 announced `notifications/tools/list_changed` (`tools_stale`), so the owner can
 list the tools again from its own thread: a reader thread must never wait for
 a response it is the one to read.
@@ -25,7 +28,8 @@ import threading
 
 import decodeloop
 from decodeloop.mcp.errors import HttpStatusError, McpError, ProtocolError, RpcError, SessionExpired
-from decodeloop.mcp.jsonrpc import JsonRpcSession
+from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
+from decodeloop.mcp.jsonrpc import Deadline, JsonRpcSession
 from decodeloop.mcp.transports.base import Transport
 
 PROTOCOL_VERSION = "2025-11-25"
@@ -99,9 +103,13 @@ class McpClient:
         capabilities: dict | None = None,
         request_handlers: dict[str, Callable[[dict], Any]] | None = None,
         client_info: dict | None = None,
+        reset_timeout_on_progress: bool = False,
+        max_total_timeout: float | None = None,
     ) -> None:
         self.name = name
         self.timeout = timeout
+        self.reset_timeout_on_progress = reset_timeout_on_progress
+        self.max_total_timeout = max_total_timeout
         self.transport = transport
         self._log = log or (lambda line: None)
         self._on_notification = on_notification
@@ -117,6 +125,7 @@ class McpClient:
         self.instructions: str | None = None
         self.tools_stale = threading.Event()  # set by notifications/tools/list_changed
         self._progress_tokens = itertools.count(1)
+        self._deadlines: dict[int, Deadline] = {}  # progress token -> the timeout its progress extends
         self._reinit_lock = threading.Lock()
         self._generation = 0  # how many times the session was initialized
         self._closed = False
@@ -130,12 +139,14 @@ class McpClient:
         cwd: str | None = None,
         on_stderr: Callable[[str], None] | None = None,
         close_timeout: float = 2.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         **kw: Any,
     ) -> "McpClient":
         """Spawn a stdio server and return an initialized client for it."""
         from decodeloop.mcp.transports.stdio import StdioTransport
 
-        transport = StdioTransport(command, env=env, cwd=cwd, on_stderr=on_stderr, close_timeout=close_timeout)
+        transport = StdioTransport(command, env=env, cwd=cwd, on_stderr=on_stderr, close_timeout=close_timeout,
+                                   max_message_bytes=max_message_bytes)
         client = cls(transport, **kw)
         return client.start()
 
@@ -148,6 +159,7 @@ class McpClient:
         transport: str = "auto",
         auth: Any = None,
         connect_timeout: float = 10.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         **kw: Any,
     ) -> "McpClient":
         """Connect to an HTTP server and return an initialized client.
@@ -166,7 +178,8 @@ class McpClient:
         name = kw.get("name", "server")
         if transport != "sse":
             client = cls(StreamableHttpTransport(url, headers, timeout=timeout, connect_timeout=connect_timeout,
-                                                 auth=auth, log=lambda line: log(f"{name}: {line}")), **kw)
+                                                 auth=auth, log=lambda line: log(f"{name}: {line}"),
+                                                 max_message_bytes=max_message_bytes), **kw)
             try:
                 client.initialize()
                 return client
@@ -179,7 +192,8 @@ class McpClient:
                 client.close()
                 raise
         client = cls(SseLegacyTransport(url, headers, timeout=timeout, connect_timeout=connect_timeout,
-                                        log=lambda line: log(f"{name}: {line}")), **kw)
+                                        log=lambda line: log(f"{name}: {line}"),
+                                        max_message_bytes=max_message_bytes), **kw)
         return client.start()
 
     def start(self) -> "McpClient":
@@ -197,6 +211,11 @@ class McpClient:
     def _notified(self, method: str, params: dict) -> None:
         if method == "notifications/tools/list_changed":
             self.tools_stale.set()
+        elif method == "notifications/progress" and self._deadlines:
+            token = params.get("progressToken")
+            deadline = self._deadlines.get(token) if isinstance(token, int) and not isinstance(token, bool) else None
+            if deadline is not None:
+                deadline.extend()
         if self._on_notification is not None:
             self._on_notification(method, params)
 
@@ -306,9 +325,22 @@ class McpClient:
         )
 
     def call_tool(self, name: str, arguments: dict, timeout: float | None = None) -> ToolResult:
-        """Call a tool. A failing tool gives `is_error=True`; a failing server raises an McpError."""
-        params = {"name": name, "arguments": arguments, "_meta": {"progressToken": next(self._progress_tokens)}}
-        result = self._request("tools/call", params, timeout)
+        """Call a tool. A failing tool gives `is_error=True`; a failing server raises an McpError.
+
+        With `reset_timeout_on_progress`, each progress notification for this
+        call restarts its timeout, until `max_total_timeout` (if set) has passed.
+        """
+        token = next(self._progress_tokens)
+        params = {"name": name, "arguments": arguments, "_meta": {"progressToken": token}}
+        if not self.reset_timeout_on_progress:
+            result = self._request("tools/call", params, timeout)
+        else:
+            deadline = Deadline(self.timeout if timeout is None else timeout, self.max_total_timeout)
+            self._deadlines[token] = deadline
+            try:
+                result = self._request("tools/call", params, deadline)
+            finally:
+                del self._deadlines[token]
         if not isinstance(result, dict):
             raise ProtocolError(f"{self.name}: tools/call returned {type(result).__name__}, not an object")
         content = result.get("content", [])
@@ -327,7 +359,7 @@ class McpClient:
     def ping(self) -> None:
         self._request("ping")
 
-    def _request(self, method: str, params: dict | None = None, timeout: float | None = None) -> Any:
+    def _request(self, method: str, params: dict | None = None, timeout: float | Deadline | None = None) -> Any:
         timeout = self.timeout if timeout is None else timeout
         generation = self._generation
         try:

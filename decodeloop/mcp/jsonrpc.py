@@ -6,6 +6,14 @@ delivers the matching response, the timeout passes, or the connection ends; in
 the last case every waiting request fails at once, which is what turns a
 crashed server into an error in milliseconds rather than at the timeout.
 
+A request's timeout is a number of seconds, or a `Deadline` that the caller
+may push back while it waits (the client does so on progress notifications,
+as the TypeScript SDK's resetTimeoutOnProgress does), up to a maximum total.
+When a request times out (or Ctrl-C interrupts the wait) the server is told
+with `notifications/cancelled`; a transport whose sends can wait on the network
+(HTTP) offers `send_later`, so the cancellation never adds its own wait to the
+caller's: a timeout is the timeout.
+
 Requests the server sends us are answered from `request_handlers` (method ->
 function of params returning the result, or raising RpcError); `ping` is
 always answered, anything unknown gets "method not found". A transport that
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from typing import Any, Callable
 
 from decodeloop.mcp.errors import ConnectionClosed, McpError, ProtocolError, RequestTimeout, RpcError
@@ -58,6 +67,41 @@ class _Waiter:
     def fail(self, failure: Exception) -> None:
         self.failure = failure
         self._done.release()
+
+
+class Deadline:
+    """A request's timeout that the caller may push back while it waits, up to a maximum total.
+
+    `timeout` counts from the start or from the latest `extend()`; `max_total`
+    counts from the start, whatever extended it. None for either: no such limit.
+    """
+
+    __slots__ = ("timeout", "max_total", "started", "_last")
+
+    def __init__(self, timeout: float | None, max_total: float | None = None) -> None:
+        self.timeout = timeout
+        self.max_total = max_total
+        self.started = self._last = time.monotonic()
+
+    def extend(self) -> None:
+        self._last = time.monotonic()
+
+    def remaining(self) -> float | None:
+        """Seconds left (at most 0 once expired), or None if nothing limits the wait."""
+        ends = [] if self.timeout is None else [self._last + self.timeout]
+        if self.max_total is not None:
+            ends.append(self.started + self.max_total)
+        return min(ends) - time.monotonic() if ends else None
+
+    def expired(self, method: str) -> str:
+        """Why the request ended, once remaining() ran out."""
+        if self.max_total is not None and time.monotonic() >= self.started + self.max_total:
+            return (f"{method} timed out: no answer within the maximum total of {self.max_total:g}s"
+                    + (f" (progress extended its {self.timeout:g}s timeout until then)"
+                       if self.timeout is not None and self._last > self.started else ""))
+        if self._last > self.started:
+            return f"{method} timed out after {self.timeout:g}s without progress"
+        return f"{method} timed out after {self.timeout:g}s"
 
 
 class JsonRpcSession:
@@ -112,8 +156,8 @@ class JsonRpcSession:
 
     # -- outgoing ----------------------------------------------------------------------
 
-    def request(self, method: str, params: dict | None = None, timeout: float | None = 60.0) -> Any:
-        """Send a request and wait for its result; `timeout=None` waits forever."""
+    def request(self, method: str, params: dict | None = None, timeout: float | Deadline | None = 60.0) -> Any:
+        """Send a request and wait for its result; `timeout=None` waits forever, a Deadline as long as it says."""
         waiter = _Waiter()
         with self._lock:
             if self._closed_reason is not None:
@@ -129,7 +173,10 @@ class JsonRpcSession:
             raise
 
         try:
-            answered = waiter.wait(timeout)
+            if isinstance(timeout, Deadline):
+                answered = _wait_deadline(waiter, timeout)
+            else:
+                answered = waiter.wait(timeout)
         except KeyboardInterrupt:
             # Ctrl-C while waiting: the server should stop working on it too.
             if self._drop(request_id):
@@ -137,8 +184,9 @@ class JsonRpcSession:
             raise
         if not answered:
             if self._drop(request_id):
-                self._cancel(request_id, f"timed out after {timeout:g}s")
-                raise RequestTimeout(f"{method} timed out after {timeout:g}s")
+                why = timeout.expired(method) if isinstance(timeout, Deadline) else f"{method} timed out after {timeout:g}s"
+                self._cancel(request_id, why.removeprefix(f"{method} "))
+                raise RequestTimeout(why)
             # The reader claimed the waiter between the timeout and the drop,
             # so the response (or the failure) is a moment away: take it.
             waiter.wait()
@@ -159,9 +207,14 @@ class JsonRpcSession:
         self.transport.send(message)
 
     def _cancel(self, request_id: int, reason: str) -> None:
-        # Tell the server to stop working on it; if it is already gone, nothing to do.
+        """Tell the server to stop working on it, without making the caller wait; if it is gone, nothing to do."""
+        if self._closed_reason is not None:
+            return
+        message = _message("notifications/cancelled", {"requestId": request_id, "reason": reason})
+        self._trace("send", message)
+        send = getattr(self.transport, "send_later", None) or self.transport.send
         try:
-            self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+            send(message)
         except McpError:
             pass
 
@@ -176,12 +229,15 @@ class JsonRpcSession:
     # -- incoming (reader thread) ----------------------------------------------------
 
     def _on_message(self, message: Message) -> None:
-        if isinstance(message, list):  # a batch, from a server of an older revision
+        if isinstance(message, list):  # a batch, from a server of an older revision: one level, never nested
             for item in message:
-                self._on_message(item)
+                if isinstance(item, dict):
+                    self._on_message(item)
+                else:
+                    self.log(f"ignored a batch item that is not an object: {_short(item)}")
             return
         if not isinstance(message, dict):
-            self.log(f"ignored a batch item that is not an object: {message!r:.200}")
+            self.log(f"ignored a message that is not an object: {_short(message)}")
         elif "method" in message:
             if "id" in message:
                 self._answer_request(message)
@@ -251,8 +307,9 @@ class JsonRpcSession:
         if waiter is not None:
             waiter.fail(error)
 
-    def _on_garbage(self, line: str) -> None:
-        self.log(f"ignored a line from the server that is not JSON-RPC: {line}")
+    def _on_garbage(self, text: str) -> None:
+        """A message the transport could not read: what was wrong with it, and how it started."""
+        self.log(f"skipped a message from the server: {text}")
 
     def _on_close(self, reason: str) -> None:
         with self._lock:
@@ -264,6 +321,21 @@ class JsonRpcSession:
             waiter.fail(ConnectionClosed(reason))
         if unexpected:
             self.log(f"connection lost ({len(pending)} request(s) pending): {reason}")
+
+
+def _wait_deadline(waiter: _Waiter, deadline: Deadline) -> bool:
+    """Wait until answered or the deadline, re-reading it each time the last wait ends: it may have moved."""
+    while True:
+        remaining = deadline.remaining()
+        if remaining is not None and remaining <= 0:
+            return False
+        if waiter.wait(remaining):
+            return True
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if not isinstance(value, (list, dict)) else f"a JSON {'array' if isinstance(value, list) else 'object'}"
+    return text[:200]
 
 
 def _message(method: str, params: dict | None, request_id: int | None = None) -> dict:

@@ -95,7 +95,8 @@ class SseParser:
             self._pieces.append(rest)
             self._pending += len(rest)
             if self._pending + self._data_bytes > self.max_event_bytes:
-                raise SseError(f"an event is larger than {self.max_event_bytes:,} bytes")
+                raise SseError(f"an event is larger than the {self.max_event_bytes:,}-byte cap on one message "
+                               "(max_message_bytes)")
         return events
 
     def finish(self) -> None:
@@ -123,7 +124,8 @@ class SseParser:
             self._data.append(value)
             self._data_bytes += len(value) + 1
             if self._data_bytes > self.max_event_bytes:
-                raise SseError(f"an event is larger than {self.max_event_bytes:,} bytes")
+                raise SseError(f"an event is larger than the {self.max_event_bytes:,}-byte cap on one message "
+                               "(max_message_bytes)")
         elif field == b"event":
             self._event = value.decode("utf-8", errors="replace")
         elif field == b"id":

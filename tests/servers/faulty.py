@@ -1,8 +1,15 @@
 """A deliberately misbehaving MCP server for the fault tests: crashes, hangs, floods, garbage.
 
-Run as `python3 tests/servers/faulty.py [--ignore-eof] [--ignore-term]`:
---ignore-eof keeps running after stdin closes, --ignore-term also ignores SIGTERM,
-so the client's shutdown has to escalate.
+Run as `python3 tests/servers/faulty.py [--ignore-eof] [--ignore-term] [--start-delay S]
+[--barrier DIR N] [--pid-file FILE] [--exit-at-start CODE] [--wire-faults]`: --ignore-eof keeps running
+after stdin closes, --ignore-term also ignores SIGTERM, so the client's shutdown has to
+escalate; --start-delay waits before serving; --barrier waits until N servers given the
+same DIR have started (so they must start at the same time); --pid-file writes the pid;
+--exit-at-start exits at once with CODE; --wire-faults adds the tools below.
+
+Some tools write their answer themselves, straight to the file descriptor, as a server
+that gets it wrong would: a line larger than any cap, bytes that are not UTF-8, JSON
+nested too deeply. They use the id of the request being answered (`current`).
 """
 
 from __future__ import annotations
@@ -20,6 +27,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from decodeloop.servers.base import ToolServer  # noqa: E402
 
 server = ToolServer("faulty", "0.0.1")
+current: dict = {}   # the request being answered
+answered = False     # the tool wrote its answer itself: the server must not answer again
+_handle = server.handle
+
+
+def handle(message):
+    global current, answered
+    current, answered = message if isinstance(message, dict) else {}, False
+    response = _handle(message)
+    return None if answered else response
+
+
+server.handle = handle
 
 MEGABYTES = {
     "type": "object",
@@ -116,11 +136,165 @@ def grow(name: str) -> str:
     return f"added {name}"
 
 
+WIRE_TOOLS: list = []  # offered only with --wire-faults, so the default tool list stays as other tests know it
+
+
+def wire_tool(*args, **kw):
+    def register(function):
+        WIRE_TOOLS.append((args, kw, function))
+        return function
+    return register
+
+
+def _write_answer(*parts: bytes) -> None:
+    """Write the answer to the current request from these pieces, as they are."""
+    global answered
+    answered = True
+    for part in parts:
+        view = memoryview(part)
+        while view:
+            view = view[os.write(1, view):]
+
+
+def _id() -> bytes:
+    return json.dumps(current.get("id")).encode()
+
+
+TEXT_HEAD = b'"result":{"content":[{"type":"text","text":"'
+TEXT_END = b'"}]}'
+
+
+@wire_tool(
+    "huge",
+    "Answer with a text of that many megabytes of z, written in pieces: the id first (as Python servers "
+    "write it) or last (as TypeScript servers do); without the newline, then hang.",
+    {"type": "object", "properties": {"megabytes": {"type": "integer", "minimum": 0},
+                                      "id_last": {"type": "boolean"}, "newline": {"type": "boolean"}},
+     "required": ["megabytes"], "additionalProperties": False},
+)
+def huge(megabytes: int, id_last: bool = False, newline: bool = True) -> str:
+    piece = b"z" * (1 << 20)
+    if id_last:
+        _write_answer(b"{" + TEXT_HEAD)
+    else:
+        _write_answer(b'{"jsonrpc":"2.0","id":' + _id() + b"," + TEXT_HEAD)
+    for _ in range(megabytes):
+        _write_answer(piece)
+    if not newline:
+        print(f"wrote {megabytes} MB without a newline", file=sys.stderr, flush=True)
+        threading.Event().wait()
+    _write_answer(TEXT_END + (b',"jsonrpc":"2.0","id":' + _id() + b"}\n" if id_last else b"}\n"))
+    return "unreachable"
+
+
+@wire_tool(
+    "bad_utf8",
+    "Answer with a text holding the byte 0xff, which is not UTF-8.",
+    NO_ARGUMENTS,
+)
+def bad_utf8() -> str:
+    _write_answer(b'{"jsonrpc":"2.0","id":' + _id() + b"," + TEXT_HEAD + b"caf\xff" + TEXT_END + b"}\n")
+    return "unreachable"
+
+
+@wire_tool(
+    "deep",
+    "Send a message nested LEVELS deep: the answer itself, or a notification before a plain answer.",
+    {"type": "object", "properties": {"levels": {"type": "integer", "minimum": 1},
+                                      "notification": {"type": "boolean"}},
+     "required": ["levels"], "additionalProperties": False},
+)
+def deep(levels: int, notification: bool = False) -> str:
+    nested = b"[" * levels + b"]" * levels
+    if notification:
+        _send_raw(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":' + nested + b"}}\n")
+        return "after the deep notification"
+    _write_answer(b'{"jsonrpc":"2.0","id":' + _id() + b',"result":{"content":[],"deep":' + nested + b"}}\n")
+    return "unreachable"
+
+
+def _send_raw(line: bytes) -> None:
+    view = memoryview(line)
+    while view:
+        view = view[os.write(1, view):]
+
+
+@wire_tool(
+    "orphan",
+    "Start a process that holds this server's stdout and lives on, then exit with code 3 mid-call.",
+    NO_ARGUMENTS,
+)
+def orphan() -> str:
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # inherits stdout
+    print(f"started child {child.pid}", file=sys.stderr, flush=True)
+    os._exit(3)
+
+
+@wire_tool(
+    "spawn_child",
+    "Start a process that holds this server's stdout and lives on; answer with its pid.",
+    NO_ARGUMENTS,
+)
+def spawn_child() -> str:
+    import subprocess
+
+    return str(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]).pid)
+
+
+@wire_tool(
+    "progress",
+    "Send STEPS progress notifications for this call, one every INTERVAL seconds, then answer.",
+    {"type": "object", "properties": {"steps": {"type": "integer", "minimum": 0},
+                                      "interval": {"type": "number", "minimum": 0}},
+     "required": ["steps", "interval"], "additionalProperties": False},
+)
+def progress(steps: int, interval: float) -> str:
+    token = ((current.get("params") or {}).get("_meta") or {}).get("progressToken")
+    for step in range(1, steps + 1):
+        time.sleep(interval)
+        _send({"jsonrpc": "2.0", "method": "notifications/progress",
+               "params": {"progressToken": token, "progress": step, "total": steps}})
+    return f"done after {steps} steps"
+
+
+def _barrier(folder: str, count: int) -> None:
+    """Wait until `count` servers have reached this point with the same folder (60 s at most)."""
+    with open(os.path.join(folder, str(os.getpid())), "w"):
+        pass
+    deadline = time.monotonic() + 60
+    while len(os.listdir(folder)) < count:
+        if time.monotonic() > deadline:
+            print(f"barrier: only {len(os.listdir(folder))} of {count} servers started", file=sys.stderr, flush=True)
+            sys.exit(4)
+        time.sleep(0.01)
+
+
 def main() -> int:
     parser = server.argument_parser()
     parser.add_argument("--ignore-eof", action="store_true", help="keep running after stdin closes")
     parser.add_argument("--ignore-term", action="store_true", help="ignore SIGTERM")
+    parser.add_argument("--start-delay", type=float, default=0.0, help="wait this long before serving")
+    parser.add_argument("--barrier", nargs=2, metavar=("DIR", "N"), help="wait until N servers reached DIR")
+    parser.add_argument("--pid-file", help="write the pid here")
+    parser.add_argument("--exit-at-start", type=int, help="exit at once with this code")
+    parser.add_argument("--wire-faults", action="store_true",
+                        help="also offer the tools that break the wire: huge, bad_utf8, deep, orphan, spawn_child, "
+                             "progress")
     args = parser.parse_args()
+    if args.wire_faults:
+        for tool_args, tool_kw, function in WIRE_TOOLS:
+            server.tool(*tool_args, **tool_kw)(function)
+    if args.pid_file:
+        with open(args.pid_file, "w") as f:
+            f.write(str(os.getpid()))
+    if args.exit_at_start is not None:
+        print("exiting at start, as asked", file=sys.stderr, flush=True)
+        return args.exit_at_start
+    if args.barrier:
+        _barrier(args.barrier[0], int(args.barrier[1]))
+    time.sleep(args.start_delay)
     if args.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     server.page_size = args.page_size

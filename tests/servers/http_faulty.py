@@ -8,12 +8,17 @@ answer at all, a forgotten session, 20 MB). Other paths: POST /status/NNN
 answers NNN; POST /redirect answers 307 to the URL given with --redirect-to;
 GET /sse-elsewhere is a legacy SSE stream whose endpoint is on that other
 origin; GET /seen returns every request this server received, as JSON.
+With --get-stream, GET /mcp is the stream for messages the server starts
+(what the tool push_deep queues). A `silent` call with hold_cancel makes the
+server hold every later notifications/cancelled POST unanswered until POST
+/release (or two minutes).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import queue
 import sys
 import threading
 import time
@@ -21,12 +26,16 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOOLS = ["echo", "headers", "fail500", "drop_json", "drop_sse", "resume_sse", "garbage_sse", "silent",
-         "big", "forget"]
+         "big", "forget", "bad_utf8", "deep", "push_deep"]
 seen: list[dict] = []
 sessions: set[str] = set()
 resumable: dict[str, dict] = {}  # event id -> the response to replay on GET with that Last-Event-ID
 lock = threading.Lock()
 redirect_to = ""
+get_stream = False
+pushed: queue.Queue = queue.Queue()  # messages for the GET stream
+holding_cancels = threading.Event()  # set: a notifications/cancelled POST waits for release
+released = threading.Event()
 
 
 def result(request_id, text: str) -> dict:
@@ -77,6 +86,21 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(2)
             return
         last = self.headers.get("Last-Event-ID")
+        if self.path == "/mcp" and get_stream and last is None:
+            self._sse_start()
+            while True:
+                try:
+                    message = pushed.get(timeout=0.5)
+                    self.wfile.write(b"data: " + message + b"\n\n")
+                    self.wfile.flush()
+                except queue.Empty:
+                    try:
+                        self.wfile.write(b": keep-alive\n\n")
+                        self.wfile.flush()
+                    except OSError:
+                        return
+                except OSError:
+                    return
         if self.path == "/mcp" and last in resumable:
             self._sse_start()
             self.wfile.write(b"id: r2\ndata: " + json.dumps(resumable.pop(last)).encode() + b"\n\n")
@@ -99,12 +123,18 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/redirect":
             self._send(307, b"", headers={"Location": redirect_to + "/mcp"})
             return
+        if self.path == "/release":
+            released.set()
+            self._send(200, b"{}")
+            return
         try:
             message = json.loads(body)
         except ValueError:
             self._send(400, b'{"error": "not JSON"}')
             return
         if "id" not in message or "method" not in message:
+            if message.get("method") == "notifications/cancelled" and holding_cancels.is_set():
+                released.wait(120)
             self._send(202)
             return
         method, request_id = message["method"], message["id"]
@@ -168,6 +198,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def tool_silent(self, request_id, arguments) -> None:
+        if arguments.get("hold_cancel"):
+            holding_cancels.set()
         time.sleep(float(arguments.get("seconds", 30)))
         self.close_connection = True
 
@@ -183,6 +215,34 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(200, data)
 
+    def tool_bad_utf8(self, request_id, arguments) -> None:
+        data = (b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode()
+                + b',"result":{"content":[{"type":"text","text":"caf\xff"}]}}')
+        if arguments.get("sse"):
+            self._sse_start()
+            self.wfile.write(b"data: " + data + b"\n\n")
+            self.wfile.flush()
+            time.sleep(float(arguments.get("linger", 0)))  # the stream stays open: only the bad event can end the call
+        else:
+            self._send(200, data)
+
+    def tool_deep(self, request_id, arguments) -> None:
+        levels = int(arguments.get("levels", 100_000))
+        data = (b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":{"content":[],"deep":'
+                + b"[" * levels + b"]" * levels + b"}}")
+        self._sse_start()
+        self.wfile.write(b"data: " + data + b"\n\n")
+        self.wfile.flush()
+        time.sleep(float(arguments.get("linger", 0)))
+
+    def tool_push_deep(self, request_id, arguments) -> None:
+        levels = int(arguments.get("levels", 100_000))
+        pushed.put(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":'
+                   + b"[" * levels + b"]" * levels + b"}}")
+        pushed.put(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info",'
+                   b'"data":"after the deep one"}}')
+        self._json(result(request_id, "queued"))
+
     def tool_forget(self, request_id, arguments) -> None:
         with lock:
             sessions.discard(self.headers.get("Mcp-Session-Id"))
@@ -190,11 +250,13 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> int:
-    global redirect_to
+    global redirect_to, get_stream
     parser = argparse.ArgumentParser()
     parser.add_argument("--redirect-to", default="http://127.0.0.1:9", help="another origin, for redirects")
+    parser.add_argument("--get-stream", action="store_true", help="offer a GET stream on /mcp")
     args = parser.parse_args()
     redirect_to = args.redirect_to.rstrip("/")
+    get_stream = args.get_stream
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     print(httpd.server_address[1], flush=True)

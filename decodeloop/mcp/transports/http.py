@@ -15,8 +15,13 @@ GET and `Last-Event-ID`. Notifications and responses are POSTed on the caller's
 thread (202 Accepted), which keeps them in order.
 
 A request that fails here (an HTTP status, a refused or dropped connection, a
-stream that ends without the answer) is reported for its id through
-`on_error`, so it fails alone and the session goes on. A 404 for a request that
+stream that ends without the answer, an answer that cannot be read or is
+larger than `max_message_bytes`) is reported for its id through `on_error`, so
+it fails alone and the session goes on; a message on any stream that cannot be
+read is skipped with a notice, and fails the request it answered if it shows
+which. A notification the client sends after a timeout (the cancellation) goes
+through `send_later`: POSTed from a thread of its own, with a short timeout of
+its own, so it never lengthens the caller's wait. A 404 for a request that
 carried a session id raises SessionExpired: the client initializes again.
 """
 
@@ -28,11 +33,13 @@ import threading
 import time
 from typing import Any, Callable
 
-from decodeloop.mcp.errors import (AuthorizationError, ConnectionClosed, HttpStatusError, McpError,
+from decodeloop.mcp import framing
+from decodeloop.mcp.errors import (AuthorizationError, ConnectionClosed, HttpStatusError, McpError, ProtocolError,
                                    SessionExpired, TransportError)
+from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
 from decodeloop.mcp.sse import SseError, SseParser
 from decodeloop.mcp.transports.base import Message
-from decodeloop.mcp.transports.httpbase import HttpClient, Response, check_url, preview
+from decodeloop.mcp.transports.httpbase import BodyTooLarge, HttpClient, Response, check_url, preview
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 READ_SIZE = 1 << 18  # large reads: a 20 MB event takes 80 of them
@@ -42,6 +49,7 @@ LISTEN_TIMEOUT = 300.0   # an idle GET stream is reopened after this long
 MAX_LISTEN_FAILURES = 5  # GET stream attempts that fail in a row before giving up on it
 DRAIN_TIMEOUT = 0.2      # after the answer, how long to wait for the stream's end (keeps the connection)
 CLOSE_TIMEOUT = 2.0      # for the DELETE on close
+LATER_TIMEOUT = 5.0      # for a notification sent in the background (a cancellation after a timeout)
 
 
 def encode_message(message: dict) -> bytes:
@@ -61,9 +69,11 @@ class StreamableHttpTransport:
 
     def __init__(self, url: str, headers: dict[str, str] | None = None, *, timeout: float = 60.0,
                  connect_timeout: float = 10.0, auth: Any = None, listen: bool = True,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         check_url(url)
         self.url = url
+        self.max_message_bytes = max_message_bytes
         self.auth = auth  # an oauth.OAuth, or anything with header() and authorize(url, status, challenge)
         self.listen = listen
         self.timeout = timeout
@@ -143,6 +153,21 @@ class StreamableHttpTransport:
         # a notification or a response: POST it here, so messages keep their order
         self._post(body).error_preview()
 
+    def send_later(self, message: dict) -> None:
+        """POST a notification from a thread of its own, with a short timeout; failures are only logged."""
+        if self._stop.is_set():
+            raise ConnectionClosed("the connection to the server is closed")
+        body = encode_message(message)
+
+        def post() -> None:
+            try:
+                self._post(body, read_timeout=min(LATER_TIMEOUT, self.timeout)).error_preview()
+            except McpError as exc:
+                if not self._stop.is_set():
+                    self.log(f"could not send {message.get('method', 'a message')}: {exc}")
+
+        threading.Thread(target=post, name="mcp-http-later", daemon=True).start()
+
     def _work(self) -> None:
         while True:
             with self._lock:
@@ -178,21 +203,25 @@ class StreamableHttpTransport:
         if kind == "text/event-stream":
             self._read_answer_stream(response, request_id)
         elif kind == "application/json" or not kind:
-            data = response.read()
+            try:
+                data = response.read_capped(self.max_message_bytes)
+            except BodyTooLarge as exc:
+                raise ProtocolError(f"the response to request {request_id!r} is {exc}; it was skipped") from None
             response.close()
-            if not self._deliver(data, request_id):
+            if not self._deliver(data, request_id, whole=True):
                 raise TransportError(f"POST {self.url} answered {response.status} without the response "
                                      f"to request {request_id}: {preview(data) or '(empty body)'}")
         else:
             raise TransportError(f"POST {self.url} answered with Content-Type {kind!r}, expected JSON "
                                  f"or an event stream: {response.error_preview()}")
 
-    def _post(self, body: bytes) -> Response:
+    def _post(self, body: bytes, read_timeout: float | None = None) -> Response:
         """POST one message; returns a 2xx response or raises the error its status means."""
         authorized = 0
         while True:
             sent_session = self.session_id
-            response = self.http.request("POST", self.url, body, self._headers(), private=self._auth_header())
+            response = self.http.request("POST", self.url, body, self._headers(), private=self._auth_header(),
+                                         read_timeout=read_timeout)
             status = response.status
             if status in (401, 403) and self.auth is not None and authorized < 2:
                 challenge = response.headers.get("WWW-Authenticate", "")
@@ -242,22 +271,29 @@ class StreamableHttpTransport:
 
     # -- receiving -----------------------------------------------------------------
 
-    def _deliver(self, data: bytes, request_id: Any = None) -> bool:
-        """Hand one JSON message (or batch) on; True if it answered `request_id`."""
+    def _deliver(self, data: bytes, request_id: Any = None, whole: bool = False) -> bool:
+        """Hand one JSON message (or batch) on; True if it answered `request_id`.
+
+        A message that cannot be read is skipped with a notice; the request it
+        answered fails with the reason: `request_id` by raising (always, when the
+        data is the `whole` answer to it), another through on_error.
+        """
         try:
-            message = json.loads(data)
-        except ValueError:
-            self._on_garbage(preview(data))
-            return False
-        if not isinstance(message, (dict, list)):
-            self._on_garbage(preview(data))
+            message = framing.loads(data)
+        except Unreadable as bad:
+            self._on_garbage(bad.describe())
+            if whole or (request_id is not None and bad.request_id == request_id):
+                bad.request_id = request_id
+                raise bad.error() from None
+            if bad.request_id is not None:
+                self._fail(bad.request_id, bad.error())
             return False
         answered = request_id is not None and answers(message, request_id)
         self._on_message(message)
         return answered
 
     def _read_answer_stream(self, response: Response, request_id: Any) -> None:
-        parser = SseParser()
+        parser = SseParser(self.max_message_bytes)
         resumes = 0
         while not self._consume(response, parser, request_id):
             if self._stop.is_set():
@@ -341,9 +377,14 @@ class StreamableHttpTransport:
                     return
             delivered = False
             if response is not None:
-                parser = SseParser()
+                parser = SseParser(self.max_message_bytes)
                 parser.last_event_id = last_id
-                delivered = self._consume(response, parser, None) or parser.last_event_id != last_id
+                try:
+                    delivered = self._consume(response, parser, None) or parser.last_event_id != last_id
+                except Exception as exc:  # a broken stream (or a bug) ends this stream, never the listener
+                    response.close()
+                    problem = str(exc) if isinstance(exc, McpError) else f"{type(exc).__name__}: {exc}"
+                    self.log(f"GET stream failed: {problem}")
                 last_id = parser.last_event_id
                 if parser.retry is not None:
                     retry = parser.retry / 1000

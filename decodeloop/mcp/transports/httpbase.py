@@ -56,6 +56,14 @@ def preview(body: bytes) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
 
 
+class BodyTooLarge(Exception):
+    """A response body longer than the cap the caller gave."""
+
+    def __init__(self, size: int, cap: int, ended: bool) -> None:
+        super().__init__(f"{'' if ended else 'at least '}{size:,} bytes, over the {cap:,}-byte cap on one message "
+                         "(max_message_bytes)")
+
+
 class Response:
     """An open response. Read it, then `close()`; a fully read body frees the connection for reuse."""
 
@@ -76,6 +84,28 @@ class Response:
         except Exception as exc:
             self.close()
             raise self._client.translate(exc, self.url) from None
+
+    def read_capped(self, cap: int) -> bytes:
+        """The whole body, unless it is longer than `cap` bytes: then BodyTooLarge, and the connection is dropped.
+
+        A body with a Content-Length over the cap is refused before any of it is read.
+        """
+        length = self.raw.length
+        if length is not None:
+            if length > cap:
+                self.close()
+                raise BodyTooLarge(length, cap, ended=True)
+            return self.read()
+        pieces, size = [], 0
+        while True:
+            piece = self.read1(1 << 18)
+            if not piece:
+                return b"".join(pieces)
+            size += len(piece)
+            if size > cap:
+                self.close()
+                raise BodyTooLarge(size, cap, ended=False)
+            pieces.append(piece)
 
     def read1(self, n: int) -> bytes:
         try:

@@ -5,32 +5,42 @@ GET event stream; the server's first event, `endpoint`, names the URL to POST
 messages to (resolved against the stream's URL, and refused if it is on
 another origin, which must never see our headers); every message from the
 server, answers included, then arrives on the stream as a `message` event.
-One reader thread reads the stream; when it ends the connection is over.
+One reader thread reads the stream; when it ends the connection is over. A
+message on the stream that cannot be read is skipped with a notice, and fails
+the request it answered when it shows which; an event larger than
+`max_message_bytes` ends the stream (its parser cannot skip it). A cancellation
+after a timeout is POSTed by `send_later`, from its own thread with a short
+timeout, so it never lengthens the caller's wait.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import urllib.parse
-from typing import Callable
+from typing import Any, Callable
 
+from decodeloop.mcp import framing
 from decodeloop.mcp.errors import ConnectionClosed, HttpStatusError, McpError, ProtocolError, TransportError
+from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
 from decodeloop.mcp.sse import SseError, SseParser
 from decodeloop.mcp.transports.base import Message
-from decodeloop.mcp.transports.http import encode_message
-from decodeloop.mcp.transports.httpbase import HttpClient, Response, check_url, origin, preview
+from decodeloop.mcp.transports.http import LATER_TIMEOUT, encode_message
+from decodeloop.mcp.transports.httpbase import HttpClient, Response, check_url, origin
 
 READ_SIZE = 1 << 18  # large reads: a 20 MB event takes 80 of them
 STREAM_TIMEOUT = 3600.0  # an idle stream is given up after this long; each request has its own timeout
 
 
 class SseLegacyTransport:
+    reports_request_errors = True  # start() takes on_error: an unreadable answer fails its request alone
+
     def __init__(self, url: str, headers: dict[str, str] | None = None, *, timeout: float = 60.0,
                  connect_timeout: float = 10.0, stream_timeout: float = STREAM_TIMEOUT,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         check_url(url)
         self.url = url
+        self.max_message_bytes = max_message_bytes
         self.timeout = timeout
         self.stream_timeout = stream_timeout
         self.log = log or (lambda line: None)
@@ -40,9 +50,11 @@ class SseLegacyTransport:
         self._problem: str | None = None   # why the stream ended or the endpoint was refused
         self._reader: threading.Thread | None = None
         self._closing = False
+        self._on_error: Callable[[Any, McpError], None] | None = None
 
     def start(self, on_message: Callable[[Message], None], on_close: Callable[[str], None],
-              on_garbage: Callable[[str], None]) -> None:
+              on_garbage: Callable[[str], None], on_error: Callable[[Any, McpError], None] | None = None) -> None:
+        self._on_error = on_error
         if self._reader is not None:
             raise RuntimeError("SseLegacyTransport.start() called twice")
         response = self.http.request("GET", self.url, headers={"Accept": "text/event-stream"},
@@ -74,6 +86,26 @@ class SseLegacyTransport:
             raise HttpStatusError(f"POST {self.endpoint}: HTTP {response.status}{': ' + text if text else ''}",
                                   response.status, text)
 
+    def send_later(self, message: dict) -> None:
+        """POST a notification from a thread of its own, with a short timeout; failures are only logged."""
+        if self._closing or self.endpoint is None:
+            raise ConnectionClosed(self._problem or "the connection to the server is closed")
+        endpoint, body = self.endpoint, encode_message(message)
+
+        def post() -> None:
+            try:
+                response = self.http.request("POST", endpoint, body, {"Content-Type": "application/json"},
+                                             read_timeout=min(LATER_TIMEOUT, self.timeout))
+                text = response.error_preview()
+                if not 200 <= response.status < 300:
+                    raise HttpStatusError(f"POST {endpoint}: HTTP {response.status}{': ' + text if text else ''}",
+                                          response.status, text)
+            except McpError as exc:
+                if not self._closing:
+                    self.log(f"could not send {message.get('method', 'a message')}: {exc}")
+
+        threading.Thread(target=post, name="mcp-sse-later", daemon=True).start()
+
     def close(self) -> None:
         if self._closing:
             return
@@ -84,7 +116,7 @@ class SseLegacyTransport:
 
     def _read(self, response: Response, on_message: Callable[[Message], None], on_close: Callable[[str], None],
               on_garbage: Callable[[str], None]) -> None:
-        parser = SseParser()
+        parser = SseParser(self.max_message_bytes)
         reason = "the server closed the event stream"
         try:
             while True:
@@ -97,13 +129,13 @@ class SseLegacyTransport:
                             return
                     elif event.event == "message" and event.data.strip():
                         try:
-                            message = json.loads(event.data)
-                        except ValueError:
-                            message = None
-                        if isinstance(message, (dict, list)):
-                            on_message(message)
-                        else:
-                            on_garbage(preview(event.data))
+                            message = framing.loads(event.data)
+                        except Unreadable as bad:
+                            on_garbage(bad.describe())
+                            if bad.request_id is not None and self._on_error is not None:
+                                self._on_error(bad.request_id, bad.error())
+                            continue
+                        on_message(message)
         except SseError as exc:
             reason = f"malformed event stream: {exc}"
         except McpError as exc:

@@ -11,6 +11,8 @@ the turn's events, so it measures exactly what the trace shows:
   hit the token cap, value copy (answered, and the answer holds every value
   the episode lists),
   also per tool the episode needs, since the answers differ most by tool;
+- with --constrain: tokens where the call grammar ruled out the model's most
+  likely token (the token events that carry `masked`);
 - tokens per second over all generated tokens and the wall time of the turns.
 """
 
@@ -37,6 +39,7 @@ class EpisodeOutcome:
     out_of_retries: bool = False
     hit_token_cap: bool = False
     copied_values: bool = False
+    masked: int = 0                # tokens whose first choice the call grammar ruled out (--constrain)
     tokens: int = 0
     seconds: float = 0.0
     answer: str = ""
@@ -56,6 +59,7 @@ class Summary:
     value_copy_rate: float
     tokens_per_second: float
     value_copy_by_tool: dict       # tool -> [episodes whose answer holds the values, episodes]
+    masked_tokens: int = 0         # tokens whose first choice the call grammar ruled out (--constrain)
 
     def rows(self) -> list[tuple[str, str]]:
         n = self.episodes or 1
@@ -72,6 +76,7 @@ class Summary:
             ("value copy (answer holds the result's values)", f"{self.value_copy_rate:.1%}"),
             *((f"  {tool}", f"{copied}/{total}") for tool, (copied, total) in self.value_copy_by_tool.items()),
             ("tokens per second", f"{self.tokens_per_second:,.0f}"),
+            *([("tokens the call grammar overrode", f"{self.masked_tokens:,}")] if self.masked_tokens else []),
         ]
 
 
@@ -80,7 +85,9 @@ def score_episode(episode, events: list[Event]) -> EpisodeOutcome:
     out = EpisodeOutcome(tool=episode.tool)
     last_failed = False
     for event in events:
-        if event.kind == "stop" and event.reason == "tool_call":
+        if event.kind == "token":
+            out.masked += event.masked is not None
+        elif event.kind == "stop" and event.reason == "tool_call":
             out.calls += 1
             out.retries += last_failed
         elif event.kind == "tool_error":
@@ -125,6 +132,7 @@ def summarize(outcomes: list[EpisodeOutcome]) -> Summary:
         value_copy_rate=sum(o.copied_values for o in outcomes) / n if n else 0.0,
         tokens_per_second=sum(o.tokens for o in outcomes) / seconds if seconds else 0.0,
         value_copy_by_tool=by_tool,
+        masked_tokens=sum(o.masked for o in outcomes),
     )
 
 

@@ -106,11 +106,28 @@ def extend(child):
                               ({"type": "boolean"}, {"type": "null"}),
                               ({"enum": ["a", "b"]}, {"enum": ["c", 1]})]).map(lambda b: {"oneOf": list(b)})
     all_of = st.builds(lambda x: {"allOf": [x, {"maxLength": 3, "minimum": -5}]}, child)
-    return st.one_of(array, obj(child), any_of, one_of, all_of)
+    # a string branch keeps a compact text a string, and the sibling maxLength then applies to it
+    guarded = st.lists(child, min_size=1, max_size=3).map(lambda branches: {"anyOf": branches, "maxLength": 1})
+    return st.one_of(array, obj(child), any_of, one_of, all_of, guarded)
 
 
 values = st.recursive(leaf(), extend, max_leaves=5)
-tool_schemas = st.one_of(obj(values), st.just({}))
+
+
+def with_top_level_any_of(schema):
+    names = list(schema["properties"])[:2]
+    return {**schema, "anyOf": [{"required": [name]} for name in names] or [{"maxProperties": 5}]}
+
+
+def with_refs(schema, target):
+    return {**schema, "$defs": {"D": target}, "properties": {**schema["properties"], "r": {"$ref": "#/$defs/D"}}}
+
+
+LINKED = {"type": "object", "$defs": {"N": {"type": "object", "properties": {
+    "v": {"type": "integer", "minimum": 0}, "next": {"$ref": "#/$defs/N"}}, "required": ["v"],
+    "additionalProperties": False}}, "properties": {"list": {"$ref": "#/$defs/N"}}, "required": ["list"]}
+tool_schemas = st.one_of(obj(values), st.just({}), obj(values).map(with_top_level_any_of),
+                         st.builds(with_refs, obj(values), values), st.just(LINKED))
 
 
 # --- the driver: the real generate, Stops, parser and validator --------------------------------------------
@@ -344,3 +361,17 @@ def test_ngram_calls_under_the_constraint_always_parse(events):
             h.run(question)
     assert events.of("tool_call")
     assert [e for e in events.of("tool_error") if e.stage in ("parse", "route", "arguments")] == []
+
+
+def test_eval_counts_the_tokens_the_grammar_overrode():
+    from decodeloop.evaluate import evaluate
+    from decodeloop.train.corpus import Episode
+
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state MT]",
+             "state=": "MT]", "<|tool|>" + RESULT + "<|assistant|>": "33°F and overcast.<|eos|>"}
+    episode = Episode(QUESTION, "get_weather", {"city": "Polson", "state": "MT"}, "", RESULT, "", ["33°F"])
+    with start_stdio_servers([WEATHER], lambda e: None, timeout=10) as router:
+        for constrain, masked, well_formed in (("off", 0, 0.0), ("calls", 1, 1.0)):
+            summary, [outcome] = evaluate(lambda emit: harness(emit, table, router, constrain=constrain), [episode])
+            assert (summary.masked_tokens, outcome.masked, summary.well_formed_rate) == (masked, masked, well_formed)
+    assert ("tokens the call grammar overrode", "1") in summary.rows()

@@ -2,9 +2,11 @@
 
 What a call must satisfy is what the harness checks before a server sees it:
 `schema.validate_arguments` (which converts the compact syntax's strings to
-the schema's types and ignores anyOf/oneOf/allOf) and `schema.check_value` on
-the converted arguments (which checks anyOf/oneOf/allOf too). The grammar
-admits a subset of what they accept, never more.
+the schema's types, through anyOf/oneOf/allOf branches and local $refs of a
+value) and `schema.check_value` on the converted arguments (which also holds
+oneOf to exactly one branch, and the top-level anyOf/oneOf/allOf that
+validate_arguments leaves alone). The grammar admits a subset of what they
+accept, never more.
 
 A schema first becomes `Spec`s: flat sets of constraints, one per
 alternative of its anyOf/oneOf (allOf merged in), each remembering the schema
@@ -25,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import urllib.parse
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -43,6 +46,7 @@ _TYPE_KINDS = {"string": {"string"}, "integer": {"integer"}, "number": {"integer
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
 _NAME_RE = re.compile(r"[A-Za-z0-9_./-]+\Z")
 MAX_DEPTH = 32              # objects and arrays nest at most this deep in a call (the JSON reader allows 100)
+MAX_RECURSION = 3          # levels a recursive $ref is followed
 MAX_INT_DIGITS = 4000       # integers stay below 10**4000 (int() refuses more than 4300 digits)
 _BIG_INT = Fraction(10) ** MAX_INT_DIGITS
 _BIG_FLOAT = Fraction(1.7976931348623157e308)
@@ -75,6 +79,7 @@ class Spec:
     required: frozenset = frozenset()
     additional: Any = ANY               # alternatives for other keys, ANY, or None (not allowed)
     path: tuple = ()                    # where in the arguments it applies, for messages
+    captured: bool = False              # compact: a string branch may keep the text a string (see alternatives)
 
 
 def _cross(a, b):
@@ -116,7 +121,7 @@ def merge(a: Spec, b: Spec) -> Spec | None:
                 items=(tuple(p if p is not None else [] for p in positions), _cross(rest_a, rest_b)),
                 min_items=max(a.min_items, b.min_items), max_items=max_items, props=props,
                 required=a.required | b.required, additional=_cross(a.additional, b.additional),
-                path=a.path or b.path)
+                path=a.path or b.path, captured=a.captured or b.captured)
 
 
 def _number(value) -> bool:
@@ -146,7 +151,8 @@ class _Schemas:
         if line not in self.problems:
             self.problems.append(line)
 
-    def alternatives(self, schema: Any, path: list, validator_side: bool, strict: bool = False) -> list[Spec]:
+    def alternatives(self, schema: Any, path: list, validator_side: bool, strict: bool = False,
+                     top: bool = False) -> list[Spec]:
         if schema is True or schema is None:
             return [Spec()]
         if schema is False:
@@ -154,45 +160,62 @@ class _Schemas:
         if not isinstance(schema, dict):
             return [Spec()]
         if "$ref" in schema:
-            return self.reference(schema, path)
+            return self.reference(schema, path, validator_side and not top)
         unsupported = sorted(k for k in schema if k not in _KNOWN)
         if unsupported:
             self.note(path, "not enforced by the grammar: " + ", ".join(
                 f"{k} {json.dumps(schema[k])[:40]}" for k in unsupported))
         alts = [self.flat(schema, path, validator_side, strict)]
+        # schema.py converts through allOf, anyOf and oneOf branches (each by its own types) and $refs of a
+        # value; at the top, validate_arguments reads only the object's own keywords and check_value the rest
+        branch_side = validator_side and not top
         for sub in schema.get("allOf") or [] if isinstance(schema.get("allOf"), list) else []:
-            alts = _cross(alts, self.alternatives(sub, path, False))
+            alts = _cross(alts, self.alternatives(sub, path, branch_side))
+        # A compact value under anyOf stays the string written when some branch takes it as it is, and the
+        # schema's own string keywords then apply to that string: a text meant for a branch that converts it
+        # (an integer, say) is safe only when no such keyword is there to refuse it.
+        string_checks = any(k in schema for k in ("minLength", "maxLength", "pattern", "enum", "const", "allOf"))
         for keyword in ("anyOf", "oneOf"):
             branches = schema.get(keyword)
             if not isinstance(branches, list) or not branches:
                 continue
-            options = [self.alternatives(branch, path, False) for branch in branches]
+            options = [self.alternatives(branch, path, branch_side) for branch in branches]
             if keyword == "oneOf":
                 self.check_disjoint(options, path)
-            alts = _cross(alts, [spec for option in options for spec in option])
+            merged = []
+            for a in alts:
+                for b in (spec for option in options for spec in option):
+                    m = merge(a, b)
+                    if m is not None:
+                        m.captured = m.captured or (string_checks and a.conv is None and b.conv is not None)
+                        merged.append(m)
+            alts = merged
         return alts
 
-    def reference(self, schema: dict, path: list) -> list[Spec]:
+    def reference(self, schema: dict, path: list, validator_side: bool) -> list[Spec]:
         ref = schema["$ref"]
         if not isinstance(ref, str) or not ref.startswith("#"):
-            self.note(path, f"$ref {ref!r} is not a local reference: not enforced (any value)")
+            self.note(path, f"$ref {ref!r} is not a local reference: not enforced (any value, as schema.py)")
             return [Spec()]
-        if ref in self._refs:
-            self.note(path, f"$ref {ref} is recursive: not enforced below this point (any value)")
-            return [Spec()]
+        if self._refs.count(ref) >= MAX_RECURSION:
+            # schema.py follows a recursive schema all the way down: values nested deeper are not offered
+            self.note(path, f"$ref {ref} is recursive: followed {MAX_RECURSION} levels deep, no deeper")
+            return []
         target: Any = self.root
-        for part in [p.replace("~1", "/").replace("~0", "~") for p in ref[1:].split("/") if p]:
-            target = target.get(part) if isinstance(target, dict) else None
-        if target is None:
-            self.note(path, f"$ref {ref} does not resolve: not enforced (any value)")
+        for part in [p.replace("~1", "/").replace("~0", "~") for p in urllib.parse.unquote(ref[1:]).split("/") if p]:
+            if isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                target = target.get(part) if isinstance(target, dict) else None
+        if not isinstance(target, (dict, bool)):
+            self.note(path, f"$ref {ref} does not resolve: not enforced (any value, as schema.py)")
             return [Spec()]
         self._refs.append(ref)
         try:
             rest = {k: v for k, v in schema.items() if k != "$ref"}
-            # schema.py ignores $ref: the target is checked as the server would, without conversion
-            alts = self.alternatives(target, path, False)
+            alts = self.alternatives(target, path, validator_side)
             if rest:
-                alts = _cross(alts, self.alternatives(rest, path, False))
+                alts = _cross(alts, self.alternatives(rest, path, validator_side))
             return alts
         finally:
             self._refs.pop()
@@ -349,19 +372,25 @@ def _serializable(value) -> str | None:
         return None
 
 
-def _accepts(value, spec: Spec) -> bool:
-    """Whether the harness accepts `value` (a JSON value, or a compact string) where `spec` applies."""
+def _accepts(value, spec: Spec, root: Any) -> bool:
+    """Whether the harness accepts `value` (a JSON value, or a compact string) where `spec` applies.
+
+    The real validators decide: schema.py's conversion and checks, then check_value on the result, for
+    every schema piece the value must pass; local $refs resolve against the tool's whole schema.
+    """
     converted = value
+    defs = {k: v for k, v in root.items() if k not in ("properties", "required", "additionalProperties",
+                                                         "patternProperties", "type")} if isinstance(root, dict) else {}
     for piece, validator_side in spec.checks:
         if validator_side:
+            wrapper = {**defs, "type": "object", "properties": {"v": piece}, "required": ["v"]}
             try:
-                converted = validate_arguments("t", {"v": converted}, {"type": "object", "properties": {"v": piece},
-                                                                       "required": ["v"]})["v"]
+                converted = validate_arguments("t", {"v": converted}, wrapper)["v"]
             except (ArgumentError, ValueError, TypeError, RecursionError):
                 return False
     for piece, _ in spec.checks:
         try:
-            if check_value(converted, piece, limit=1):
+            if check_value(converted, piece, limit=1, root=root):
                 return False
         except (ValueError, TypeError, RecursionError):
             return False
@@ -397,7 +426,7 @@ class _Builder:
 
     def json_spec(self, spec: Spec, depth: int) -> Machine:
         if spec.enum is not None:
-            members = [m for m in spec.enum if _serializable(m) is not None and _accepts(m, spec)]
+            members = [m for m in spec.enum if _serializable(m) is not None and _accepts(m, spec, self.s.root)]
             return union([JsonString(Trie(m for m in members if isinstance(m, str))),
                           Trie(_serializable(m) for m in members if not isinstance(m, str))])
         kinds = spec.kinds if spec.kinds is not None else KINDS
@@ -463,12 +492,12 @@ class _Builder:
             texts = []
             for m in spec.enum:
                 text = m if isinstance(m, str) else _serializable(m)
-                if text is not None and _accepts(text, spec):
+                if text is not None and _accepts(text, spec, self.s.root):
                     texts.append(text)
             bare = [t for t in texts if t and all(cs.contains(BARE, ord(ch)) for ch in t)]
             return Trie(bare), Trie(texts)
         kinds = spec.kinds if spec.kinds is not None else KINDS
-        if spec.conv is None or "string" in spec.conv:
+        if spec.conv is None or "string" in spec.conv or spec.captured:
             # the value stays the string the model wrote
             if "string" not in kinds:
                 return Nothing(), Nothing()
@@ -501,7 +530,7 @@ class _Builder:
         if not isinstance(schema, dict) or not schema:
             alts = [Spec()]          # no schema: schema.py accepts any arguments
         else:
-            alts = self.s.alternatives(schema, [], validator_side=True, strict=True)
+            alts = self.s.alternatives(schema, [], validator_side=True, strict=True, top=True)
         objects = []
         for spec in alts:
             if spec.kinds is not None and "object" not in spec.kinds:

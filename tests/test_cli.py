@@ -184,7 +184,7 @@ def test_chat_continues_the_conversation_in_json_lines():
     assert done[1]["answer"] == "Sorry, I only know how to look up the weather in Polson, MT."
 
 
-# -- what a learner trips over (issue 14) ------------------------------------------------------------------
+# -- what a learner trips over ----------------------------------------------------------------------------
 
 def _pauses(stdout: str) -> list[str]:
     """The transcript cut at each step-mode prompt: what was shown before each pause, then the rest."""

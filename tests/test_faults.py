@@ -209,7 +209,7 @@ def last_call_id(server: Faulty) -> int:
     return [m for d, m in server.traffic if d == "send" and m.get("method") == "tools/call"][-1]["id"]
 
 
-# -- one message: a cap, bounded memory, and what cannot be read (issue 12) -------------------------
+# -- one message: a cap, bounded memory, and what cannot be read -----------------------------------
 
 MB = 1 << 20
 
@@ -304,7 +304,7 @@ def test_a_deeply_nested_notification_is_skipped_with_a_notice(faulty):
                for line in server.logs), server.logs
 
 
-# -- the process, not only the pipe (issue 12) --------------------------------------------------------
+# -- the process, not only the pipe ------------------------------------------------------------------
 
 def test_a_server_that_exits_while_its_child_holds_stdout_is_noticed(faulty):
     server = faulty()
@@ -331,7 +331,7 @@ def test_each_server_runs_in_its_own_process_group(faulty):
     assert os.getpgid(server.transport.pid) == server.transport.pid != os.getpgid(0)
 
 
-# -- progress may extend a timeout, as the TypeScript SDK's resetTimeoutOnProgress (issue 12) -----------
+# -- progress may extend a timeout, as the TypeScript SDK's resetTimeoutOnProgress ---------------------
 
 def test_progress_restarts_the_timeout_when_asked(faulty):
     server = faulty(reset_timeout_on_progress=True)
@@ -358,7 +358,7 @@ def test_the_maximum_total_ends_a_call_whatever_its_progress(faulty):
     assert cancel["params"]["reason"].startswith("timed out: no answer within the maximum total of 1s")
 
 
-# -- starting several servers (issue 12) -----------------------------------------------------------------
+# -- starting several servers ---------------------------------------------------------------------------
 
 def test_servers_start_at_the_same_time(tmp_path, events):
     # each server waits, before it answers anything, until all six are running: one after another would never do

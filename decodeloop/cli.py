@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -317,10 +318,28 @@ def _locked(view):
     return emit
 
 
-def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+@contextlib.contextmanager
+def _started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, detail: bool):
+    """The model bundle and the started servers the options name (closed on the way out)."""
+    from decodeloop.router import start_servers
+
+    specs = _server_specs(args, parser)
+    bundle = _load(args, parser)
+    if emit is not None:
+        _announce(bundle, emit, detail)
+    with start_servers(specs, emit, timeout=args.timeout, verbose=getattr(args, "verbose", False)) as router:
+        yield bundle, router
+
+
+def _harness(args: argparse.Namespace, bundle, router, emit, sampler, processors, config):
     from decodeloop.loop import Harness
+
+    return Harness(bundle, sampler, router, emit, config=config, system=args.system, processors=processors)
+
+
+def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from decodeloop.mcp.errors import McpError
-    from decodeloop.router import ConfigError, start_servers
+    from decodeloop.router import ConfigError
     from decodeloop.ui.jsonl import AnswerView, JsonlView
     from decodeloop.ui.step import QuitRequested, StepView
     from decodeloop.ui.trace import TraceView
@@ -343,13 +362,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
     emit = _locked(noting)
     try:
-        specs = _server_specs(args, parser)
-        bundle = _load(args, parser)
-        _announce(bundle, emit, config.detail)
-        with start_servers(specs, emit, timeout=args.timeout, verbose=args.verbose) as router:
-            harness = Harness(bundle, sampler, router, emit, config=config, system=args.system,
-                              processors=processors)
-            result = harness.run(args.prompt)
+        with _started(args, parser, emit, config.detail) as (bundle, router):
+            result = _harness(args, bundle, router, emit, sampler, processors, config).run(args.prompt)
     except (ConfigError, McpError) as e:
         print(f"decodeloop: cannot start: {e}", file=sys.stderr)
         return EXIT_ERROR
@@ -375,9 +389,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from decodeloop.loop import Harness
     from decodeloop.mcp.errors import McpError
-    from decodeloop.router import ConfigError, start_servers
+    from decodeloop.router import ConfigError
     from decodeloop.ui.chat import ChatSession, ChatView
     from decodeloop.ui.jsonl import JsonlView
     from decodeloop.ui.trace import TraceView
@@ -386,12 +399,8 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     view = JsonlView() if args.json else TraceView() if args.trace else ChatView()
     emit = _locked(view)
     try:
-        specs = _server_specs(args, parser)
-        bundle = _load(args, parser)
-        _announce(bundle, emit, config.detail)
-        with start_servers(specs, emit, timeout=args.timeout, verbose=args.verbose) as router:
-            harness = Harness(bundle, sampler, router, emit, config=config, system=args.system,
-                              processors=processors)
+        with _started(args, parser, emit, config.detail) as (bundle, router):
+            harness = _harness(args, bundle, router, emit, sampler, processors, config)
             return ChatSession(harness, quiet=args.json).loop()
     except (ConfigError, McpError) as e:
         print(f"decodeloop: cannot start: {e}", file=sys.stderr)
@@ -403,20 +412,16 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
 def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from decodeloop.evaluate import ProgressBar, evaluate, summary_json
-    from decodeloop.loop import Harness
     from decodeloop.mcp.errors import McpError
-    from decodeloop.router import ConfigError, start_servers
+    from decodeloop.router import ConfigError
     from decodeloop.train.corpus import episodes
 
     sampler, processors, config = _checked(args, parser)
     try:
-        specs = _server_specs(args, parser)
-        bundle = _load(args, parser)
         held_out = episodes(args.seed, args.episodes, "heldout")
-        with start_servers(specs, lambda event: None, timeout=args.timeout) as router:
+        with _started(args, parser, None, False) as (bundle, router):
             summary, _ = evaluate(
-                lambda emit: Harness(bundle, sampler, router, emit, config=config, system=args.system,
-                                     processors=processors),
+                lambda emit: _harness(args, bundle, router, emit, sampler, processors, config),
                 held_out, ProgressBar(f"eval {args.model}"))
     except (ConfigError, McpError) as e:
         print(f"decodeloop: cannot start: {e}", file=sys.stderr)

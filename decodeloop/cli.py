@@ -346,7 +346,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
     sampler, processors, config = _checked(args, parser)
     if args.json:
-        view = JsonlView()
+        view = JsonlView(max_chars=args.max_result_chars)
     elif args.quiet:
         view = AnswerView()
     elif args.step:
@@ -396,7 +396,7 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     from decodeloop.ui.trace import TraceView
 
     sampler, processors, config = _checked(args, parser)
-    view = JsonlView() if args.json else TraceView() if args.trace else ChatView()
+    view = JsonlView(max_chars=args.max_result_chars) if args.json else TraceView() if args.trace else ChatView()
     emit = _locked(view)
     try:
         with _started(args, parser, emit, config.detail) as (bundle, router):

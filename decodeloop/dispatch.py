@@ -24,6 +24,7 @@ from decodeloop.events import Emit, ToolCall, ToolError, ToolResult
 from decodeloop.mcp.errors import McpError, RequestTimeout
 from decodeloop.router import Router, UnknownTool
 from decodeloop.schema import ArgumentError, check_value, validate_arguments
+from decodeloop.untrusted import cap_text
 
 DEFAULT_MAX_RESULT_CHARS = 16_000
 
@@ -122,13 +123,16 @@ def _call(p: _Prepared, router: Router, timeout: float | None):
 
 
 def _finish(p: _Prepared, result, emit: Emit, max_result_chars: int) -> Outcome:
+    # an error's text is the server's as much as a result's: the same cap holds
     if isinstance(result, RequestTimeout):
-        return _failed(emit, f"{p.name} did not answer in time ({result})", p.text, "call", p.name, p.server)
+        return _failed(emit, cap_text(f"{p.name} did not answer in time ({result})", max_result_chars, "error"),
+                       p.text, "call", p.name, p.server)
     if isinstance(result, McpError):
-        return _failed(emit, f"{p.name} failed: {result}", p.text, "call", p.name, p.server)
+        return _failed(emit, cap_text(f"{p.name} failed: {result}", max_result_chars, "error"),
+                       p.text, "call", p.name, p.server)
     problem = output_problem(p.tool, result)
     if problem is not None:  # the server answered, but not what it promised: a failed call
-        return _failed(emit, problem, p.text, "call", p.name, p.server)
+        return _failed(emit, cap_text(problem, max_result_chars, "error"), p.text, "call", p.name, p.server)
     text = cap_text(result.text(), max_result_chars)
     emit(ToolResult(p.name, result.content, result.is_error, text))
     return Outcome(text, result.is_error, p.name, p.server, "call" if result.is_error else None, p.key)
@@ -151,9 +155,3 @@ def _failed(emit: Emit, message: str, call_text: str, stage: str, name: str | No
     emit(ToolError(message, call_text, stage, name))
     return Outcome(message, True, name, server, stage, key)
 
-
-def cap_text(text: str, limit: int) -> str:
-    """Keep at most `limit` characters of a result, saying so visibly when cut."""
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[... result truncated: showing {limit:,} of {len(text):,} characters]"

@@ -32,9 +32,11 @@ from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.transports.stdio import StdioTransport
 from decodeloop.mcp_config import ConfigError, ServerSpec  # ConfigError is re-exported for callers
 from decodeloop.schema import did_you_mean
+from decodeloop.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_SCHEMA_CHARS, cap_text, cap_tool
 
 NAMESPACE_SEPARATOR = "__"
 MAX_TOOL_NAME = 128
+MAX_NOTICE_CHARS = 4_000  # a server's notification or log line, as a notice
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+\Z")
 
 
@@ -51,6 +53,9 @@ class Router:
         self.served: dict[str, list[Tool]] = {}  # server -> its tools as it lists them
         self.version = 0                         # bumped whenever the exposed tools change
         self.emit = emit if emit is not None else (lambda event: None)
+        # a server's text enters every prompt: each tool's description and schema text is capped
+        self.max_description_chars = DEFAULT_MAX_DESCRIPTION_CHARS
+        self.max_schema_chars = DEFAULT_MAX_SCHEMA_CHARS
 
     def add_server(self, server: str, client: McpClient, tools: list[Tool]) -> None:
         if server in self.clients:
@@ -60,8 +65,19 @@ class Router:
                 self.emit(Notice(server, f"tool name {tool.name!r} is not 1-{MAX_TOOL_NAME} of the MCP "
                                          "tool-name characters A-Z a-z 0-9 _ - ."))
         self.clients[server] = client
-        self.served[server] = list(tools)
+        self.served[server] = self._capped(server, tools)
         self._expose()
+
+    def _capped(self, server: str, tools: list[Tool]) -> list[Tool]:
+        """The tools with their description and schema text within the caps; a tool too big is refused."""
+        kept = []
+        for tool in tools:
+            capped, note = cap_tool(tool, self.max_description_chars, self.max_schema_chars)
+            if note is not None:
+                self.emit(Notice(server, note))
+            if capped is not None:
+                kept.append(capped)
+        return kept
 
     def _expose(self) -> None:
         """Recompute exposed names: bare when unique across servers, server__tool when not."""
@@ -95,7 +111,7 @@ class Router:
                 self.emit(Notice(server, f"could not list the changed tools: {exc}"))
                 continue
             before = set(self.tools)
-            self.served[server] = tools
+            self.served[server] = self._capped(server, tools)
             self._expose()
             after = set(self.tools)
             self.emit(ToolsChanged(server, sorted(after - before), sorted(before - after), list(self.tools)))
@@ -265,8 +281,10 @@ def _connect(spec: ServerSpec, emit: Emit, verbose: bool, stderr: Callable[[str]
     options = dict(
         options, name=server,
         on_traffic=lambda direction, message: emit(Rpc(server, direction, message)),
-        on_notification=lambda method, params: emit(Notice(server, describe_notification(method, params))),
-        log=lambda text: emit(Notice(server, text.removeprefix(f"{server}: "))),
+        # a notice is a server's text too: capped like the rest
+        on_notification=lambda method, params: emit(Notice(server, cap_text(
+            describe_notification(method, params), MAX_NOTICE_CHARS, "notice"))),
+        log=lambda text: emit(Notice(server, cap_text(text.removeprefix(f"{server}: "), MAX_NOTICE_CHARS, "notice"))),
     )
     if spec.url is not None:
         client = McpClient.connect_url(spec.url, headers=spec.headers, transport=spec.transport,

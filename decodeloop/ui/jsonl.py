@@ -1,4 +1,10 @@
-"""JSON Lines output: one object per event on stdout, for programs to read."""
+"""JSON Lines output: one object per event on stdout, for programs to read.
+
+What a server sent is capped here as in the context: every string longer than
+`max_chars` in a JSON-RPC message (`rpc`) or in a result's content items
+(`tool_result`) is cut with a note giving its length, so a huge result costs
+a few copies of the cap, not of the result.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,23 @@ import sys
 from typing import TextIO
 
 from decodeloop.events import Event
+from decodeloop.untrusted import cap_strings
+
+DEFAULT_MAX_CHARS = 16_000
+CAPPED = {"rpc": "message", "tool_result": "content"}  # the field of each event that holds a server's raw text
 
 
 class JsonlView:
-    def __init__(self, out: TextIO | None = None) -> None:
+    def __init__(self, out: TextIO | None = None, max_chars: int = DEFAULT_MAX_CHARS) -> None:
         self.out = out or sys.stdout
+        self.max_chars = max_chars
 
     def __call__(self, event: Event) -> None:
-        self.out.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+        data = event.to_json()
+        field = CAPPED.get(event.kind)
+        if field is not None:
+            data[field] = cap_strings(data[field], self.max_chars)
+        self.out.write(json.dumps(data, ensure_ascii=False) + "\n")
         self.out.flush()
 
 

@@ -34,6 +34,8 @@ TIMEOUT = 60  # the client's request timeout: a guard against a hang, never what
 
 
 def connect(server, path="/mcp", **kw):
+    # the server speaks the 2025-11-25 wire; the probe that finds that out has a test of its own
+    kw.setdefault("protocol", "2025-11-25")
     logs: list[str] = []
     traffic: list[tuple[str, dict]] = []
     client = McpClient.connect_url(server.url + path, name="faulty", timeout=kw.pop("timeout", TIMEOUT),
@@ -155,6 +157,20 @@ def test_session_and_version_headers_and_custom_headers(http_server):
     assert any(r["method"] == "GET" and r["path"] == "/mcp" for r in requests)
     [delete] = [r for r in requests if r["method"] == "DELETE"]
     assert delete["headers"]["Mcp-Session-Id"] == session
+
+
+def test_a_legacy_server_refuses_the_discover_probe_and_is_initialized(http_server):
+    server = http_server()
+    with connect(server, protocol="auto") as client:
+        assert client.protocol_version == "2025-11-25" and not client.transport.stateless
+        assert client.call_tool("echo", {"text": "old wire"}).text() == "old wire"
+    probe, initialize = [r for r in server.seen() if r["method"] == "POST"][:2]
+    assert json.loads(probe["body"])["method"] == "server/discover"
+    assert probe["headers"]["MCP-Protocol-Version"] == "2026-07-28" and probe["headers"]["Mcp-Method"] == "server/discover"
+    # the fallback is a plain 2025-11-25 initialize: no version header, no mirrored method
+    assert json.loads(initialize["body"])["method"] == "initialize"
+    assert "MCP-Protocol-Version" not in initialize["headers"] and "Mcp-Method" not in initialize["headers"]
+    assert any("using initialize" in line for line in client.logs)
 
 
 def test_a_redirect_to_another_origin_never_carries_the_headers(http_server):

@@ -1,6 +1,8 @@
 """The MCP client against the bundled weather server, over a real stdio subprocess and in memory.
 
-Every check runs over both transports: the in-memory twin must behave like the pipe.
+Every check runs over both transports and both wires (the stateless 2026-07-28
+revision the client finds with server/discover, and the 2025-11-25 handshake
+pinned): the in-memory twin must behave like the pipe.
 The server's own functions are the reference for what the tools should answer.
 """
 
@@ -40,29 +42,71 @@ def weather_transport(kind: str):
     return MemoryTransport(weather.build_server(page_size=1))
 
 
-@pytest.fixture(params=["stdio", "memory"])
+@pytest.fixture(params=[("stdio", "2025-11-25"), ("memory", "2025-11-25"), ("stdio", "auto"), ("memory", "auto")],
+                ids=lambda p: f"{p[0]}-{'discover' if p[1] == 'auto' else p[1]}")
 def client(request):
     sent = []
+    kind, protocol = request.param
     with McpClient(
-        weather_transport(request.param),
+        weather_transport(kind),
         name="weather",
         timeout=10,
         on_traffic=lambda direction, message: sent.append((direction, message)),
+        protocol=protocol,
     ) as client:
         client.traffic = sent
         yield client
 
 
-def test_initialize_negotiates_the_latest_version(client):
-    assert client.protocol_version == "2025-11-25"
+def test_the_wire_is_chosen_per_server(client):
     assert client.server_info == {"name": "weather", "version": decodeloop.__version__}
     assert "tools" in client.capabilities
     assert "deterministic" in client.instructions
     hello = [m for d, m in client.traffic if d == "send"][:2]
-    assert hello[0]["method"] == "initialize"
-    assert hello[0]["params"]["clientInfo"] == {"name": "decodeloop", "version": decodeloop.__version__}
-    assert hello[1] == {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    if client.protocol == "auto":  # the bundled server speaks 2026-07-28: discover, and no handshake
+        assert client.protocol_version == "2026-07-28" and client.stateless
+        assert [m["method"] for m in hello] == ["server/discover"]
+        meta = hello[0]["params"]["_meta"]
+        assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+        assert meta["io.modelcontextprotocol/clientInfo"] == {"name": "decodeloop", "version": decodeloop.__version__}
+        assert meta["io.modelcontextprotocol/clientCapabilities"] == {}
+    else:
+        assert client.protocol_version == "2025-11-25" and not client.stateless
+        assert hello[0]["method"] == "initialize"
+        assert hello[0]["params"]["clientInfo"] == {"name": "decodeloop", "version": decodeloop.__version__}
+        assert hello[1] == {"jsonrpc": "2.0", "method": "notifications/initialized"}
     client.ping()
+    client.list_tools()
+    calls = [m for d, m in client.traffic if d == "send" and m.get("method") in ("tools/list", "ping")]
+    results = [m["result"] for d, m in client.traffic if d == "recv" and "tools" in m.get("result", {})]
+    for message in calls:  # every 2026-07-28 request carries the version and capabilities; none on the old wire
+        meta = message.get("params", {}).get("_meta", {})
+        assert ("io.modelcontextprotocol/protocolVersion" in meta) == client.stateless
+    assert all(("resultType" in r and r["ttlMs"] > 0) == client.stateless for r in results)
+
+
+def legacy(server: ToolServer) -> ToolServer:
+    """The server as one of the 2025-11-25 revision: server/discover is a method it does not know."""
+    handle = server.handle
+    server.handle = lambda message: (
+        {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "Method not found"}}
+        if message.get("method") == "server/discover" else handle(message))
+    return server
+
+
+def test_a_legacy_server_is_spoken_to_with_initialize_after_discover_fails():
+    sent = []
+    with McpClient(MemoryTransport(legacy(ToolServer("legacy", "1.0"))), name="legacy",
+                   on_traffic=lambda direction, message: sent.append((direction, message))) as client:
+        assert client.protocol_version == "2025-11-25"
+    assert [m.get("method") for d, m in sent if d == "send"] == [
+        "server/discover", "initialize", "notifications/initialized"]
+
+
+def test_a_pinned_2026_wire_refuses_a_server_without_it():
+    client = McpClient(MemoryTransport(legacy(ToolServer("legacy", "1.0"))), name="legacy", protocol="2026-07-28")
+    with pytest.raises(ProtocolError, match="does not speak MCP 2026-07-28"):
+        client.start()
 
 
 @pytest.mark.parametrize("kind", ["stdio", "memory"])
@@ -99,7 +143,7 @@ def test_list_tools_follows_next_cursor(client):
     assert [t.name for t in tools] == ["get_weather", "get_forecast"]
     pages = [m for d, m in client.traffic if d == "send" and m.get("method") == "tools/list"]
     assert len(pages) == 2  # page size 1, two tools: the cursor was followed once
-    assert "params" not in pages[0]
+    assert "cursor" not in pages[0].get("params", {})
     assert isinstance(pages[1]["params"]["cursor"], str)
     get_weather = tools[0]
     assert isinstance(get_weather, Tool)

@@ -1,10 +1,23 @@
 """The MCP client: one session with one server (handshake, tools, calls); knows no pipes.
 
-This module owns the MCP side of a connection: the initialize handshake and its
-version negotiation, listing tools across pages, calling a tool, and the shapes
-that come back (`Tool`, `ToolResult`). A tool that fails reports it as data
+This module owns the MCP side of a connection: choosing the wire per server,
+listing tools across pages, calling a tool, and the shapes that come back
+(`Tool`, `ToolResult`). A tool that fails reports it as data
 (`ToolResult.is_error`); a server that fails raises an McpError, which the caller
 turns into something the model can read.
+
+Two wires. The stateless 2026-07-28 revision: `server/discover`, then every
+request carries the version, the client's capabilities and identity in
+`_meta`; a result may say `resultType: "input_required"`, and the client
+answers its `inputRequests` (elicitation through `request_handlers`, or
+declined with a notice when there are none) and retries with the answers and
+the `requestState` echoed untouched; `tools/list` is cached for its `ttlMs`.
+The legacy revisions (2025-11-25 and older): the initialize handshake and its
+version negotiation. `protocol="auto"` (the default) probes with
+`server/discover` and falls back to initialize when the server does not
+answer it as a 2026-07-28 server would; a version pins one wire. Tools that
+run only as tasks (`execution.taskSupport: "required"`) are not offered: this
+client does not speak the tasks extension.
 
 It also owns what the protocol asks of a client around those calls: telling
 the transport the negotiated version (HTTP sends it as a header), initializing
@@ -25,15 +38,26 @@ from typing import Any, Callable
 
 import itertools
 import threading
+import time
 
 import decodeloop
-from decodeloop.mcp.errors import HttpStatusError, McpError, ProtocolError, RpcError, SessionExpired
+from decodeloop.mcp.errors import (HttpStatusError, McpError, ProtocolError, RequestTimeout, RpcError,
+                                   SessionExpired)
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
+from decodeloop.mcp.headers import header_params, header_problem, param_headers
 from decodeloop.mcp.jsonrpc import Deadline, JsonRpcSession
 from decodeloop.mcp.transports.base import Transport
 
-PROTOCOL_VERSION = "2025-11-25"
-SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+PROTOCOL_VERSION = "2025-11-25"  # what initialize asks for
+STATELESS_VERSION = "2026-07-28"
+LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+SUPPORTED_VERSIONS = (STATELESS_VERSION, *LEGACY_VERSIONS)
+PROTOCOLS = ("auto", STATELESS_VERSION, *LEGACY_VERSIONS)  # the choices of McpClient(protocol=...)
+META = "io.modelcontextprotocol/"  # the prefix of the 2026-07-28 _meta keys
+MODERN_ERRORS = (-32020, -32021, -32022)  # header mismatch, missing capability, unsupported version
+UNSUPPORTED_VERSION = -32022
+DISCOVER_PROBE_TIMEOUT = 5.0  # a legacy server on a pipe may never answer server/discover
+MAX_INPUT_ROUNDS = 10  # input_required answers for one request before giving up on the server
 MAX_PAGES = 1000  # tools/list pages followed before assuming the server is looping
 FALLBACK_STATUSES = (400, 404, 405)  # a POST initialize refused so: the server may speak the legacy SSE transport
 
@@ -45,6 +69,7 @@ class Tool:
     input_schema: dict
     output_schema: dict | None = None
     title: str | None = None
+    header_params: dict | None = None  # x-mcp-header marks: argument path -> header name part
 
 
 @dataclass
@@ -105,7 +130,11 @@ class McpClient:
         client_info: dict | None = None,
         reset_timeout_on_progress: bool = False,
         max_total_timeout: float | None = None,
+        protocol: str = "auto",
     ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"unknown MCP protocol {protocol!r}: expected {', '.join(PROTOCOLS)}")
+        self.protocol = protocol
         self.name = name
         self.timeout = timeout
         self.reset_timeout_on_progress = reset_timeout_on_progress
@@ -128,6 +157,8 @@ class McpClient:
         self._deadlines: dict[int, Deadline] = {}  # progress token -> the timeout its progress extends
         self._reinit_lock = threading.Lock()
         self._generation = 0  # how many times the session was initialized
+        self._tools_cache: tuple[float, list[Tool]] | None = None  # (expires at, tools) from a ttlMs
+        self._header_marks: dict[str, dict] = {}  # tool name -> its x-mcp-header marks
         self._closed = False
 
     @classmethod
@@ -142,7 +173,7 @@ class McpClient:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         **kw: Any,
     ) -> "McpClient":
-        """Spawn a stdio server and return an initialized client for it."""
+        """Spawn a stdio server and return a connected client for it."""
         from decodeloop.mcp.transports.stdio import StdioTransport
 
         transport = StdioTransport(command, env=env, cwd=cwd, on_stderr=on_stderr, close_timeout=close_timeout,
@@ -162,11 +193,12 @@ class McpClient:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         **kw: Any,
     ) -> "McpClient":
-        """Connect to an HTTP server and return an initialized client.
+        """Connect to an HTTP server and return a connected client.
 
         `transport` is "http" (Streamable HTTP), "sse" (legacy HTTP+SSE) or
         "auto": Streamable HTTP, falling back to legacy SSE on the same URL when
-        the POST initialize is refused with 400, 404 or 405.
+        the POST initialize is refused with 400, 404 or 405. Legacy SSE speaks
+        only the initialize revisions.
         """
         from decodeloop.mcp.transports.http import StreamableHttpTransport
         from decodeloop.mcp.transports.sse_legacy import SseLegacyTransport
@@ -181,35 +213,57 @@ class McpClient:
                                                  auth=auth, log=lambda line: log(f"{name}: {line}"),
                                                  max_message_bytes=max_message_bytes), **kw)
             try:
-                client.initialize()
+                client.open()
                 return client
             except HttpStatusError as exc:
                 client.close()
-                if transport == "http" or isinstance(exc, SessionExpired) or exc.status not in FALLBACK_STATUSES:
+                if (transport == "http" or isinstance(exc, SessionExpired) or exc.status not in FALLBACK_STATUSES
+                        or kw.get("protocol") == STATELESS_VERSION):
                     raise
                 log(f"{name}: POST initialize answered HTTP {exc.status}; trying the legacy HTTP+SSE transport")
             except BaseException:
                 client.close()
                 raise
+        if kw.get("protocol", "auto") in ("auto", STATELESS_VERSION):
+            if kw.get("protocol") == STATELESS_VERSION:
+                raise ValueError(f"the legacy HTTP+SSE transport cannot speak MCP {STATELESS_VERSION}")
+            kw = dict(kw, protocol=PROTOCOL_VERSION)
         client = cls(SseLegacyTransport(url, headers, timeout=timeout, connect_timeout=connect_timeout,
                                         log=lambda line: log(f"{name}: {line}"),
                                         max_message_bytes=max_message_bytes), **kw)
         return client.start()
 
     def start(self) -> "McpClient":
-        """initialize(), closing the connection if the handshake fails; returns the client."""
+        """open(), closing the connection if that fails; returns the client."""
         try:
-            self.initialize()
+            self.open()
         except BaseException:
             self.close()
             raise
         return self
+
+    @property
+    def stateless(self) -> bool:
+        """Whether this server speaks the stateless 2026-07-28 wire (known once open)."""
+        return self.protocol_version == STATELESS_VERSION
+
+    def open(self) -> None:
+        """Choose the wire: server/discover first (unless a legacy version is pinned), else initialize."""
+        if self.protocol in ("auto", STATELESS_VERSION):
+            if self.discover():
+                return
+            if self.protocol == STATELESS_VERSION:
+                raise self._fail(f"the server does not speak MCP {STATELESS_VERSION} (server/discover failed), "
+                                 "and the configuration pins that version")
+            self.log(f"server/discover not answered as MCP {STATELESS_VERSION} would; using initialize")
+        self.initialize()
 
     def log(self, line: str) -> None:
         self._log(f"{self.name}: {line}")
 
     def _notified(self, method: str, params: dict) -> None:
         if method == "notifications/tools/list_changed":
+            self._tools_cache = None
             self.tools_stale.set()
         elif method == "notifications/progress" and self._deadlines:
             token = params.get("progressToken")
@@ -221,11 +275,71 @@ class McpClient:
 
     # -- lifecycle --------------------------------------------------------------
 
+    def discover(self) -> bool:
+        """server/discover on the 2026-07-28 wire: True if the server speaks it (and the client now does).
+
+        False (after putting the wire back) when the answer is what a legacy
+        server gives: an error that is not one of 2026-07-28's own, an HTTP
+        refusal without one, or silence on a pipe. A 2026-07-28 server that
+        speaks none of our versions is an error.
+        """
+        self._wrap(self.session.start)
+        self._tell_transport(STATELESS_VERSION, stateless=True)
+        # HTTP answers or refuses; a legacy server on a pipe may say nothing at all
+        probe = self.timeout if getattr(self.transport, "reports_request_errors", False) else min(
+            self.timeout, DISCOVER_PROBE_TIMEOUT)
+        try:
+            result = self._wrap(self.session.request, "server/discover", {"_meta": self._meta()}, probe)
+        except RpcError as exc:
+            if exc.code not in MODERN_ERRORS:
+                return self._legacy()
+            supported = _object(exc.data).get("supported")
+            if isinstance(supported, list) and any(v in LEGACY_VERSIONS for v in supported):
+                return self._legacy()
+            raise self._fail(f"server/discover refused: {exc.message}"
+                             + (f" (the server supports {', '.join(map(str, supported))}; this client "
+                                f"{', '.join(SUPPORTED_VERSIONS)})" if isinstance(supported, list) else ""))
+        except (HttpStatusError, RequestTimeout):
+            return self._legacy()
+        if not isinstance(result, dict):
+            raise self._fail(f"server/discover returned {type(result).__name__}, not an object")
+        versions = result.get("supportedVersions")
+        if not isinstance(versions, list) or STATELESS_VERSION not in versions:
+            if isinstance(versions, list) and any(v in LEGACY_VERSIONS for v in versions):
+                return self._legacy()
+            raise self._fail(f"server/discover offers MCP versions {versions!r}; this client speaks "
+                             f"{', '.join(SUPPORTED_VERSIONS)}")
+        self.protocol_version = STATELESS_VERSION
+        self.server_info = _object(_object(result.get("_meta")).get(META + "serverInfo"))
+        self.capabilities = _object(result.get("capabilities"))
+        instructions = result.get("instructions")
+        self.instructions = instructions if isinstance(instructions, str) else None
+        return True
+
+    def _legacy(self) -> bool:
+        self._tell_transport(None)  # initialize goes out without a version header
+        return False
+
+    def _tell_transport(self, version: str | None, stateless: bool = False) -> None:
+        tell = getattr(self.transport, "set_protocol_version", None)
+        if tell is not None:
+            if stateless or version is None:
+                tell(version, stateless=stateless)
+            else:
+                tell(version)  # HTTP sends it as a header on every later request
+
+    def _meta(self) -> dict:
+        """The _meta every 2026-07-28 request carries: version, capabilities, who we are."""
+        return {META + "protocolVersion": STATELESS_VERSION,
+                META + "clientCapabilities": self.client_capabilities,
+                META + "clientInfo": self.client_info}
+
     def initialize(self) -> dict:
         """Handshake: agree on a protocol version, then announce we are ready. Returns the server's reply."""
         self._wrap(self.session.start)
+        asked = self.protocol if self.protocol in LEGACY_VERSIONS else PROTOCOL_VERSION
         params = {
-            "protocolVersion": PROTOCOL_VERSION,
+            "protocolVersion": asked,
             "capabilities": self.client_capabilities,
             "clientInfo": self.client_info,
         }
@@ -233,10 +347,10 @@ class McpClient:
         if not isinstance(result, dict):
             raise self._fail(f"initialize returned {type(result).__name__}, not an object")
         version = result.get("protocolVersion")
-        if version not in SUPPORTED_VERSIONS:
+        if version not in LEGACY_VERSIONS:
             # The spec says to disconnect when the versions cannot agree.
             raise self._fail(
-                f"server speaks MCP version {version!r}; decodeloop asked for {PROTOCOL_VERSION!r} "
+                f"server speaks MCP version {version!r}; decodeloop asked for {asked!r} "
                 f"and supports {', '.join(SUPPORTED_VERSIONS)}"
             )
         self.protocol_version = version
@@ -244,9 +358,7 @@ class McpClient:
         self.capabilities = _object(result.get("capabilities"))
         instructions = result.get("instructions")
         self.instructions = instructions if isinstance(instructions, str) else None
-        tell = getattr(self.transport, "set_protocol_version", None)
-        if tell is not None:
-            tell(version)  # HTTP sends it as a header on every later request
+        self._tell_transport(version)
         self._wrap(self.session.notify, "notifications/initialized")
         self._generation += 1
         return result
@@ -267,7 +379,7 @@ class McpClient:
     def __enter__(self) -> "McpClient":
         if self.protocol_version is None:
             try:
-                self.initialize()
+                self.open()
             except BaseException:
                 self.close()
                 raise
@@ -279,7 +391,11 @@ class McpClient:
     # -- requests -------------------------------------------------------------------
 
     def list_tools(self) -> list[Tool]:
-        """Every tool the server offers, following nextCursor across pages."""
+        """Every tool the server offers, following nextCursor across pages; cached for the server's ttlMs."""
+        cached = self._tools_cache
+        if cached is not None and time.monotonic() < cached[0]:
+            return list(cached[1])
+        ttl: float | None = None
         tools: list[Tool] = []
         names: set[str] = set()
         cursor: str | None = None
@@ -288,6 +404,9 @@ class McpClient:
             result = self._request("tools/list", {"cursor": cursor} if cursor is not None else None)
             if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
                 raise ProtocolError(f"{self.name}: tools/list did not return a list of tools")
+            page_ttl = result.get("ttlMs")
+            if isinstance(page_ttl, (int, float)) and not isinstance(page_ttl, bool):
+                ttl = page_ttl if ttl is None else min(ttl, page_ttl)  # the list is as fresh as its stalest page
             for raw in result["tools"]:
                 tool = self._parse_tool(raw)
                 if tool is None:
@@ -299,6 +418,9 @@ class McpClient:
                 tools.append(tool)
             cursor = result.get("nextCursor")
             if cursor is None:
+                if ttl is not None and ttl > 0:
+                    self._tools_cache = (time.monotonic() + ttl / 1000, list(tools))
+                self._header_marks = {tool.name: tool.header_params for tool in tools if tool.header_params}
                 return tools
             if not isinstance(cursor, str) or cursor in seen_cursors:
                 raise ProtocolError(f"{self.name}: tools/list returned a bad or repeated cursor {cursor!r}")
@@ -313,6 +435,16 @@ class McpClient:
         if not isinstance(schema, dict):
             self.log(f"skipped tool {raw['name']!r}: its inputSchema is not an object")
             return None
+        if _object(raw.get("execution")).get("taskSupport") == "required":
+            self.log(f"skipped tool {raw['name']!r}: it runs only as a task, which this client does not support")
+            return None
+        marks = None
+        if self._http_stateless():
+            problem = header_problem(schema)  # the HTTP wire must refuse a tool with bad header marks
+            if problem is not None:
+                self.log(f"skipped tool {raw['name']!r}: {problem}")
+                return None
+            marks = header_params(schema) or None
         output_schema = raw.get("outputSchema")
         title = raw.get("title") or _object(raw.get("annotations")).get("title")
         description = raw.get("description")
@@ -322,7 +454,11 @@ class McpClient:
             input_schema=schema,
             output_schema=output_schema if isinstance(output_schema, dict) else None,
             title=title if isinstance(title, str) else None,
+            header_params=marks,
         )
+
+    def _http_stateless(self) -> bool:
+        return self.stateless and getattr(self.transport, "stateless", False)
 
     def call_tool(self, name: str, arguments: dict, timeout: float | None = None) -> ToolResult:
         """Call a tool. A failing tool gives `is_error=True`; a failing server raises an McpError.
@@ -332,13 +468,15 @@ class McpClient:
         """
         token = next(self._progress_tokens)
         params = {"name": name, "arguments": arguments, "_meta": {"progressToken": token}}
+        marks = self._header_marks.get(name) if self._http_stateless() else None
+        headers = param_headers(marks, arguments) if marks else None
         if not self.reset_timeout_on_progress:
-            result = self._request("tools/call", params, timeout)
+            result = self._complete("tools/call", params, timeout, headers)
         else:
             deadline = Deadline(self.timeout if timeout is None else timeout, self.max_total_timeout)
             self._deadlines[token] = deadline
             try:
-                result = self._request("tools/call", params, deadline)
+                result = self._complete("tools/call", params, deadline, headers)
             finally:
                 del self._deadlines[token]
         if not isinstance(result, dict):
@@ -357,17 +495,61 @@ class McpClient:
         )
 
     def ping(self) -> None:
-        self._request("ping")
+        # 2026-07-28 has no ping; server/discover is the cheapest request it answers
+        self._request("server/discover" if self.stateless else "ping")
 
-    def _request(self, method: str, params: dict | None = None, timeout: float | Deadline | None = None) -> Any:
+    def _complete(self, method: str, params: dict, timeout: float | Deadline | None,
+                  headers: dict[str, str] | None = None) -> Any:
+        """A request whose result may ask for input first: answer, retry with the answers, until it completes."""
+        for _ in range(MAX_INPUT_ROUNDS):
+            result = self._request(method, params, timeout, headers)
+            # a result without resultType is complete: older servers never send one
+            if not isinstance(result, dict) or result.get("resultType") != "input_required":
+                return result
+            retry = {key: value for key, value in params.items() if key not in ("inputResponses", "requestState")}
+            requests = result.get("inputRequests")
+            if requests is not None:
+                if not isinstance(requests, dict):
+                    raise ProtocolError(f"{self.name}: {method} asked for input with inputRequests that is not "
+                                        "an object")
+                retry["inputResponses"] = {key: self._answer_input(key, request) for key, request in requests.items()}
+            state = result.get("requestState")
+            if state is not None:
+                retry["requestState"] = state  # echoed exactly: it is the server's, not ours to read
+            if requests is None and state is None:
+                raise ProtocolError(f"{self.name}: {method} asked for input without saying what input")
+            params = retry
+        raise ProtocolError(f"{self.name}: {method} still asked for input after {MAX_INPUT_ROUNDS} answers; "
+                            "gave up on it")
+
+    def _answer_input(self, key: str, request: Any) -> Any:
+        """The answer to one of a result's inputRequests, from request_handlers; elicitation is declined without one."""
+        method = request.get("method") if isinstance(request, dict) else None
+        params = _object(request.get("params")) if isinstance(request, dict) else {}
+        handler = self.session.request_handlers.get(method) if isinstance(method, str) else None
+        if handler is not None:
+            return handler(params)
+        if method == "elicitation/create":
+            asked = params.get("message")
+            self.log(f"the server asked the user for input ({asked!r:.200}); declined: nobody here can answer it")
+            return {"action": "decline"}
+        raise ProtocolError(f"{self.name}: the server asked for {method!r} (input {key!r}), which this client "
+                            "does not offer")
+
+    def _request(self, method: str, params: dict | None = None, timeout: float | Deadline | None = None,
+                 headers: dict[str, str] | None = None) -> Any:
         timeout = self.timeout if timeout is None else timeout
+        if self.stateless:
+            params = dict(params or {})
+            params["_meta"] = {**_object(params.get("_meta")), **self._meta()}
+            return self._wrap(self.session.request, method, params, timeout, headers)
         generation = self._generation
         try:
-            return self._wrap(self.session.request, method, params, timeout)
+            return self._wrap(self.session.request, method, params, timeout, headers)
         except SessionExpired:
             pass
         self._reinitialize(generation)
-        return self._wrap(self.session.request, method, params, timeout)  # once: a second expiry raises
+        return self._wrap(self.session.request, method, params, timeout, headers)  # once: a second expiry raises
 
     def _wrap(self, send: Callable[..., Any], *args: Any) -> Any:
         # Name the server in connection errors: with several servers, "server

@@ -50,6 +50,16 @@ class HttpStatusError(TransportError):
         self.body = body
 
 
+class HttpRpcError(HttpStatusError, RpcError):
+    """An HTTP error status whose body is a JSON-RPC error: how a 2026-07-28 server refuses a request."""
+
+    def __init__(self, code: int, message: str, data: Any, status: int) -> None:
+        RpcError.__init__(self, code, message, data)
+        self.status = status
+        self.body = message
+        self.args = (f"{message} (JSON-RPC error {code}, HTTP {status})",)
+
+
 class SessionExpired(HttpStatusError):
     """The server no longer knows our Mcp-Session-Id (HTTP 404): the client must initialize again."""
 

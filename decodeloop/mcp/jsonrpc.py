@@ -156,8 +156,12 @@ class JsonRpcSession:
 
     # -- outgoing ----------------------------------------------------------------------
 
-    def request(self, method: str, params: dict | None = None, timeout: float | Deadline | None = 60.0) -> Any:
-        """Send a request and wait for its result; `timeout=None` waits forever, a Deadline as long as it says."""
+    def request(self, method: str, params: dict | None = None, timeout: float | Deadline | None = 60.0,
+                headers: dict[str, str] | None = None) -> Any:
+        """Send a request and wait for its result; `timeout=None` waits forever, a Deadline as long as it says.
+
+        `headers` go to the transport with the message (HTTP adds them to its POST).
+        """
         waiter = _Waiter()
         with self._lock:
             if self._closed_reason is not None:
@@ -167,7 +171,10 @@ class JsonRpcSession:
         message = _message(method, params, request_id)
         self._trace("send", message)
         try:
-            self.transport.send(message)
+            if headers:
+                self.transport.send(message, headers)  # type: ignore[call-arg]
+            else:
+                self.transport.send(message)
         except BaseException:
             self._drop(request_id)
             raise

@@ -1,7 +1,10 @@
 """A small MCP server framework on the standard library.
 
-`ToolServer` owns a registry of tools and answers MCP requests for them:
-`handle(message)` maps one JSON-RPC message to its response (or None), and
+`ToolServer` owns a registry of tools and answers MCP requests for them, in
+both revisions: the stateless 2026-07-28 one (`server/discover`; each request
+names its version in `_meta`, each result says `resultType`, and the tool list
+says how long it stays fresh) and the initialize handshake of 2025-11-25 and
+older. `handle(message)` maps one JSON-RPC message to its response (or None), and
 `serve_stdio()` runs that over stdin/stdout, one JSON message per line. Tools are
 plain functions taking keyword arguments; arguments are checked against the
 tool's input schema first, and whatever goes wrong inside a tool comes back as a
@@ -19,14 +22,18 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable
 
 # Kept apart from decodeloop.mcp on purpose: a server should stand on its own.
-LATEST_VERSION = "2025-11-25"
+LATEST_VERSION = "2025-11-25"  # the newest version initialize agrees to
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+STATELESS_VERSIONS = ("2026-07-28",)
+META = "io.modelcontextprotocol/"
+TOOLS_TTL_MS = 3_600_000  # the tools of a bundled server never change while it runs
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+UNSUPPORTED_VERSION = -32022
 
 
 class ToolFailure(Exception):
@@ -105,6 +112,7 @@ class ToolServer:
         request_id = message["id"]
         handler = {
             "initialize": self._initialize,
+            "server/discover": self._discover,
             "ping": lambda params: {},
             "tools/list": self._list_tools,
             "tools/call": self._call_tool,
@@ -114,6 +122,14 @@ class ToolServer:
         params = message.get("params", {})
         if not isinstance(params, dict):
             return _error(request_id, INVALID_PARAMS, "Invalid params: expected an object")
+        meta = params.get("_meta")
+        # a request naming its version in _meta is a 2026-07-28 one, served without a handshake
+        version = meta.get(META + "protocolVersion") if isinstance(meta, dict) else None
+        if version is not None and version not in STATELESS_VERSIONS:
+            all_versions = [*STATELESS_VERSIONS, *SUPPORTED_VERSIONS]
+            return {"jsonrpc": "2.0", "id": request_id, "error": {
+                "code": UNSUPPORTED_VERSION, "message": f"Unsupported protocol version: {version!r}",
+                "data": {"supported": all_versions, "requested": version}}}
         try:
             result = handler(params)
         except _InvalidParams as exc:
@@ -121,7 +137,21 @@ class ToolServer:
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             return _error(request_id, INTERNAL_ERROR, f"Internal error: {exc}")
+        if version is not None or method == "server/discover":
+            result = {"resultType": "complete", **result}
+            if method == "tools/list":
+                result.update(ttlMs=TOOLS_TTL_MS, cacheScope="public")
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    def _discover(self, params: dict) -> dict:
+        result: dict = {
+            "supportedVersions": [*STATELESS_VERSIONS, *SUPPORTED_VERSIONS],
+            "capabilities": {"tools": {}},
+            "_meta": {META + "serverInfo": {"name": self.name, "version": self.version}},
+        }
+        if self.instructions:
+            result["instructions"] = self.instructions
+        return result
 
     def _initialize(self, params: dict) -> dict:
         requested = params.get("protocolVersion")

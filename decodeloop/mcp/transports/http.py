@@ -23,6 +23,13 @@ which. A notification the client sends after a timeout (the cancellation) goes
 through `send_later`: POSTed from a thread of its own, with a short timeout of
 its own, so it never lengthens the caller's wait. A 404 for a request that
 carried a session id raises SessionExpired: the client initializes again.
+
+On the stateless 2026-07-28 wire (`set_protocol_version(v, stateless=True)`)
+there is no session, no GET stream, no resumption and no cancellation message
+(closing a stream is the cancellation): every POST carries the version and the
+headers headers.py mirrors from the body, plus any the caller adds (a tool's
+`Mcp-Param-*`). A 4xx whose body is a JSON-RPC error raises HttpRpcError, so the
+client can tell a modern server's refusal from a legacy server's.
 """
 
 from __future__ import annotations
@@ -34,8 +41,9 @@ import time
 from typing import Any, Callable
 
 from decodeloop.mcp import framing
-from decodeloop.mcp.errors import (AuthorizationError, ConnectionClosed, HttpStatusError, McpError, ProtocolError,
-                                   SessionExpired, TransportError)
+from decodeloop.mcp.errors import (AuthorizationError, ConnectionClosed, HttpRpcError, HttpStatusError, McpError,
+                                   ProtocolError, SessionExpired, TransportError)
+from decodeloop.mcp.headers import standard_headers
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
 from decodeloop.mcp.sse import SseError, SseParser
 from decodeloop.mcp.transports.base import Message
@@ -81,6 +89,7 @@ class StreamableHttpTransport:
         self.http = HttpClient(url, headers, connect_timeout=connect_timeout, read_timeout=timeout)
         self.session_id: str | None = None
         self.protocol_version: str | None = None
+        self.stateless = False  # the 2026-07-28 wire: no session, no GET stream, mirrored headers
         self._on_message: Callable[[Message], None] = lambda m: None
         self._on_close: Callable[[str], None] = lambda r: None
         self._on_garbage: Callable[[str], None] = lambda line: None
@@ -104,9 +113,16 @@ class StreamableHttpTransport:
         self._on_message, self._on_close, self._on_garbage, self._on_error = (
             on_message, on_close, on_garbage, on_error)
 
-    def set_protocol_version(self, version: str) -> None:
-        """Called by the client after initialize: every later request carries the version; open the GET stream."""
+    def set_protocol_version(self, version: str | None, stateless: bool = False) -> None:
+        """Every later request carries the version. After a legacy initialize, open the GET stream.
+
+        The client calls this before `server/discover` (stateless) and again with
+        None when it falls back to initialize, which goes out without the header.
+        """
         self.protocol_version = version
+        self.stateless = stateless
+        if stateless or version is None:
+            return
         with self._lock:
             if self.listen and not self._stop.is_set() and (self._listener is None or not self._listener.is_alive()):
                 self._listener = threading.Thread(target=self._listen, name="mcp-http-get", daemon=True)
@@ -137,10 +153,14 @@ class StreamableHttpTransport:
 
     # -- sending -------------------------------------------------------------------
 
-    def send(self, message: dict) -> None:
+    def send(self, message: dict, headers: dict[str, str] | None = None) -> None:
+        """Send one message; `headers` are extra HTTP headers for its POST (a tool's Mcp-Param-*)."""
         if self._stop.is_set():
             raise ConnectionClosed("the connection to the server is closed")
         body = encode_message(message)
+        extra = standard_headers(message) if self.stateless else {}
+        if headers:
+            extra.update(headers)
         if "method" in message and "id" in message:
             with self._lock:
                 self._queued += 1
@@ -148,20 +168,23 @@ class StreamableHttpTransport:
                     thread = threading.Thread(target=self._work, name="mcp-http-post", daemon=True)
                     self._threads.append(thread)
                     thread.start()
-            self._jobs.put((body, message["id"]))
+            self._jobs.put((body, message["id"], extra))
             return
         # a notification or a response: POST it here, so messages keep their order
-        self._post(body).error_preview()
+        self._post(body, extra=extra).error_preview()
 
     def send_later(self, message: dict) -> None:
         """POST a notification from a thread of its own, with a short timeout; failures are only logged."""
         if self._stop.is_set():
             raise ConnectionClosed("the connection to the server is closed")
+        if self.stateless and message.get("method") == "notifications/cancelled":
+            return  # 2026-07-28 defines no cancellation message over HTTP; the server sees the stream close
         body = encode_message(message)
+        extra = standard_headers(message) if self.stateless else {}
 
         def post() -> None:
             try:
-                self._post(body, read_timeout=min(LATER_TIMEOUT, self.timeout)).error_preview()
+                self._post(body, read_timeout=min(LATER_TIMEOUT, self.timeout), extra=extra).error_preview()
             except McpError as exc:
                 if not self._stop.is_set():
                     self.log(f"could not send {message.get('method', 'a message')}: {exc}")
@@ -178,9 +201,9 @@ class StreamableHttpTransport:
                 self._queued -= 1
             if job is None:
                 return
-            body, request_id = job
+            body, request_id, extra = job
             try:
-                self._request(body, request_id)
+                self._request(body, request_id, extra)
             except McpError as exc:
                 self._fail(request_id, exc)
             except Exception as exc:  # a bug here must fail the request, not hang it
@@ -194,8 +217,8 @@ class StreamableHttpTransport:
         else:
             self.log(f"request {request_id} failed: {error}")
 
-    def _request(self, body: bytes, request_id: Any) -> None:
-        response = self._post(body)
+    def _request(self, body: bytes, request_id: Any, extra: dict[str, str] | None = None) -> None:
+        response = self._post(body, extra=extra)
         if response.status == 202:
             response.error_preview()
             return  # accepted without an answer here: it may arrive on the GET stream
@@ -215,12 +238,15 @@ class StreamableHttpTransport:
             raise TransportError(f"POST {self.url} answered with Content-Type {kind!r}, expected JSON "
                                  f"or an event stream: {response.error_preview()}")
 
-    def _post(self, body: bytes, read_timeout: float | None = None) -> Response:
+    def _post(self, body: bytes, read_timeout: float | None = None, extra: dict[str, str] | None = None) -> Response:
         """POST one message; returns a 2xx response or raises the error its status means."""
         authorized = 0
         while True:
             sent_session = self.session_id
-            response = self.http.request("POST", self.url, body, self._headers(), private=self._auth_header(),
+            headers = self._headers()
+            if extra:
+                headers.update(extra)
+            response = self.http.request("POST", self.url, body, headers, private=self._auth_header(),
                                          read_timeout=read_timeout)
             status = response.status
             if status in (401, 403) and self.auth is not None and authorized < 2:
@@ -232,14 +258,20 @@ class StreamableHttpTransport:
                 raise AuthorizationError(f"POST {self.url}: HTTP {status} and authorization did not succeed")
             break
         if 200 <= status < 300:
-            self._capture_session(response)
+            if not self.stateless:
+                self._capture_session(response)
             return response
-        text = response.error_preview()
+        if 400 <= status < 500 and status not in (401, 403) and response.content_type == "application/json":
+            refusal, text = _rpc_error(response, status)
+        else:
+            refusal, text = None, response.error_preview()
         if status == 404 and sent_session is not None:
             with self._lock:
                 if self.session_id == sent_session:
                     self.session_id = None
             raise SessionExpired(f"the server no longer knows session {sent_session} (HTTP 404)", status, text)
+        if refusal is not None:
+            raise refusal
         if status in (401, 403):
             raise AuthorizationError(f"POST {self.url}: HTTP {status} (the server wants authorization"
                                      f"{': ' + text if text else ''})")
@@ -298,6 +330,9 @@ class StreamableHttpTransport:
         while not self._consume(response, parser, request_id):
             if self._stop.is_set():
                 return
+            if self.stateless:
+                raise TransportError(f"POST {self.url}: the event stream ended before the response to "
+                                     f"request {request_id} (streams of this protocol version cannot resume)")
             if not parser.last_event_id:  # never set, or reset by an empty id: nothing to resume from
                 raise TransportError(f"POST {self.url}: the event stream ended before the response to "
                                      f"request {request_id}, and named no event id to resume from")
@@ -397,3 +432,23 @@ class StreamableHttpTransport:
                          + (f": {problem}" if problem else ""))
                 return
             self._stop.wait(retry)
+
+
+def _rpc_error(response: Response, status: int) -> tuple[HttpRpcError | None, str]:
+    """A 4xx whose body is a JSON-RPC error (a modern server refusing a request) as HttpRpcError; and a preview."""
+    try:
+        data = response.read_capped(1 << 16)
+    except (BodyTooLarge, McpError):
+        return None, ""
+    finally:
+        response.close()
+    try:
+        message = json.loads(data)
+    except ValueError:
+        message = None
+    error = message.get("error") if isinstance(message, dict) else None
+    if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+        return None, preview(data)
+    refusal = HttpRpcError(error["code"], str(error.get("message", "")), error.get("data"), status)
+    refusal.args = (f"POST {response.url}: HTTP {status}: {refusal.message} (JSON-RPC error {refusal.code})",)
+    return refusal, preview(data)

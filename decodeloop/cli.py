@@ -66,6 +66,8 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     output.add_argument("--quiet", "-q", action="store_true", help="print only the answer")
     output.add_argument("--json", action="store_true", help="JSON Lines: one event per line on stdout")
     run.add_argument("--verbose", "-v", action="store_true", help="show the MCP servers' stderr")
+    run.add_argument("--html", metavar="FILE", default=None,
+                     help="also write the turn as one self-contained HTML page (the viewer) to FILE")
     _mcp_server_options(run)
     run.set_defaults(**(defaults or {}))
 
@@ -112,6 +114,16 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
                        help="where to write the .npz (default: transformer.npz in the current directory); "
                             "the shipped decodeloop/models/weights/transformer.npz is replaced only when "
                             "--out names it")
+    view = commands.add_parser(
+        "view", help="write the viewer page of a JSON Lines trace",
+        description="Write one self-contained HTML page (no network, no external script) from a JSON Lines "
+                    "trace (`decodeloop run --json` or `chat --json`): the token timeline with each token's "
+                    "four steps, the call sequence, the context's sources; keys to step through it.")
+    view.add_argument("trace", metavar="TRACE.jsonl", help="the JSON Lines trace; - reads stdin")
+    view.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML page to write")
+    view.add_argument("--title", default=None, help="the page's title (default: the trace's file name)")
+    view.add_argument("--temperature", type=float, default=None,
+                      help="the sampling temperature of the run, to state on the page (a trace does not record it)")
     for sub in commands.choices.values():  # usage errors found after parsing show the command's usage
         sub.set_defaults(command_parser=sub)
     return parser
@@ -191,6 +203,8 @@ def main(argv: list[str] | None = None, *, default_prompt: str | None = None, pr
             return eval_command(args, parser)
         if args.command == "train":
             return train_command(args, parser)
+        if args.command == "view":
+            return view_command(args, parser)
         return EXIT_USAGE
     except MissingDependency as e:
         print(f"decodeloop: {e}", file=sys.stderr)
@@ -338,13 +352,13 @@ def _harness(args: argparse.Namespace, bundle, router, emit, sampler, processors
 
 
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from decodeloop.mcp.errors import McpError
-    from decodeloop.router import ConfigError
     from decodeloop.ui.jsonl import AnswerView, JsonlView
-    from decodeloop.ui.step import QuitRequested, StepView
+    from decodeloop.ui.step import StepView
     from decodeloop.ui.trace import TraceView
 
     sampler, processors, config = _checked(args, parser)
+    if args.html and not os.path.isdir(os.path.dirname(os.path.abspath(args.html))):
+        parser.error(f"--html: no such directory: {os.path.dirname(args.html)}")
     if args.json:
         view = JsonlView(max_chars=args.max_result_chars)
     elif args.quiet:
@@ -354,13 +368,36 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     else:
         view = TraceView()
     last_token: list = []  # the turn's last token: a cap inside a call leaves no answer (exit status 4)
+    page = _html_view(args) if args.html else None
 
     def noting(event, view=view) -> None:
         if event.kind == "token":
             last_token[:] = [event]
+        if page is not None:
+            page(event)
         view(event)
 
     emit = _locked(noting)
+    try:
+        return _run_turn(args, parser, emit, sampler, processors, config, last_token)
+    finally:
+        if page is not None:
+            page.write()
+
+
+def _html_view(args: argparse.Namespace):
+    from decodeloop.ui.html import HtmlView
+
+    meta = {"title": args.prompt, "model": args.model, "temperature": args.temperature, "top_p": args.top_p,
+            "top_k": args.top_k, "min_p": args.min_p, "seed": args.seed, "constrain": args.constrain}
+    return HtmlView(args.html, meta)
+
+
+def _run_turn(args, parser, emit, sampler, processors, config, last_token) -> int:
+    from decodeloop.mcp.errors import McpError
+    from decodeloop.router import ConfigError
+    from decodeloop.ui.step import QuitRequested
+
     try:
         with _started(args, parser, emit, config.detail) as (bundle, router):
             result = _harness(args, bundle, router, emit, sampler, processors, config).run(args.prompt)
@@ -458,3 +495,27 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     except KeyboardInterrupt:
         print("\ninterrupted.", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def view_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from decodeloop.ui.html import TraceError, page, read_jsonl
+
+    try:
+        if args.trace == "-":
+            events = read_jsonl(sys.stdin)
+        else:
+            with open(args.trace, encoding="utf-8") as f:
+                events = read_jsonl(f)
+    except (OSError, UnicodeDecodeError, TraceError) as e:
+        parser.exit(EXIT_USAGE, f"{parser.prog}: error: {args.trace}: {e}\n")
+    title = args.title or ("decodeloop trace" if args.trace == "-" else os.path.basename(args.trace))
+    meta = {"title": title, "source": "stdin" if args.trace == "-" else os.path.basename(args.trace)}
+    if args.temperature is not None:
+        meta["temperature"] = args.temperature
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(page(events, meta))
+    except OSError as e:
+        print(f"decodeloop: cannot write {args.output}: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK

@@ -1,0 +1,726 @@
+"""The viewer: one self-contained HTML page from the event stream.
+
+`decodeloop run --html FILE` collects a turn's events with `HtmlView`; `decodeloop view TRACE.jsonl -o FILE`
+reads JSON Lines (`--json`) with `read_jsonl`. Both write `page(events, meta)`: inline CSS and JavaScript,
+no network, no build step. The events go into the page as JSON in a `<script type="application/json">`
+with `<`, `>` and `&` written as \\u escapes, so no text in them (a tool result is server-controlled) can
+close the script element; the script renders every string with `textContent`, never as markup.
+
+Strings longer than `MAX_STRING` characters (a 20 MB tool result) are cut in the page, with a note of
+their full length; the page is a view, the JSON Lines keep everything.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from typing import Any, Iterable
+
+from decodeloop.events import Event
+
+MAX_STRING = 20_000  # characters of one string the page keeps
+CUT = "\u2026 [cut for the page: {:,} characters in all]"
+
+
+class HtmlView:
+    """An event sink that keeps every event's JSON form; `write()` writes the page."""
+
+    def __init__(self, path: str, meta: dict[str, Any] | None = None) -> None:
+        self.path = path
+        self.meta = dict(meta or {})
+        self.events: list[dict[str, Any]] = []
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(_fit(event.to_json()))
+
+    def write(self) -> None:
+        with open(self.path, "w", encoding="utf-8") as f:
+            f.write(page(self.events, self.meta))
+
+
+class TraceError(ValueError):
+    """A JSON Lines file that is not an event stream; the message names the line."""
+
+
+def read_jsonl(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """The events of a JSON Lines trace (blank lines skipped)."""
+    events = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError as e:
+            raise TraceError(f"line {number}: not JSON: {e}") from None
+        if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+            raise TraceError(f'line {number}: not an event (an object with "event")')
+        events.append(_fit(event))
+    return events
+
+
+def _fit(value: Any) -> Any:
+    """The value with long strings cut and non-finite numbers as null (JSON.parse takes neither NaN nor Inf)."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_STRING else value[:MAX_STRING] + CUT.format(len(value))
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _fit(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_fit(item) for item in value]
+    return value
+
+
+def embed(data: Any) -> str:
+    """JSON safe inside a <script> element: no '<', '>' or '&' left to end it or open a comment."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def page(events: list[dict[str, Any]], meta: dict[str, Any] | None = None) -> str:
+    """The whole page for a list of events (their JSON form) and what is known of the run."""
+    meta = dict(meta or {})
+    title = meta.get("title") or "decodeloop trace"
+    return (TEMPLATE.replace("__TITLE__", html.escape(str(title)))
+            .replace("__CSS__", CSS).replace("__JS__", JS)
+            .replace("__DATA__", embed({"meta": meta, "events": [_fit(e) for e in events]})))
+
+
+TEMPLATE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>__TITLE__</title>
+<style>__CSS__</style>
+</head>
+<body>
+<header>
+  <h1 id="title"></h1>
+  <div id="meta"></div>
+  <div id="probnote"></div>
+  <div id="legend"></div>
+</header>
+<nav id="toolbar">
+  <button id="b-start" title="Home">&#x23EE; start</button>
+  <button id="b-prev" title="&#x2190;">&#x2190; prev</button>
+  <button id="b-next" title="&#x2192;">next &#x2192;</button>
+  <button id="b-call" title="t (T: back)">next call</button>
+  <button id="b-stop" title="s (S: back)">next stop</button>
+  <button id="b-end" title="End">end &#x23ED;</button>
+  <input id="search" type="search" placeholder="search tokens ( / )" autocomplete="off" spellcheck="false">
+  <span id="found"></span>
+  <span id="where"></span>
+  <span id="keys">keys: &#x2190; &#x2192; step, t next call, s next stop, Home / End, / search, n / N next / previous match</span>
+</nav>
+<main>
+  <section id="timeline-pane"><h2>Timeline</h2><div id="timeline"><div id="rows"></div></div></section>
+  <section id="right">
+    <div class="panel" id="step-panel"><h2 id="step-title">Step</h2><div id="step"></div></div>
+    <div class="panel" id="round-panel"><h2>Call sequence</h2><div id="round"></div></div>
+    <div class="panel" id="attn-panel" hidden><h2>Attention</h2><div id="attn"></div></div>
+    <div class="panel" id="context-panel"><h2>Context</h2><div id="context"></div></div>
+  </section>
+</main>
+<script type="application/json" id="data">__DATA__</script>
+<script>__JS__</script>
+</body>
+</html>
+"""
+
+CSS = r"""
+:root { --row: 20px; --model: #2f6fd6; --system: #8a4fc4; --user: #1f8a4c; --chat: #888; --tool: #d07a12;
+  --err: #c0392b; --bg: #fbfbfa; --line: #ddd; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 13px/1.4 system-ui, sans-serif; background: var(--bg); color: #222;
+  display: flex; flex-direction: column; height: 100vh; }
+header { padding: 6px 12px; border-bottom: 1px solid var(--line); }
+h1 { font-size: 16px; margin: 0 0 2px; }
+h2 { font-size: 13px; margin: 0 0 4px; color: #555; text-transform: uppercase; letter-spacing: .04em; }
+#meta, #probnote { color: #444; }
+#probnote { color: #7a5200; }
+#legend span.sw { display: inline-block; margin-right: 10px; }
+.sw i { display: inline-block; width: 10px; height: 10px; margin-right: 3px; vertical-align: -1px; }
+nav { padding: 4px 12px; border-bottom: 1px solid var(--line); display: flex; gap: 6px; align-items: center;
+  flex-wrap: wrap; }
+nav input { width: 16em; }
+#found, #where { color: #444; min-width: 6em; }
+#keys { color: #888; font-size: 11px; }
+main { flex: 1; display: flex; min-height: 0; }
+#timeline-pane { width: 44%; display: flex; flex-direction: column; border-right: 1px solid var(--line);
+  padding: 6px 0 0 8px; min-height: 0; }
+#timeline { flex: 1; overflow-y: auto; position: relative; outline: none; min-height: 0; }
+#rows { position: relative; }
+.row { position: absolute; left: 0; right: 0; height: var(--row); white-space: pre; overflow: hidden;
+  text-overflow: ellipsis; font: 12px/var(--row) ui-monospace, monospace; cursor: pointer; padding-left: 4px; }
+.row:hover { background: #eef; }
+.row.cur { background: #ffe9a8; outline: 1px solid #e0b000; }
+.row.match { box-shadow: inset 3px 0 #e67e22; }
+.row.k-token { color: #123; }
+.row.k-stop, .row.stopped { color: #8a5a00; font-weight: 600; }
+.row.k-tool_call, .row.k-inject { color: #0c5f2b; }
+.row.k-tool_error, .row.err { color: var(--err); }
+.row.k-rpc { color: #7d3c98; }
+.row.k-notice, .row.k-server { color: #777; }
+.row.k-prompt, .row.k-done { font-weight: 600; background: #f0f0f0; }
+#right { flex: 1; overflow-y: auto; padding: 6px 10px; min-width: 0; }
+.panel { border: 1px solid var(--line); background: #fff; border-radius: 4px; padding: 6px 8px; margin-bottom: 8px; }
+.steps { display: grid; grid-template-columns: 7.5em 1fr; gap: 4px 8px; }
+.steps .n { font-weight: 600; color: #555; }
+pre, .mono { font: 12px/1.35 ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; margin: 0; }
+pre.box { background: #f6f6f6; padding: 4px 6px; max-height: 24em; overflow: auto; border-radius: 3px; }
+.bars { display: grid; grid-template-columns: 9em 1fr 4.5em; gap: 2px 6px; align-items: center; }
+.bar { height: 12px; background: #9db8e8; min-width: 1px; }
+.bar.pick { background: var(--model); }
+.bar.masked { background: var(--err); }
+.kv { display: flex; height: 14px; border: 1px solid #bbb; width: 100%; max-width: 40em; }
+.kv .cached { background: #cfd8e3; } .kv .computed { background: #e6a23c; }
+.check { display: inline-block; padding: 0 5px; margin-right: 4px; border: 1px solid #ccc; border-radius: 3px; }
+.check.fired { background: #ffd166; border-color: #d4a017; font-weight: 600; }
+.chain { display: flex; flex-wrap: wrap; gap: 4px; align-items: stretch; }
+.chain .node { border: 1px solid #bbb; border-radius: 4px; padding: 3px 6px; cursor: pointer; max-width: 22em;
+  background: #fafafa; }
+.chain .node.cur { border-color: #e0b000; background: #ffe9a8; }
+.chain .node.err { border-color: var(--err); }
+.chain .arrow { align-self: center; color: #999; }
+.chain .node b { display: block; font-size: 11px; color: #555; }
+.chain .node span { display: block; font: 11px ui-monospace, monospace; white-space: nowrap; overflow: hidden;
+  text-overflow: ellipsis; }
+.map { display: flex; height: 16px; border: 1px solid #bbb; margin: 4px 0; position: relative; }
+.map div.seg { height: 100%; min-width: 1px; cursor: pointer; }
+.map .here { position: absolute; top: -3px; bottom: -3px; border: 2px solid #000; pointer-events: none; min-width: 3px; }
+.strip { font: 13px/1.9 ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }
+.strip span.t { border-bottom: 2px solid transparent; cursor: pointer; }
+.strip span.t:hover { background: #eef; }
+.strip span.t.cur { background: #ffe9a8; border-bottom-color: #e0b000; }
+.strip span.t.match { background: #fde2c8; }
+.strip span.t.call { color: #0c5f2b; }
+.strip span.t.nl { color: #aaa; }
+table.spans { border-collapse: collapse; font-size: 12px; }
+table.spans td { padding: 1px 8px 1px 0; }
+table.spans tr { cursor: pointer; }
+table.spans tr.cur { background: #ffe9a8; }
+.note { color: #666; font-size: 12px; }
+.warn { color: #7a5200; }
+.attn { display: flex; flex-wrap: wrap; gap: 1px; font: 12px/1.6 ui-monospace, monospace; }
+.attn span { padding: 0 1px; white-space: pre; }
+"""
+
+JS = r"""
+'use strict';
+const DATA = JSON.parse(document.getElementById('data').textContent);
+const META = DATA.meta || {}, EV = DATA.events || [];
+const N = EV.length, ROW = 20;
+const $ = id => document.getElementById(id);
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+function show(s) { return JSON.stringify(s === undefined || s === null ? '' : String(s)); }
+function label(s) { return "'" + s + "'"; }
+function fix(p, d) { return (typeof p === 'number') ? p.toFixed(d === undefined ? 3 : d) : '-'; }
+function clip(s, n) { s = String(s); return s.length > n ? s.slice(0, n) + '\u2026' : s; }
+function num(n) { return (typeof n === 'number') ? n.toLocaleString('en-US') : String(n); }
+
+// ---- one pass over the stream: turns, rounds, positions, indexes -------------------------
+const turnOf = new Int32Array(N), roundOf = new Int32Array(N).fill(-1);
+const rounds = [], calls = [], stops = [], tokens = [], spans = [];
+let turn = 0, round = null, firstPrompt = -1;
+for (let i = 0; i < N; i++) {
+  const e = EV[i], k = e.event;
+  if (k === 'prompt') {
+    turn++; round = null;
+    if (firstPrompt < 0) firstPrompt = i;
+    const sp = (e.spans && e.spans.length) ? e.spans
+      : [[(e.context || e.tokens) - e.tokens, e.context || e.tokens, 'prompt']];
+    for (const s of sp) spans.push({start: s[0], end: s[1], source: String(s[2]), at: i});
+  }
+  turnOf[i] = turn;
+  if (k === 'token') {
+    tokens.push(i); round = null;
+    const pos = e.context - 1, last = spans[spans.length - 1];
+    if (last && last.source === 'model' && last.end === pos) last.end = pos + 1;
+    else spans.push({start: pos, end: pos + 1, source: 'model', at: i});
+  } else if (k === 'done' || k === 'prompt') {
+    round = null;
+  } else if (k === 'tool_call' || k === 'tool_error' || (k === 'stop' && e.reason === 'tool_call')) {
+    if (!round) { round = {events: []}; rounds.push(round); }
+  }
+  if (round && k !== 'token') { round.events.push(i); roundOf[i] = rounds.length - 1; }
+  if (k === 'tool_call' || k === 'tool_error') calls.push(i);
+  if (k === 'stop') stops.push(i);
+  if (k === 'inject') for (const s of (e.spans || [])) spans.push({start: s[0], end: s[1], source: String(s[2]), at: i});
+}
+// a round's inject closes it: events after it up to the next token stay in it only if they are notices
+const tokenOrd = new Int32Array(N).fill(-1);
+tokens.forEach((i, n) => { tokenOrd[i] = n; });
+
+// ---- the temperature the probabilities are at ---------------------------------------------
+const sampleT = (typeof META.temperature === 'number') ? META.temperature : null;
+function probNote() {
+  const tok = tokens.length ? EV[tokens[0]] : null;
+  if (tok && typeof tok.temperature === 'number')
+    return 'Probabilities are at the sampling temperature, T = ' + tok.temperature + ' (as the events record it).';
+  let s = 'Probabilities in this trace are at temperature 1 (the softmax of the raw logits), as the events carry them';
+  if (sampleT === null) s += '; the sampling temperature is not recorded in this trace.';
+  else if (sampleT === 0) s += '; sampling was greedy (T = 0): the most likely token is taken.';
+  else if (sampleT === 1) s += ', which is also the sampling temperature.';
+  else s += '; tokens were sampled at T = ' + sampleT + ', so the bars are not the distribution they were drawn from.';
+  return s;
+}
+
+// ---- colours of sources ---------------------------------------------------------------
+const SERVERS = [];
+function sourceColor(src) {
+  if (src === 'model') return 'var(--model)';
+  if (src === 'system') return 'var(--system)';
+  if (src === 'user') return 'var(--user)';
+  if (src.startsWith('tool')) {
+    const server = src.slice(5).split('/')[0];
+    let n = SERVERS.indexOf(server);
+    if (n < 0) { SERVERS.push(server); n = SERVERS.length - 1; }
+    return 'hsl(' + ((30 + 47 * n) % 360) + ',75%,45%)';
+  }
+  return 'var(--chat)';
+}
+function sourceName(src) {
+  if (src.startsWith('tool:')) {
+    const [server, tool] = src.slice(5).split('/');
+    return 'tool result of server ' + server + (tool ? ' (' + tool + ')' : '');
+  }
+  return {chat: 'chat markup', system: 'system prompt', user: 'user', model: 'model (sampled)'}[src] || src;
+}
+
+// ---- header ---------------------------------------------------------------------------
+function header() {
+  $('title').textContent = META.title || 'decodeloop trace';
+  const bits = [];
+  for (const key of ['model', 'temperature', 'top_p', 'top_k', 'min_p', 'seed', 'constrain', 'source'])
+    if (META[key] !== undefined && META[key] !== null) bits.push(key.replace('_', '-') + ' ' + META[key]);
+  const done = EV.filter(e => e.event === 'done');
+  bits.push(num(tokens.length) + ' tokens', calls.length + ' call(s)', rounds.length + ' call round(s)',
+            turn + ' turn(s)', num(N) + ' events');
+  if (done.length) bits.push('ended: ' + done.map(d => d.reason).join(', '));
+  $('meta').textContent = bits.join(' \u00b7 ');
+  $('probnote').textContent = probNote();
+  const seen = [];
+  for (const s of spans) if (!seen.includes(s.source)) seen.push(s.source);
+  for (const src of seen) {
+    const sw = el('span', 'sw'), i = el('i');
+    i.style.background = sourceColor(src);
+    sw.append(i, document.createTextNode(src + ': ' + sourceName(src)));
+    $('legend').append(sw);
+  }
+}
+
+// ---- timeline rows (only the visible ones exist) ---------------------------------------
+function state(e) {
+  if (e.stop) return '\u2192 ' + e.stop;
+  if (e.in_call) return '\u00b7 in call';
+  if (e.held) return '\u00b7 holding ' + show(e.held);
+  return '';
+}
+function summary(i) {
+  const e = EV[i];
+  switch (e.event) {
+    case 'token':
+      return String(e.index).padStart(5) + ' ' + label(e.text).padEnd(9) + ' ' + fix(e.prob) +
+        '  fwd +' + e.computed + (e.cached ? ' (' + e.cached + ' cached)' : '') + '  ctx ' + e.context +
+        (e.masked !== undefined ? '  \u2298 masked ' + label(e.masked) : '') + '  ' + state(e);
+    case 'prompt': return '\u2500\u2500 turn ' + turnOf[i] + ': prompt, ' + e.tokens + ' tokens, context ' + e.context;
+    case 'stop': return '\u25a0 stop: ' + e.reason;
+    case 'tool_call': return '\u2699 call ' + e.name + ' on ' + e.server + ': ' + e.text;
+    case 'tool_error': return '\u2717 ' + e.stage + ' error: ' + e.message;
+    case 'rpc': return '  ' + (e.direction === 'send' ? '\u2192 ' : '\u2190 ') + e.server + ' ' + rpcLabel(e.message);
+    case 'tool_result': return (e.is_error ? '\u2717 error result: ' : '\u2713 result: ') + e.text;
+    case 'inject': return '\u21e2 inject ' + e.tokens + ' tokens, context ' + e.context;
+    case 'server': return '\u25cf ' + e.server + ': MCP ' + e.protocol_version + ', tools ' + (e.tools || []).join(', ');
+    case 'notice': return '\u00b7 ' + e.source + ': ' + e.message;
+    case 'tools_changed': return '\u27f3 ' + e.server + ': tools changed';
+    case 'done': return '\u2500\u2500 done: ' + e.reason + ', ' + e.tokens + ' tokens, ' + e.tool_calls + ' call(s)';
+    default: return e.event;
+  }
+}
+function rpcLabel(m) {
+  if (!m || typeof m !== 'object') return String(m);
+  const id = (m.id !== undefined) ? ' #' + m.id : '';
+  if (m.method) return m.method + id;
+  if (m.error) return 'error' + id + ': ' + (m.error.message || '');
+  return 'result' + id;
+}
+function rowClass(i) {
+  const e = EV[i];
+  let c = 'row k-' + e.event;
+  if (e.event === 'token' && e.stop) c += ' stopped';
+  if ((e.event === 'tool_result' && e.is_error) || (e.event === 'done' && e.error) ||
+      (e.event === 'rpc' && e.message && e.message.error)) c += ' err';
+  if (i === cursor) c += ' cur';
+  if (matchSet.has(i)) c += ' match';
+  return c;
+}
+const timeline = $('timeline'), rowsEl = $('rows');
+rowsEl.style.height = (N * ROW) + 'px';
+let drawn = [-1, -1];
+function drawRows(force) {
+  const top = timeline.scrollTop, h = timeline.clientHeight || 600;
+  const a = Math.max(0, Math.floor(top / ROW) - 10), b = Math.min(N, Math.ceil((top + h) / ROW) + 10);
+  if (!force && a === drawn[0] && b === drawn[1]) return;
+  drawn = [a, b];
+  const frag = document.createDocumentFragment();
+  for (let i = a; i < b; i++) {
+    const r = el('div', rowClass(i), summary(i));
+    r.style.top = (i * ROW) + 'px';
+    r.dataset.i = i;
+    frag.append(r);
+  }
+  rowsEl.replaceChildren(frag);
+}
+timeline.addEventListener('scroll', () => drawRows(false));
+rowsEl.addEventListener('click', ev => {
+  const r = ev.target.closest('.row');
+  if (r) go(+r.dataset.i);
+});
+
+// ---- the step panel -------------------------------------------------------------------
+function kv(grid, name, ...content) {
+  grid.append(el('div', 'n', name));
+  const d = el('div');
+  for (const c of content) d.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  grid.append(d);
+}
+function pre(text, cls) { return el('pre', cls || 'box', text); }
+function json(v) { return JSON.stringify(v, null, 2); }
+function tokenStep(i, box) {
+  const e = EV[i], g = el('div', 'steps');
+  const prev = tokenOrd[i] > 0 ? EV[tokens[tokenOrd[i] - 1]] : null;
+  // 1 forward
+  const bar = el('div', 'kv'), total = Math.max(1, e.computed + e.cached);
+  const c1 = el('div', 'cached'), c2 = el('div', 'computed');
+  c1.style.width = (100 * e.cached / total) + '%'; c2.style.width = (100 * e.computed / total) + '%';
+  c1.title = e.cached + ' cached'; c2.title = e.computed + ' computed';
+  bar.append(c1, c2);
+  let why = e.computed > 1 ? (e.cached ? 'a prefill of the positions added since the last forward (an injected tool message and the call\u2019s closing token, or a new turn)' : 'the whole prompt, nothing cached yet') : 'one new position: the token sampled last';
+  kv(g, '1 forward', 'computed ' + e.computed + ' position(s), ' + e.cached + ' served from the cache: ' + why, bar);
+  // 2 sample
+  const bars = el('div', 'bars');
+  const top = e.top || [];
+  for (const [t, p] of top) {
+    bars.append(el('span', 'mono', label(t)));
+    const b = el('div', 'bar' + (t === e.text ? ' pick' : '') + (t === e.masked ? ' masked' : ''));
+    b.style.width = Math.max(0, Math.min(1, p || 0)) * 100 + '%';
+    bars.append(b, el('span', 'mono', fix(p)));
+  }
+  const sample = [el('span', 'mono', label(e.text) + ' (id ' + e.id + ')' + (e.prob !== null && e.prob !== undefined ? '  p = ' + fix(e.prob) : ''))];
+  if (top.length) sample.push(el('div', 'note', 'top ' + top.length + ' ' + (typeof e.temperature === 'number' ? 'at T = ' + e.temperature : 'at temperature 1') + (sampleT !== null && typeof e.temperature !== 'number' ? ' (sampled at T = ' + sampleT + ')' : '') + ':'), bars);
+  else sample.push(el('div', 'note', 'no probabilities recorded for this token'));
+  if (e.masked !== undefined && e.masked !== null)
+    sample.push(el('div', 'warn', 'the model put ' + label(e.masked) + ' first; the call grammar masked it and allowed ' + e.allowed + ' token(s)'));
+  kv(g, '2 sample', ...sample);
+  // 3 append
+  kv(g, '3 append', 'context is now ' + e.context + ' tokens (this token at position ' + (e.context - 1) + ', source model)');
+  // 4 stop check
+  const checks = el('div');
+  for (const c of (e.checks || [])) checks.append(el('span', 'check' + (c === e.stop ? ' fired' : ''), c));
+  const verdict = [checks];
+  if (e.stop) verdict.push(el('div', 'warn', e.stop + ' fired: ' + (STOPWHY[e.stop] || '')));
+  else verdict.push(el('div', null, 'none fired'));
+  if (e.in_call) verdict.push(el('div', null, 'held back: the model is writing a tool call (' + show(e.held) + '); call text is never shown to the user, it runs when the call closes'));
+  else if (e.held) verdict.push(el('div', null, 'held back: ' + show(e.held) + ': it could still be the start of a stop string or of the call opener, so it is released only when it no longer can be'));
+  if (e.delta) verdict.push(el('div', null, 'released to the user: ' + show(e.delta)));
+  kv(g, '4 stop check', ...verdict);
+  box.append(g);
+  if (e.attention) attention(e);
+}
+const STOPWHY = {eos: 'the model wrote an end-of-turn token', stop_sequence: 'a stop string is complete; it is not shown',
+  tool_call: 'a call closed: generation pauses while the harness runs it', max_tokens: 'the token cap of the turn'};
+const STOPS = Object.assign({max_retries: 'consecutive failed calls ended the turn', repeated_call: 'calls repeated after their result ended the turn', interrupted: 'interrupted (Ctrl-C)'}, STOPWHY);
+function eventStep(i, box) {
+  const e = EV[i], g = el('div', 'steps');
+  switch (e.event) {
+    case 'prompt':
+      kv(g, 'appended', e.tokens + ' tokens; context ' + e.context);
+      kv(g, 'tools', (e.tools || []).join(', ') || 'none');
+      kv(g, 'spans', spanTable((e.spans || []).map(s => ({start: s[0], end: s[1], source: String(s[2]), at: i}))));
+      kv(g, 'text', pre(e.text));
+      break;
+    case 'stop': kv(g, 'reason', e.reason + ': ' + (STOPS[e.reason] || '')); break;
+    case 'tool_call':
+      kv(g, 'written', el('span', 'mono', e.text));
+      kv(g, 'parsed', el('span', 'mono', e.name + '(' + JSON.stringify(e.arguments) + ')'));
+      kv(g, 'server', e.server);
+      break;
+    case 'tool_error':
+      kv(g, 'stage', e.stage + (e.name ? ' (tool ' + e.name + ')' : ''));
+      kv(g, 'written', el('span', 'mono', e.text));
+      kv(g, 'the model is told', pre('error: ' + e.message));
+      break;
+    case 'rpc':
+      kv(g, 'direction', (e.direction === 'send' ? 'sent to ' : 'received from ') + e.server);
+      kv(g, 'message', rpcLabel(e.message));
+      kv(g, 'JSON-RPC', pre(json(e.message)));
+      break;
+    case 'tool_result':
+      kv(g, 'tool', e.name + (e.is_error ? ' (an error result)' : ''));
+      kv(g, 'content', (e.content || []).length + ' item(s): ' + (e.content || []).map(c => c && c.type).join(', '));
+      kv(g, 'tool message', pre(e.text));
+      break;
+    case 'inject':
+      kv(g, 'appended', e.tokens + ' tokens; context ' + e.context + '; the next forward computes ' + (e.tokens + 1) + ' positions (these and the call\u2019s closing token) and serves ' + (e.context - e.tokens - 1) + ' from the cache');
+      kv(g, 'spans', spanTable((e.spans || []).map(s => ({start: s[0], end: s[1], source: String(s[2]), at: i}))));
+      kv(g, 'text', pre(e.text));
+      break;
+    case 'server':
+      kv(g, 'server', e.server + ' (' + show(e.server_name) + '), MCP ' + e.protocol_version);
+      kv(g, 'tools', (e.tools || []).join(', ') || 'none');
+      break;
+    case 'notice': kv(g, 'from', e.source); kv(g, 'message', pre(e.message)); break;
+    case 'tools_changed':
+      kv(g, 'server', e.server); kv(g, 'added', (e.added || []).join(', ') || 'none');
+      kv(g, 'removed', (e.removed || []).join(', ') || 'none'); kv(g, 'tools now', (e.tools || []).join(', '));
+      break;
+    case 'done':
+      kv(g, 'reason', e.reason + ': ' + (STOPS[e.reason] || ''));
+      kv(g, 'tokens', e.tokens + ' generated, ' + e.tool_calls + ' tool call(s), ' + e.seconds + ' s');
+      if (e.error) kv(g, 'error', el('span', 'warn', e.error));
+      kv(g, 'answer', pre(e.answer));
+      break;
+    default: kv(g, 'event', pre(json(e)));
+  }
+  box.append(g);
+}
+function spanTable(list) {
+  const t = el('table', 'spans');
+  for (const s of list) {
+    const tr = el('tr'), sw = el('i');
+    const td = el('td', 'sw'); sw.style.background = sourceColor(s.source); td.append(sw, document.createTextNode(s.source));
+    tr.append(el('td', 'mono', s.start + '\u2013' + s.end), el('td', null, (s.end - s.start) + ' tok'), td,
+              el('td', 'note', sourceName(s.source)));
+    if (s.at === cursor || (EV[cursor].event === 'token' && EV[cursor].context - 1 >= s.start && EV[cursor].context - 1 < s.end)) tr.className = 'cur';
+    tr.addEventListener('click', () => go(s.at));
+    t.append(tr);
+  }
+  return t;
+}
+
+// ---- the call sequence ------------------------------------------------------------------
+function roundView(r) {
+  const box = $('round');
+  if (r < 0) {
+    box.replaceChildren(el('div', 'note', 'The cursor is not in a call. t jumps to the next one (' + calls.length + ' in this trace).'));
+    return;
+  }
+  const chain = el('div', 'chain'), evs = rounds[r].events;
+  evs.forEach((i, n) => {
+    const e = EV[i];
+    let kind = e.event, text = '', err = false;
+    switch (e.event) {
+      case 'stop': kind = 'stop'; text = e.reason; break;
+      case 'tool_call': kind = 'call (parsed)'; text = e.name + ' ' + JSON.stringify(e.arguments); break;
+      case 'tool_error': kind = e.stage + ' error'; text = e.message; err = true; break;
+      case 'rpc':
+        kind = (e.direction === 'send' ? 'JSON-RPC request \u2192 ' : 'JSON-RPC response \u2190 ') + e.server;
+        text = rpcLabel(e.message); err = !!(e.message && e.message.error); break;
+      case 'tool_result': kind = 'tool message'; text = e.text; err = e.is_error; break;
+      case 'inject': kind = 'injected span'; text = (e.spans || []).map(s => s[0] + '\u2013' + s[1] + ' ' + s[2]).join(', ') || e.tokens + ' tokens'; break;
+      case 'notice': kind = 'notice'; text = e.message; break;
+    }
+    if (n) chain.append(el('span', 'arrow', '\u2192'));
+    const node = el('div', 'node' + (i === cursor ? ' cur' : '') + (err ? ' err' : ''));
+    node.append(el('b', null, kind), el('span', null, clip(text, 200)));
+    node.title = clip(text, 2000);
+    node.addEventListener('click', () => go(i));
+    chain.append(node);
+  });
+  box.replaceChildren(el('div', 'note', 'round ' + (r + 1) + ' of ' + rounds.length), chain);
+}
+
+// ---- the context: where every span came from, and the tokens around the cursor -------------
+function positionOf(i) {
+  const e = EV[i];
+  if (e.event === 'token') return [e.context - 1, e.context];
+  if (e.event === 'prompt' || e.event === 'inject') return [e.context - e.tokens, e.context];
+  return null;
+}
+function contextView() {
+  const box = $('context');
+  const t = turnOf[cursor];
+  // spans of this turn's context: everything up to the end of this turn
+  const map = el('div', 'map');
+  let last = 0;
+  for (const s of spans) if (turnOf[s.at] <= t) last = Math.max(last, s.end);
+  const shown = [];
+  for (const s of spans) if (turnOf[s.at] <= t && s.end <= last) shown.push(s);
+  for (const s of shown) {
+    const d = el('div', 'seg');
+    d.style.width = (100 * (s.end - s.start) / Math.max(1, last)) + '%';
+    d.style.background = sourceColor(s.source);
+    d.title = s.start + '\u2013' + s.end + ': ' + sourceName(s.source);
+    d.addEventListener('click', () => go(s.at));
+    map.append(d);
+  }
+  const pos = positionOf(cursor);
+  if (pos && last) {
+    const h = el('div', 'here');
+    h.style.left = (100 * pos[0] / last) + '%';
+    h.style.width = (100 * (pos[1] - pos[0]) / last) + '%';
+    map.append(h);
+  }
+  const parts = [el('div', 'note', 'context of turn ' + t + ': ' + num(last) + ' positions, coloured by source (click a span to go to the event that appended it)'), map];
+  // the tokens around the cursor
+  let k = tokenOrd[cursor];
+  if (k < 0) { for (let j = cursor; j < N; j++) if (tokenOrd[j] >= 0) { k = tokenOrd[j]; break; } }
+  if (k < 0) k = tokens.length - 1;
+  if (k >= 0) {
+    const strip = el('div', 'strip');
+    const a = Math.max(0, k - 80), b = Math.min(tokens.length, k + 80);
+    for (let n = a; n < b; n++) {
+      const i = tokens[n], e = EV[i];
+      if (turnOf[i] !== turnOf[tokens[k]]) continue;
+      let text = e.text, cls = 't';
+      if (text === '\n') { text = '\u21b5\n'; cls += ' nl'; }
+      if (i === cursor) cls += ' cur';
+      if (matchSet.has(i)) cls += ' match';
+      if (e.in_call) cls += ' call';
+      const s = el('span', cls, text);
+      s.title = '#' + e.index + ' ' + label(e.text) + ' p ' + fix(e.prob);
+      s.addEventListener('click', () => go(i));
+      strip.append(s);
+    }
+    parts.push(el('div', 'note', 'tokens around the cursor (the generated text, token by token; call text in green)'), strip);
+  }
+  const sp = el('details');
+  sp.append(el('summary', null, 'every span (' + shown.length + ')'), spanTable(shown));
+  parts.push(sp);
+  box.replaceChildren(...parts);
+}
+
+// ---- attention (events that carry it: the numpy transformer) --------------------------------
+function attention(e) {
+  const a = e.attention, panel = $('attn-panel'), box = $('attn');
+  panel.hidden = false;
+  const sel = el('select');
+  (a.heads || []).forEach((h, n) => {
+    const o = el('option', null, 'layer ' + h.layer + ' head ' + h.head + (h.copy ? ' (the copy head)' : ''));
+    o.value = n; sel.append(o);
+  });
+  if (attnHead < (a.heads || []).length) sel.value = attnHead;
+  const out = el('div', 'attn');
+  function draw() {
+    attnHead = +sel.value;
+    const h = a.heads[attnHead], keys = a.keys || [];
+    out.replaceChildren();
+    const max = Math.max(1e-9, ...h.weights);
+    h.weights.forEach((w, j) => {
+      const s = el('span', null, keys[j] === '\n' ? '\u21b5' : keys[j]);
+      s.style.background = 'rgba(47,111,214,' + (w / max).toFixed(3) + ')';
+      s.title = 'position ' + (a.start + j) + ' ' + label(keys[j]) + ': ' + w.toFixed(4);
+      out.append(s);
+    });
+  }
+  sel.addEventListener('change', draw);
+  draw();
+  box.replaceChildren(el('div', 'note', 'where the position that chose ' + label(e.text) + ' looked: one cell per key position in the window, shaded by weight (darkest = this head\u2019s largest weight)'), sel, out);
+}
+let attnHead = 0;
+
+// ---- the cursor -------------------------------------------------------------------------
+let cursor = Math.max(0, firstPrompt);
+let matchSet = new Set(), matches = [], matchAt = -1;
+function render() {
+  const e = EV[cursor];
+  if (!e) return;
+  $('step-title').textContent = e.event === 'token'
+    ? 'Token ' + e.index + ' of turn ' + turnOf[cursor] + ': the four steps'
+    : 'Event: ' + e.event;
+  const box = $('step');
+  box.replaceChildren();
+  $('attn-panel').hidden = true;
+  if (e.event === 'token') tokenStep(cursor, box); else eventStep(cursor, box);
+  roundView(roundOf[cursor]);
+  contextView();
+  $('where').textContent = 'event ' + (cursor + 1) + ' / ' + N + (tokenOrd[cursor] >= 0 ? ' \u00b7 token ' + (tokenOrd[cursor] + 1) + ' / ' + tokens.length : '');
+  const y = cursor * ROW;
+  if (y < timeline.scrollTop || y + ROW > timeline.scrollTop + timeline.clientHeight)
+    timeline.scrollTop = Math.max(0, y - timeline.clientHeight / 2);
+  drawRows(true);
+  document.body.dataset.cursor = cursor;
+}
+function go(i) { if (N) { cursor = Math.max(0, Math.min(N - 1, i)); render(); } }
+function after(list, dir) {
+  if (dir > 0) { for (const i of list) if (i > cursor) return i; }
+  else { for (let n = list.length - 1; n >= 0; n--) if (list[n] < cursor) return list[n]; }
+  return cursor;
+}
+
+// ---- search over tokens ------------------------------------------------------------------
+let joined = null, starts = null;
+function search(q) {
+  matchSet = new Set(); matches = []; matchAt = -1;
+  if (q) {
+    if (joined === null) {
+      starts = new Int32Array(tokens.length);
+      const parts = [];
+      let at = 0;
+      tokens.forEach((i, n) => { starts[n] = at; const t = String(EV[i].text).toLowerCase(); parts.push(t); at += t.length; });
+      joined = parts.join('');
+    }
+    const needle = q.toLowerCase();
+    let from = 0, p;
+    while ((p = joined.indexOf(needle, from)) >= 0) {
+      let lo = 0, hi = tokens.length - 1;          // the token where the match starts
+      while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (starts[mid] <= p) lo = mid; else hi = mid - 1; }
+      matches.push(tokens[lo]);
+      for (let n = lo; n < tokens.length && starts[n] < p + needle.length; n++) matchSet.add(tokens[n]);
+      from = p + Math.max(1, needle.length);
+      if (matches.length >= 100000) break;
+    }
+  }
+  $('found').textContent = q ? (matches.length ? matches.length + ' match(es)' : 'no match') : '';
+  if (matches.length) nextMatch(1); else render();
+}
+function nextMatch(dir) {
+  if (!matches.length) return;
+  let n = dir > 0 ? matches.findIndex(i => i > cursor) : -1;
+  if (dir < 0) for (let m = matches.length - 1; m >= 0; m--) if (matches[m] < cursor) { n = m; break; }
+  if (n < 0) n = dir > 0 ? 0 : matches.length - 1;
+  matchAt = n;
+  $('found').textContent = (n + 1) + ' / ' + matches.length + ' match(es)';
+  go(matches[n]);
+}
+
+// ---- keys and buttons ----------------------------------------------------------------------
+const input = $('search');
+input.addEventListener('input', () => search(input.value));
+input.addEventListener('keydown', ev => {
+  if (ev.key === 'Enter') { nextMatch(ev.shiftKey ? -1 : 1); ev.preventDefault(); }
+  else if (ev.key === 'Escape') input.blur();
+  ev.stopPropagation();
+});
+document.addEventListener('keydown', ev => {
+  if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  const act = {
+    ArrowRight: () => go(cursor + 1), ArrowLeft: () => go(cursor - 1),
+    ArrowDown: () => go(cursor + 1), ArrowUp: () => go(cursor - 1),
+    t: () => go(after(calls, 1)), T: () => go(after(calls, -1)),
+    s: () => go(after(stops, 1)), S: () => go(after(stops, -1)),
+    End: () => go(N - 1), e: () => go(N - 1), Home: () => go(0),
+    n: () => nextMatch(1), N: () => nextMatch(-1), '/': () => input.focus(),
+  }[ev.key];
+  if (act) { ev.preventDefault(); act(); }
+});
+$('b-start').onclick = () => go(0);
+$('b-prev').onclick = () => go(cursor - 1);
+$('b-next').onclick = () => go(cursor + 1);
+$('b-call').onclick = () => go(after(calls, 1));
+$('b-stop').onclick = () => go(after(stops, 1));
+$('b-end').onclick = () => go(N - 1);
+
+header();
+if (N) render(); else $('step').textContent = 'This trace has no events.';
+document.body.dataset.ready = '1';
+"""

@@ -1,0 +1,191 @@
+"""The viewer page (ui/html.py) from real runs: the CLI's --html and view, every lab model, faults, hostile text.
+
+What the page does in a browser is tested in tests/test_viewer_browser.py; here, what the page is: one
+self-contained file, the events inside it exactly as the run emitted them (long strings cut), and no
+server-controlled text that could leave its JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import FAULTY, ROOT, WEATHER, Recorder
+
+from decodeloop.loop import Harness, TurnConfig
+from decodeloop.models import lab_bundle
+from decodeloop.models.table import TableModel
+from decodeloop.router import start_stdio_servers
+from decodeloop.sampling import Sampler
+from decodeloop.tokenize import CharTokenizer
+from decodeloop.ui.html import JS, MAX_STRING, HtmlView, embed, page, read_jsonl
+
+QUESTION = "What's the weather in Polson, MT?"
+HOSTILE = '</script><img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+HOSTILE_QUESTION = "<b>Echo</b> </script><script>window.__pwned=3</script>"
+DATA = re.compile(r'<script type="application/json" id="data">(.*?)</script>', re.S)
+
+
+def cli(*args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "decodeloop", *args], input=stdin, capture_output=True,
+                          text=True, cwd=ROOT, timeout=timeout)
+
+
+def embedded(html: str) -> dict:
+    """The data the page renders: the JSON of its one data element."""
+    [data] = DATA.findall(html)
+    return json.loads(data)
+
+
+def library_turn(table: dict, servers=(FAULTY,), question: str = QUESTION, **config) -> Recorder:
+    events = Recorder()
+    tokenizer = CharTokenizer()
+    with start_stdio_servers([list(s) for s in servers], events, timeout=config.pop("timeout", 20)) as router:
+        Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events,
+                config=TurnConfig(**config)).run(question)
+    return events
+
+
+def hostile_events() -> Recorder:
+    """A turn whose question, call, tool result and answer all carry markup and script."""
+    call = '[call echo text="' + HOSTILE.replace('"', '\\"') + '"]'
+    table = {"<|user|>" + HOSTILE_QUESTION + "<|assistant|>": call, "<|assistant|>": HOSTILE + "<|eos|>"}
+    return library_turn(table, question=HOSTILE_QUESTION)
+
+
+def assert_self_contained(html: str) -> None:
+    assert html.startswith("<!DOCTYPE html>")
+    assert not re.search(r"<(link|iframe|object|embed|img)\b", html, re.I)
+    assert not re.search(r"<script[^>]*\bsrc=", html, re.I)
+    assert "http://" not in html.split('id="data">')[0] and "https://" not in html.split('id="data">')[0]
+    assert "default-src 'none'" in html           # the page may load nothing, even by mistake
+    assert html.count("<script") == 2 and html.count("</script>") == 2   # data, code: nothing else
+
+
+def test_run_html_writes_the_turn_as_the_json_lines_show_it(tmp_path):
+    out = tmp_path / "turn.html"
+    p = cli("run", "--html", str(out), "--temperature", "0.7", "--seed", "3", QUESTION)
+    assert p.returncode == 0, p.stderr
+    assert "answer:" in p.stdout                    # the trace is still printed
+    html = out.read_text(encoding="utf-8")
+    assert_self_contained(html)
+    data = embedded(html)
+    assert data["meta"]["model"] == "table" and data["meta"]["temperature"] == 0.7
+    assert data["meta"]["title"] == QUESTION
+    jsonl = cli("run", "--json", "--temperature", "0.7", "--seed", "3", QUESTION).stdout
+    expected = [json.loads(line) for line in jsonl.splitlines()]
+    for e in [*expected, *data["events"]]:
+        e.pop("seconds", None)
+    assert data["events"] == expected
+    kinds = [e["event"] for e in data["events"]]
+    assert kinds.count("token") == data["events"][-1]["tokens"] and "inject" in kinds
+
+
+def test_view_reads_json_lines_from_a_file_and_from_stdin(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(cli("run", "--json", QUESTION).stdout, encoding="utf-8")
+    p = cli("view", str(trace), "-o", str(tmp_path / "a.html"), "--temperature", "0")
+    assert p.returncode == 0 and p.stdout == "" and p.stderr == ""
+    a = embedded((tmp_path / "a.html").read_text(encoding="utf-8"))
+    assert a["meta"] == {"title": "t.jsonl", "source": "t.jsonl", "temperature": 0.0}
+    assert a["events"] == [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    p = cli("view", "-", "-o", str(tmp_path / "b.html"), "--title", "from a pipe",
+            stdin=trace.read_text(encoding="utf-8"))
+    b = embedded((tmp_path / "b.html").read_text(encoding="utf-8"))
+    assert p.returncode == 0 and b["events"] == a["events"] and b["meta"]["title"] == "from a pipe"
+
+
+def test_view_refuses_what_is_not_an_event_stream(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"event": "prompt", "text": "x", "tokens": 1, "tools": []}\n\nnot json\n', encoding="utf-8")
+    p = cli("view", str(bad), "-o", str(tmp_path / "x.html"))
+    assert p.returncode == 2 and "line 3: not JSON" in p.stderr and not (tmp_path / "x.html").exists()
+    bad.write_text('[1, 2]\n', encoding="utf-8")
+    p = cli("view", str(bad), "-o", str(tmp_path / "x.html"))
+    assert p.returncode == 2 and 'line 1: not an event' in p.stderr
+    p = cli("view", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "x.html"))
+    assert p.returncode == 2 and "missing.jsonl" in p.stderr
+    p = cli("run", "--html", str(tmp_path / "no" / "such" / "dir.html"), QUESTION)
+    assert p.returncode == 2 and "--html: no such directory" in p.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", [["--model", "ngram", "--order", "4"], ["--model", "transformer"]])
+def test_every_lab_model_makes_a_page(tmp_path, model):
+    pytest.importorskip("numpy") if "transformer" in model else None
+    trace = tmp_path / "t.jsonl"
+    p = cli("run", "--json", *model, "--max-tokens", "300", QUESTION)
+    assert p.returncode in (0, 3, 4), p.stderr
+    trace.write_text(p.stdout, encoding="utf-8")
+    p = cli("view", str(trace), "-o", str(tmp_path / "t.html"))
+    assert p.returncode == 0, p.stderr
+    html = (tmp_path / "t.html").read_text(encoding="utf-8")
+    assert_self_contained(html)
+    events = embedded(html)["events"]
+    assert events == read_jsonl(trace.read_text(encoding="utf-8").splitlines())
+    assert {"prompt", "token", "done"} <= {e["event"] for e in events}
+
+
+def test_hostile_text_stays_data(tmp_path):
+    events = hostile_events()
+    view = HtmlView(str(tmp_path / "h.html"), {"title": HOSTILE_QUESTION})
+    for event in events:
+        view(event)
+    view.write()
+    html = (tmp_path / "h.html").read_text(encoding="utf-8")
+    assert_self_contained(html)                      # no script element, image or closing tag got through
+    outside = DATA.sub("", re.sub(r"<title>.*?</title>", "", html))
+    assert "onerror" not in outside and "__pwned" not in outside   # only inside the JSON, as string data
+    assert "<title>&lt;b&gt;Echo&lt;/b&gt; &lt;/script&gt;" in html
+    data = embedded(html)
+    [result] = [e for e in data["events"] if e["event"] == "tool_result"]
+    assert result["text"] == HOSTILE                 # the text survives exactly, as data
+    assert data["events"][-1]["answer"] == HOSTILE
+    assert [e for e in data["events"] if e["event"] == "prompt"][0]["text"].count(HOSTILE_QUESTION) == 1
+
+
+def test_the_page_script_never_parses_data_as_markup():
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function",
+                 "setAttribute('on", "srcdoc"):
+        assert sink not in JS
+    assert "textContent" in JS
+
+
+def test_embedding_cannot_close_the_script_element():
+    for text in ("</script>", "</SCRIPT >", "<!--", "<script>", "a & b", "\u2028\u2029", "]]>"):
+        out = embed({"t": text})
+        assert "<" not in out and ">" not in out and "&" not in out
+        assert json.loads(out) == {"t": text}
+
+
+def test_a_crashed_server_and_a_capped_20_megabyte_result(tmp_path):
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call big megabytes=20]",
+             "characters]<|assistant|>": "[call crash]", "<|assistant|>": "Ok.<|eos|>"}
+    events = library_turn(table, max_result_chars=2000, max_tokens=100)
+    [error] = events.of("tool_error")
+    assert "exited with code 3" in error.message
+    view = HtmlView(str(tmp_path / "f.html"))
+    for event in events:
+        view(event)
+    view.write()
+    size = os.path.getsize(tmp_path / "f.html")
+    assert size < 1_000_000                          # the 20 MB response is cut in the page
+    data = embedded((tmp_path / "f.html").read_text(encoding="utf-8"))
+    [response] = [e for e in data["events"] if e["event"] == "rpc" and e["direction"] == "recv"
+                  and "result" in e["message"] and "content" in e["message"]["result"]]
+    text = response["message"]["result"]["content"][0]["text"]
+    assert text.startswith("y" * 1000) and len(text) < MAX_STRING + 200 and "characters" in text[-80:]
+    [result] = [e for e in data["events"] if e["event"] == "tool_result"]
+    assert "result truncated: showing 2,000 of 20,971,520 characters" in result["text"]
+    assert [e["stage"] for e in data["events"] if e["event"] == "tool_error"] == ["call"]
+    assert data["events"][-1]["answer"] == "Ok."
+
+
+def test_non_finite_numbers_and_an_empty_stream():
+    html = page([{"event": "token", "prob": float("nan"), "top": [["a", float("inf")]]}])
+    assert embedded(html)["events"] == [{"event": "token", "prob": None, "top": [["a", None]]}]
+    assert embedded(page([]))["events"] == []

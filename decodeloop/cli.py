@@ -11,6 +11,7 @@ import threading
 
 from decodeloop import __version__
 from decodeloop.models.base import MissingDependency
+from decodeloop.untrusted import visible  # a server's error text reaches stderr
 
 RUN_EXAMPLES = """\
 examples:
@@ -402,7 +403,7 @@ def _run_turn(args, parser, emit, sampler, processors, config, last_token) -> in
         with _started(args, parser, emit, config.detail) as (bundle, router):
             result = _harness(args, bundle, router, emit, sampler, processors, config).run(args.prompt)
     except (ConfigError, McpError) as e:
-        print(f"decodeloop: cannot start: {e}", file=sys.stderr)
+        print(f"decodeloop: cannot start: {visible(str(e))}", file=sys.stderr)
         return EXIT_ERROR
     except QuitRequested:
         print("quit.")
@@ -440,7 +441,7 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
             harness = _harness(args, bundle, router, emit, sampler, processors, config)
             return ChatSession(harness, quiet=args.json).loop()
     except (ConfigError, McpError) as e:
-        print(f"decodeloop: cannot start: {e}", file=sys.stderr)
+        print(f"decodeloop: cannot start: {visible(str(e))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("\ninterrupted.", file=sys.stderr)
@@ -461,7 +462,7 @@ def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
                 lambda emit: _harness(args, bundle, router, emit, sampler, processors, config),
                 held_out, ProgressBar(f"eval {args.model}"))
     except (ConfigError, McpError) as e:
-        print(f"decodeloop: cannot start: {e}", file=sys.stderr)
+        print(f"decodeloop: cannot start: {visible(str(e))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("\ninterrupted.", file=sys.stderr)

@@ -32,7 +32,7 @@ from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.transports.stdio import StdioTransport
 from decodeloop.mcp_config import ConfigError, ServerSpec  # ConfigError is re-exported for callers
 from decodeloop.schema import did_you_mean
-from decodeloop.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_SCHEMA_CHARS, cap_text, cap_tool
+from decodeloop.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_SCHEMA_CHARS, cap_text, cap_tool, visible_line
 
 NAMESPACE_SEPARATOR = "__"
 MAX_TOOL_NAME = 128
@@ -361,4 +361,4 @@ def _server_name(command: list[str], taken: set[str]) -> str:
 
 def _stderr_printer(server: str, sink: Callable[[str], None] | None) -> Callable[[str], None]:
     write = sink or (lambda line: print(line, file=sys.stderr, flush=True))
-    return lambda line: write(f"[{server} stderr] {line}")
+    return lambda line: write(f"[{server} stderr] {visible_line(line)}")  # a server's text, shown safely

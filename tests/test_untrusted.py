@@ -101,3 +101,97 @@ def test_cap_strings_copies_and_keeps_short_strings():
     assert cap_strings(value, 20) == {"a": ["x" * 10, {"b": "y" * 20 + "\n[... text truncated: showing 20 of 30 "
                                                              "characters]"}], "n": 3}
     assert value["a"][1]["b"] == "y" * 30
+
+
+# -- safe terminal output ----------------------------------------------------------------------------
+
+UNSAFE = ("\x1b", "\x07", "\r", "\u202e", "\u202c")
+
+
+def _harness_lines(text: str) -> list[str]:
+    """Lines that start the way the harness's own verdict lines start."""
+    return [line for line in text.splitlines() if line.startswith(("── done:", "answer: ", "── generation"))]
+
+
+def test_visible_and_quoted_spell_controls_and_mark_every_continuation_line():
+    assert visible("a\x1b[31mb\x07\r\n\tc\x9b\u202e\u200b\x7f") == "a\\x1b[31mb\\x07\\r\n\tc\\x9b\\u202e\\u200b\\x7f"
+    assert quoted("one\ntwo\n── done: forged ──") == "one\n  │ two\n  │ ── done: forged ──"
+    assert visible("café ✓ 東京") == "café ✓ 東京"   # printable text is left alone
+
+
+def test_the_trace_shows_hostile_results_descriptions_and_notices_inert(events):
+    from decodeloop.ui.trace import TraceView
+
+    out = io.StringIO()
+    trace = TraceView(out, color=False)
+
+    def both(event):
+        events(event)
+        trace(event)
+
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call escape]",
+             "<|assistant|>": "[call shout chars=10]", "<|tool|>shouted<|assistant|>": "Ok.<|eos|>"}
+    run_turn(both, table, servers=([*HOSTILE, "--escapes-in-description"],))
+    text = out.getvalue()
+    # the escapes reached the events (the model sees the server's text as data) ...
+    assert "\x1b]0;pwned\x07" in events.of("tool_result")[0].text and "\x1b]0;pwned" in events.of("prompt")[0].text
+    # ... but not the terminal: every one of them is spelled out
+    assert not any(char in text for char in UNSAFE)
+    assert "\\x1b]0;pwned\\x07\\x1b[31mred" in text and "\\u202eevil" in text and "log info: \\x1b[2J" in text
+    # forged lines are quoted behind the margin; the harness's own lines are the real ones only
+    assert "  │ answer: I sent $1000 to the attacker" in text
+    generation, done, answer = _harness_lines(text)
+    assert generation == "── generation ──" and done.startswith("── done: eos, ") and answer == "answer: Ok."
+
+
+def test_the_chat_view_and_the_answer_view_show_hostile_text_inert(events):
+    from decodeloop.ui.chat import ChatView
+    from decodeloop.ui.jsonl import AnswerView
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    out, answer, err = io.StringIO(), Terminal(), io.StringIO()
+    chat, quiet = ChatView(out, color=False), AnswerView(answer, err)
+
+    def all_views(event):
+        events(event)
+        chat(event)
+        quiet(event)
+
+    # the model copies the escapes into its answer, and a failed call's error holds them too
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call escape]",
+             "<|assistant|>": "Said \x1b]0;pwned\x07 it.<|eos|>"}
+    run_turn(all_views, table)
+    for text in (out.getvalue(), answer.getvalue()):
+        assert not any(char in text for char in UNSAFE) and "\\x1b]0;pwned\\x07" in text
+    assert not _harness_lines(out.getvalue())
+    piped = io.StringIO()
+    AnswerView(piped, err)(events.of("done")[0])
+    assert piped.getvalue() == "Said \x1b]0;pwned\x07 it.\n"   # into a pipe, the answer as written
+
+
+def test_json_lines_escape_control_characters(events):
+    out = io.StringIO()
+    view = JsonlView(out)
+
+    def both(event):
+        events(event)
+        view(event)
+
+    run_turn(both, {"<|user|>" + QUESTION + "<|assistant|>": "[call escape]", "<|assistant|>": "Ok.<|eos|>"})
+    text = out.getvalue()
+    assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "\\u001b]0;pwned" in text
+    lines = text.split("\n")
+    assert lines[-1] == "" and all(json.loads(line)["event"] for line in lines[:-1])
+    [result] = [json.loads(line) for line in lines[:-1] if json.loads(line)["event"] == "tool_result"]
+    assert result["text"] == events.of("tool_result")[0].text   # escaped on the wire, exact when read
+
+
+def test_a_servers_stderr_is_shown_with_controls_visible():
+    from decodeloop.router import _stderr_printer
+
+    seen = []
+    _stderr_printer("evil", seen.append)("\x1b]0;pwned\x07 ok")
+    assert seen == ["[evil stderr] \\x1b]0;pwned\\x07 ok"]

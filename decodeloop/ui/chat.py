@@ -21,16 +21,17 @@ from typing import TextIO
 
 from decodeloop.events import Event
 from decodeloop.ui.style import Style, use_color
+from decodeloop.untrusted import visible, visible_line
 
 HELP = "commands: /reset starts a new conversation, /tools lists the tools, /quit ends (or Ctrl-D)"
 RESULT_PREVIEW = 200
 
 
 def _quoted(text: str, limit: int = RESULT_PREVIEW) -> str:
-    """Server-controlled text as a JSON string literal: control and escape characters made visible."""
+    """Server-controlled text as a JSON string literal: control, escape and format characters made visible."""
     if len(text) > limit:
         text = text[:limit] + f"… ({len(text):,} chars)"
-    return json.dumps(text, ensure_ascii=False)
+    return visible(json.dumps(text, ensure_ascii=False))
 
 
 class ChatView:
@@ -52,7 +53,8 @@ class ChatView:
         self.out.write(text + "\n")
 
     def on_server(self, e) -> None:
-        self._line(self.style("● ", "blue") + f"{e.server}: tools {', '.join(e.tools) or 'none'}")
+        self._line(self.style("● ", "blue") + f"{visible_line(e.server)}: tools "
+                   f"{', '.join(visible_line(name) for name in e.tools) or 'none'}")
 
     def on_token(self, e) -> None:
         if e.delta:
@@ -62,11 +64,11 @@ class ChatView:
                 text = e.delta.lstrip()
             else:
                 text = e.delta
-            self.out.write(text)
+            self.out.write(visible(text))  # the model may copy escapes from a result
 
     def on_tool_call(self, e) -> None:
-        self._line(self.style("  ⚙ ", "yellow") + f"{e.name}({json.dumps(e.arguments, ensure_ascii=False)}) "
-                   f"on {e.server}")
+        self._line(self.style("  ⚙ ", "yellow") + f"{visible_line(e.name)}("
+                   f"{visible(json.dumps(e.arguments, ensure_ascii=False))}) on {visible_line(e.server)}")
 
     def on_tool_result(self, e) -> None:
         mark = self.style("  ✗ ", "red") if e.is_error else self.style("  ✓ ", "green")
@@ -76,7 +78,7 @@ class ChatView:
         self._line(self.style(f"  ✗ {e.stage} error: ", "red") + _quoted(e.message))
 
     def on_notice(self, e) -> None:
-        self._line(self.style(f"  · {e.source}: ", "dim") + _quoted(e.message))
+        self._line(self.style(f"  · {visible_line(e.source)}: ", "dim") + _quoted(e.message))
 
     def on_done(self, e) -> None:
         if self._speaking:
@@ -138,7 +140,8 @@ class ChatSession:
         elif name == "/tools":
             for tool in self.harness.tools:
                 server = self.harness.router.owner.get(tool.name, "?")
-                self._say(f"{tool.name} ({server}): {_quoted(tool.description or '', 120)}")
+                self._say(f"{visible_line(tool.name)} ({visible_line(server)}): "
+                          f"{_quoted(tool.description or '', 120)}")
         elif name == "/help":
             self._say(HELP)
         else:

@@ -13,7 +13,7 @@ import sys
 from typing import TextIO
 
 from decodeloop.events import Event
-from decodeloop.untrusted import cap_strings
+from decodeloop.untrusted import cap_strings, visible
 
 DEFAULT_MAX_CHARS = 16_000
 CAPPED = {"rpc": "message", "tool_result": "content"}  # the field of each event that holds a server's raw text
@@ -34,7 +34,11 @@ class JsonlView:
 
 
 class AnswerView:
-    """--quiet: nothing but the answer (and a turn-ending error on stderr)."""
+    """--quiet: nothing but the answer (and a turn-ending error on stderr).
+
+    The answer goes out as written into a pipe; on a terminal, and on stderr always,
+    control characters are made visible (the model may copy them from a result).
+    """
 
     def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
         self.out = out or sys.stdout
@@ -43,6 +47,8 @@ class AnswerView:
     def __call__(self, event: Event) -> None:
         if event.kind == "done":
             if event.error:  # type: ignore[attr-defined]
-                self.err.write(f"decodeloop: {event.error}\n")  # type: ignore[attr-defined]
-            self.out.write(event.answer + "\n")  # type: ignore[attr-defined]
+                self.err.write(f"decodeloop: {visible(event.error)}\n")  # type: ignore[attr-defined]
+            answer = event.answer  # type: ignore[attr-defined]
+            isatty = getattr(self.out, "isatty", None)
+            self.out.write((visible(answer) if isatty and isatty() else answer) + "\n")
             self.out.flush()

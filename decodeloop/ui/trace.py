@@ -4,6 +4,11 @@ One line per token (the four steps: forward, sample, append, stop check), and a
 block for each part of the call sequence: the JSON-RPC messages on the wire,
 the parsed call, the result, the injected tool message. Step mode (step.py)
 uses the same renderer with a fuller, multi-line frame per token.
+
+Text a server or the model controls (results, errors, notices, descriptions in
+the prompt, the answer) is printed through untrusted.py: control and format
+characters as escapes, and every line after the first behind a `  │ ` margin,
+so no content can change the terminal or print a line the harness would.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from decodeloop.events import (Done, Event, Inject, Notice, Prompt, Rpc, ServerR
                                ToolCall, ToolError, ToolResult, ToolsChanged)
 from decodeloop.ui.legend import ByteLegend
 from decodeloop.ui.style import Style, use_color
+from decodeloop.untrusted import MARGIN, quoted, visible, visible_line
 
 RPC_PREVIEW = 600  # characters of a JSON-RPC message shown in the trace
 ALT_MIN = 0.001    # alternatives less likely than this are not worth a column
@@ -30,8 +36,13 @@ def label(token_text: str) -> str:
 
 
 def show(text: str) -> str:
-    """A string as a short quoted literal, with newlines and control characters visible."""
-    return json.dumps(text, ensure_ascii=False)
+    """A string as a short quoted literal, with newlines and control and format characters visible."""
+    return visible(json.dumps(text, ensure_ascii=False))
+
+
+def names(items) -> str:
+    """Tool names (a server's choice) on one line."""
+    return ", ".join(visible_line(name) for name in items)
 
 
 class TraceView:
@@ -53,11 +64,12 @@ class TraceView:
     def on_server(self, e: ServerReady) -> str:
         s = self.style
         return (s("● ", "blue") + s(e.server, "bold") + f": MCP {e.protocol_version}, server "
-                f"{show(e.server_name)}, tools: {', '.join(e.tools) or 'none'}")
+                f"{show(e.server_name)}, tools: {names(e.tools) or 'none'}")
 
     def on_prompt(self, e: Prompt) -> str:
         s = self.style
         body = _MARKER.sub("\n<|", e.text).lstrip("\n")  # each role marker on a line of its own
+        body = MARGIN + quoted(body)  # it holds the servers' tool descriptions
         if e.context > e.tokens:  # a later turn of the conversation: only what it appends
             head = f"── next user turn ({e.tokens} tokens appended, context {e.context}) ──"
         else:
@@ -116,23 +128,24 @@ class TraceView:
         return self.style(f"■ stop: {e.reason}", "yellow")
 
     def on_tool_call(self, e: ToolCall) -> str:
-        return (self.style("⚙ parsed ", "yellow") + f"{e.text}  →  {e.name}("
-                f"{json.dumps(e.arguments, ensure_ascii=False)}) on server {e.server}")
+        return (self.style("⚙ parsed ", "yellow") + f"{quoted(e.text)}  →  {visible_line(e.name)}("
+                f"{visible(json.dumps(e.arguments, ensure_ascii=False))}) on server {visible_line(e.server)}")
 
     def on_tool_error(self, e: ToolError) -> str:
         return (self.style(f"✗ {e.stage} error ", "red", "bold") + f"in {show(e.text)}\n"
-                + self.style("  the model is told: ", "red") + "error: " + e.message)
+                + self.style("  the model is told: ", "red") + "error: " + quoted(e.message))
 
     def on_rpc(self, e: Rpc) -> str:
         arrow = "→" if e.direction == "send" else "←"
         text = json.dumps(e.message, ensure_ascii=False)
         if len(text) > RPC_PREVIEW:
             text = text[:RPC_PREVIEW] + f"… ({len(text):,} chars)"
+        text = visible(text)
         return self.style(f"  {arrow} {e.server} ", "magenta") + text
 
     def on_tool_result(self, e: ToolResult) -> str:
         label = "✗ error result: " if e.is_error else "✓ result: "
-        return self.style(label, "red" if e.is_error else "green") + e.text
+        return self.style(label, "red" if e.is_error else "green") + quoted(e.text)
 
     def on_inject(self, e: Inject) -> str:
         # the call's last token was sampled but never run through the model, so it is prefilled too
@@ -141,17 +154,18 @@ class TraceView:
                 f"closing token) and serves {e.context - e.tokens - 1} from the cache")
 
     def on_tools_changed(self, e: ToolsChanged) -> str:
-        change = " ".join([*(f"+{name}" for name in e.added), *(f"-{name}" for name in e.removed)]) or "no change"
+        change = " ".join([*(f"+{visible_line(name)}" for name in e.added),
+                           *(f"-{visible_line(name)}" for name in e.removed)]) or "no change"
         return (self.style(f"⟳ {e.server}: tools changed ", "blue") + f"({change}); calls route to them now, "
                 "the system prompt describes them from the next conversation")
 
     def on_notice(self, e: Notice) -> str:
-        return self.style(f"· {e.source}: {e.message}", "dim")
+        return self.style(f"· {visible_line(e.source)}: {quoted(e.message)}", "dim")
 
     def on_done(self, e: Done) -> str:
         s = self.style
         lines = [s(f"── done: {e.reason}, {e.tokens} tokens, {e.tool_calls} tool call(s), {e.seconds:.2f}s ──", "dim")]
         if e.error:
-            lines.append(s("error: ", "red", "bold") + e.error)
-        lines.append(s("answer: ", "green", "bold") + e.answer)
+            lines.append(s("error: ", "red", "bold") + quoted(e.error))
+        lines.append(s("answer: ", "green", "bold") + quoted(e.answer))
         return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""OAuth 2.1 for MCP servers over HTTP, as the MCP authorization spec (2025-11-25) describes it.
+"""OAuth 2.1 for MCP servers over HTTP, as the MCP authorization spec (2025-11-25, 2026-07-28) describes it.
 
 This module owns getting and holding an access token. The Streamable HTTP
 transport asks `header()` before each request and calls `authorize()` when the
@@ -10,12 +10,17 @@ the flow and returns True when a retry may succeed:
    the server's path, then at the root; its `resource` must cover the server URL;
 2. authorization server metadata (RFC 8414, OpenID Discovery), trying the
    well-known locations in the spec's order for an issuer with or without a path;
+   a document whose `issuer` is not exactly the one asked for is not used;
 3. the client's identity: pre-registered credentials, else a client ID metadata
-   document URL when the server supports those, else dynamic registration (RFC 7591);
+   document URL when the server supports those, else dynamic registration (RFC 7591,
+   with `application_type`); an identity belongs to its authorization server, so
+   a change of server means identifying again;
 4. scope: the challenge's `scope`, else the resource's `scopes_supported`, else none
    (a step-up keeps the scopes already granted);
 5. authorization code with PKCE S256 (refused when the server does not list S256),
-   `state` checked, and the `resource` parameter (RFC 8707) in both requests;
+   `state` checked, the redirect's `iss` compared exactly with the issuer (RFC 9207;
+   required when the server says it sends one), and the `resource` parameter
+   (RFC 8707) in both requests;
 6. the token request, authenticating as the server allows (client_secret_basic,
    client_secret_post or none).
 
@@ -102,6 +107,7 @@ class OAuth:
         self.log = log or (lambda line: None)
         self.access_token: str | None = None
         self.scope: str | None = None
+        self._credentials_issuer: str | None = None  # the authorization server the client id belongs to
         self._lock = threading.Lock()
 
     def header(self) -> str | None:
@@ -136,6 +142,12 @@ class OAuth:
         if not isinstance(servers, list) or not servers or not isinstance(servers[0], str):
             raise AuthorizationError("the protected resource metadata names no authorization server")
         meta = self._server_metadata(http, servers[0])
+        issuer = meta["issuer"]
+        if self._credentials_issuer not in (None, issuer):
+            # a client id belongs to the authorization server that issued it; a new server means a new one
+            self.log(f"the authorization server changed from {self._credentials_issuer} to {issuer}; "
+                     "registering again")
+            self.client_id = self.client_secret = self.auth_method = None
         scope = challenge.get("scope")
         if not scope and isinstance(resource_meta.get("scopes_supported"), list):
             scope = " ".join(s for s in resource_meta["scopes_supported"] if isinstance(s, str)) or None
@@ -145,6 +157,7 @@ class OAuth:
             raise AuthorizationError("the authorization server does not list PKCE S256 in "
                                      "code_challenge_methods_supported; refusing to authorize without it")
         self._identify(http, meta)
+        self._credentials_issuer = issuer
         verifier, challenge_s256 = pkce_pair()
         state = secrets.token_urlsafe(24)
         query = {"response_type": "code", "client_id": self.client_id, "redirect_uri": self.redirect_uri,
@@ -159,6 +172,13 @@ class OAuth:
             raise AuthorizationError(f"authorization refused: {answer['error']} {answer.get('error_description', '')}")
         if answer.get("state") != state:
             raise AuthorizationError("the authorization redirect carried the wrong state; refusing the code")
+        # RFC 9207: the redirect names its issuer, compared exactly (no normalization) with the one we asked
+        if "iss" in answer and answer["iss"] != issuer:
+            raise AuthorizationError(f"the authorization redirect came from issuer {answer['iss']!r}, not "
+                                     f"{issuer!r}; refusing the code")
+        if "iss" not in answer and meta.get("authorization_response_iss_parameter_supported") is True:
+            raise AuthorizationError(f"the authorization server {issuer} promises an iss parameter and the "
+                                     "redirect carried none; refusing the code")
         if not answer.get("code"):
             raise AuthorizationError("the authorization redirect carried no code")
         form = {"grant_type": "authorization_code", "code": answer["code"], "redirect_uri": self.redirect_uri,
@@ -176,11 +196,17 @@ class OAuth:
         raise AuthorizationError(f"no protected resource metadata for {server_url}")
 
     def _server_metadata(self, http: HttpClient, issuer: str) -> dict:
+        mismatch = None
         for url in authorization_server_urls(issuer):
             found = self._get_json(http, url)
-            if found is not None:
-                return found
-        raise AuthorizationError(f"no authorization server metadata for {issuer}")
+            if found is None:
+                continue
+            if found.get("issuer") != issuer:  # RFC 8414: metadata for another issuer must not be used
+                mismatch = mismatch or f"{url} describes issuer {found.get('issuer')!r}, not {issuer!r}"
+                continue
+            return found
+        raise AuthorizationError(f"no authorization server metadata for {issuer}"
+                                 + (f" ({mismatch}; refused)" if mismatch else ""))
 
     def _identify(self, http: HttpClient, meta: dict) -> None:
         if self.client_id is not None and self.auth_method is not None:
@@ -202,9 +228,12 @@ class OAuth:
         if not isinstance(endpoint, str):
             raise AuthorizationError("the authorization server offers no dynamic registration; "
                                      "a pre-registered client id is needed")
+        # native: the redirect goes to this machine, not to a web origin (OpenID's rules for redirect URIs)
+        local = urllib.parse.urlsplit(self.redirect_uri).hostname in ("localhost", "127.0.0.1", "::1")
         body = json.dumps({"client_name": self.client_name, "redirect_uris": [self.redirect_uri],
                            "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
-                           "token_endpoint_auth_method": "none"}).encode()
+                           "token_endpoint_auth_method": "none",
+                           "application_type": "native" if local else "web"}).encode()
         answer = self._post(http, endpoint, body, {"Content-Type": "application/json"}, "registration")
         if not isinstance(answer.get("client_id"), str):
             raise AuthorizationError("the registration answer has no client_id")

@@ -10,6 +10,10 @@ within 128 characters). When a server announces notifications/tools/list_changed
 `refresh()` lists its tools again and recomputes the names; the harness calls it
 between steps, on its own thread.
 
+Environment: a stdio server gets the transport's small default set from the
+harness (HOME, LOGNAME, PATH, SHELL, TERM, USER), PYTHONPATH for the bundled
+servers, and what its config's `env` names; nothing else.
+
 Starting: `start_servers` starts every server at once (a thread each) and
 keeps what can be seen in the config's order: servers, tools, names, events
 and which error is raised.
@@ -291,11 +295,9 @@ def _connect(spec: ServerSpec, emit: Emit, verbose: bool, stderr: Callable[[str]
                                        max_message_bytes=max_message_bytes, **options)
         opened(client)
         return client
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ)
-    # the bundled servers import decodeloop: make that work from any directory
-    env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(spec.env or {})
+    # the bundled servers import decodeloop: make that work from any directory (the transport adds the
+    # small default environment; the config's env wins)
+    env = {"PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))), **(spec.env or {})}
     show = _stderr_printer(server, stderr) if verbose else None
     client = McpClient(StdioTransport(spec.command or [], env=env, cwd=spec.cwd, on_stderr=show,
                                       max_message_bytes=max_message_bytes), **options)

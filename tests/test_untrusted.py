@@ -195,3 +195,32 @@ def test_a_servers_stderr_is_shown_with_controls_visible():
     seen = []
     _stderr_printer("evil", seen.append)("\x1b]0;pwned\x07 ok")
     assert seen == ["[evil stderr] \\x1b]0;pwned\\x07 ok"]
+
+
+# -- the server's environment --------------------------------------------------------------------------
+
+def test_a_stdio_server_gets_a_minimal_environment_and_what_the_config_names(events, monkeypatch, tmp_path):
+    from decodeloop.mcp_config import load_config
+    from decodeloop.router import start_servers
+
+    monkeypatch.setenv("DECODELOOP_TEST_SECRET", "hunter2")
+    monkeypatch.setenv("HOME", "/home/someone")
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"hostile": {"command": HOSTILE[0], "args": HOSTILE[1:],
+                                                             "env": {"GIVEN": "yes"}}}}))
+    with start_servers(load_config(str(config)), events, timeout=30) as router:
+        seen = {name: router.call("env", {"name": name}).text()
+                for name in ("DECODELOOP_TEST_SECRET", "HOME", "GIVEN", "PATH")}
+    assert seen["DECODELOOP_TEST_SECRET"] == "(unset)"         # the harness's secret stays with the harness
+    assert seen["HOME"] == "/home/someone" and seen["GIVEN"] == "yes"
+    assert seen["PATH"] == os.environ["PATH"]
+
+
+def test_the_default_environment_is_the_small_set_only(monkeypatch):
+    from decodeloop.mcp.transports.stdio import default_environment
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    monkeypatch.setenv("SHELL", "() { evil; }")   # an exported shell function is not passed on
+    monkeypatch.setenv("USER", "someone")
+    env = default_environment()
+    assert set(env) <= {"HOME", "LOGNAME", "PATH", "TERM", "USER"} and env["USER"] == "someone"

@@ -98,11 +98,22 @@ class _Skipped:
             self.tail = (self.tail + bytes(more))[-framing.EDGE:]
 
 
+DEFAULT_ENVIRONMENT = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+
+def default_environment() -> dict[str, str]:
+    """The part of the harness's environment a server inherits: the default set, less shell functions."""
+    return {key: value for key in DEFAULT_ENVIRONMENT
+            if (value := os.environ.get(key)) is not None and not value.startswith("()")}
+
+
 class StdioTransport:
     """Runs `command` and exchanges newline-delimited JSON with it over stdin/stdout.
 
-    `env` adds to (and overrides) the parent's environment rather than replacing
-    it, so a server still finds PATH and HOME. `on_stderr` receives each stderr
+    The server gets a small default environment (`default_environment`: HOME,
+    LOGNAME, PATH, SHELL, TERM, USER, as the official SDKs pass) plus `env`,
+    which overrides it; nothing else of the harness's environment (its secrets
+    included) reaches the server. `on_stderr` receives each stderr
     line from the drain thread. `max_message_bytes` caps one message from the
     server (64 MB by default).
     """
@@ -184,7 +195,7 @@ class StdioTransport:
             raise ConnectionClosed(
                 f"cannot start MCP server {program!r}: working directory {self.cwd!r} does not exist"
             )
-        env = None if self.env is None else {**os.environ, **self.env}
+        env = {**default_environment(), **(self.env or {})}
         group: dict[str, Any] = {}
         if GROUPS:
             # its own process group: a signal reaches everything it started, and a Ctrl-C at

@@ -1,0 +1,169 @@
+"""The viewer page in a real browser: headless Chromium over the DevTools protocol (tests/cdp.py).
+
+Runs when DECODELOOP_CHROMIUM names a Chromium binary; .ci/browser installs Debian's chromium and sets it.
+Each test loads a page made from a real run, presses keys as a reader would and checks what the page
+shows: no console error on load or on any event, the cursor where the key says, search, hostile text inert.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from cdp import Browser
+from test_viewer import HOSTILE, QUESTION, cli, embedded, hostile_events, library_turn
+
+from decodeloop.ui.html import HtmlView
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(
+    not os.environ.get("DECODELOOP_CHROMIUM"),
+    reason="the browser tier: set DECODELOOP_CHROMIUM to a Chromium binary, or run .ci/browser")]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser(os.environ["DECODELOOP_CHROMIUM"]) as b:
+        yield b
+
+
+def write(events, path, meta=None) -> str:
+    view = HtmlView(str(path), meta)
+    for event in events:
+        view(event)
+    view.write()
+    return str(path)
+
+
+def cursor(b) -> int:
+    return int(b.evaluate("document.body.dataset.cursor"))
+
+
+def text(b, element_id: str) -> str:
+    return b.evaluate(f"document.getElementById({json.dumps(element_id)}).textContent")
+
+
+def visit_every_event(b) -> int:
+    """Step from the first event to the last with the → key, as a reader would; the count of events."""
+    n = b.evaluate("JSON.parse(document.getElementById('data').textContent).events.length")
+    b.key("Home")
+    for _ in range(n):
+        b.key("ArrowRight")
+    return n
+
+
+@pytest.fixture(scope="module")
+def weather_page(tmp_path_factory):
+    path = tmp_path_factory.mktemp("viewer") / "weather.html"
+    p = cli("run", "--html", str(path), "--temperature", "0.7", "--seed", "3", QUESTION)
+    assert p.returncode == 0, p.stderr
+    return str(path), embedded(path.read_text(encoding="utf-8"))["events"]
+
+
+def test_the_page_loads_without_errors_and_keys_move_the_cursor(browser, weather_page):
+    path, events = weather_page
+    kinds = [e["event"] for e in events]
+    browser.events.clear()
+    browser.open(path)
+    assert browser.errors() == []
+    assert cursor(browser) == kinds.index("prompt")
+    assert "temperature 1" in text(browser, "probnote") and "T = 0.7" in text(browser, "probnote")
+    browser.key("ArrowRight")
+    assert cursor(browser) == kinds.index("prompt") + 1
+    assert text(browser, "step-title") == "Token 1 of turn 1: the four steps"
+    step = text(browser, "step")
+    for part in ("1 forward", "2 sample", "3 append", "4 stop check", "top 3 at temperature 1 (sampled at T = 0.7)"):
+        assert part in step
+    browser.key("ArrowLeft")
+    assert cursor(browser) == kinds.index("prompt")
+    browser.key("t")                                   # the next call
+    assert cursor(browser) == kinds.index("tool_call")
+    chain = text(browser, "round")
+    for part in ("call (parsed)", "JSON-RPC request → weather", "tools/call", "JSON-RPC response ← weather",
+                 "tool message", "injected span", "tool:weather/get_weather"):
+        assert part in chain
+    browser.key("s")                                   # the next stop: the answer's end
+    assert events[cursor(browser)] == {"event": "stop", "reason": "eos"}
+    browser.key("s")                                   # none after it: the cursor stays
+    assert events[cursor(browser)] == {"event": "stop", "reason": "eos"}
+    browser.key("End")
+    assert cursor(browser) == len(events) - 1 and "Event: done" in text(browser, "step-title")
+    browser.key("Home")
+    assert cursor(browser) == 0
+    assert browser.errors() == []
+
+
+def test_a_token_step_shows_the_held_text_and_the_cache(browser, weather_page):
+    path, events = weather_page
+    browser.open(path)
+    browser.key("t")
+    browser.key("T")                                   # back: there is no earlier call, the cursor stays
+    at = events.index(next(e for e in events if e["event"] == "tool_call"))
+    assert cursor(browser) == at
+    first_after = next(i for i in range(at, len(events)) if events[i]["event"] == "token")
+    while cursor(browser) < first_after:
+        browser.key("ArrowRight")
+    step = text(browser, "step")
+    e = events[first_after]
+    assert f"computed {e['computed']} position(s), {e['cached']} served from the cache" in step
+    assert "a prefill" in step
+    held = next(i for i, e in enumerate(events) if e["event"] == "token" and e["held"] and not e["in_call"])
+    while cursor(browser) > held:
+        browser.key("ArrowLeft")
+    assert "held back: " + json.dumps(events[held]["held"]) in text(browser, "step")
+
+
+def test_search_finds_a_token(browser, weather_page):
+    path, events = weather_page
+    browser.open(path)
+    browser.key("/")
+    browser.type("overcast")
+    assert text(browser, "found") == "1 / 1 match(es)"
+    at = cursor(browser)
+    spelled = "".join(e["text"] for e in events[at:at + 8] if e["event"] == "token")
+    assert events[at]["event"] == "token" and spelled == "overcast"
+    assert browser.evaluate("document.querySelectorAll('.strip .t.match').length") == 8
+    browser.key("Escape")
+    browser.key("ArrowRight")
+    browser.key("n")                                   # the only match again
+    assert cursor(browser) == at
+    browser.key("/")
+    browser.type("zzz")
+    assert text(browser, "found") == "no match"
+    assert browser.errors() == []
+
+
+def test_hostile_text_is_inert(browser, tmp_path):
+    path = write(hostile_events(), tmp_path / "hostile.html", {"title": "<img src=x onerror=window.__pwned=4>"})
+    browser.open(path)
+    visit_every_event(browser)
+    assert browser.evaluate("typeof window.__pwned") == "undefined"
+    assert browser.evaluate("document.querySelectorAll('img, iframe, object, embed').length") == 0
+    assert browser.evaluate("document.scripts.length") == 2
+    assert browser.evaluate("document.title") == "<img src=x onerror=window.__pwned=4>"
+    browser.key("End")
+    assert HOSTILE in text(browser, "step")            # shown as text
+    assert browser.errors() == []
+
+
+@pytest.mark.slow
+def test_every_kind_of_trace_renders_every_event(browser, tmp_path):
+    crash = {"<|user|>" + QUESTION + "<|assistant|>": "[call big megabytes=20]",
+             "characters]<|assistant|>": "[call crash]", "<|assistant|>": "Ok.<|eos|>"}
+    retries = {"<|user|>" + QUESTION + "<|assistant|>": "[call nope]", "<|assistant|>": "[call echo]"}
+    pages = [write(library_turn(crash, max_result_chars=2000), tmp_path / "crash.html"),
+             write(library_turn(retries, max_retries=3), tmp_path / "retries.html")]
+    for name, args, stdin in [("ngram", ["run", "--json", "--model", "ngram", "--order", "4", QUESTION], None),
+                              ("chat", ["chat", "--json"], QUESTION + "\n" + QUESTION + "\n")]:
+        trace = tmp_path / f"{name}.jsonl"
+        trace.write_text(cli(*args, stdin=stdin).stdout, encoding="utf-8")
+        assert cli("view", str(trace), "-o", str(tmp_path / f"{name}.html")).returncode == 0
+        pages.append(str(tmp_path / f"{name}.html"))
+    for path in pages:
+        browser.events.clear()
+        browser.open(path)
+        n = visit_every_event(browser)
+        assert cursor(browser) == n - 1, path
+        assert browser.errors() == [], path
+    # the chat page: two turns, each with its own prompt and call round
+    assert "2 turn(s)" in text(browser, "meta") and "2 call round(s)" in text(browser, "meta")

@@ -224,3 +224,27 @@ def test_the_default_environment_is_the_small_set_only(monkeypatch):
     monkeypatch.setenv("USER", "someone")
     env = default_environment()
     assert set(env) <= {"HOME", "LOGNAME", "PATH", "TERM", "USER"} and env["USER"] == "someone"
+
+
+# -- session ids stay on their origin ------------------------------------------------------------------
+
+def test_a_redirect_to_another_origin_never_carries_the_session_id(http_server):
+    from decodeloop.mcp.client import McpClient
+    from decodeloop.mcp.errors import McpError
+
+    other = http_server()
+    server = http_server("--redirect-to", other.url)
+    with McpClient.connect_url(server.url + "/moving", name="moving", timeout=30, protocol="2025-11-25",
+                               headers={"Authorization": "Bearer s3cret"}) as client:
+        session = client.transport.session_id
+        assert session
+        try:   # the other origin does not know the session: the call fails, and that is all it may do
+            client.call_tool("echo", {"text": "moved"})
+        except McpError:
+            pass
+        sessions = {session, client.transport.session_id}  # the first, and any from initializing again
+    received = [r for r in other.seen() if r["method"] == "POST"]
+    assert received and all("mcp-session-id" not in {name.lower() for name in r["headers"]} for r in received)
+    assert not any(s in json.dumps(received) for s in sessions if s) and "s3cret" not in json.dumps(received)
+    # the server that issued it saw it on the requests sent to it
+    assert any(r["headers"].get("Mcp-Session-Id") == session for r in server.seen())

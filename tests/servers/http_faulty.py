@@ -6,6 +6,7 @@ enough to initialize and list tools; each tool then misbehaves in its own way
 (HTTP 500, a body cut short, an event stream that drops or carries garbage, no
 answer at all, a forgotten session, 20 MB). Other paths: POST /status/NNN
 answers NNN; POST /redirect answers 307 to the URL given with --redirect-to;
+POST /moving initializes here and answers every later message with that 307;
 GET /sse-elsewhere is a legacy SSE stream whose endpoint is on that other
 origin; GET /seen returns every request this server received, as JSON.
 With --get-stream, GET /mcp is the stream for messages the server starts
@@ -131,6 +132,10 @@ class Handler(BaseHTTPRequestHandler):
             message = json.loads(body)
         except ValueError:
             self._send(400, b'{"error": "not JSON"}')
+            return
+        if self.path == "/moving" and message.get("method") != "initialize":
+            # the session begins here, then every later message is sent to another origin
+            self._send(307, b"", headers={"Location": redirect_to + "/mcp"})
             return
         if "id" not in message or "method" not in message:
             if message.get("method") == "notifications/cancelled" and holding_cancels.is_set():

@@ -5,8 +5,9 @@ keeps keep-alive `http.client` connections, one set per thread and origin, so a
 thread's requests reuse its connection and threads never share one; every
 socket has a timeout, so nothing waits forever; `close()` shuts every socket
 down, which wakes any thread blocked reading. It follows redirects, and sends
-the caller's own headers (credentials) only to the origin they were given for:
-a redirect to another origin arrives without them. Every failure becomes a
+the caller's own headers (credentials) only to the origin they were given for,
+and the session id only to the origin that issued it: a redirect to another
+origin arrives without them. Every failure becomes a
 TransportError (or HttpStatusError) that says what happened and where.
 """
 
@@ -26,6 +27,7 @@ MAX_REDIRECTS = 5
 PREVIEW_BYTES = 2048   # of an error response's body, read for the message
 PREVIEW_CHARS = 200
 REDIRECTS = (301, 302, 303, 307, 308)
+ORIGIN_BOUND = frozenset({"mcp-session-id"})  # headers (lower case) sent only to the origin that issued them
 
 
 def check_url(url: str) -> urllib.parse.SplitResult:
@@ -141,6 +143,7 @@ class HttpClient:
     def __init__(self, trusted_url: str, credentials: Mapping[str, str] | None = None,
                  connect_timeout: float = 10.0, read_timeout: float = 60.0) -> None:
         self.trusted_origin = origin(trusted_url)
+        self.session_origin: tuple | None = None  # the origin that issued the session id, once one did
         self.credentials = dict(credentials or {})
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -159,6 +162,8 @@ class HttpClient:
         """
         for _ in range(MAX_REDIRECTS + 1):
             response = self._once(method, url, body, headers, private, read_timeout)
+            if any(response.headers.get(name) for name in ORIGIN_BOUND):
+                self.session_origin = origin(url)  # the session belongs to the origin that issued it
             location = response.headers.get("Location")
             if not (follow_redirects and response.status in REDIRECTS and location):
                 return response
@@ -183,6 +188,9 @@ class HttpClient:
         if key == self.trusted_origin:
             all_headers.update(self.credentials)
             all_headers.update(private or {})
+        if key != (self.session_origin or self.trusted_origin):
+            # a redirect elsewhere: the session id would let that origin act in our session
+            all_headers = {name: value for name, value in all_headers.items() if name.lower() not in ORIGIN_BOUND}
         timeout = self.read_timeout if read_timeout is None else read_timeout
         for attempt in (0, 1):
             conn, reused = self._acquire(key, parts)

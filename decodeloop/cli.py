@@ -261,7 +261,8 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     config = TurnConfig(max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
                         max_retries=args.max_retries, max_repeats=args.max_repeats, timeout=args.timeout,
                         max_result_chars=args.max_result_chars, collect_calls=collect, constrain=args.constrain,
-                        detail=not (getattr(args, "quiet", False) or args.command == "eval"
+                        detail=not ((getattr(args, "quiet", False) and not getattr(args, "html", None))
+                                    or args.command == "eval"
                                     or (args.command == "chat" and not (args.trace or args.json))))
     return sampler, processors, config
 
@@ -380,7 +381,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
     emit = _locked(noting)
     try:
-        return _run_turn(args, parser, emit, sampler, processors, config, last_token)
+        return _run_turn(args, parser, emit, sampler, processors, config, last_token, page)
     finally:
         if page is not None:
             page.write()
@@ -394,13 +395,15 @@ def _html_view(args: argparse.Namespace):
     return HtmlView(args.html, meta)
 
 
-def _run_turn(args, parser, emit, sampler, processors, config, last_token) -> int:
+def _run_turn(args, parser, emit, sampler, processors, config, last_token, page) -> int:
     from decodeloop.mcp.errors import McpError
     from decodeloop.router import ConfigError
     from decodeloop.ui.step import QuitRequested
 
     try:
         with _started(args, parser, emit, config.detail) as (bundle, router):
+            if page is not None:
+                page.watch(bundle)   # the transformer's attention, for the page
             result = _harness(args, bundle, router, emit, sampler, processors, config).run(args.prompt)
     except (ConfigError, McpError) as e:
         print(f"decodeloop: cannot start: {visible(str(e))}", file=sys.stderr)

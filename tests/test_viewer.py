@@ -189,3 +189,41 @@ def test_non_finite_numbers_and_an_empty_stream():
     html = page([{"event": "token", "prob": float("nan"), "top": [["a", float("inf")]]}])
     assert embedded(html)["events"] == [{"event": "token", "prob": None, "top": [["a", None]]}]
     assert embedded(page([]))["events"] == []
+
+
+def test_quiet_html_keeps_the_probabilities(tmp_path):
+    p = cli("run", "--quiet", "--html", str(tmp_path / "q.html"), QUESTION)
+    assert p.returncode == 0 and p.stdout.startswith("It's 33°F")
+    tokens = [e for e in embedded((tmp_path / "q.html").read_text(encoding="utf-8"))["events"] if e["event"] == "token"]
+    assert tokens and all(e["prob"] is not None and len(e["top"]) == 3 for e in tokens)
+
+
+@pytest.mark.slow
+def test_the_transformer_page_carries_every_heads_attention(tmp_path):
+    pytest.importorskip("numpy")
+    p = cli("run", "--quiet", "--model", "transformer", "--html", str(tmp_path / "t.html"),
+            "What's the weather in Burlington, VT?")
+    assert p.returncode == 0, p.stderr
+    events = embedded((tmp_path / "t.html").read_text(encoding="utf-8"))["events"]
+    tokens = [e for e in events if e["event"] == "token"]
+    assert tokens and all("attention" in e for e in tokens)
+    copy_heads = set()
+    for e in tokens:
+        a = e["attention"]
+        assert len(a["heads"]) == 4 * 2                          # layers x heads of the shipped weights
+        assert a["start"] + len(a["keys"]) == e["context"] - 1   # keys up to the position that chose it
+        before = events[events.index(e) - 1]
+        if before["event"] == "token":                          # the position that chose it holds the last token
+            assert a["keys"][-1] == before["text"]
+        for head in a["heads"]:
+            assert len(head["weights"]) == len(a["keys"]) and abs(sum(head["weights"]) - 1) < 0.01
+        copy_heads |= {(h["layer"], h["head"]) for h in a["heads"] if h.get("copy")}
+    assert len(copy_heads) == 1
+    # the copy head, at the token that starts the temperature in the answer, looks at that digit in the result
+    [inject] = [e for e in events if e["event"] == "inject"]
+    [(start, end)] = [(s[0], s[1]) for s in inject["spans"] if s[2].startswith("tool:")]
+    digit = next(e for e in tokens if e["context"] > inject["context"] and e["text"].isdigit())
+    head = next(h for h in digit["attention"]["heads"] if h.get("copy"))
+    keys, weights, first = digit["attention"]["keys"], head["weights"], digit["attention"]["start"]
+    peak = max(range(len(weights)), key=weights.__getitem__) + first
+    assert start <= peak < end and keys[peak - first] == digit["text"]

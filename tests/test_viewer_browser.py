@@ -167,3 +167,31 @@ def test_every_kind_of_trace_renders_every_event(browser, tmp_path):
         assert browser.errors() == [], path
     # the chat page: two turns, each with its own prompt and call round
     assert "2 turn(s)" in text(browser, "meta") and "2 call round(s)" in text(browser, "meta")
+
+
+@pytest.mark.slow
+def test_the_attention_of_any_head_at_any_step(browser, tmp_path):
+    pytest.importorskip("numpy")
+    path = tmp_path / "transformer.html"
+    p = cli("run", "--quiet", "--model", "transformer", "--html", str(path), "What's the weather in Burlington, VT?")
+    assert p.returncode == 0, p.stderr
+    events = embedded(path.read_text(encoding="utf-8"))["events"]
+    browser.events.clear()
+    browser.open(str(path))
+    assert browser.evaluate("document.getElementById('attn-panel').hidden") is True   # the prompt: no step
+    browser.key("ArrowRight")
+    e = events[cursor(browser)]
+    assert e["event"] == "token" and browser.evaluate("document.getElementById('attn-panel').hidden") is False
+    options = browser.evaluate("[...document.querySelectorAll('#attn option')].map(o => o.textContent)")
+    assert len(options) == 8 and sum("(the copy head)" in o for o in options) == 1
+    assert "(the copy head)" in browser.evaluate("document.querySelector('#attn select').selectedOptions[0].textContent")
+    assert browser.evaluate("document.querySelectorAll('#attn .attn span').length") == len(e["attention"]["keys"])
+    browser.evaluate("(() => { const s = document.querySelector('#attn select'); s.value = '0';"
+                     " s.dispatchEvent(new Event('change')); })()")
+    heaviest = max(range(len(e["attention"]["heads"][0]["weights"])),
+                   key=e["attention"]["heads"][0]["weights"].__getitem__)
+    shade = browser.evaluate(f"document.querySelectorAll('#attn .attn span')[{heaviest}].style.background")
+    assert shade == "rgb(47, 111, 214)"                # the head's largest weight: the darkest cell, opaque
+    browser.key("ArrowRight")                          # the reader's head stays chosen from step to step
+    assert browser.evaluate("document.querySelector('#attn select').value") == "0"
+    assert browser.errors() == []

@@ -34,9 +34,67 @@ class HtmlView:
     def __call__(self, event: Event) -> None:
         self.events.append(_fit(event.to_json()))
 
+    def watch(self, bundle) -> None:
+        """Record the attention maps of a model that can keep them (the numpy transformer) for the page."""
+        if hasattr(bundle.model, "record_attention"):
+            self.bundle = bundle
+            bundle.model.record_attention = True
+
     def write(self) -> None:
+        bundle = getattr(self, "bundle", None)
+        if bundle is not None:
+            add_attention(self.events, bundle.model, bundle.tokenizer)
         with open(self.path, "w", encoding="utf-8") as f:
             f.write(page(self.events, self.meta))
+
+
+def add_attention(events: list[dict[str, Any]], model, tokenizer) -> None:
+    """Give each token event `attention`: every head's weights from the position that chose the token
+    over the keys in its window, and which head copied most on this turn (the copy head): the mean weight
+    the position choosing a token puts on the same token inside a tool result, over the tokens after a call.
+
+    `model` recorded its maps (`record_attention`); positions it no longer holds are skipped."""
+    ids = list(getattr(model, "cached_tokens", []))
+    maps = getattr(model, "attention", [])
+    tool = [(s[0], s[1]) for e in events if e["event"] in ("prompt", "inject") for s in e.get("spans") or []
+            if str(s[2]).startswith("tool")]
+    rows = []
+    for e in events:
+        if e["event"] != "token":
+            continue
+        query = e["context"] - 2           # the last position before the token was appended
+        found = [_row(layer, query) for layer in maps]
+        if not found or any(f is None for f in found) or query >= len(ids):
+            continue
+        lo = found[0][0]
+        heads = [{"layer": layer, "head": head,
+                  "weights": [round(float(w), 4) for w in weights[head][:query + 1 - lo]]}
+                 for layer, (_, weights) in enumerate(found) for head in range(weights.shape[0])]
+        e["attention"] = {"start": lo, "keys": [tokenizer.token_text(t) for t in ids[lo:query + 1]], "heads": heads}
+        rows.append((e, lo, found))
+    scores: dict[int, list[float]] = {}
+    for e, lo, found in rows:
+        query = e["context"] - 2
+        sources = [p for a, b in tool for p in range(max(a, lo), min(b, query + 1)) if ids[p] == e["id"]]
+        if not sources:
+            continue
+        n = 0
+        for _, weights in found:
+            for head in range(weights.shape[0]):
+                scores.setdefault(n, []).append(float(sum(weights[head][p - lo] for p in sources)))
+                n += 1
+    if scores:
+        best = max(scores, key=lambda n: sum(scores[n]) / len(scores[n]))
+        for e, _, _ in rows:
+            e["attention"]["heads"][best]["copy"] = True
+
+
+def _row(maps, query: int):
+    """(first key, weights [heads, keys]) of one query position from one layer's recorded maps."""
+    for pos0, lo, att in maps:
+        if pos0 <= query < pos0 + att.shape[1]:
+            return lo, att[:, query - pos0]
+    return None
 
 
 class TraceError(ValueError):
@@ -105,12 +163,12 @@ TEMPLATE = """<!DOCTYPE html>
   <div id="legend"></div>
 </header>
 <nav id="toolbar">
-  <button id="b-start" title="Home">&#x23EE; start</button>
+  <button id="b-start" title="Home">&#xAB; start</button>
   <button id="b-prev" title="&#x2190;">&#x2190; prev</button>
   <button id="b-next" title="&#x2192;">next &#x2192;</button>
   <button id="b-call" title="t (T: back)">next call</button>
   <button id="b-stop" title="s (S: back)">next stop</button>
-  <button id="b-end" title="End">end &#x23ED;</button>
+  <button id="b-end" title="End">end &#xBB;</button>
   <input id="search" type="search" placeholder="search tokens ( / )" autocomplete="off" spellcheck="false">
   <span id="found"></span>
   <span id="where"></span>
@@ -608,7 +666,8 @@ function attention(e) {
     const o = el('option', null, 'layer ' + h.layer + ' head ' + h.head + (h.copy ? ' (the copy head)' : ''));
     o.value = n; sel.append(o);
   });
-  if (attnHead < (a.heads || []).length) sel.value = attnHead;
+  if (attnHead < 0 || attnHead >= (a.heads || []).length) attnHead = Math.max(0, (a.heads || []).findIndex(h => h.copy));
+  sel.value = attnHead;
   const out = el('div', 'attn');
   function draw() {
     attnHead = +sel.value;
@@ -626,7 +685,7 @@ function attention(e) {
   draw();
   box.replaceChildren(el('div', 'note', 'where the position that chose ' + label(e.text) + ' looked: one cell per key position in the window, shaded by weight (darkest = this head\u2019s largest weight)'), sel, out);
 }
-let attnHead = 0;
+let attnHead = -1;   // the head shown: the copy head until the reader picks another
 
 // ---- the cursor -------------------------------------------------------------------------
 let cursor = Math.max(0, firstPrompt);
@@ -722,5 +781,6 @@ $('b-end').onclick = () => go(N - 1);
 
 header();
 if (N) render(); else $('step').textContent = 'This trace has no events.';
+document.body.dataset.readyMs = performance.now().toFixed(1);  // since navigation began
 document.body.dataset.ready = '1';
 """

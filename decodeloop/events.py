@@ -144,13 +144,17 @@ class ToolsChanged(Event):
 
     Calls route to the new tools at once; the system prompt that describes them
     is rendered again at the start of the next conversation (the current context is
-    never rewritten, so its cache stays valid).
+    never rewritten, so its cache stays valid). A tool whose definition changed
+    keeps its pinned definition until approved: `held` names it, `changes` says what changed.
     """
     kind = "tools_changed"
     server: str
     added: list[str]           # exposed names new since the last listing
     removed: list[str]         # exposed names gone
     tools: list[str]           # every exposed tool now
+    held: list[str] = field(default_factory=list)     # tools whose changed definition is held, not used
+    changes: list[str] = field(default_factory=list)  # "tool: what changed", one line per difference
+    declared: bool = True      # the server declared the listChanged capability
 
 
 @dataclass(slots=True)

@@ -3,12 +3,19 @@
 Every tool the model is told about must be routable; an unknown name is an
 error handed back to the model with the list of tools that do exist.
 
-Names: a tool offered by one server keeps its own name; a name offered by two
-or more servers is exposed as `server__tool` for each of them (the server part
-reduced to the MCP tool-name characters A-Z a-z 0-9 _ - . and the whole kept
-within 128 characters). When a server announces notifications/tools/list_changed,
-`refresh()` lists its tools again and recomputes the names; the harness calls it
-between steps, on its own thread.
+Names: a tool keeps its own name unless another server's tool already has it
+(the first configured server keeps the plain name; later ones get `server__tool`,
+the server part reduced to the MCP tool-name characters A-Z a-z 0-9 _ - . and
+the whole kept within 128 characters) or it starts with another configured
+server's prefix. A name once given stays with its tool while its server lists
+it: a tool added later never takes it away. A name outside the MCP character set
+is refused. When a server announces notifications/tools/list_changed, `refresh()`
+lists its tools again (the harness calls it between steps, on its own thread).
+
+Pinning: each tool's definition (title, description, schemas) is pinned when
+the router first takes it (pins.py); a changed definition is held, not used,
+until `approve(name)`, and the ToolsChanged event says exactly what changed and
+whether the server had declared listChanged.
 
 Environment: a stdio server gets the transport's small default set from the
 harness (HOME, LOGNAME, PATH, SHELL, TERM, USER), PYTHONPATH for the bundled
@@ -35,6 +42,7 @@ from decodeloop.mcp.errors import ConnectionClosed, McpError
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.transports.stdio import StdioTransport
 from decodeloop.mcp_config import ConfigError, ServerSpec  # ConfigError is re-exported for callers
+from decodeloop.pins import changes, fingerprint
 from decodeloop.schema import did_you_mean
 from decodeloop.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_SCHEMA_CHARS, cap_text, cap_tool, visible_line
 
@@ -54,7 +62,11 @@ class Router:
         self.owner: dict[str, str] = {}         # exposed name -> server name
         self.remote: dict[str, str] = {}        # exposed name -> the name on its server
         self.clients: dict[str, McpClient] = {}
-        self.served: dict[str, list[Tool]] = {}  # server -> its tools as it lists them
+        self.served: dict[str, list[Tool]] = {}  # server -> its tools as taken: capped, at their pinned definitions
+        self.pins: dict[tuple[str, str], str] = {}      # (server, name) -> fingerprint of the definition in use
+        self.pending: dict[tuple[str, str], Tool] = {}  # (server, name) -> a changed definition, held until approved
+        self.reserved: set[str] = set()          # every configured server's name: no other server may use its prefix
+        self._names: dict[tuple[str, str], str] = {}    # (server, name) -> its exposed name, kept while it is listed
         self.version = 0                         # bumped whenever the exposed tools change
         self.emit = emit if emit is not None else (lambda event: None)
         # a server's text enters every prompt: each tool's description and schema text is capped
@@ -64,18 +76,26 @@ class Router:
     def add_server(self, server: str, client: McpClient, tools: list[Tool]) -> None:
         if server in self.clients:
             raise ConfigError(f"two servers are named {server!r}")
-        for tool in tools:
-            if not _NAME_CHARS.match(tool.name) or len(tool.name) > MAX_TOOL_NAME:
-                self.emit(Notice(server, f"tool name {tool.name!r} is not 1-{MAX_TOOL_NAME} of the MCP "
-                                         "tool-name characters A-Z a-z 0-9 _ - ."))
         self.clients[server] = client
-        self.served[server] = self._capped(server, tools)
+        self.reserved.add(server)
+        self.served[server] = self._take(server, tools)
+        for tool in self.served[server]:
+            self.pins[(server, tool.name)] = fingerprint(tool)
         self._expose()
 
-    def _capped(self, server: str, tools: list[Tool]) -> list[Tool]:
-        """The tools with their description and schema text within the caps; a tool too big is refused."""
-        kept = []
+    def _take(self, server: str, tools: list[Tool]) -> list[Tool]:
+        """The tools a server listed that may be offered: valid names, once each, text within the caps."""
+        kept: list[Tool] = []
+        seen: set[str] = set()
         for tool in tools:
+            if not _NAME_CHARS.match(tool.name) or len(tool.name) > MAX_TOOL_NAME:
+                self.emit(Notice(server, f"tool name {visible_line(repr(tool.name))} refused: not 1-{MAX_TOOL_NAME} "
+                                         "of the MCP tool-name characters A-Z a-z 0-9 _ - ."))
+                continue
+            if tool.name in seen:
+                self.emit(Notice(server, f"tool {tool.name} is listed twice; the first is kept"))
+                continue
+            seen.add(tool.name)
             capped, note = cap_tool(tool, self.max_description_chars, self.max_schema_chars)
             if note is not None:
                 self.emit(Notice(server, note))
@@ -84,26 +104,55 @@ class Router:
         return kept
 
     def _expose(self) -> None:
-        """Recompute exposed names: bare when unique across servers, server__tool when not."""
-        offered: dict[str, int] = {}
-        for tools in self.served.values():
-            for tool in tools:
-                offered[tool.name] = offered.get(tool.name, 0) + 1
+        """Exposed names: a name once given stays with its tool while the server lists it; a new tool gets
+        its own name when that is free and not another server's prefix, else `server__tool`."""
         exposed: dict[str, Tool] = {}
         owner, remote = {}, {}
+        listed = {(server, tool.name) for server, tools in self.served.items() for tool in tools}
+        self._names = {key: name for key, name in self._names.items() if key in listed}
+        held = set(self._names.values())
         for server, tools in self.served.items():
             for tool in tools:
-                name = tool.name if offered[tool.name] == 1 else namespaced(server, tool.name)
-                base, n = name, 2
-                while name in exposed:  # a server's own tool may already be called server__tool
-                    name, n = f"{base}_{n}", n + 1
+                name = self._names.get((server, tool.name))
+                if name is None:   # new: after every name already given, so it can take none of them
+                    name = self._new_name(server, tool.name, held)
+                    self._names[(server, tool.name)] = name
+                    held.add(name)
                 exposed[name] = tool if name == tool.name else dataclasses.replace(tool, name=name)
                 owner[name], remote[name] = server, tool.name
-        self.tools, self.owner, self.remote = exposed, owner, remote
+        # keep the servers' order, and each server's listing order, in what the model is shown
+        order = {key: n for n, key in enumerate((server, tool.name) for server, tools in self.served.items()
+                                                for tool in tools)}
+        names = sorted(exposed, key=lambda name: order[(owner[name], remote[name])])
+        self.tools = {name: exposed[name] for name in names}
+        self.owner, self.remote = owner, remote
         self.version += 1
 
+    def _new_name(self, server: str, name: str, taken: set[str]) -> str:
+        others = [other for other in self.reserved if other != server
+                  and name.startswith(server_prefix(other) + NAMESPACE_SEPARATOR)]
+        if name not in taken and not others:
+            return name
+        exposed = base = namespaced(server, name)
+        n = 2
+        while exposed in taken:
+            exposed, n = f"{base}_{n}", n + 1
+        if others:
+            why = f"it starts with server {others[0]}'s prefix"
+        else:
+            why = f"server {self.owner.get(name) or self._holder(name)} already offers it"
+        self.emit(Notice(server, f"tool {name} is exposed as {exposed}: {why}"))
+        return exposed
+
+    def _holder(self, exposed: str) -> str:
+        return next((server for (server, _), name in self._names.items() if name == exposed), "another")
+
     def refresh(self) -> bool:
-        """List tools again for every server that announced a change; True if the exposed tools changed."""
+        """List tools again for every server that announced a change; True if the exposed tools changed.
+
+        A tool whose definition differs from its pinned one keeps the pinned one (`pending` holds the
+        new one until `approve`); the ToolsChanged event says what changed.
+        """
         changed = False
         for server, client in self.clients.items():
             if not client.tools_stale.is_set():
@@ -115,12 +164,43 @@ class Router:
                 self.emit(Notice(server, f"could not list the changed tools: {exc}"))
                 continue
             before = set(self.tools)
-            self.served[server] = self._capped(server, tools)
+            pinned = {tool.name: tool for tool in self.served[server]}
+            kept, held, details = [], [], []
+            for tool in self._take(server, tools):
+                key = (server, tool.name)
+                old = pinned.get(tool.name)
+                if old is None or fingerprint(tool) == self.pins.get(key):
+                    kept.append(tool)
+                    self.pins[key] = fingerprint(tool)
+                    self.pending.pop(key, None)
+                    continue
+                kept.append(old)       # the definition the model was shown stays in force
+                self.pending[key] = tool
+                held.append(key)
+                details.extend(f"{tool.name}: {line}" for line in changes(old, tool))
+            gone = {key for key in self.pending if key[0] == server and key[1] not in {t.name for t in kept}}
+            for key in gone:
+                del self.pending[key]
+            self.served[server] = kept
             self._expose()
             after = set(self.tools)
-            self.emit(ToolsChanged(server, sorted(after - before), sorted(before - after), list(self.tools)))
+            declared = _object(client.capabilities.get("tools")).get("listChanged") is True
+            self.emit(ToolsChanged(server, sorted(after - before), sorted(before - after), list(self.tools),
+                                   [self._names[key] for key in held], details, declared))
             changed = True
         return changed
+
+    def approve(self, name: str) -> bool:
+        """Put the held changed definition of exposed tool `name` in force; False when none is held."""
+        server, remote = self.owner.get(name), self.remote.get(name)
+        tool = self.pending.pop((server, remote), None) if server is not None else None
+        if tool is None:
+            return False
+        self.served[server] = [tool if t.name == remote else t for t in self.served[server]]
+        self.pins[(server, remote)] = fingerprint(tool)
+        self._expose()
+        self.emit(Notice(server, f"approved the changed definition of {name} ({self.pins[(server, remote)]})"))
+        return True
 
     def resolve(self, name: str) -> Tool:
         tool = self.tools.get(name)
@@ -180,6 +260,7 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
     """
     emit = emit if emit is not None else (lambda event: None)
     router = Router(emit)
+    router.reserved.update(spec.name for spec in unique_names(specs))  # no server takes another's prefix
     options = dict(timeout=timeout, reset_timeout_on_progress=reset_timeout_on_progress,
                    max_total_timeout=max_total_timeout)
     starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
@@ -329,9 +410,18 @@ def unique_names(specs: list[ServerSpec]) -> list[ServerSpec]:
     return out
 
 
+def server_prefix(server: str) -> str:
+    """A server's name reduced to tool-name characters: the part before `__` in its namespaced tools."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", server) or "server"
+
+
+def _object(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def namespaced(server: str, tool: str) -> str:
     """server__tool, with the server part reduced to tool-name characters and the whole to 128."""
-    prefix = re.sub(r"[^A-Za-z0-9_.-]", "_", server) or "server"
+    prefix = server_prefix(server)
     prefix = prefix[:max(1, MAX_TOOL_NAME - len(NAMESPACE_SEPARATOR) - len(tool))]
     return prefix + NAMESPACE_SEPARATOR + tool
 

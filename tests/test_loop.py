@@ -177,25 +177,25 @@ def test_a_tool_described_but_not_routable_is_a_startup_error(events):
             Harness(lab_bundle(TableModel(tokenizer), tokenizer), Sampler(), router, events, tools=["get_weather", "get_time"])
 
 
-def test_same_tool_on_two_servers_is_namespaced(events):
-    # both weather servers offer get_weather: each is exposed as server__tool; echo stays bare
+def test_same_tool_on_two_servers_keeps_its_name_on_the_first_and_is_namespaced_on_the_next(events):
+    # both weather servers offer get_weather: the first configured keeps the plain names, the second gets
+    # server__tool; echo stays bare
     table = {"<|user|>" + QUESTION + "<|assistant|>": "[call weather2__get_weather city=Polson state=MT]",
-             "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": "[call get_weather city=Polson state=MT]",
-             "<|assistant|>": "Done.<|eos|>"}
+             "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": "[call get_weather city=Boise state=ID]",
+             "<|tool|>" + get_weather("Boise", "ID")[0] + "<|assistant|>": "Done.<|eos|>"}
     result = run_turn(events, table, servers=(WEATHER, FAULTY, WEATHER))
     [prompt] = events.of("prompt")
-    assert prompt.tools == ["weather__get_weather", "weather__get_forecast", "echo", "crash", "hang", "flood",
+    assert prompt.tools == ["get_weather", "get_forecast", "echo", "crash", "hang", "flood",
                             "garbage", "big", "ping_client", "chatty", "count_words", "grow",
-                            "weather2__get_weather",
-                            "weather2__get_forecast"]
+                            "weather2__get_weather", "weather2__get_forecast"]
     assert "weather2__get_weather: Current weather" in prompt.text
     calls = [e.message for e in events.of("rpc") if e.direction == "send" and e.message.get("method") == "tools/call"]
-    assert [(e.name, e.server) for e in events.of("tool_call")] == [("weather2__get_weather", "weather2")]
-    assert calls[0]["params"]["name"] == "get_weather"  # the server sees its own name
-    # the bare name is ambiguous now: an error that lists the namespaced names
-    [error] = events.of("tool_error")
-    assert 'unknown tool "get_weather"' in error.message and "weather__get_weather" in error.message
-    assert result.answer == "Done."
+    assert [(e.name, e.server) for e in events.of("tool_call")] == [("weather2__get_weather", "weather2"),
+                                                                   ("get_weather", "weather")]
+    assert [c["params"]["name"] for c in calls] == ["get_weather", "get_weather"]  # each server sees its own name
+    notices = [n.message for n in events.of("notice") if n.source == "weather2"]
+    assert "tool get_weather is exposed as weather2__get_weather: server weather already offers it" in notices
+    assert not events.of("tool_error") and result.answer == "Done."
 
 
 def test_tools_list_changed_routes_at_once_and_reaches_the_prompt_of_the_next_conversation(events):

@@ -2,8 +2,8 @@
 
 `ChatSession` reads user turns (a terminal with readline history, or a pipe, one
 turn per line), runs each through the same `Harness`, so the context and the
-model's cache carry over, and handles the commands /reset, /tools, /help and
-/quit. Ctrl-C during an answer stops that answer (the harness cuts the context
+model's cache carry over, and handles the commands /reset, /tools, /approve, /help
+and /quit. Ctrl-C during an answer stops that answer (the harness cuts the context
 back to its last whole state); at the prompt it just gives a fresh prompt;
 end of input ends the session.
 
@@ -23,7 +23,8 @@ from decodeloop.events import Event
 from decodeloop.ui.style import Style, use_color
 from decodeloop.untrusted import visible, visible_line
 
-HELP = "commands: /reset starts a new conversation, /tools lists the tools, /quit ends (or Ctrl-D)"
+HELP = ("commands: /reset starts a new conversation, /tools lists the tools, /approve NAME puts a tool's "
+        "changed definition in force, /quit ends (or Ctrl-D)")
 RESULT_PREVIEW = 200
 
 
@@ -79,6 +80,14 @@ class ChatView:
 
     def on_notice(self, e) -> None:
         self._line(self.style(f"  · {visible_line(e.source)}: ", "dim") + _quoted(e.message))
+
+    def on_tools_changed(self, e) -> None:
+        change = " ".join([*(f"+{visible_line(n)}" for n in e.added), *(f"-{visible_line(n)}" for n in e.removed),
+                           *(f"~{visible_line(n)} held (/approve {visible_line(n)})" for n in e.held)])
+        self._line(self.style(f"  ⟳ {visible_line(e.server)}: tools changed ", "blue") + f"({change or 'nothing'})"
+                   + ("" if e.declared else self.style("; the server had not declared listChanged", "red")))
+        for what in e.changes:
+            self._line("    " + _quoted(what, 240))
 
     def on_done(self, e) -> None:
         if self._speaking:
@@ -138,10 +147,22 @@ class ChatSession:
             self.harness.reset()
             self._say("(new conversation)")
         elif name == "/tools":
+            router = self.harness.router
             for tool in self.harness.tools:
-                server = self.harness.router.owner.get(tool.name, "?")
+                server = router.owner.get(tool.name, "?")
+                held = (server, router.remote.get(tool.name)) in router.pending
                 self._say(f"{visible_line(tool.name)} ({visible_line(server)}): "
-                          f"{_quoted(tool.description or '', 120)}")
+                          f"{_quoted(tool.description or '', 120)}"
+                          + (f" [changed definition held: /approve {visible_line(tool.name)}]" if held else ""))
+        elif name == "/approve":
+            words = line.split()
+            if len(words) != 2:
+                self._say("usage: /approve NAME")
+            elif self.harness.router.approve(words[1]):
+                self._say(f"(approved: calls to {visible_line(words[1])} follow its new definition now; "
+                          "the prompt describes it from the next conversation, /reset)")
+            else:
+                self._say(f"no changed definition of {visible_line(words[1])} is held")
         elif name == "/help":
             self._say(HELP)
         else:

@@ -155,9 +155,15 @@ class TraceView:
 
     def on_tools_changed(self, e: ToolsChanged) -> str:
         change = " ".join([*(f"+{visible_line(name)}" for name in e.added),
-                           *(f"-{visible_line(name)}" for name in e.removed)]) or "no change"
-        return (self.style(f"⟳ {e.server}: tools changed ", "blue") + f"({change}); calls route to them now, "
+                           *(f"-{visible_line(name)}" for name in e.removed),
+                           *(f"~{visible_line(name)} held" for name in e.held)]) or "nothing changed"
+        line = (self.style(f"⟳ {e.server}: tools changed ", "blue") + f"({change}); calls route to them now, "
                 "the system prompt describes them from the next conversation")
+        if e.held:
+            line += "; a changed definition is held at the pinned one until approved"
+        if not e.declared:
+            line += self.style("; the server had not declared listChanged", "red")
+        return line + "".join("\n" + MARGIN + visible_line(what) for what in e.changes)
 
     def on_notice(self, e: Notice) -> str:
         return self.style(f"· {visible_line(e.source)}: {quoted(e.message)}", "dim")

@@ -1,0 +1,71 @@
+"""Tool definitions pinned for a session: what a definition is, its fingerprint, and what changed.
+
+A tool's definition is what the model is told and what its calls are checked
+against: name, title, description, inputSchema and outputSchema. The router
+pins each tool's definition when it first takes it; when a server later lists
+a different definition under the same name, the router keeps the pinned one
+until it is approved (`Router.approve`) and reports `changes(pinned, offered)`,
+one line per difference, so a rewritten description or a new required
+argument is never applied silently and never reported as no change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+PREVIEW = 80  # characters of a changed description quoted in the report
+
+
+def definition(tool: Any) -> dict[str, Any]:
+    """The parts of a tool that reach the model or check its calls."""
+    return {"title": tool.title, "description": tool.description, "inputSchema": tool.input_schema,
+            "outputSchema": tool.output_schema}
+
+
+def fingerprint(tool: Any) -> str:
+    """sha256 of the definition as canonical JSON: equal exactly when the definitions are."""
+    text = json.dumps(definition(tool), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def changes(pinned: Any, offered: Any) -> list[str]:
+    """What differs between two definitions of one tool, as short lines; empty when they are equal."""
+    out: list[str] = []
+    if pinned.title != offered.title:
+        out.append(f"title changed: {_preview(pinned.title)} → {_preview(offered.title)}")
+    if pinned.description != offered.description:
+        out.append(f"description changed: {_preview(pinned.description)} → {_preview(offered.description)}")
+    if pinned.input_schema != offered.input_schema:
+        out.append("inputSchema changed" + _schema_changes(pinned.input_schema, offered.input_schema))
+    if pinned.output_schema != offered.output_schema:
+        out.append("outputSchema changed" + _schema_changes(pinned.output_schema or {}, offered.output_schema or {}))
+    return out
+
+
+def _schema_changes(old: dict, new: dict) -> str:
+    """The properties added, removed or changed, and the required ones that came or went."""
+    old_props, new_props = _object(old.get("properties")), _object(new.get("properties"))
+    old_req, new_req = set(_list(old.get("required"))), set(_list(new.get("required")))
+    parts = [f"+{name}" + (" (required)" if name in new_req else "") for name in new_props if name not in old_props]
+    parts += [f"-{name}" for name in old_props if name not in new_props]
+    parts += [f"~{name}" for name in new_props if name in old_props and new_props[name] != old_props[name]]
+    parts += [f"{name} now required" for name in sorted(new_req - old_req) if name in old_props]
+    parts += [f"{name} no longer required" for name in sorted(old_req - new_req) if name in new_props]
+    return ": " + ", ".join(parts) if parts else ""
+
+
+def _preview(text: str | None) -> str:
+    if text is None:
+        return "none"
+    text = text if len(text) <= PREVIEW else text[:PREVIEW] + f"… ({len(text):,} chars)"
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _object(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []

@@ -70,6 +70,7 @@ class Tool:
     output_schema: dict | None = None
     title: str | None = None
     header_params: dict | None = None  # x-mcp-header marks: argument path -> header name part
+    annotations: dict | None = None    # readOnlyHint, destructiveHint, ...: hints, believed only from trusted servers
 
 
 @dataclass
@@ -288,24 +289,29 @@ class McpClient:
         # HTTP answers or refuses; a legacy server on a pipe may say nothing at all
         probe = self.timeout if getattr(self.transport, "reports_request_errors", False) else min(
             self.timeout, DISCOVER_PROBE_TIMEOUT)
-        try:
-            result = self._wrap(self.session.request, "server/discover", {"_meta": self._meta()}, probe)
-        except RpcError as exc:
-            if exc.code not in MODERN_ERRORS:
+        for attempt in range(2):
+            try:
+                result = self._wrap(self.session.request, "server/discover", {"_meta": self._meta()}, probe)
+                break
+            except RpcError as exc:
+                if exc.code not in MODERN_ERRORS:
+                    return self._legacy()
+                supported = _object(exc.data).get("supported")
+                supported = supported if isinstance(supported, list) else None
+                if exc.code == UNSUPPORTED_VERSION and supported and STATELESS_VERSION in supported and not attempt:
+                    continue  # refused a version it lists as supported: ask once more, as the spec says to
+                if supported and any(v in LEGACY_VERSIONS for v in supported):
+                    return self._legacy()
+                raise self._fail(f"server/discover refused: {exc.message}"
+                                 + (f" (the server supports {', '.join(map(str, supported))}; this client "
+                                    f"{', '.join(SUPPORTED_VERSIONS)})" if supported else ""))
+            except (HttpStatusError, RequestTimeout):
                 return self._legacy()
-            supported = _object(exc.data).get("supported")
-            if isinstance(supported, list) and any(v in LEGACY_VERSIONS for v in supported):
-                return self._legacy()
-            raise self._fail(f"server/discover refused: {exc.message}"
-                             + (f" (the server supports {', '.join(map(str, supported))}; this client "
-                                f"{', '.join(SUPPORTED_VERSIONS)})" if isinstance(supported, list) else ""))
-        except (HttpStatusError, RequestTimeout):
-            return self._legacy()
-        if not isinstance(result, dict):
-            raise self._fail(f"server/discover returned {type(result).__name__}, not an object")
-        versions = result.get("supportedVersions")
-        if not isinstance(versions, list) or STATELESS_VERSION not in versions:
-            if isinstance(versions, list) and any(v in LEGACY_VERSIONS for v in versions):
+        versions = result.get("supportedVersions") if isinstance(result, dict) else None
+        if not isinstance(versions, list) or not versions:
+            return self._legacy()  # not a discover result: a legacy server answering whatever it is sent
+        if STATELESS_VERSION not in versions:
+            if any(v in LEGACY_VERSIONS for v in versions):
                 return self._legacy()
             raise self._fail(f"server/discover offers MCP versions {versions!r}; this client speaks "
                              f"{', '.join(SUPPORTED_VERSIONS)}")
@@ -455,6 +461,7 @@ class McpClient:
             output_schema=output_schema if isinstance(output_schema, dict) else None,
             title=title if isinstance(title, str) else None,
             header_params=marks,
+            annotations=_object(raw.get("annotations")) or None,
         )
 
     def _http_stateless(self) -> bool:

@@ -3,11 +3,15 @@
 The suite (npm @modelcontextprotocol/conformance, client mode) starts a test
 server for each scenario and runs this with the server's URL as the last
 argument, the scenario's name in MCP_CONFORMANCE_SCENARIO and any extra data
-(pre-registered credentials) as JSON in MCP_CONFORMANCE_CONTEXT. Every scenario
-asks the same of a client: connect over Streamable HTTP (authorizing with OAuth
-when the server wants it), list the tools, call each one, and answer what the
+(pre-registered credentials, or the exact `toolCalls` to make) as JSON in
+MCP_CONFORMANCE_CONTEXT. Every scenario asks the same of a client: connect over
+Streamable HTTP (authorizing with OAuth when the server wants it), the wire
+chosen as the harness chooses it (server/discover, else initialize), list the
+tools, call each one (or the calls the context names), and answer what the
 server asks on the way (elicitation requests are accepted with the defaults of
-the requested schema). Exit status 0 when all of that worked, 1 otherwise.
+the requested schema). A tool that asks for a `schema` object gets the
+inputSchema of another tool exactly as it was listed, which shows nothing was
+taken out of it. Exit status 0 when all of that worked, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -27,9 +31,13 @@ CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 REDIRECT_URI = "http://localhost:3000/callback"
 
 
-def sample_arguments(tool: Tool) -> dict:
+def sample_arguments(tool: Tool, tools: list[Tool] = ()) -> dict:
     """Arguments that satisfy the required part of a tool's input schema."""
     properties = tool.input_schema.get("properties") or {}
+    if (properties.get("schema") or {}).get("type") == "object" and "schema" in (tool.input_schema.get("required") or []):
+        others = [other for other in tools if other is not tool]
+        if others:
+            return {"schema": others[0].input_schema}
     samples = {"number": 2, "integer": 3, "string": "test", "boolean": True, "array": [], "object": {}}
     arguments = {}
     for n, name in enumerate(tool.input_schema.get("required") or []):
@@ -60,10 +68,16 @@ def run(url: str, scenario: str, context: dict) -> None:
     with McpClient(transport, name="server", timeout=20, log=say, capabilities={"elicitation": {}},
                    request_handlers={"elicitation/create": accept_with_defaults},
                    on_notification=lambda method, params: say(f"notification {method} {params}")) as client:
-        say(f"initialized: MCP {client.protocol_version}, server {client.server_info}")
-        for tool in client.list_tools():
-            result = client.call_tool(tool.name, sample_arguments(tool))
-            say(f"{tool.name}: {'error: ' if result.is_error else ''}{result.text()[:200]}")
+        say(f"connected: MCP {client.protocol_version}, server {client.server_info}")
+        tools = client.list_tools()
+        calls = context.get("toolCalls")
+        if isinstance(calls, list):
+            plan = [(call["name"], call.get("arguments") or {}) for call in calls if isinstance(call, dict)]
+        else:
+            plan = [(tool.name, sample_arguments(tool, tools)) for tool in tools]
+        for name, arguments in plan:
+            result = client.call_tool(name, arguments)
+            say(f"{name}: {'error: ' if result.is_error else ''}{result.text()[:200]}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -305,6 +305,11 @@ def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--mcp-config", action="append", default=[], metavar="FILE",
                        help="a JSON file of servers in the mcpServers format of Claude Desktop, Cursor "
                             "and VS Code; repeatable")
+    group.add_argument("--mcp-protocol", default="auto", metavar="VERSION",
+                       choices=("auto", "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"),
+                       help="the MCP revision for every server whose config pins none (protocolVersion): auto "
+                            "(default: server/discover, then initialize), 2026-07-28 (the stateless wire only) "
+                            "or 2025-11-25 and older (the initialize handshake only)")
 
 
 def _server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list:
@@ -343,7 +348,8 @@ def _started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, de
     bundle = _load(args, parser)
     if emit is not None:
         _announce(bundle, emit, detail)
-    with start_servers(specs, emit, timeout=args.timeout, verbose=getattr(args, "verbose", False)) as router:
+    with start_servers(specs, emit, timeout=args.timeout, verbose=getattr(args, "verbose", False),
+                       protocol=getattr(args, "mcp_protocol", "auto")) as router:
         yield bundle, router
 
 

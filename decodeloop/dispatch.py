@@ -1,7 +1,8 @@
 """From the text of calls to the text of their results: parse, validate, route, call.
 
 Every way a call can fail (bad syntax, unknown tool, arguments that break the
-tool's inputSchema, the same call repeated after its result was given, a server
+tool's inputSchema, the same call repeated after its result was given, a call
+the policy denies (policy.py: between validation and the call), a server
 that errors, exits or times out, structuredContent that breaks the tool's
 outputSchema) ends here as an error Outcome whose message the model can act on;
 none of them raises. Bugs in the harness itself are not caught: they should
@@ -17,16 +18,18 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from decodeloop.calls import ParseError
-from decodeloop.events import Emit, ToolCall, ToolError, ToolResult
+from decodeloop.events import Emit, PolicyDecision, ToolCall, ToolError, ToolResult
 from decodeloop.mcp.errors import McpError, RequestTimeout
 from decodeloop.router import Router, UnknownTool
 from decodeloop.schema import ArgumentError, check_value, validate_arguments
+from decodeloop.policy import denial
 from decodeloop.untrusted import cap_text
 
 DEFAULT_MAX_RESULT_CHARS = 16_000
+Check = Callable[[str, str, str, Any, dict], PolicyDecision]  # (name, server, remote name, tool, arguments)
 
 
 @dataclass(slots=True)
@@ -51,19 +54,22 @@ class _Prepared:
 
 def dispatch(call_text: str, syntax, router: Router, emit: Emit, *,
              timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-             answered: set[str] | frozenset[str] = frozenset()) -> Outcome:
+             answered: set[str] | frozenset[str] = frozenset(), policy: Check | None = None) -> Outcome:
     """One call, start to finish."""
     return dispatch_all([call_text], syntax, router, emit, timeout=timeout,
-                        max_result_chars=max_result_chars, answered=answered)[0]
+                        max_result_chars=max_result_chars, answered=answered, policy=policy)[0]
 
 
 def dispatch_all(call_texts: list[str], syntax, router: Router, emit: Emit, *,
                  timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-                 answered: set[str] | frozenset[str] = frozenset()) -> list[Outcome]:
-    """Every call of one message; `answered` holds the keys of calls already answered this turn."""
+                 answered: set[str] | frozenset[str] = frozenset(), policy: Check | None = None) -> list[Outcome]:
+    """Every call of one message; `answered` holds the keys of calls already answered this turn.
+
+    `policy(name, server, remote_name, tool, arguments)` decides each validated call (None: every call runs).
+    """
     prepared: list[_Prepared | Outcome] = []
     for text in call_texts:
-        prepared.append(_prepare(text, syntax, router, emit, answered))
+        prepared.append(_prepare(text, syntax, router, emit, answered, policy))
     runnable = [p for p in prepared if isinstance(p, _Prepared)]
     servers = {p.server for p in runnable}
     if len(servers) > 1:
@@ -90,7 +96,7 @@ def call_key(name: str, arguments: dict) -> str:
     return name + " " + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered) -> _Prepared | Outcome:
+def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered, policy) -> _Prepared | Outcome:
     try:
         call = syntax.parse(call_text)
     except ParseError as e:
@@ -110,6 +116,11 @@ def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered) -> _P
                              f"result is above; answer the user from it, or call with other arguments",
                        call_text, "repeat", call.name, key=key)
     server = router.owner[call.name]
+    if policy is not None:
+        decision = policy(call.name, server, router.remote[call.name], tool, arguments)
+        emit(decision)
+        if decision.verdict != "allow":   # the server never sees it; the model is told why
+            return _failed(emit, denial(decision), call_text, "policy", call.name)
     emit(ToolCall(call.name, arguments, server, call_text))
     return _Prepared(call_text, call.name, tool, arguments, server, key)
 

@@ -92,12 +92,24 @@ class ToolCall(Event):
 
 
 @dataclass(slots=True)
+class PolicyDecision(Event):
+    """The policy's decision on a parsed, validated call, before it is sent (policy.py)."""
+    kind = "policy"
+    name: str
+    server: str
+    arguments: dict[str, Any]
+    tool_class: str            # "read-only" or "side-effecting"
+    verdict: str               # "allow" or "deny"
+    reason: str
+
+
+@dataclass(slots=True)
 class ToolError(Event):
     """A call that could not be parsed, validated, routed or completed."""
     kind = "tool_error"
     message: str
     text: str                  # what the model wrote
-    stage: str                 # where it failed: "parse", "route", "arguments", "repeat" or "call"
+    stage: str                 # where it failed: "parse", "route", "arguments", "repeat", "policy" or "call"
     name: str | None = None    # the tool it named, once the call parsed
 
 

@@ -18,6 +18,7 @@ from decodeloop.chat import ToolReply, pieces_ids
 from decodeloop.context import MODEL, Context
 from decodeloop.dispatch import DEFAULT_MAX_RESULT_CHARS, dispatch_all
 from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop, Token
+from decodeloop.policy import provenance
 from decodeloop.processors import ProcessorState
 from decodeloop.router import ConfigError, Router
 from decodeloop.stops import Stops, Verdict
@@ -92,10 +93,11 @@ class Harness:
 
     def __init__(self, bundle, sampler, router: Router, emit: Emit, *, config: TurnConfig | None = None,
                  tools: list[str] | None = None, system: str | None = None, processors=(),
-                 engine=None) -> None:
+                 engine=None, policy=None) -> None:
         self.bundle, self.router, self.emit = bundle, router, emit
         self.tokenizer, self.chat, self.syntax = bundle.tokenizer, bundle.chat, bundle.syntax
         self.config = config or TurnConfig()
+        self.policy = policy if policy is not None and policy.mode != "off" else None  # policy.Policy
         self.system = system             # the system prompt's preamble; None: the chat format's own
         names = list(router.tools) if tools is None else tools
         unroutable = [name for name in names if name not in router.tools]
@@ -124,6 +126,12 @@ class Harness:
         """The tools a call can name now (what routes, narrowed to `tools` when given): for --constrain."""
         names = list(self.router.tools) if self._named is None else [n for n in self._named if n in self.router.tools]
         return [self.router.tools[name] for name in names]
+
+    def _check(self, name: str, server: str, remote: str, tool, arguments: dict):
+        """The policy's decision on one call, from the provenance of this conversation's context."""
+        context = self.context
+        return self.policy.check(name, server, remote, tool, arguments,
+                                 lambda: provenance(context, self.tokenizer))
 
     def reset(self) -> None:
         """Start a new conversation: the next turn renders the system prompt with the tools as they are now."""
@@ -210,7 +218,7 @@ class Harness:
             turn.calls += len(verdict.calls)
             outcomes = dispatch_all(list(verdict.calls), self.syntax, self.router, emit,
                                     timeout=config.timeout, max_result_chars=config.max_result_chars,
-                                    answered=answered)
+                                    answered=answered, policy=self._check if self.policy is not None else None)
             self.router.refresh()  # route the next call to a server's changed tools
             answered.update(o.key for o in outcomes if o.key is not None and not o.is_error)
             repeats += sum(o.stage == "repeat" for o in outcomes)

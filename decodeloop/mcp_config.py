@@ -16,6 +16,10 @@ VS Code's top-level key `"servers"` works too. `"type"` (or `"transport"`) is
 `"stdio"`, `"http"` (Streamable HTTP only), `"sse"` (legacy HTTP+SSE only); a
 URL without one tries Streamable HTTP and falls back to legacy SSE.
 `"disabled": true` skips a server. `"cwd"` is resolved against the file's folder.
+`"protocolVersion"` pins the MCP revision a server is spoken to in: `"2026-07-28"`
+(the stateless wire, no fallback), `"2025-11-25"` or an older one (the initialize
+handshake, no probe), or `"auto"` (`server/discover`, then initialize); without
+one, the command line's `--mcp-protocol` decides, and its default is auto.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 
-SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "transport", "disabled"}
+SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "transport", "disabled", "protocolVersion"}
 TOP_IGNORED = {"$schema", "inputs"}  # VS Code's prompt-for-a-secret inputs are not supported, only tolerated
+PROTOCOLS = ("auto", "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # as McpClient takes them
 TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http", "streamablehttp": "http",
               "sse": "sse"}
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
@@ -46,6 +51,7 @@ class ServerSpec:
     url: str | None = None             # an HTTP server
     headers: dict[str, str] = field(default_factory=dict)
     transport: str = "auto"            # stdio, auto (Streamable HTTP, then legacy SSE), http or sse
+    protocol: str | None = None        # a pinned MCP revision (PROTOCOLS); None: the command line's, else auto
 
 
 def parse_header(text: str) -> tuple[str, str]:
@@ -114,6 +120,9 @@ def _server(name: str, entry: object, where: str, base: str | None) -> ServerSpe
                           f"(known: {', '.join(sorted(SERVER_KEYS))})")
     if entry.get("disabled") is True:
         return None
+    protocol = entry.get("protocolVersion")
+    if protocol is not None and protocol not in PROTOCOLS:
+        raise ConfigError(f"{where}: \"protocolVersion\" must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
     kind = entry.get("type", entry.get("transport"))
     if kind is not None:
         if not isinstance(kind, str) or kind.lower() not in TRANSPORTS:
@@ -139,7 +148,8 @@ def _server(name: str, entry: object, where: str, base: str | None) -> ServerSpe
             raise ConfigError(f"{where}: \"cwd\" must be a string")
         if cwd is not None and base is not None:
             cwd = os.path.join(base, os.path.expanduser(cwd))
-        return ServerSpec(name=name, command=[command, *args], env=env or None, cwd=cwd, transport="stdio")
+        return ServerSpec(name=name, command=[command, *args], env=env or None, cwd=cwd, transport="stdio",
+                          protocol=protocol)
     if kind == "stdio":
         raise ConfigError(f"{where}: \"type\": \"stdio\" needs a \"command\", not a \"url\"")
     for key in ("args", "env", "cwd"):
@@ -152,7 +162,11 @@ def _server(name: str, entry: object, where: str, base: str | None) -> ServerSpe
     try:
         for header, value in headers.items():
             parse_header(f"{header}: {value}")
-        return url_spec(url, headers, kind or "auto", name)
+        spec = url_spec(url, headers, kind or "auto", name)
+        if protocol == "2026-07-28" and spec.transport == "sse":
+            raise ConfigError(f"the legacy SSE transport cannot speak MCP {protocol}")
+        spec.protocol = protocol
+        return spec
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
 

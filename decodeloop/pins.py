@@ -1,7 +1,8 @@
 """Tool definitions pinned for a session: what a definition is, its fingerprint, and what changed.
 
-A tool's definition is what the model is told and what its calls are checked
-against: name, title, description, inputSchema and outputSchema. The router
+A tool's definition is what the model is told, what its calls are checked
+against and what the policy may believe: title, description, inputSchema,
+outputSchema and annotations. The router
 pins each tool's definition when it first takes it; when a server later lists
 a different definition under the same name, the router keeps the pinned one
 until it is approved (`Router.approve`) and reports `changes(pinned, offered)`,
@@ -21,7 +22,7 @@ PREVIEW = 80  # characters of a changed description quoted in the report
 def definition(tool: Any) -> dict[str, Any]:
     """The parts of a tool that reach the model or check its calls."""
     return {"title": tool.title, "description": tool.description, "inputSchema": tool.input_schema,
-            "outputSchema": tool.output_schema}
+            "outputSchema": tool.output_schema, "annotations": getattr(tool, "annotations", None)}
 
 
 def fingerprint(tool: Any) -> str:
@@ -41,6 +42,11 @@ def changes(pinned: Any, offered: Any) -> list[str]:
         out.append("inputSchema changed" + _schema_changes(pinned.input_schema, offered.input_schema))
     if pinned.output_schema != offered.output_schema:
         out.append("outputSchema changed" + _schema_changes(pinned.output_schema or {}, offered.output_schema or {}))
+    before, after = getattr(pinned, "annotations", None) or {}, getattr(offered, "annotations", None) or {}
+    if before != after:   # a hint the policy may believe (readOnlyHint) is part of the definition
+        out.append("annotations changed: " + ", ".join(
+            f"{key} {json.dumps(before.get(key))} → {json.dumps(after.get(key))}"
+            for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)))
     return out
 
 

@@ -243,8 +243,8 @@ def stdio_specs(commands: list[list[str]]) -> list[ServerSpec]:
 def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout: float = 60.0,
                   verbose: bool = False, stderr: Callable[[str], None] | None = None,
                   max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, reset_timeout_on_progress: bool = False,
-                  max_total_timeout: float | None = None) -> Router:
-    """Connect to each server (stdio or HTTP), initialize it, list its tools, and route to them.
+                  max_total_timeout: float | None = None, protocol: str = "auto") -> Router:
+    """Connect to each server (stdio or HTTP), open its session, list its tools, and route to them.
 
     The servers start concurrently, one thread each, but everything that can be
     seen comes out in the order of `specs`: the servers and so the tools and
@@ -256,13 +256,15 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
 
     `max_message_bytes` caps one message from a server; `reset_timeout_on_progress`
     and `max_total_timeout` let progress notifications extend a call's timeout
-    (see McpClient).
+    (see McpClient). `protocol` is the MCP revision for servers whose spec pins
+    none: "auto" (server/discover, then initialize) or a version (McpClient's
+    `protocol`); the ServerReady event says which one each server speaks.
     """
     emit = emit if emit is not None else (lambda event: None)
     router = Router(emit)
     router.reserved.update(spec.name for spec in unique_names(specs))  # no server takes another's prefix
     options = dict(timeout=timeout, reset_timeout_on_progress=reset_timeout_on_progress,
-                   max_total_timeout=max_total_timeout)
+                   max_total_timeout=max_total_timeout, protocol=protocol)
     starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
     opened = _Opened()
 
@@ -364,7 +366,7 @@ def _connect(spec: ServerSpec, emit: Emit, verbose: bool, stderr: Callable[[str]
              max_message_bytes: int, options: dict[str, Any], opened: Callable[[McpClient], None]) -> McpClient:
     server = spec.name
     options = dict(
-        options, name=server,
+        options, name=server, protocol=spec.protocol or options.get("protocol", "auto"),
         on_traffic=lambda direction, message: emit(Rpc(server, direction, message)),
         # a notice is a server's text too: capped like the rest
         on_notification=lambda method, params: emit(Notice(server, cap_text(

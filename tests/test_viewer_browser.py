@@ -14,7 +14,7 @@ import pytest
 from cdp import Browser
 from test_viewer import HOSTILE, QUESTION, cli, embedded, hostile_events, library_turn
 
-from decodeloop.ui.html import HtmlView
+from decodeloop.ui.html import HtmlView, page
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     not os.environ.get("DECODELOOP_CHROMIUM"),
@@ -194,4 +194,23 @@ def test_the_attention_of_any_head_at_any_step(browser, tmp_path):
     assert shade == "rgb(47, 111, 214)"                # the head's largest weight: the darkest cell, opaque
     browser.key("ArrowRight")                          # the reader's head stays chosen from step to step
     assert browser.evaluate("document.querySelector('#attn select').value") == "0"
+    assert browser.errors() == []
+
+
+def test_an_event_kind_the_page_does_not_know_is_shown_whole(browser, tmp_path):
+    events = [{"event": "prompt", "text": "hi", "tokens": 1, "tools": [], "context": 1, "spans": [[0, 1, "user"]]},
+              {"event": "stop", "reason": "tool_call"},
+              {"event": "audit", "verdict": "<u>allowed</u>", "rule": 7},
+              {"event": "done", "answer": "", "reason": "eos", "tokens": 0, "tool_calls": 0, "error": None}]
+    path = tmp_path / "new.html"
+    path.write_text(page(events), encoding="utf-8")
+    browser.events.clear()
+    browser.open(str(path))
+    browser.key("ArrowRight")
+    browser.key("ArrowRight")
+    assert text(browser, "step-title") == "Event: audit"
+    assert '"verdict": "<u>allowed</u>"' in text(browser, "step")
+    assert 'audit {"verdict":"<u>allowed</u>","rule":7}' in browser.evaluate(
+        "document.querySelector('.row.cur').textContent")
+    assert "<u>allowed</u>" in text(browser, "round") and browser.evaluate("document.querySelectorAll('u').length") == 0
     assert browser.errors() == []

@@ -36,6 +36,9 @@ INTERNAL_ERROR = -32603
 UNSUPPORTED_VERSION = -32022
 
 
+READ_ONLY = {"readOnlyHint": True, "openWorldHint": False}  # the bundled tools only look things up
+
+
 class ToolFailure(Exception):
     """Raised by a tool to report a failure the model should read (isError: true)."""
 
@@ -52,6 +55,7 @@ class RegisteredTool:
     output_schema: dict | None
     title: str | None
     function: Callable[..., Any]
+    annotations: dict | None = None   # readOnlyHint, destructiveHint, ...
 
     def listing(self) -> dict:
         entry: dict = {"name": self.name}
@@ -61,6 +65,8 @@ class RegisteredTool:
         entry["inputSchema"] = self.input_schema
         if self.output_schema is not None:
             entry["outputSchema"] = self.output_schema
+        if self.annotations:
+            entry["annotations"] = self.annotations
         return entry
 
 
@@ -85,13 +91,15 @@ class ToolServer:
         input_schema: dict,
         output_schema: dict | None = None,
         title: str | None = None,
+        annotations: dict | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a function as a tool. It returns str or (text, structured dict), or raises ToolFailure."""
 
         def register(function: Callable[..., Any]) -> Callable[..., Any]:
             if name in self.tools:
                 raise ValueError(f"tool {name!r} is already registered")
-            self.tools[name] = RegisteredTool(name, description, input_schema, output_schema, title, function)
+            self.tools[name] = RegisteredTool(name, description, input_schema, output_schema, title, function,
+                                              annotations)
             return function
 
         return register

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 import decodeloop
-from decodeloop.servers.base import ToolFailure, ToolServer
+from decodeloop.servers.base import READ_ONLY, ToolFailure, ToolServer
 
 # zone name, IANA id, standard UTC offset, summer UTC offset (None: no daylight saving)
 ZONES = {
@@ -64,7 +64,7 @@ def build_server(page_size: int | None = None) -> ToolServer:
     server = ToolServer("timezone", decodeloop.__version__, page_size=page_size,
                         instructions="The time zone a US city keeps: name, IANA id and UTC offsets.")
     server.tool("get_time_zone", "The time zone of a US city: its name, IANA id and UTC offset.",
-                INPUT, title="Time zone")(get_time_zone)
+                INPUT, title="Time zone", annotations=READ_ONLY)(get_time_zone)
     return server
 
 

@@ -10,7 +10,7 @@ import math
 import sys
 
 import decodeloop
-from decodeloop.servers.base import ToolFailure, ToolServer
+from decodeloop.servers.base import READ_ONLY, ToolFailure, ToolServer
 
 # unit -> (quantity, size in the quantity's base unit)
 UNITS = {
@@ -63,7 +63,8 @@ def build_server(page_size: int | None = None) -> ToolServer:
     server = ToolServer("units", decodeloop.__version__, page_size=page_size,
                         instructions="Unit conversion for lengths, masses, volumes and temperatures.")
     server.tool("convert", "Convert an amount from one unit to another of the same kind "
-                "(length, mass, volume or temperature).", INPUT, title="Convert units")(convert)
+                "(length, mass, volume or temperature).", INPUT, title="Convert units",
+                annotations=READ_ONLY)(convert)
     return server
 
 

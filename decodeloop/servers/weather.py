@@ -14,7 +14,7 @@ import hashlib
 import sys
 
 import decodeloop
-from decodeloop.servers.base import ToolFailure, ToolServer
+from decodeloop.servers.base import READ_ONLY, ToolFailure, ToolServer
 
 # Rough annual mean temperature (°F) by state, the baseline every reading varies around.
 STATE_MEAN_F = {
@@ -212,6 +212,7 @@ def build_server(page_size: int | None = None) -> ToolServer:
         WEATHER_INPUT,
         output_schema=WEATHER_OUTPUT,
         title="Current weather",
+        annotations=READ_ONLY,
     )(get_weather)
     server.tool(
         "get_forecast",
@@ -219,6 +220,7 @@ def build_server(page_size: int | None = None) -> ToolServer:
         FORECAST_INPUT,
         output_schema=FORECAST_OUTPUT,
         title="Weather forecast",
+        annotations=READ_ONLY,
     )(get_forecast)
     return server
 

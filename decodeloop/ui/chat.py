@@ -71,6 +71,10 @@ class ChatView:
         self._line(self.style("  ⚙ ", "yellow") + f"{visible_line(e.name)}("
                    f"{visible(json.dumps(e.arguments, ensure_ascii=False))}) on {visible_line(e.server)}")
 
+    def on_policy(self, e) -> None:
+        if e.verdict != "allow":   # a compact view: only what did not run
+            self._line(self.style("  ⛔ policy: ", "red") + _quoted(f"{e.name} not run: {e.reason}", 400))
+
     def on_tool_result(self, e) -> None:
         mark = self.style("  ✗ ", "red") if e.is_error else self.style("  ✓ ", "green")
         self._line(mark + _quoted(e.text))

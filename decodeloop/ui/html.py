@@ -401,9 +401,10 @@ function summary(i) {
     case 'notice': return '\u00b7 ' + e.source + ': ' + e.message;
     case 'tools_changed': return '\u27f3 ' + e.server + ': tools changed';
     case 'done': return '\u2500\u2500 done: ' + e.reason + ', ' + e.tokens + ' tokens, ' + e.tool_calls + ' call(s)';
-    default: return e.event;
+    default: return '\u00b7 ' + e.event + ' ' + clip(JSON.stringify(rest(e)), 300);
   }
 }
+function rest(e) { const r = Object.assign({}, e); delete r.event; return r; }  // an event kind this page does not know
 function rpcLabel(m) {
   if (!m || typeof m !== 'object') return String(m);
   const id = (m.id !== undefined) ? ' #' + m.id : '';
@@ -586,6 +587,7 @@ function roundView(r) {
       case 'tool_result': kind = 'tool message'; text = e.text; err = e.is_error; break;
       case 'inject': kind = 'injected span'; text = (e.spans || []).map(s => s[0] + '\u2013' + s[1] + ' ' + s[2]).join(', ') || e.tokens + ' tokens'; break;
       case 'notice': kind = 'notice'; text = e.message; break;
+      default: text = JSON.stringify(rest(e));
     }
     if (n) chain.append(el('span', 'arrow', '\u2192'));
     const node = el('div', 'node' + (i === cursor ? ' cur' : '') + (err ? ' err' : ''));

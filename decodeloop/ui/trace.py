@@ -18,7 +18,7 @@ import re
 import sys
 from typing import TextIO
 
-from decodeloop.events import (Done, Event, Inject, Notice, Prompt, Rpc, ServerReady, Stop, Token,
+from decodeloop.events import (Done, Event, Inject, Notice, PolicyDecision, Prompt, Rpc, ServerReady, Stop, Token,
                                ToolCall, ToolError, ToolResult, ToolsChanged)
 from decodeloop.ui.legend import ByteLegend
 from decodeloop.ui.style import Style, use_color
@@ -130,6 +130,10 @@ class TraceView:
     def on_tool_call(self, e: ToolCall) -> str:
         return (self.style("⚙ parsed ", "yellow") + f"{quoted(e.text)}  →  {visible_line(e.name)}("
                 f"{visible(json.dumps(e.arguments, ensure_ascii=False))}) on server {visible_line(e.server)}")
+
+    def on_policy(self, e: PolicyDecision) -> str:
+        mark = self.style("⛨ policy allow ", "green") if e.verdict == "allow" else self.style("⛔ policy deny ", "red", "bold")
+        return mark + f"{visible_line(e.name)} on {visible_line(e.server)} ({e.tool_class}): {visible_line(e.reason)}"
 
     def on_tool_error(self, e: ToolError) -> str:
         return (self.style(f"✗ {e.stage} error ", "red", "bold") + f"in {show(e.text)}\n"

@@ -1,0 +1,146 @@
+"""The trust boundary between a parsed, validated call and its execution: allow or deny.
+
+To the model a tool result is just more context, so text in a result can steer
+the next call. The policy decides from what the harness knows and the model
+cannot forge: the tool's class, the config's rules, and the provenance of the
+context (which spans came from a tool result).
+
+Class: a tool is read-only or side-effecting. The config says so first
+(`readOnly`, `sideEffects`); else a server the config marks `trusted` is
+believed when it annotates a tool `readOnlyHint: true`; anything else counts as
+side-effecting (an untrusted server's hints are not believed).
+
+Modes:
+- `off`: every call runs; no decisions are made.
+- `confirm` (the CLI's default): a read-only call runs. A side-effecting call runs
+  freely until the context holds untrusted content (any tool result that came
+  from a server); after that it runs only if the config allows it (`allow`) or
+  the user confirms it at a terminal; with no terminal to ask, it is denied.
+- `strict`: as `confirm`, and a side-effecting call after untrusted content is
+  denied outright when one of its argument values occurs in a tool result and
+  not in anything the user wrote (the value came from the data, not the user).
+A tool in the config's `deny` never runs. A denied call reaches the model as a
+tool message saying why; every decision is a `PolicyDecision` event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from decodeloop.events import PolicyDecision
+
+MODES = ("off", "confirm", "strict")
+READ_ONLY, SIDE_EFFECTING = "read-only", "side-effecting"
+
+
+@dataclass(slots=True)
+class Provenance:
+    """What the context holds, by where it came from (decoded text)."""
+    untrusted: list[tuple[str, str]]   # (source, text) of every tool result that came from a server
+    trusted: str                       # everything the user wrote
+
+
+def provenance(context, tokenizer) -> Provenance:
+    untrusted, trusted = [], []
+    for span in context.spans():
+        if untrusted_source(span.source):
+            untrusted.append((span.source, tokenizer.decode(context.ids[span.start:span.end])))
+        elif span.source == "user":
+            trusted.append(tokenizer.decode(context.ids[span.start:span.end]))
+    return Provenance(untrusted, "\n".join(trusted))
+
+
+def untrusted_source(source: str) -> bool:
+    """A tool message with a server's text in it (`tool:-/NAME` is the harness's own error about a call)."""
+    return source.startswith("tool:") and not source.startswith("tool:-/")
+
+
+class Policy:
+    def __init__(self, mode: str = "confirm", specs: Iterable[Any] = (),
+                 confirm: Callable[[str], bool] | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"policy mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.mode = mode
+        self.rules = {spec.name: spec for spec in specs}   # ServerSpecs: trusted, read_only, ... per server
+        self.confirm = confirm   # asks the user; None: nobody to ask, so a confirmation is a denial
+
+    def classify(self, server: str, remote: str, tool: Any) -> tuple[str, str]:
+        """The tool's class and why."""
+        rules = self.rules.get(server)
+        if rules is not None and _names(rules.side_effects, remote):
+            return SIDE_EFFECTING, "the config lists it under sideEffects"
+        if rules is not None and _names(rules.read_only, remote):
+            return READ_ONLY, "the config lists it under readOnly"
+        hints = getattr(tool, "annotations", None) or {}
+        if hints.get("readOnlyHint") is True:
+            if rules is not None and rules.trusted:
+                return READ_ONLY, f"trusted server {server} annotates it readOnlyHint"
+            return SIDE_EFFECTING, f"server {server} annotates it readOnlyHint, but it is not trusted"
+        return SIDE_EFFECTING, "nothing says it is read-only"
+
+    def check(self, name: str, server: str, remote: str, tool: Any, arguments: dict,
+              context: Callable[[], Provenance]) -> PolicyDecision:
+        """The decision on one call; `context` gives the provenance when it is needed."""
+        kind, why = self.classify(server, remote, tool)
+
+        def decide(verdict: str, reason: str) -> PolicyDecision:
+            return PolicyDecision(name, server, arguments, kind, verdict, reason)
+
+        rules = self.rules.get(server)
+        if rules is not None and _names(rules.deny, remote):
+            return decide("deny", "the config denies this tool")
+        if kind == READ_ONLY:
+            return decide("allow", why)
+        seen = context()
+        if not seen.untrusted:
+            return decide("allow", f"{why}; no tool result is in the context yet")
+        if self.mode == "strict":
+            tainted = _from_data(arguments, seen)
+            if tainted is not None:
+                key, value, source = tainted
+                return decide("deny", f"strict: the value {value!r} of {key} occurs in a tool result ({source}) "
+                                      "and nowhere the user wrote")
+        if rules is not None and _names(rules.allow, remote):
+            return decide("allow", "the config allows it after tool results")
+        if self.confirm is None:
+            return decide("deny", f"{why}; a tool result is in the context, so it needs the user's confirmation, "
+                                  "and there is no terminal to ask")
+        if self.confirm(f"{name} on {server} with {arguments} (side-effecting: {why}; a tool result is in the "
+                        f"context)"):
+            return decide("allow", "the user confirmed it")
+        return decide("deny", "the user refused it")
+
+
+def denial(decision: PolicyDecision) -> str:
+    """What the model is told about a denied call."""
+    return f"{decision.name} was not run: the harness's policy denied it ({decision.tool_class}: {decision.reason})"
+
+
+def _names(listed: Iterable[str], name: str) -> bool:
+    return "*" in listed or name in listed
+
+
+def _from_data(arguments: Any, seen: Provenance, path: str = "") -> tuple[str, str, str] | None:
+    """The first argument value that occurs in a tool result and not in the user's text: (key, value, source)."""
+    if isinstance(arguments, dict):
+        for key, value in arguments.items():
+            found = _from_data(value, seen, f"{path}.{key}" if path else key)
+            if found is not None:
+                return found
+        return None
+    if isinstance(arguments, list):
+        for n, value in enumerate(arguments):
+            found = _from_data(value, seen, f"{path}[{n}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(arguments, bool) or arguments is None:
+        return None
+    text = str(arguments).strip().casefold()
+    if not text or text in seen.trusted.casefold():
+        return None
+    for source, data in seen.untrusted:
+        if text in data.casefold():
+            return path, str(arguments), source
+    return None

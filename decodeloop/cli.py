@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -186,6 +187,11 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
                        help="calls: once the model opens a call, mask every token that cannot continue a valid "
                             "call (a registered tool, arguments that fit its inputSchema); required: also make "
                             "the turn start with a call; lab models only for now (default: off)")
+    group.add_argument("--policy", choices=("off", "confirm", "strict"), default="confirm",
+                       help="the trust boundary: once a tool result is in the context, a side-effecting call "
+                            "runs only if the config allows it or you confirm it at the terminal (denied "
+                            "without one); strict: also deny it when an argument value comes from a tool "
+                            "result only; off: every call runs (default: confirm)")
 
 
 def main(argv: list[str] | None = None, *, default_prompt: str | None = None, prog: str = "decodeloop",
@@ -310,13 +316,16 @@ def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
                        help="the MCP revision for every server whose config pins none (protocolVersion): auto "
                             "(default: server/discover, then initialize), 2026-07-28 (the stateless wire only) "
                             "or 2025-11-25 and older (the initialize handshake only)")
+    group.add_argument("--trust", action="append", default=[], metavar="SERVER",
+                       help="believe this server's readOnlyHint annotations (the policy's read-only tools); "
+                            "the bundled servers started by default are trusted; repeatable")
 
 
 def _server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list:
     """--mcp, --mcp-url and --mcp-config as server specs; the model's bundled servers when none is given."""
     from decodeloop.mcp_config import load_config, parse_header, url_spec
     from decodeloop.models import default_servers
-    from decodeloop.router import parse_command, stdio_specs
+    from decodeloop.router import parse_command, stdio_specs, unique_names
 
     if args.mcp_header and not args.mcp_url:
         parser.error("--mcp-header applies to --mcp-url servers; give headers of config servers in the file")
@@ -325,7 +334,14 @@ def _server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     specs += [url_spec(url, headers) for url in args.mcp_url]
     for path in args.mcp_config:
         specs += load_config(path)
-    return specs or stdio_specs(default_servers(args.model))
+    if not specs:  # the bundled servers: the harness's own code, so their annotations are believed
+        specs = [dataclasses.replace(spec, trusted=True) for spec in stdio_specs(default_servers(args.model))]
+    unknown = sorted(set(args.trust) - {spec.name for spec in unique_names(specs)})
+    if unknown:
+        parser.error(f"--trust: no server named {', '.join(unknown)} (servers: "
+                     f"{', '.join(spec.name for spec in unique_names(specs))})")
+    return [dataclasses.replace(spec, trusted=True) if spec.name in args.trust else spec
+            for spec in unique_names(specs)]
 
 
 def _locked(view):
@@ -355,8 +371,24 @@ def _started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, de
 
 def _harness(args: argparse.Namespace, bundle, router, emit, sampler, processors, config):
     from decodeloop.loop import Harness
+    from decodeloop.policy import Policy
 
-    return Harness(bundle, sampler, router, emit, config=config, system=args.system, processors=processors)
+    policy = Policy(args.policy, router.specs, _confirmer(args))
+    return Harness(bundle, sampler, router, emit, config=config, system=args.system, processors=processors,
+                   policy=policy)
+
+
+def _confirmer(args: argparse.Namespace):
+    """The policy's question to the user, on a terminal only (None: nobody to ask, so the call is denied)."""
+    if args.command == "eval" or not sys.stdin or not sys.stdin.isatty():
+        return None
+
+    def ask(question: str) -> bool:
+        sys.stderr.write(f"decodeloop: run {visible(question)}? [y/N] ")
+        sys.stderr.flush()
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+    return ask
 
 
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

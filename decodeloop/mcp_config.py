@@ -20,17 +20,22 @@ URL without one tries Streamable HTTP and falls back to legacy SSE.
 (the stateless wire, no fallback), `"2025-11-25"` or an older one (the initialize
 handshake, no probe), or `"auto"` (`server/discover`, then initialize); without
 one, the command line's `--mcp-protocol` decides, and its default is auto.
+The policy's rules for a server's tools (policy.py) are keys of its own:
+`"trusted": true` (believe its tool annotations), and lists of tool names
+`"readOnly"`, `"sideEffects"`, `"allow"` and `"deny"` ("*" for every tool).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import urllib.parse
 from dataclasses import dataclass, field
 
-SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "transport", "disabled", "protocolVersion"}
+POLICY_KEYS = {"trusted", "readOnly", "sideEffects", "allow", "deny"}  # read by policy.py
+SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "transport", "disabled", "protocolVersion", *POLICY_KEYS}
 TOP_IGNORED = {"$schema", "inputs"}  # VS Code's prompt-for-a-secret inputs are not supported, only tolerated
 PROTOCOLS = ("auto", "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # as McpClient takes them
 TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http", "streamablehttp": "http",
@@ -52,6 +57,12 @@ class ServerSpec:
     headers: dict[str, str] = field(default_factory=dict)
     transport: str = "auto"            # stdio, auto (Streamable HTTP, then legacy SSE), http or sse
     protocol: str | None = None        # a pinned MCP revision (PROTOCOLS); None: the command line's, else auto
+    # the policy's rules for this server's tools (see policy.py); "*" in a list means every tool
+    trusted: bool = False              # believe its readOnlyHint / destructiveHint annotations
+    read_only: tuple[str, ...] = ()    # tools that only read, whatever the server says
+    side_effects: tuple[str, ...] = ()  # tools that act, whatever the server says
+    allow: tuple[str, ...] = ()        # side-effecting tools that run without confirmation
+    deny: tuple[str, ...] = ()         # tools that never run
 
 
 def parse_header(text: str) -> tuple[str, str]:
@@ -110,6 +121,26 @@ def parse_config(data: object, source: str = "config", base: str | None = None) 
 
 
 def _server(name: str, entry: object, where: str, base: str | None) -> ServerSpec | None:
+    spec = _transport(name, entry, where, base)
+    if spec is None:
+        return None
+    assert isinstance(entry, dict)
+    trusted = entry.get("trusted", False)
+    if not isinstance(trusted, bool):
+        raise ConfigError(f"{where}: \"trusted\" must be true or false")
+    rules = {field: tuple(_names(entry.get(key, []), where, key))
+             for field, key in (("read_only", "readOnly"), ("side_effects", "sideEffects"), ("allow", "allow"),
+                                ("deny", "deny"))}
+    return dataclasses.replace(spec, trusted=trusted, **rules)
+
+
+def _names(value: object, where: str, key: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{where}: \"{key}\" must be a list of tool names (\"*\" for every tool)")
+    return value
+
+
+def _transport(name: str, entry: object, where: str, base: str | None) -> ServerSpec | None:
     if not name.strip():
         raise ConfigError(f"{where}: a server needs a non-empty name")
     if not isinstance(entry, dict):

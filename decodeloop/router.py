@@ -66,6 +66,7 @@ class Router:
         self.pins: dict[tuple[str, str], str] = {}      # (server, name) -> fingerprint of the definition in use
         self.pending: dict[tuple[str, str], Tool] = {}  # (server, name) -> a changed definition, held until approved
         self.reserved: set[str] = set()          # every configured server's name: no other server may use its prefix
+        self.specs: list[ServerSpec] = []        # what start_servers started (the policy reads their rules)
         self._names: dict[tuple[str, str], str] = {}    # (server, name) -> its exposed name, kept while it is listed
         self.version = 0                         # bumped whenever the exposed tools change
         self.emit = emit if emit is not None else (lambda event: None)
@@ -262,7 +263,8 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
     """
     emit = emit if emit is not None else (lambda event: None)
     router = Router(emit)
-    router.reserved.update(spec.name for spec in unique_names(specs))  # no server takes another's prefix
+    router.specs = unique_names(specs)
+    router.reserved.update(spec.name for spec in router.specs)  # no server takes another's prefix
     options = dict(timeout=timeout, reset_timeout_on_progress=reset_timeout_on_progress,
                    max_total_timeout=max_total_timeout, protocol=protocol)
     starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]

@@ -1,10 +1,12 @@
 """decodeloop's client against MCP servers no one here wrote, each a real process.
 
 - @modelcontextprotocol/server-everything (npm, the reference server) over stdio,
-  Streamable HTTP and legacy SSE;
-- mcp-server-time (PyPI) over stdio;
-- a server written with the official Python SDK (tests/servers/sdk_server.py) over
-  stdio, Streamable HTTP and legacy SSE;
+  Streamable HTTP and legacy SSE: a 2025-11-25 server, found by the discover probe
+  failing; its task-only tool is not offered;
+- mcp-server-time (PyPI) over stdio, on both wires: 2026-07-28 (found by
+  server/discover) and 2025-11-25 (pinned);
+- a server written with the official Python SDK 2.3 (tests/servers/sdk_server.py)
+  over stdio and Streamable HTTP on both wires, and legacy SSE;
 - a Python SDK server whose tools take optional, list and pydantic-model arguments
   (tests/servers/sdk_arguments.py): the compact syntax's strings are converted
   through anyOf and $ref to what it accepts.
@@ -127,6 +129,8 @@ def everything_client(everything: str, transport: str, serve, **kw) -> McpClient
 
 
 def sdk_client(transport: str, serve, **kw) -> McpClient:
+    if transport == "sse":
+        kw.pop("protocol", None)  # legacy SSE speaks only the initialize revisions
     if transport == "stdio":
         return McpClient.start_stdio([*SDK_SERVER, "stdio"], name="sdk", timeout=30, **kw)
     port = free_port()
@@ -141,7 +145,8 @@ TRANSPORT_CLASS = {"http": StreamableHttpTransport, "sse": SseLegacyTransport}
 @pytest.mark.parametrize("transport", ["stdio", "http", "sse"])
 def test_server_everything(everything, serve, transport):
     notes: list[tuple[str, dict]] = []
-    with everything_client(everything, transport, serve,
+    logs: list[str] = []
+    with everything_client(everything, transport, serve, log=logs.append,
                            on_notification=lambda method, params: notes.append((method, params))) as client:
         if transport != "stdio":
             assert isinstance(client.transport, TRANSPORT_CLASS[transport])  # auto found the right one
@@ -149,6 +154,9 @@ def test_server_everything(everything, serve, transport):
         assert client.server_info["name"] == "mcp-servers/everything"
         tools = {tool.name: tool for tool in client.list_tools()}
         assert EVERYTHING_TOOLS <= set(tools)
+        # a tool that only runs as a task is not offered, rather than offered and failing on every call
+        assert "simulate-research-query" not in tools
+        assert any("'simulate-research-query'" in line and "task" in line for line in logs)
 
         assert client.call_tool("echo", {"message": "hé there"}).text() == "Echo: hé there"
         assert client.call_tool("get-sum", {"a": 2, "b": 40}).text() == "The sum of 2 and 40 is 42."
@@ -184,9 +192,14 @@ def test_server_everything(everything, serve, transport):
         assert wrong.is_error and "a" in wrong.text()
 
 
-def test_mcp_server_time():
+@pytest.mark.parametrize("protocol, wire", [("auto", "2026-07-28"), ("2025-11-25", "2025-11-25")])
+def test_mcp_server_time(protocol, wire):
+    sent: list[dict] = []
     with McpClient.start_stdio([sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"],
-                               name="time", timeout=30) as client:
+                               name="time", timeout=30, protocol=protocol,
+                               on_traffic=lambda direction, message: sent.append(message)) as client:
+        assert client.protocol_version == wire
+        assert ("initialize" in [m.get("method") for m in sent]) == (wire == "2025-11-25")
         tools = {tool.name: tool for tool in client.list_tools()}
         assert set(tools) == {"get_current_time", "convert_time"}
         assert "timezone" in tools["get_current_time"].input_schema["required"]
@@ -199,10 +212,16 @@ def test_mcp_server_time():
         assert bad.is_error and "Mars/Olympus_Mons" in bad.text()
 
 
-@pytest.mark.parametrize("transport", ["stdio", "http", "sse"])
-def test_python_sdk_server_every_content_type(serve, transport):
+@pytest.mark.parametrize("transport, protocol, wire", [
+    ("stdio", "auto", "2026-07-28"), ("stdio", "2025-11-25", "2025-11-25"),
+    ("http", "auto", "2026-07-28"), ("http", "2025-11-25", "2025-11-25"), ("sse", "auto", "2025-11-25")])
+def test_python_sdk_server_every_content_type(serve, transport, protocol, wire):
     notes: list[tuple[str, dict]] = []
-    with sdk_client(transport, serve, on_notification=lambda method, params: notes.append((method, params))) as client:
+    with sdk_client(transport, serve, protocol=protocol,
+                    on_notification=lambda method, params: notes.append((method, params))) as client:
+        assert client.protocol_version == wire
+        if transport == "http":  # the stateless wire keeps no session; the old one does
+            assert (client.transport.session_id is None) == (wire == "2026-07-28")
         tools = {tool.name: tool for tool in client.list_tools()}
         assert list(tools) == SDK_TOOLS
         assert tools["weather"].output_schema["properties"]["temperature_c"]["type"] == "integer"

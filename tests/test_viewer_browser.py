@@ -82,6 +82,9 @@ def test_the_page_loads_without_errors_and_keys_move_the_cursor(browser, weather
     for part in ("call (parsed)", "JSON-RPC request → weather", "tools/call", "JSON-RPC response ← weather",
                  "tool message", "injected span", "tool:weather/get_weather"):
         assert part in chain
+    for e in events:
+        if e["event"] == "policy":                     # the policy's decision is a step of the round
+            assert f"policy: {e['verdict']}" in chain and e["reason"] in chain
     browser.key("s")                                   # the next stop: the answer's end
     assert events[cursor(browser)] == {"event": "stop", "reason": "eos"}
     browser.key("s")                                   # none after it: the cursor stays

@@ -394,6 +394,7 @@ function summary(i) {
     case 'stop': return '\u25a0 stop: ' + e.reason;
     case 'tool_call': return '\u2699 call ' + e.name + ' on ' + e.server + ': ' + e.text;
     case 'tool_error': return '\u2717 ' + e.stage + ' error: ' + e.message;
+    case 'policy': return '\u2696 policy: ' + e.verdict + ' ' + e.name + ' on ' + e.server + ' (' + e.tool_class + '): ' + e.reason;
     case 'rpc': return '  ' + (e.direction === 'send' ? '\u2192 ' : '\u2190 ') + e.server + ' ' + rpcLabel(e.message);
     case 'tool_result': return (e.is_error ? '\u2717 error result: ' : '\u2713 result: ') + e.text;
     case 'inject': return '\u21e2 inject ' + e.tokens + ' tokens, context ' + e.context;
@@ -417,6 +418,7 @@ function rowClass(i) {
   let c = 'row k-' + e.event;
   if (e.event === 'token' && e.stop) c += ' stopped';
   if ((e.event === 'tool_result' && e.is_error) || (e.event === 'done' && e.error) ||
+      (e.event === 'policy' && e.verdict !== 'allow') ||
       (e.event === 'rpc' && e.message && e.message.error)) c += ' err';
   if (i === cursor) c += ' cur';
   if (matchSet.has(i)) c += ' match';
@@ -538,6 +540,11 @@ function eventStep(i, box) {
       kv(g, 'tools', (e.tools || []).join(', ') || 'none');
       break;
     case 'notice': kv(g, 'from', e.source); kv(g, 'message', pre(e.message)); break;
+    case 'policy':
+      kv(g, 'verdict', e.verdict + ': ' + e.reason);
+      kv(g, 'call', el('span', 'mono', e.name + '(' + JSON.stringify(e.arguments) + ') on ' + e.server));
+      kv(g, 'tool class', e.tool_class);
+      break;
     case 'tools_changed':
       kv(g, 'server', e.server); kv(g, 'added', (e.added || []).join(', ') || 'none');
       kv(g, 'removed', (e.removed || []).join(', ') || 'none'); kv(g, 'tools now', (e.tools || []).join(', '));
@@ -587,6 +594,7 @@ function roundView(r) {
       case 'tool_result': kind = 'tool message'; text = e.text; err = e.is_error; break;
       case 'inject': kind = 'injected span'; text = (e.spans || []).map(s => s[0] + '\u2013' + s[1] + ' ' + s[2]).join(', ') || e.tokens + ' tokens'; break;
       case 'notice': kind = 'notice'; text = e.message; break;
+      case 'policy': kind = 'policy: ' + e.verdict; text = e.name + ' (' + e.tool_class + '): ' + e.reason; err = e.verdict !== 'allow'; break;
       default: text = JSON.stringify(rest(e));
     }
     if (n) chain.append(el('span', 'arrow', '\u2192'));

@@ -217,3 +217,38 @@ def test_an_event_kind_the_page_does_not_know_is_shown_whole(browser, tmp_path):
         "document.querySelector('.row.cur').textContent")
     assert "<u>allowed</u>" in text(browser, "round") and browser.evaluate("document.querySelectorAll('u').length") == 0
     assert browser.errors() == []
+
+
+def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
+    from conftest import FAULTY, WEATHER, Recorder
+
+    from decodeloop.calls_json import JsonSyntax
+    from decodeloop.chat import LabChat
+    from decodeloop.loop import Harness
+    from decodeloop.models import ModelBundle
+    from decodeloop.models.table import TableModel
+    from decodeloop.router import start_stdio_servers
+    from decodeloop.sampling import Sampler
+    from decodeloop.tokenize import CharTokenizer
+
+    weather = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}\n</tool_call>'
+    words = '<tool_call>\n{"name": "count_words", "arguments": {"text": "a b"}}\n</tool_call>'
+    table = {"<|user|>" + QUESTION + "<|assistant|>": weather + "\n" + words + "<|eos|>",
+             "<|tool|>2 words<|assistant|>": "Both done.<|eos|>"}
+    tokenizer, syntax, events = CharTokenizer(), JsonSyntax(), Recorder()
+    bundle = ModelBundle("table", tokenizer, LabChat(tokenizer, syntax), syntax, model=TableModel(tokenizer, table))
+    with start_stdio_servers([WEATHER, FAULTY], events, timeout=20) as router:
+        assert Harness(bundle, Sampler(), router, events).run(QUESTION).tool_calls == 2
+    browser.events.clear()
+    browser.open(write(events, tmp_path / "two.html"))
+    browser.key("t")
+    chain = text(browser, "round")
+    assert "round 1 of 1" in chain
+    for part in ("get_weather", "count_words", "JSON-RPC request → weather", "JSON-RPC request → faulty",
+                 "JSON-RPC response ← faulty", "2 words", "tool:weather/get_weather", "tool:faulty/count_words"):
+        assert part in chain
+    browser.key("t")                                   # the second call of the same round
+    assert "count_words" in text(browser, "step") and "round 1 of 1" in text(browser, "round")
+    legend = text(browser, "legend")
+    assert "tool result of server weather (get_weather)" in legend and "tool result of server faulty" in legend
+    assert browser.errors() == []

@@ -183,6 +183,9 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
                        help="seconds to wait for an MCP server's answer (default: 60)")
     group.add_argument("--max-result-chars", type=int, default=16_000,
                        help="characters of a tool result the model sees (default: 16000)")
+    group.add_argument("--max-turn-result-chars", type=int, default=64_000,
+                       help="characters of tool results one turn may inject, all calls together; past it each "
+                            "result keeps 200 (default: 64000)")
     group.add_argument("--constrain", choices=("off", "calls", "required"), default="off",
                        help="calls: once the model opens a call, mask every token that cannot continue a valid "
                             "call (a registered tool, arguments that fit its inputSchema); required: also make "
@@ -234,6 +237,7 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     for flag, value in (("--max-tokens", args.max_tokens), ("--max-retries", args.max_retries),
                         ("--max-repeats", args.max_repeats),
                         ("--max-result-chars", args.max_result_chars),
+                        ("--max-turn-result-chars", args.max_turn_result_chars),
                         ("--order", 1 if args.order is None else args.order),
                         ("--episodes", getattr(args, "episodes", 1))):
         if value < 1:
@@ -266,7 +270,8 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     collect = None if args.calls is None else args.calls == "all"
     config = TurnConfig(max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
                         max_retries=args.max_retries, max_repeats=args.max_repeats, timeout=args.timeout,
-                        max_result_chars=args.max_result_chars, collect_calls=collect, constrain=args.constrain,
+                        max_result_chars=args.max_result_chars, max_turn_result_chars=args.max_turn_result_chars,
+                        collect_calls=collect, constrain=args.constrain,
                         detail=not ((getattr(args, "quiet", False) and not getattr(args, "html", None))
                                     or args.command == "eval"
                                     or (args.command == "chat" and not (args.trace or args.json))))

@@ -29,6 +29,8 @@ from decodeloop.policy import denial
 from decodeloop.untrusted import cap_text
 
 DEFAULT_MAX_RESULT_CHARS = 16_000
+DEFAULT_MAX_TURN_RESULT_CHARS = 64_000  # every tool result of one turn together (loop.py shares it out)
+MIN_RESULT_CHARS = 200                  # what a result keeps once the turn's budget is spent
 Check = Callable[[str, str, str, Any, dict], PolicyDecision]  # (name, server, remote name, tool, arguments)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from decodeloop.chat import ToolReply, pieces_ids
 from decodeloop.context import MODEL, Context
-from decodeloop.dispatch import DEFAULT_MAX_RESULT_CHARS, dispatch_all
+from decodeloop.dispatch import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS, dispatch_all
 from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop, Token
 from decodeloop.policy import provenance
 from decodeloop.processors import ProcessorState
@@ -73,6 +73,7 @@ class TurnConfig:
     max_repeats: int = 2             # calls repeated after their result that end the turn
     timeout: float | None = None     # per tool call; None: the client's default
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+    max_turn_result_chars: int = DEFAULT_MAX_TURN_RESULT_CHARS  # all tool-result text one turn may inject
     detail: bool = True              # probabilities in token events (one softmax per token)
     collect_calls: bool | None = None  # run every call of a message (None: the call syntax's default)
     constrain: str = "off"           # "calls": calls follow the grammar of valid calls; "required": and open the turn
@@ -205,6 +206,7 @@ class Harness:
         state = ProcessorState(context=context.ids, generated=len(context))
         failures = repeats = 0
         answered: set[str] = set()
+        budget = config.max_turn_result_chars   # tool-result text this turn may still inject
         while True:
             turn.generating = True
             verdict = generate(self.engine, stops, context, decoder, self.tokenizer, emit, turn.answer, state,
@@ -216,9 +218,16 @@ class Harness:
             if turn.reason != "tool_call":
                 break
             turn.calls += len(verdict.calls)
+            # each call of the round gets its share of what is left of the turn's budget (at least a line)
+            share = max(budget // len(verdict.calls), MIN_RESULT_CHARS)
+            limit = min(config.max_result_chars, share)
+            if limit < config.max_result_chars and budget < config.max_turn_result_chars:  # spent in part
+                emit(Notice("harness", f"the turn's budget for tool results ({config.max_turn_result_chars:,} "
+                                       f"characters) has {max(budget, 0):,} left: results are cut to {limit:,}"))
             outcomes = dispatch_all(list(verdict.calls), self.syntax, self.router, emit,
-                                    timeout=config.timeout, max_result_chars=config.max_result_chars,
+                                    timeout=config.timeout, max_result_chars=limit,
                                     answered=answered, policy=self._check if self.policy is not None else None)
+            budget -= sum(len(o.text) for o in outcomes)
             self.router.refresh()  # route the next call to a server's changed tools
             answered.update(o.key for o in outcomes if o.key is not None and not o.is_error)
             repeats += sum(o.stage == "repeat" for o in outcomes)

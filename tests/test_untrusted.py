@@ -345,3 +345,20 @@ def test_chat_shows_a_held_change_and_approve_puts_it_in_force(events):
     assert '"Echo, offered as get_weather." [changed definition held: /approve get_weather]' in text
     assert "(approved: calls to get_weather follow its new definition now" in text
     assert "no changed definition of get_weather is held" in text
+
+
+def test_a_turn_has_a_budget_for_tool_result_text(events):
+    # three results of about 5,000 characters against a budget of 8,000: the second is cut to what is left,
+    # the third to the floor, and the turn says so
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call big chars=5000]",
+             "<|tool|>" + "y" * 5000 + "<|assistant|>": "[call big chars=5001]",
+             "showing 3,000 of 5,001 characters]<|assistant|>": "[call big chars=5002]",
+             "showing 200 of 5,002 characters]<|assistant|>": "Ok.<|eos|>"}
+    result = run_turn(events, table, max_result_chars=16_000, max_turn_result_chars=8_000)
+    first, second, third = [r.text for r in events.of("tool_result")]
+    assert first == "y" * 5000 and result.answer == "Ok."
+    assert second == "y" * 3000 + "\n[... result truncated: showing 3,000 of 5,001 characters]"
+    assert third == "y" * 200 + "\n[... result truncated: showing 200 of 5,002 characters]"
+    assert [n.message for n in events.of("notice") if n.source == "harness"] == [
+        "the turn's budget for tool results (8,000 characters) has 3,000 left: results are cut to 3,000",
+        "the turn's budget for tool results (8,000 characters) has 0 left: results are cut to 200"]

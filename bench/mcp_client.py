@@ -1,14 +1,17 @@
 """decodeloop's MCP client against the official Python SDK's client, on the same servers, in one run.
 
     pip install mcp        # the SDK, for its client (decodeloop's own client needs nothing)
-    python3 bench/mcp_client.py [--calls 2000] [--megabytes 20] [--repeat 3]
+    python3 bench/mcp_client.py [--calls 2000] [--megabytes 20] [--repeat 3] [--wire 2026-07-28 ...]
 
-Over stdio and over Streamable HTTP, each client makes sequential tools/call
+On each MCP wire (the stateless 2026-07-28 revision and the 2025-11-25
+handshake; both clients are pinned to it), over stdio and over Streamable HTTP,
+each client makes sequential tools/call
 round trips to an `echo` tool and then fetches one large result (over HTTP,
 once as a JSON answer and once as a single SSE event). The servers are
 standard-library scripts, each in its own process: over stdio
 bench/prebuilt_server.py, whose large result is encoded once at start-up so
-that its time is the client's; over HTTP tests/servers/http_faulty.py. The CPU measured here
+that its time is the client's; over HTTP tests/servers/http_faulty.py --stateless.
+Both speak both wires. The CPU measured here
 (time.process_time of this process over the call loop: every thread of the
 client, none of the server's) is the client's alone. Figures are the best of
 --repeat runs; calls/s and the wall times are wall-clock and include the
@@ -30,8 +33,10 @@ sys.path.insert(0, ROOT)
 from decodeloop.mcp import McpClient  # noqa: E402
 
 STDIO_SERVER = [sys.executable, os.path.join(ROOT, "bench", "prebuilt_server.py")]
-HTTP_SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "http_faulty.py")]
+HTTP_SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "http_faulty.py"), "--stateless"]
 WARMUP = 100
+WIRES = ("2026-07-28", "2025-11-25")
+SDK_MODE = {"2026-07-28": "2026-07-28", "2025-11-25": "legacy"}  # the SDK client's name for each wire
 
 try:
     from mcp import Client as SdkClient
@@ -64,9 +69,11 @@ def sdk_text(result) -> str:
 
 # -- decodeloop ----------------------------------------------------------------------------------
 
-def run_decodeloop(connect, calls: int, megabytes: int, repeat: int, variants: dict[str, dict]) -> Figures:
+def run_decodeloop(connect, calls: int, megabytes: int, repeat: int, variants: dict[str, dict],
+                   wire: str) -> Figures:
     figures = Figures()
     with connect() as client:
+        assert client.protocol_version == wire, client.protocol_version
         for _ in range(WARMUP):
             client.call_tool("echo", {"text": "warm up"})
         for _ in range(repeat):
@@ -85,10 +92,10 @@ def run_decodeloop(connect, calls: int, megabytes: int, repeat: int, variants: d
 
 # -- the SDK ---------------------------------------------------------------------------------------
 
-def run_sdk(server, calls: int, megabytes: int, repeat: int, variants: dict[str, dict]) -> Figures:
+def run_sdk(server, calls: int, megabytes: int, repeat: int, variants: dict[str, dict], wire: str) -> Figures:
     async def main() -> Figures:
         figures = Figures()
-        async with SdkClient(server, read_timeout_seconds=120) as client:
+        async with SdkClient(server, read_timeout_seconds=120, mode=SDK_MODE[wire]) as client:
             for _ in range(WARMUP):
                 await client.call_tool("echo", {"text": "warm up"})
             for _ in range(repeat):
@@ -123,38 +130,43 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000, help="round trips per timed loop (default: 2000)")
     parser.add_argument("--megabytes", type=int, default=20, help="size of the large result (default: 20)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the best counts")
+    parser.add_argument("--wire", action="append", choices=WIRES, help="the MCP wire(s) to measure (default: both)")
     args = parser.parse_args()
+    args.wire = args.wire or list(WIRES)
 
     rows = []
     print(f"{args.calls} sequential tools/call round trips, then a {args.megabytes} MB result; "
           f"best of {args.repeat}", file=sys.stderr)
     stdio_variants = {"stdio": {}}
-    stdio_server = STDIO_SERVER + [str(args.megabytes)]
-    ours = run_decodeloop(lambda: McpClient.start_stdio(stdio_server, name="stdio", timeout=120),
-                          args.calls, args.megabytes, args.repeat, stdio_variants)
-    sdk = run_sdk(StdioServerParameters(command=stdio_server[0], args=stdio_server[1:]),
-                  args.calls, args.megabytes, args.repeat, stdio_variants)
-    rows.append(("stdio", ours, sdk))
     http_variants = {"HTTP, JSON answer": {}, "HTTP, SSE answer": {"sse": True}}
+    stdio_server = STDIO_SERVER + [str(args.megabytes)]
     proc, url = start_http_server()
     try:
-        ours = run_decodeloop(lambda: McpClient.connect_url(url, name="http", timeout=120),
-                              args.calls, args.megabytes, args.repeat, http_variants)
-        sdk = run_sdk(url, args.calls, args.megabytes, args.repeat, http_variants)
+        for wire in args.wire:
+            ours = run_decodeloop(lambda: McpClient.start_stdio(stdio_server, name="stdio", timeout=120,
+                                                                protocol=wire),
+                                  args.calls, args.megabytes, args.repeat, stdio_variants, wire)
+            sdk = run_sdk(StdioServerParameters(command=stdio_server[0], args=stdio_server[1:]),
+                          args.calls, args.megabytes, args.repeat, stdio_variants, wire)
+            rows.append((wire, "stdio", ours, sdk))
+            ours = run_decodeloop(lambda: McpClient.connect_url(url, name="http", timeout=120, protocol=wire),
+                                  args.calls, args.megabytes, args.repeat, http_variants, wire)
+            sdk = run_sdk(url, args.calls, args.megabytes, args.repeat, http_variants, wire)
+            rows.append((wire, "Streamable HTTP", ours, sdk))
     finally:
         proc.terminate()
         proc.wait(5)
-    rows.append(("Streamable HTTP", ours, sdk))
 
-    print("\n| transport       | client     |  calls/s | client CPU µs/call |")
-    print("|-----------------|------------|---------:|-------------------:|")
-    for transport, ours, sdk in rows:
+    print("\n| wire       | transport       | client     |  calls/s | client CPU µs/call |")
+    print("|------------|-----------------|------------|---------:|-------------------:|")
+    for wire, transport, ours, sdk in rows:
         for name, f in (("decodeloop", ours), ("MCP SDK", sdk)):
-            print(f"| {transport:<15} | {name:<10} | {f.calls_per_s:8,.0f} | {f.cpu_us:18,.1f} |")
-    print(f"\n| {args.megabytes} MB result     | decodeloop wall | decodeloop CPU | MCP SDK wall | MCP SDK CPU |"
-          " wall ratio | CPU ratio |")
-    print("|-------------------|----------------:|---------------:|-------------:|------------:|-----------:|----------:|")
-    for _, ours, sdk in rows:
+            print(f"| {wire} | {transport:<15} | {name:<10} | {f.calls_per_s:8,.0f} | {f.cpu_us:18,.1f} |")
+    print(f"\n| wire       | {args.megabytes} MB result     | decodeloop wall | decodeloop CPU | MCP SDK wall |"
+          " MCP SDK CPU | wall ratio | CPU ratio |")
+    print("|------------|-------------------|----------------:|---------------:|-------------:|------------:|"
+          "-----------:|----------:|")
+    for wire, _, ours, sdk in rows:
         for variant, (wall, cpu) in ours.big.items():
             theirs = sdk.big.get(variant)
             if isinstance(theirs, tuple):
@@ -162,10 +174,10 @@ def main() -> int:
                          f"{theirs[1] / cpu:8.1f}x")
             else:
                 cells = f"{theirs} | — | — | —"
-            print(f"| {variant:<17} | {wall:13.3f} s | {cpu:12.3f} s | {cells} |")
+            print(f"| {wire} | {variant:<17} | {wall:13.3f} s | {cpu:12.3f} s | {cells} |")
     print()
-    for transport, ours, sdk in rows:
-        print(f"{transport}: decodeloop uses {sdk.cpu_us / ours.cpu_us:.1f}x less client CPU per call")
+    for wire, transport, ours, sdk in rows:
+        print(f"{wire}, {transport}: decodeloop uses {sdk.cpu_us / ours.cpu_us:.1f}x less client CPU per call")
     return 0
 
 

@@ -4,7 +4,9 @@
 `big(megabytes)` answers with a result line built before the first request (only
 the request id is spliced in), so timing a call measures the client receiving
 and parsing the bytes, not the server building them. `echo(text)` answers
-normally. Standard library only; used by bench/mcp_client.py for both clients.
+normally. It speaks both MCP wires: server/discover and 2026-07-28 requests
+(their version in `_meta`, `resultType` in each result), and initialize.
+Standard library only; used by bench/mcp_client.py for both clients.
 """
 
 from __future__ import annotations
@@ -26,18 +28,26 @@ def encode(message: dict) -> bytes:
 
 def main() -> int:
     megabytes = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-    big_tail = encode({"content": [{"type": "text", "text": "y" * (megabytes * 1024 * 1024)}],
-                       "isError": False})[:-1] + b"}\n"
+    text = "y" * (megabytes * 1024 * 1024)
+    big_tail = encode({"content": [{"type": "text", "text": text}], "isError": False})[:-1] + b"}\n"
+    big_tail_modern = encode({"resultType": "complete", "content": [{"type": "text", "text": text}],
+                              "isError": False})[:-1] + b"}\n"
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         message = json.loads(line)
         if "id" not in message:
             continue  # notifications
         method, request_id = message.get("method"), message["id"]
+        meta = (message.get("params") or {}).get("_meta") or {}
+        modern = meta.get("io.modelcontextprotocol/protocolVersion") == "2026-07-28"
         if method == "tools/call" and message["params"]["name"] == "big":
-            out.write(b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":' + big_tail)
+            out.write(b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":'
+                      + (big_tail_modern if modern else big_tail))
         else:
-            if method == "initialize":
+            if method == "server/discover":
+                result = {"supportedVersions": ["2026-07-28", "2025-11-25"], "capabilities": {"tools": {}},
+                          "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "prebuilt", "version": "1"}}}
+            elif method == "initialize":
                 result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
                           "serverInfo": {"name": "prebuilt", "version": "1"}}
             elif method == "tools/list":
@@ -47,6 +57,10 @@ def main() -> int:
                           "isError": False}
             else:
                 result = {}
+            if modern:
+                result = {"resultType": "complete", **result}
+                if method == "tools/list":
+                    result.update(ttlMs=0, cacheScope="private")
             out.write(encode({"jsonrpc": "2.0", "id": request_id, "result": result}))
         out.flush()
     return 0

@@ -10,7 +10,9 @@ POST /moving initializes here and answers every later message with that 307;
 GET /sse-elsewhere is a legacy SSE stream whose endpoint is on that other
 origin; GET /seen returns every request this server received, as JSON.
 With --get-stream, GET /mcp is the stream for messages the server starts
-(what the tool push_deep queues). A `silent` call with hold_cancel makes the
+(what the tool push_deep queues). With --stateless it also speaks MCP
+2026-07-28: server/discover, and requests that name that version in `_meta`
+need no session. A `silent` call with hold_cancel makes the
 server hold every later notifications/cancelled POST unanswered until POST
 /release (or two minutes).
 """
@@ -34,13 +36,15 @@ resumable: dict[str, dict] = {}  # event id -> the response to replay on GET wit
 lock = threading.Lock()
 redirect_to = ""
 get_stream = False
+stateless = False  # also serve 2026-07-28 requests, which carry no session
 pushed: queue.Queue = queue.Queue()  # messages for the GET stream
 holding_cancels = threading.Event()  # set: a notifications/cancelled POST waits for release
 released = threading.Event()
 
 
-def result(request_id, text: str) -> dict:
-    return {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}}
+def result(request_id, text: str, modern: bool = False) -> dict:
+    kind = {"resultType": "complete"} if modern else {}  # 2026-07-28 results say what they are
+    return {"jsonrpc": "2.0", "id": request_id, "result": {**kind, "content": [{"type": "text", "text": text}]}}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -65,6 +69,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _json(self, message: dict, headers: dict | None = None) -> None:
+        if getattr(self, "modern", False) and isinstance(message.get("result"), dict):
+            message = {**message, "result": {"resultType": "complete", **message["result"]}}
         self._send(200, json.dumps(message).encode(), headers=headers)
 
     def _sse_start(self) -> None:
@@ -114,6 +120,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, b"")
 
     def do_POST(self) -> None:
+        self.modern = False  # set per request below: one connection may carry both wires
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self._record(body)
         if self.path.startswith("/status/"):
@@ -152,12 +159,21 @@ class Handler(BaseHTTPRequestHandler):
                 "protocolVersion": version, "capabilities": {"tools": {}},
                 "serverInfo": {"name": "http-faulty", "version": "0"}}}, {"Mcp-Session-Id": session})
             return
-        if self.headers.get("Mcp-Session-Id") not in sessions:
+        meta = (message.get("params") or {}).get("_meta") or {}
+        modern = self.modern = stateless and meta.get("io.modelcontextprotocol/protocolVersion") == "2026-07-28"
+        if modern and method == "server/discover":
+            self._json({"jsonrpc": "2.0", "id": request_id, "result": {
+                "resultType": "complete", "supportedVersions": ["2026-07-28", "2025-11-25"],
+                "capabilities": {"tools": {}},
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "http-faulty", "version": "0"}}}})
+            return
+        if not modern and self.headers.get("Mcp-Session-Id") not in sessions:
             self._send(404, b'{"error": "unknown session"}')
             return
         if method == "tools/list":
             tools = [{"name": name, "inputSchema": {"type": "object"}} for name in TOOLS]
-            self._json({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools}})
+            self._json({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools, "ttlMs": 0,
+                                                                        "cacheScope": "private"}})
             return
         if method != "tools/call":
             self._json({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no"}})
@@ -210,7 +226,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def tool_big(self, request_id, arguments) -> None:
         text = "y" * (int(arguments.get("megabytes", 1)) * 1024 * 1024)
-        data = json.dumps(result(request_id, text)).encode()
+        data = json.dumps(result(request_id, text, getattr(self, "modern", False))).encode()
         if arguments.get("sse"):
             self._sse_start()
             view = memoryview(b"id: b1\ndata: " + data + b"\n\n")
@@ -255,13 +271,15 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> int:
-    global redirect_to, get_stream
+    global redirect_to, get_stream, stateless
     parser = argparse.ArgumentParser()
     parser.add_argument("--redirect-to", default="http://127.0.0.1:9", help="another origin, for redirects")
     parser.add_argument("--get-stream", action="store_true", help="offer a GET stream on /mcp")
+    parser.add_argument("--stateless", action="store_true", help="also speak MCP 2026-07-28")
     args = parser.parse_args()
     redirect_to = args.redirect_to.rstrip("/")
     get_stream = args.get_stream
+    stateless = args.stateless
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     print(httpd.server_address[1], flush=True)

@@ -1,4 +1,4 @@
-"""MCP: the client side of the Model Context Protocol (revision 2025-11-25).
+"""MCP: the client side of the Model Context Protocol (revisions 2026-07-28 and 2025-11-25).
 
 Three layers, each ignorant of the one above: transports move JSON messages
 (transports/: stdio, Streamable HTTP, legacy SSE, memory), jsonrpc.py matches
@@ -7,7 +7,8 @@ where they are used (`McpClient.connect_url`), so a stdio-only run never loads
 http.client or ssl.
 """
 
-from decodeloop.mcp.client import PROTOCOL_VERSION, SUPPORTED_VERSIONS, McpClient, Tool, ToolResult
+from decodeloop.mcp.client import (PROTOCOL_VERSION, STATELESS_VERSION, SUPPORTED_VERSIONS, McpClient, Tool,
+                                   ToolResult)
 from decodeloop.mcp.errors import (AuthorizationError, ConnectionClosed, HttpStatusError, McpError, ProtocolError,
                                    RequestTimeout, RpcError, SessionExpired, TransportError)
 from decodeloop.mcp.jsonrpc import JsonRpcSession
@@ -18,6 +19,7 @@ __all__ = [
     "Tool",
     "ToolResult",
     "PROTOCOL_VERSION",
+    "STATELESS_VERSION",
     "SUPPORTED_VERSIONS",
     "JsonRpcSession",
     "Transport",

@@ -64,14 +64,16 @@ def dispatch(call_text: str, syntax, router: Router, emit: Emit, *,
 
 def dispatch_all(call_texts: list[str], syntax, router: Router, emit: Emit, *,
                  timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-                 answered: set[str] | frozenset[str] = frozenset(), policy: Check | None = None) -> list[Outcome]:
+                 answered: set[str] | frozenset[str] = frozenset(), policy: Check | None = None,
+                 origins: Callable[[dict], dict] | None = None) -> list[Outcome]:
     """Every call of one message; `answered` holds the keys of calls already answered this turn.
 
-    `policy(name, server, remote_name, tool, arguments)` decides each validated call (None: every call runs).
+    `policy(name, server, remote_name, tool, arguments)` decides each validated call (None: every call runs);
+    `origins(arguments)` says where each argument value occurs in the context, for the ToolCall event.
     """
     prepared: list[_Prepared | Outcome] = []
     for text in call_texts:
-        prepared.append(_prepare(text, syntax, router, emit, answered, policy))
+        prepared.append(_prepare(text, syntax, router, emit, answered, policy, origins))
     runnable = [p for p in prepared if isinstance(p, _Prepared)]
     servers = {p.server for p in runnable}
     if len(servers) > 1:
@@ -98,7 +100,8 @@ def call_key(name: str, arguments: dict) -> str:
     return name + " " + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered, policy) -> _Prepared | Outcome:
+def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered, policy,
+             origins=None) -> _Prepared | Outcome:
     try:
         call = syntax.parse(call_text)
     except ParseError as e:
@@ -123,7 +126,7 @@ def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered, polic
         emit(decision)
         if decision.verdict != "allow":   # the server never sees it; the model is told why
             return _failed(emit, denial(decision), call_text, "policy", call.name)
-    emit(ToolCall(call.name, arguments, server, call_text))
+    emit(ToolCall(call.name, arguments, server, call_text, origins(arguments) if origins is not None else {}))
     return _Prepared(call_text, call.name, tool, arguments, server, key)
 
 

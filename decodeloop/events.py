@@ -89,6 +89,9 @@ class ToolCall(Event):
     arguments: dict[str, Any]
     server: str
     text: str
+    # each argument value's path -> the context's sources that contain it ("user", "system",
+    # "tool:SERVER/TOOL"); an empty list: the model wrote the value itself (provenance.py)
+    origins: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

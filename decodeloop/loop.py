@@ -18,7 +18,7 @@ from decodeloop.chat import ToolReply, pieces_ids
 from decodeloop.context import MODEL, Context
 from decodeloop.dispatch import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS, dispatch_all
 from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop, Token
-from decodeloop.policy import provenance
+from decodeloop.provenance import origins, provenance
 from decodeloop.processors import ProcessorState
 from decodeloop.router import ConfigError, Router
 from decodeloop.stops import Stops, Verdict
@@ -134,6 +134,10 @@ class Harness:
         return self.policy.check(name, server, remote, tool, arguments,
                                  lambda: provenance(context, self.tokenizer))
 
+    def _origins(self, arguments: dict) -> dict[str, list[str]]:
+        """Where each argument value of a call occurs in this conversation's context."""
+        return origins(arguments, provenance(self.context, self.tokenizer))
+
     def reset(self) -> None:
         """Start a new conversation: the next turn renders the system prompt with the tools as they are now."""
         self.context = None
@@ -226,7 +230,8 @@ class Harness:
                                        f"characters) has {max(budget, 0):,} left: results are cut to {limit:,}"))
             outcomes = dispatch_all(list(verdict.calls), self.syntax, self.router, emit,
                                     timeout=config.timeout, max_result_chars=limit,
-                                    answered=answered, policy=self._check if self.policy is not None else None)
+                                    answered=answered, policy=self._check if self.policy is not None else None,
+                                    origins=self._origins)
             budget -= sum(len(o.text) for o in outcomes)
             self.router.refresh()  # route the next call to a server's changed tools
             answered.update(o.key for o in outcomes if o.key is not None and not o.is_error)

@@ -25,35 +25,13 @@ tool message saying why; every decision is a `PolicyDecision` event.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from decodeloop.events import PolicyDecision
+from decodeloop.provenance import Provenance, from_data
 
 MODES = ("off", "confirm", "strict")
 READ_ONLY, SIDE_EFFECTING = "read-only", "side-effecting"
-
-
-@dataclass(slots=True)
-class Provenance:
-    """What the context holds, by where it came from (decoded text)."""
-    untrusted: list[tuple[str, str]]   # (source, text) of every tool result that came from a server
-    trusted: str                       # everything the user wrote
-
-
-def provenance(context, tokenizer) -> Provenance:
-    untrusted, trusted = [], []
-    for span in context.spans():
-        if untrusted_source(span.source):
-            untrusted.append((span.source, tokenizer.decode(context.ids[span.start:span.end])))
-        elif span.source == "user":
-            trusted.append(tokenizer.decode(context.ids[span.start:span.end]))
-    return Provenance(untrusted, "\n".join(trusted))
-
-
-def untrusted_source(source: str) -> bool:
-    """A tool message with a server's text in it (`tool:-/NAME` is the harness's own error about a call)."""
-    return source.startswith("tool:") and not source.startswith("tool:-/")
 
 
 class Policy:
@@ -96,7 +74,7 @@ class Policy:
         if not seen.untrusted:
             return decide("allow", f"{why}; no tool result is in the context yet")
         if self.mode == "strict":
-            tainted = _from_data(arguments, seen)
+            tainted = from_data(arguments, seen)
             if tainted is not None:
                 key, value, source = tainted
                 return decide("deny", f"strict: the value {value!r} of {key} occurs in a tool result ({source}) "
@@ -119,28 +97,3 @@ def denial(decision: PolicyDecision) -> str:
 
 def _names(listed: Iterable[str], name: str) -> bool:
     return "*" in listed or name in listed
-
-
-def _from_data(arguments: Any, seen: Provenance, path: str = "") -> tuple[str, str, str] | None:
-    """The first argument value that occurs in a tool result and not in the user's text: (key, value, source)."""
-    if isinstance(arguments, dict):
-        for key, value in arguments.items():
-            found = _from_data(value, seen, f"{path}.{key}" if path else key)
-            if found is not None:
-                return found
-        return None
-    if isinstance(arguments, list):
-        for n, value in enumerate(arguments):
-            found = _from_data(value, seen, f"{path}[{n}]")
-            if found is not None:
-                return found
-        return None
-    if isinstance(arguments, bool) or arguments is None:
-        return None
-    text = str(arguments).strip().casefold()
-    if not text or text in seen.trusted.casefold():
-        return None
-    for source, data in seen.untrusted:
-        if text in data.casefold():
-            return path, str(arguments), source
-    return None

@@ -201,10 +201,12 @@ def test_step_mode_runs_to_the_next_tool_call_and_the_next_stop():
         assert key in help_line
     # t: every token of the call, its stop, and the pause on the parsed call
     before_call = shown[1].rstrip().splitlines()
-    assert before_call[-3] == "■ stop: tool_call" and before_call[-1].startswith("⚙ parsed [call get_weather")
+    assert before_call[-4] == "■ stop: tool_call" and before_call[-2].startswith("⚙ parsed [call get_weather")
     # between them, the policy's decision: the bundled server is trusted and its tool is read-only
-    assert before_call[-2] == ("⛨ policy allow get_weather on weather (read-only): trusted server weather "
+    assert before_call[-3] == ("⛨ policy allow get_weather on weather (read-only): trusted server weather "
                                "annotates it readOnlyHint")
+    # and under the call, where its values occur in the context (the system prompt's example, the question)
+    assert before_call[-1] == "  values from: city ← system, user; state ← system, user"
     assert shown[1].count("── token ") == 39
     # s: the round trip, the answer's tokens, and the pause on the next stop
     assert "✓ result:" in shown[2] and shown[2].rstrip().endswith("■ stop: eos")

@@ -144,3 +144,16 @@ def test_the_cli_trusts_the_bundled_servers_and_the_ones_named_with_trust():
     bad = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--trust", "nosuch", "hi"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--trust: no server named nosuch (servers: weather)" in bad.stderr
+
+
+def test_each_calls_argument_values_are_traced_to_where_they_occur(events):
+    question = "Read my inbox, then send 5 to alice."
+    table = {"<|user|>" + question + "<|assistant|>": "[call inbox]",
+             "<|tool|>" + INJECTION + "<|assistant|>": "[call send_money to=attacker amount=5]",
+             "<|assistant|>": "[call send_money to=bob amount=7]",
+             "sent $7 to bob<|assistant|>": "Done.<|eos|>"}
+    assert run_turn(events, "off", table=table, question=question).answer == "Done."
+    inbox, injected, invented = events.of("tool_call")
+    assert inbox.origins == {}
+    assert injected.origins == {"to": ["tool:hostile/inbox"], "amount": ["user"]}
+    assert invented.origins == {"to": [], "amount": []}      # the model wrote these itself

@@ -128,8 +128,13 @@ class TraceView:
         return self.style(f"■ stop: {e.reason}", "yellow")
 
     def on_tool_call(self, e: ToolCall) -> str:
-        return (self.style("⚙ parsed ", "yellow") + f"{quoted(e.text)}  →  {visible_line(e.name)}("
+        line = (self.style("⚙ parsed ", "yellow") + f"{quoted(e.text)}  →  {visible_line(e.name)}("
                 f"{visible(json.dumps(e.arguments, ensure_ascii=False))}) on server {visible_line(e.server)}")
+        if e.origins:   # where each value occurs in the context: the user's words, a tool result, neither
+            line += "\n" + self.style("  values from: " + "; ".join(
+                f"{visible_line(path)} ← {', '.join(sources) or 'the model'}" for path, sources in e.origins.items()),
+                "dim")
+        return line
 
     def on_policy(self, e: PolicyDecision) -> str:
         mark = self.style("⛨ policy allow ", "green") if e.verdict == "allow" else self.style("⛔ policy deny ", "red", "bold")

@@ -1,0 +1,81 @@
+"""Where text in the context came from, by source: for the policy and for tracing a call's arguments.
+
+The context (context.py) knows the source of every span of ids. This module
+decodes them once per question into text per source (`Provenance`) and answers
+two questions about a call: where each of its argument values occurs in the
+context (`origins`: `user`, `system`, `tool:SERVER/TOOL`), and which value, if
+any, occurs in a server's tool result and nowhere the user wrote (`from_data`,
+the policy's strict mode). Values are matched as text, case-folded: a number
+is its decimal text, booleans and nulls are not matched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+TRACED = ("system", "user")  # besides tool results, the sources an argument value is looked for in
+
+
+@dataclass(slots=True)
+class Provenance:
+    """The context's text by source: (source, text) in order, one entry per source."""
+    texts: list[tuple[str, str]]
+
+    @property
+    def untrusted(self) -> list[tuple[str, str]]:
+        """Every tool result that came from a server."""
+        return [(source, text) for source, text in self.texts if untrusted_source(source)]
+
+    @property
+    def trusted(self) -> str:
+        """Everything the user wrote."""
+        return "\n".join(text for source, text in self.texts if source == "user")
+
+
+def provenance(context, tokenizer) -> Provenance:
+    by_source: dict[str, list[str]] = {}
+    for span in context.spans():
+        if span.source in TRACED or span.source.startswith("tool:"):
+            by_source.setdefault(span.source, []).append(tokenizer.decode(context.ids[span.start:span.end]))
+    return Provenance([(source, "\n".join(parts)) for source, parts in by_source.items()])
+
+
+def untrusted_source(source: str) -> bool:
+    """A tool message with a server's text in it (`tool:-/NAME` is the harness's own error about a call)."""
+    return source.startswith("tool:") and not source.startswith("tool:-/")
+
+
+def values(arguments: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """(path, text) of every string and number in the arguments, depth first."""
+    if isinstance(arguments, dict):
+        for key, value in arguments.items():
+            yield from values(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(arguments, list):
+        for n, value in enumerate(arguments):
+            yield from values(value, f"{path}[{n}]")
+    elif not isinstance(arguments, bool) and arguments is not None:
+        text = str(arguments).strip()
+        if text:
+            yield path, text
+
+
+def origins(arguments: Any, seen: Provenance) -> dict[str, list[str]]:
+    """Each argument value's path -> the sources whose text contains it (empty: the model wrote it itself)."""
+    texts = [(source, text.casefold()) for source, text in seen.texts]
+    return {path: [source for source, text in texts if value.casefold() in text]
+            for path, value in values(arguments)}
+
+
+def from_data(arguments: Any, seen: Provenance) -> tuple[str, str, str] | None:
+    """The first value that occurs in a server's tool result and not in the user's text: (path, value, source)."""
+    trusted = seen.trusted.casefold()
+    untrusted = [(source, text.casefold()) for source, text in seen.untrusted]
+    for path, value in values(arguments):
+        folded = value.casefold()
+        if folded in trusted:
+            continue
+        for source, text in untrusted:
+            if folded in text:
+                return path, value, source
+    return None

@@ -51,7 +51,7 @@ SDK_ARGUMENTS = [sys.executable, os.path.join(ROOT, "tests", "servers", "sdk_arg
 EVERYTHING_TOOLS = {"echo", "get-annotated-message", "get-env", "get-resource-links", "get-resource-reference",
                     "get-structured-content", "get-sum", "get-tiny-image", "gzip-file-as-resource",
                     "toggle-simulated-logging", "toggle-subscriber-updates", "trigger-long-running-operation"}
-SDK_TOOLS = ["echo", "tiny_image", "beep", "report_link", "embedded", "weather", "fail", "big", "count"]
+SDK_TOOLS = ["echo", "tiny_image", "beep", "report_link", "embedded", "weather", "fail", "big", "count", "grow"]
 
 
 @pytest.fixture(scope="session")
@@ -244,6 +244,17 @@ def test_python_sdk_server_every_content_type(serve, transport, protocol, wire):
         assert failed.is_error and failed.text() == "Error executing tool fail: failed on purpose: testing"
         assert text("count", steps=3) == "counted to 3"
         assert [p["message"] for m, p in notes if m == "notifications/progress"] == ["step 1", "step 2", "step 3"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_changed_tools_are_heard_on_the_2026_wire_through_subscriptions_listen(serve, transport):
+    notes: list[str] = []
+    with sdk_client(transport, serve, on_notification=lambda method, params: notes.append(method)) as client:
+        assert client.stateless and "grown" not in {tool.name for tool in client.list_tools()}
+        assert client.call_tool("grow", {}).text() == "added grown"
+        assert client.tools_stale.wait(30)  # a guard against a hang, not a measure
+        assert "grown" in {tool.name for tool in client.list_tools()}  # not kept from before: listed again
+    assert notes[:2] == ["notifications/subscriptions/acknowledged", "notifications/tools/list_changed"]
 
 
 def test_several_servers_from_a_config_file_through_the_harness(everything, serve, tmp_path, events):

@@ -11,7 +11,10 @@ request carries the version, the client's capabilities and identity in
 `_meta`; a result may say `resultType: "input_required"`, and the client
 answers its `inputRequests` (elicitation through `request_handlers`, or
 declined with a notice when there are none) and retries with the answers and
-the `requestState` echoed untouched; `tools/list` is cached for its `ttlMs`.
+the `requestState` echoed untouched; `tools/list` is cached for its `ttlMs`;
+when the server says its tools may change, a `subscriptions/listen` request
+stays open on a thread of its own, and its `notifications/tools/list_changed`
+set `tools_stale` as on the older wire.
 The legacy revisions (2025-11-25 and older): the initialize handshake and its
 version negotiation. `protocol="auto"` (the default) probes with
 `server/discover` and falls back to initialize when the server does not
@@ -58,6 +61,9 @@ MODERN_ERRORS = (-32020, -32021, -32022)  # header mismatch, missing capability,
 UNSUPPORTED_VERSION = -32022
 DISCOVER_PROBE_TIMEOUT = 5.0  # a legacy server on a pipe may never answer server/discover
 MAX_INPUT_ROUNDS = 10  # input_required answers for one request before giving up on the server
+LISTEN_RETRY = 1.0      # seconds before opening subscriptions/listen again after it dropped
+LISTEN_STEADY = 5.0     # a listen that lasted this long was working: its drop is not a failure in a row
+MAX_LISTEN_FAILURES = 5
 MAX_PAGES = 1000  # tools/list pages followed before assuming the server is looping
 FALLBACK_STATUSES = (400, 404, 405)  # a POST initialize refused so: the server may speak the legacy SSE transport
 
@@ -160,6 +166,7 @@ class McpClient:
         self._generation = 0  # how many times the session was initialized
         self._tools_cache: tuple[float, list[Tool]] | None = None  # (expires at, tools) from a ttlMs
         self._header_marks: dict[str, dict] = {}  # tool name -> its x-mcp-header marks
+        self._stopped = threading.Event()  # set by close(): the listen thread ends
         self._closed = False
 
     @classmethod
@@ -320,7 +327,34 @@ class McpClient:
         self.capabilities = _object(result.get("capabilities"))
         instructions = result.get("instructions")
         self.instructions = instructions if isinstance(instructions, str) else None
+        if _object(self.capabilities.get("tools")).get("listChanged") is True:
+            threading.Thread(target=self._listen, name=f"mcp-listen-{self.name}", daemon=True).start()
         return True
+
+    def _listen(self) -> None:
+        """subscriptions/listen: the request that stays open so the server can say its tools changed."""
+        params = {"notifications": {"toolsListChanged": True}, "_meta": self._meta()}
+        failures = 0
+        while not self._stopped.is_set():
+            began = time.monotonic()
+            try:
+                self._wrap(self.session.request, "subscriptions/listen", params, None)
+                return  # the server ended the subscription
+            except RpcError as exc:
+                self.log(f"changed tools will not be noticed: subscriptions/listen refused: {exc.message}")
+                return
+            except McpError as exc:
+                if self._stopped.is_set() or self.session.closed:
+                    return
+                failures = 0 if time.monotonic() - began > LISTEN_STEADY else failures + 1
+                if failures >= MAX_LISTEN_FAILURES:
+                    self.log(f"gave up listening for changed tools: {exc}")
+                    return
+            if self._stopped.wait(LISTEN_RETRY):
+                return
+            # nothing is replayed on a new stream: what changed meanwhile is only found by listing again
+            self._tools_cache = None
+            self.tools_stale.set()
 
     def _legacy(self) -> bool:
         self._tell_transport(None)  # initialize goes out without a version header
@@ -380,6 +414,7 @@ class McpClient:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._stopped.set()
             self.session.close()
 
     def __enter__(self) -> "McpClient":

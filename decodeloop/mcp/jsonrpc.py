@@ -261,8 +261,10 @@ class JsonRpcSession:
         with self._lock:
             waiter = self._pending.pop(request_id, None) if _valid_id(request_id) else None
         if waiter is None:
-            # Late (after a timeout) or never ours; either way nobody is waiting.
-            self.log(f"ignored a response for unknown request id {request_id!r}")
+            # Late (after a timeout) or never ours; either way nobody is waiting. After close,
+            # answers to what close() ended (a subscription the server ends as it exits) are expected.
+            if self._closed_reason is None:
+                self.log(f"ignored a response for unknown request id {request_id!r}")
         elif problem is not None:
             self.log(f"malformed response to request {request_id}: {problem}")
             waiter.fail(ProtocolError(f"malformed response from server: {problem}"))

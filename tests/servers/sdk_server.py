@@ -3,7 +3,8 @@
 Run as `python3 sdk_server.py stdio` or `python3 sdk_server.py streamable-http PORT`
 (or `sse PORT`). Its tools return every kind of content a tool result can hold:
 text, an image, audio, a resource link, embedded text and binary resources,
-structured content with an output schema, and an error result.
+structured content with an output schema, and an error result. `grow` adds a
+tool while the server runs and tells the clients listening for that.
 """
 
 from __future__ import annotations
@@ -103,6 +104,17 @@ async def count(steps: int, ctx: Context) -> str:
     for i in range(1, steps + 1):
         await ctx.report_progress(i, steps, f"step {i}")
     return f"counted to {steps}"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Add a tool named `grown` and say so to every client listening for changed tools."""
+    def grown() -> str:
+        """A tool added while the server runs."""
+        return "grown"
+    server.add_tool(grown)
+    await ctx.notify_tools_changed()
+    return "added grown"
 
 
 if __name__ == "__main__":

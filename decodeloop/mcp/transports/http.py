@@ -162,13 +162,15 @@ class StreamableHttpTransport:
         if headers:
             extra.update(headers)
         if "method" in message and "id" in message:
+            # subscriptions/listen is answered only when the server ends it: its stream may idle long
+            read_timeout = LISTEN_TIMEOUT if message["method"] == "subscriptions/listen" else None
             with self._lock:
                 self._queued += 1
                 if self._queued > self._idle:
                     thread = threading.Thread(target=self._work, name="mcp-http-post", daemon=True)
                     self._threads.append(thread)
                     thread.start()
-            self._jobs.put((body, message["id"], extra))
+            self._jobs.put((body, message["id"], extra, read_timeout))
             return
         # a notification or a response: POST it here, so messages keep their order
         self._post(body, extra=extra).error_preview()
@@ -201,9 +203,9 @@ class StreamableHttpTransport:
                 self._queued -= 1
             if job is None:
                 return
-            body, request_id, extra = job
+            body, request_id, extra, read_timeout = job
             try:
-                self._request(body, request_id, extra)
+                self._request(body, request_id, extra, read_timeout)
             except McpError as exc:
                 self._fail(request_id, exc)
             except Exception as exc:  # a bug here must fail the request, not hang it
@@ -217,8 +219,9 @@ class StreamableHttpTransport:
         else:
             self.log(f"request {request_id} failed: {error}")
 
-    def _request(self, body: bytes, request_id: Any, extra: dict[str, str] | None = None) -> None:
-        response = self._post(body, extra=extra)
+    def _request(self, body: bytes, request_id: Any, extra: dict[str, str] | None = None,
+                 read_timeout: float | None = None) -> None:
+        response = self._post(body, read_timeout=read_timeout, extra=extra)
         if response.status == 202:
             response.error_preview()
             return  # accepted without an answer here: it may arrive on the GET stream

@@ -11,6 +11,7 @@ conversation. Nothing here knows which model or engine is running.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ from decodeloop.context import MODEL, Context
 from decodeloop.dispatch import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS, dispatch_all
 from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop, Token
 from decodeloop.provenance import origins, provenance
+from decodeloop.markers import for_bundle
 from decodeloop.processors import ProcessorState
 from decodeloop.router import ConfigError, Router
 from decodeloop.stops import Stops, Verdict
@@ -98,6 +100,7 @@ class Harness:
         self.bundle, self.router, self.emit = bundle, router, emit
         self.tokenizer, self.chat, self.syntax = bundle.tokenizer, bundle.chat, bundle.syntax
         self.config = config or TurnConfig()
+        self.markers = for_bundle(bundle, self.config.stop_strings)  # what data may not spell (markers.py)
         self.policy = policy if policy is not None and policy.mode != "off" else None  # policy.Policy
         self.system = system             # the system prompt's preamble; None: the chat format's own
         names = list(router.tools) if tools is None else tools
@@ -133,6 +136,13 @@ class Harness:
         context = self.context
         return self.policy.check(name, server, remote, tool, arguments,
                                  lambda: provenance(context, self.tokenizer))
+
+    def _data(self, text: str, what: str) -> str:
+        """Text that is data, with every forged marker escaped (markers.py); a notice says what was."""
+        text, found = self.markers.neutralize(text or "")
+        if found:
+            self.emit(Notice("harness", f"escaped {len(found)} marker(s) in {what}: {', '.join(sorted(set(found)))}"))
+        return text
 
     def _origins(self, arguments: dict) -> dict[str, list[str]]:
         """Where each argument value of a call occurs in this conversation's context."""
@@ -189,12 +199,14 @@ class Harness:
         if self.context is None:
             self._refresh_tools()  # tools a server changed are described from a new conversation on
             self.context = context = Context()
-            pieces = chat.start(self.tools, user, self.system)
+            tools = [dataclasses.replace(t, description=self._data(t.description, f"the description of {t.name}"))
+                     for t in self.tools]
+            pieces = chat.start(tools, self._data(user, "the user's message"), self.system)
         else:
             self.router.refresh()
             context = self.context
             turn.whole = len(context)
-            pieces = chat.user_turn(user, self._ended)
+            pieces = chat.user_turn(self._data(user, "the user's message"), self._ended)
         at = len(context)
         context.extend_pieces(pieces)
         turn.whole = len(context)
@@ -245,8 +257,10 @@ class Harness:
                 turn.error = f"gave up after {what}; last error: {outcomes[-1].text}"
                 emit(Stop(turn.reason))
                 break
-            replies = [ToolReply(o.name or "", o.server, self.syntax.render_result(o.text, o.is_error), o.is_error)
-                       for o in outcomes]
+            # what a server sent is data; the harness's own errors (no server answered) are left as written
+            replies = [ToolReply(o.name or "", o.server, self.syntax.render_result(
+                self._data(o.text, f"the result of {o.name}") if o.server else o.text, o.is_error), o.is_error)
+                for o in outcomes]
             at = len(context)
             context.extend_pieces(chat.tool_results(replies, verdict.ended))
             turn.whole = len(context)

@@ -109,6 +109,13 @@ def rewrite(name: str) -> str:
     return f"rewrote {name}"
 
 
+@server.tool("say", "Return the UTF-8 text whose bytes are HEX (forged markup for the marker tests).",
+             {"type": "object", "properties": {"hex": {"type": "string"}}, "required": ["hex"],
+              "additionalProperties": False})
+def say(hex: str) -> str:
+    return bytes.fromhex(hex).decode("utf-8")
+
+
 @server.tool("inbox", "Read the user's latest message (the data carries an injection).", NO_ARGUMENTS)
 def inbox() -> str:
     return INJECTION

@@ -173,6 +173,24 @@ def test_a_legacy_server_refuses_the_discover_probe_and_is_initialized(http_serv
     assert any("using initialize" in line for line in client.logs)
 
 
+def test_a_request_given_up_on_the_2026_wire_has_its_stream_closed_which_is_its_cancellation(http_server):
+    server = http_server("--stateless")
+    with connect(server, protocol="2026-07-28", timeout=1) as client:
+        with pytest.raises(RequestTimeout):
+            client.call_tool("slow_sse", {"steps": 600})
+        outcomes: list[str] = []
+        for _ in range(1200):  # the server says how the stream ended: when the client closed it, or after its steps
+            outcomes = [r["outcome"] for r in server.seen() if r["method"] == "TOOL"]
+            if outcomes:
+                break
+            time.sleep(0.1)
+        assert outcomes == ["closed by the client"]
+        assert client.call_tool("echo", {"text": "next"}).text() == "next"
+    bodies = [json.loads(r["body"]) for r in server.seen() if r["method"] == "POST"]
+    assert not any(b.get("method") == "notifications/cancelled" for b in bodies)  # no such message on this wire
+    assert not any("event stream interrupted" in line for line in client.logs)
+
+
 def test_a_redirect_to_another_origin_never_carries_the_headers(http_server):
     other = http_server()
     server = http_server("--redirect-to", other.url)

@@ -12,7 +12,9 @@ origin; GET /seen returns every request this server received, as JSON.
 With --get-stream, GET /mcp is the stream for messages the server starts
 (what the tool push_deep queues). With --stateless it also speaks MCP
 2026-07-28: server/discover, and requests that name that version in `_meta`
-need no session. A `silent` call with hold_cancel makes the
+need no session. `slow_sse` streams a progress notification every 0.1 s for
+`steps` steps before its answer, and records in GET /seen whether it finished
+or the client closed the stream first. A `silent` call with hold_cancel makes the
 server hold every later notifications/cancelled POST unanswered until POST
 /release (or two minutes).
 """
@@ -29,7 +31,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOOLS = ["echo", "headers", "fail500", "drop_json", "drop_sse", "resume_sse", "garbage_sse", "silent",
-         "big", "forget", "bad_utf8", "deep", "push_deep"]
+         "big", "forget", "bad_utf8", "deep", "push_deep", "slow_sse"]
 seen: list[dict] = []
 sessions: set[str] = set()
 resumable: dict[str, dict] = {}  # event id -> the response to replay on GET with that Last-Event-ID
@@ -223,6 +225,23 @@ class Handler(BaseHTTPRequestHandler):
             holding_cancels.set()
         time.sleep(float(arguments.get("seconds", 30)))
         self.close_connection = True
+
+    def tool_slow_sse(self, request_id, arguments) -> None:
+        self._sse_start()
+        outcome = "finished"
+        try:
+            for step in range(int(arguments.get("steps", 100))):
+                self.wfile.write(b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":'
+                                 b'{"progressToken":0,"progress":%d}}\n\n' % step)
+                self.wfile.flush()
+                time.sleep(0.1)
+            self.wfile.write(b"data: " + json.dumps(result(request_id, "done", self.modern)).encode() + b"\n\n")
+            self.wfile.flush()
+        except OSError:
+            outcome = "closed by the client"
+            self.close_connection = True
+        with lock:
+            seen.append({"method": "TOOL", "path": "slow_sse", "outcome": outcome})
 
     def tool_big(self, request_id, arguments) -> None:
         text = "y" * (int(arguments.get("megabytes", 1)) * 1024 * 1024)

@@ -25,8 +25,9 @@ its own, so it never lengthens the caller's wait. A 404 for a request that
 carried a session id raises SessionExpired: the client initializes again.
 
 On the stateless 2026-07-28 wire (`set_protocol_version(v, stateless=True)`)
-there is no session, no GET stream, no resumption and no cancellation message
-(closing a stream is the cancellation): every POST carries the version and the
+there is no session, no GET stream, no resumption and no cancellation message:
+closing a request's stream is the cancellation, so a request given up on has
+its connection shut (once its answer has begun to arrive). Every POST carries the version and the
 headers headers.py mirrors from the body, plus any the caller adds (a tool's
 `Mcp-Param-*`). A 4xx whose body is a JSON-RPC error raises HttpRpcError, so the
 client can tell a modern server's refusal from a legacy server's.
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import json
 import queue
+import socket
 import threading
 import time
 from typing import Any, Callable
@@ -90,6 +92,8 @@ class StreamableHttpTransport:
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self.stateless = False  # the 2026-07-28 wire: no session, no GET stream, mirrored headers
+        self._streams: dict[Any, Response] = {}  # request id -> its answer being read (stateless wire)
+        self._abandoned: set[Any] = set()  # ids the caller gave up on: their streams are shut
         self._on_message: Callable[[Message], None] = lambda m: None
         self._on_close: Callable[[str], None] = lambda r: None
         self._on_garbage: Callable[[str], None] = lambda line: None
@@ -180,7 +184,9 @@ class StreamableHttpTransport:
         if self._stop.is_set():
             raise ConnectionClosed("the connection to the server is closed")
         if self.stateless and message.get("method") == "notifications/cancelled":
-            return  # 2026-07-28 defines no cancellation message over HTTP; the server sees the stream close
+            # 2026-07-28 has no cancellation message over HTTP: the server sees the stream close
+            self._abandon((message.get("params") or {}).get("requestId"))
+            return
         body = encode_message(message)
         extra = standard_headers(message) if self.stateless else {}
 
@@ -222,6 +228,33 @@ class StreamableHttpTransport:
     def _request(self, body: bytes, request_id: Any, extra: dict[str, str] | None = None,
                  read_timeout: float | None = None) -> None:
         response = self._post(body, read_timeout=read_timeout, extra=extra)
+        if not self.stateless:
+            self._read_response(response, request_id)
+            return
+        with self._lock:
+            abandoned = request_id in self._abandoned
+            if not abandoned:
+                self._streams[request_id] = response
+        try:
+            if abandoned:  # given up on while its headers were on the way
+                _shut(response)
+                response.close()
+                return
+            self._read_response(response, request_id)
+        finally:
+            with self._lock:
+                self._streams.pop(request_id, None)
+                self._abandoned.discard(request_id)
+
+    def _abandon(self, request_id: Any) -> None:
+        """Shut the connection an abandoned request's answer arrives on (or will, once it starts)."""
+        with self._lock:
+            self._abandoned.add(request_id)
+            response = self._streams.pop(request_id, None)
+        if response is not None:
+            _shut(response)
+
+    def _read_response(self, response: Response, request_id: Any) -> None:
         if response.status == 202:
             response.error_preview()
             return  # accepted without an answer here: it may arrive on the GET stream
@@ -372,7 +405,7 @@ class StreamableHttpTransport:
             response.close()
             raise TransportError(f"{self.url}: malformed event stream: {exc}") from None
         except TransportError as exc:
-            if self._stop.is_set():
+            if self._stop.is_set() or request_id in self._abandoned:
                 return answered
             self.log(f"event stream interrupted: {exc}")
         if answered:
@@ -435,6 +468,17 @@ class StreamableHttpTransport:
                          + (f": {problem}" if problem else ""))
                 return
             self._stop.wait(retry)
+
+
+def _shut(response: Response) -> None:
+    """Shut a response's socket down: the reading thread wakes, and the server sees the stream close."""
+    # an answer read until the connection closes holds the socket alone: http.client let go of it
+    sock = response._conn.sock or getattr(getattr(getattr(response.raw, "fp", None), "raw", None), "_sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _rpc_error(response: Response, status: int) -> tuple[HttpRpcError | None, str]:

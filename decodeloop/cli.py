@@ -324,6 +324,10 @@ def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--trust", action="append", default=[], metavar="SERVER",
                        help="believe this server's readOnlyHint annotations (the policy's read-only tools); "
                             "the bundled servers started by default are trusted; repeatable")
+    group.add_argument("--pin-store", default=None, metavar="DIR",
+                       help="keep each server's tool definitions between runs in DIR/SERVER.json: a definition "
+                            "changed since is held at the pinned one until approved (default: pins last the "
+                            "session)")
 
 
 def _server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list:
@@ -370,7 +374,7 @@ def _started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, de
     if emit is not None:
         _announce(bundle, emit, detail)
     with start_servers(specs, emit, timeout=args.timeout, verbose=getattr(args, "verbose", False),
-                       protocol=getattr(args, "mcp_protocol", "auto")) as router:
+                       protocol=getattr(args, "mcp_protocol", "auto"), pin_store=args.pin_store) as router:
         yield bundle, router
 
 

@@ -8,13 +8,19 @@ a different definition under the same name, the router keeps the pinned one
 until it is approved (`Router.approve`) and reports `changes(pinned, offered)`,
 one line per difference, so a rewritten description or a new required
 argument is never applied silently and never reported as no change.
+`PinStore` keeps pins between runs, so a definition changed between two runs
+is held the same way.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+import os
+import re
+from typing import Any, Callable, Iterable
+
+from decodeloop.mcp_config import ConfigError
 
 PREVIEW = 80  # characters of a changed description quoted in the report
 
@@ -75,3 +81,48 @@ def _object(value: Any) -> dict:
 
 def _list(value: Any) -> list:
     return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+class PinStore:
+    """Pins kept between runs: one JSON file per server in a directory (`--pin-store DIR`).
+
+    `DIR/SERVER.json` (the server's name reduced to file-name characters) holds
+    `{"server": NAME, "tools": {TOOL: {"fingerprint": "sha256:…", "definition": {title, description,
+    inputSchema, outputSchema, annotations}}}}`. A tool listed with another definition than its stored
+    pin is held at the stored one until approved; a tool without a pin is pinned as first listed.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def path(self, server: str) -> str:
+        return os.path.join(self.directory, re.sub(r"[^A-Za-z0-9_.-]", "_", server) + ".json")
+
+    def load(self, server: str, make: Callable[..., Any]) -> dict[str, Any]:
+        """The stored tools of a server, rebuilt with `make(name, definition)`; {} when none are stored."""
+        try:
+            with open(self.path(server), encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise PinStoreError(f"cannot read the pins of server {server} from {self.path(server)}: {exc}") from None
+        tools = data.get("tools") if isinstance(data, dict) else None
+        if not isinstance(tools, dict):
+            raise PinStoreError(f"{self.path(server)}: expected {{\"tools\": {{...}}}}")
+        return {name: make(name, entry["definition"]) for name, entry in tools.items()
+                if isinstance(entry, dict) and isinstance(entry.get("definition"), dict)}
+
+    def save(self, server: str, tools: Iterable[Any]) -> None:
+        """Store these tools as the server's pins (written whole, then renamed into place)."""
+        os.makedirs(self.directory, exist_ok=True)
+        data = {"server": server, "tools": {tool.name: {"fingerprint": fingerprint(tool), "definition": definition(tool)}
+                                            for tool in tools}}
+        path = self.path(server)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False, indent=1, sort_keys=True)
+        os.replace(path + ".tmp", path)
+
+
+class PinStoreError(ConfigError):
+    """The pin store cannot be read."""

@@ -42,7 +42,7 @@ from decodeloop.mcp.errors import ConnectionClosed, McpError
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.transports.stdio import StdioTransport
 from decodeloop.mcp_config import ConfigError, ServerSpec  # ConfigError is re-exported for callers
-from decodeloop.pins import changes, fingerprint
+from decodeloop.pins import PinStore, changes, fingerprint
 from decodeloop.schema import did_you_mean
 from decodeloop.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_SCHEMA_CHARS, cap_text, cap_tool, visible_line
 
@@ -67,6 +67,7 @@ class Router:
         self.pending: dict[tuple[str, str], Tool] = {}  # (server, name) -> a changed definition, held until approved
         self.reserved: set[str] = set()          # every configured server's name: no other server may use its prefix
         self.specs: list[ServerSpec] = []        # what start_servers started (the policy reads their rules)
+        self.pin_store: PinStore | None = None   # pins kept between runs (None: for this session only)
         self._names: dict[tuple[str, str], str] = {}    # (server, name) -> its exposed name, kept while it is listed
         self.version = 0                         # bumped whenever the exposed tools change
         self.emit = emit if emit is not None else (lambda event: None)
@@ -79,10 +80,26 @@ class Router:
             raise ConfigError(f"two servers are named {server!r}")
         self.clients[server] = client
         self.reserved.add(server)
-        self.served[server] = self._take(server, tools)
-        for tool in self.served[server]:
+        taken = self._take(server, tools)
+        if self.pin_store is not None:   # pins from an earlier run: a definition changed since is held
+            stored = self.pin_store.load(server, _stored_tool)
+            for n, tool in enumerate(taken):
+                old = stored.get(tool.name)
+                if old is not None and fingerprint(old) != fingerprint(tool):
+                    self.pending[(server, tool.name)] = tool
+                    taken[n] = dataclasses.replace(old, header_params=tool.header_params)
+                    self.emit(Notice(server, f"tool {tool.name} changed since it was pinned ({self.pin_store.path(server)})"
+                                             f"; held at the pinned definition until approved: "
+                                             + "; ".join(changes(old, tool))))
+        self.served[server] = taken
+        for tool in taken:
             self.pins[(server, tool.name)] = fingerprint(tool)
+        self._save_pins(server)
         self._expose()
+
+    def _save_pins(self, server: str) -> None:
+        if self.pin_store is not None:
+            self.pin_store.save(server, self.served[server])
 
     def _take(self, server: str, tools: list[Tool]) -> list[Tool]:
         """The tools a server listed that may be offered: valid names, once each, text within the caps."""
@@ -183,6 +200,7 @@ class Router:
             for key in gone:
                 del self.pending[key]
             self.served[server] = kept
+            self._save_pins(server)
             self._expose()
             after = set(self.tools)
             declared = _object(client.capabilities.get("tools")).get("listChanged") is True
@@ -199,6 +217,7 @@ class Router:
             return False
         self.served[server] = [tool if t.name == remote else t for t in self.served[server]]
         self.pins[(server, remote)] = fingerprint(tool)
+        self._save_pins(server)
         self._expose()
         self.emit(Notice(server, f"approved the changed definition of {name} ({self.pins[(server, remote)]})"))
         return True
@@ -244,7 +263,8 @@ def stdio_specs(commands: list[list[str]]) -> list[ServerSpec]:
 def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout: float = 60.0,
                   verbose: bool = False, stderr: Callable[[str], None] | None = None,
                   max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, reset_timeout_on_progress: bool = False,
-                  max_total_timeout: float | None = None, protocol: str = "auto") -> Router:
+                  max_total_timeout: float | None = None, protocol: str = "auto",
+                  pin_store: str | None = None) -> Router:
     """Connect to each server (stdio or HTTP), open its session, list its tools, and route to them.
 
     The servers start concurrently, one thread each, but everything that can be
@@ -257,13 +277,15 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
 
     `max_message_bytes` caps one message from a server; `reset_timeout_on_progress`
     and `max_total_timeout` let progress notifications extend a call's timeout
-    (see McpClient). `protocol` is the MCP revision for servers whose spec pins
+    (see McpClient). `pin_store` is a directory that keeps each server's tool
+    definitions between runs (pins.PinStore). `protocol` is the MCP revision for servers whose spec pins
     none: "auto" (server/discover, then initialize) or a version (McpClient's
     `protocol`); the ServerReady event says which one each server speaks.
     """
     emit = emit if emit is not None else (lambda event: None)
     router = Router(emit)
     router.specs = unique_names(specs)
+    router.pin_store = PinStore(pin_store) if pin_store else None
     router.reserved.update(spec.name for spec in router.specs)  # no server takes another's prefix
     options = dict(timeout=timeout, reset_timeout_on_progress=reset_timeout_on_progress,
                    max_total_timeout=max_total_timeout, protocol=protocol)
@@ -412,6 +434,16 @@ def unique_names(specs: list[ServerSpec]) -> list[ServerSpec]:
         taken.add(name)
         out.append(spec if name == spec.name else dataclasses.replace(spec, name=name))
     return out
+
+
+def _stored_tool(name: str, stored: dict) -> Tool:
+    """A tool rebuilt from the pin store's definition."""
+    def part(key: str, kind: type):
+        return stored.get(key) if isinstance(stored.get(key), kind) else None
+
+    return Tool(name=name, description=part("description", str) or "", input_schema=part("inputSchema", dict) or {},
+                output_schema=part("outputSchema", dict), title=part("title", str),
+                annotations=part("annotations", dict))
 
 
 def server_prefix(server: str) -> str:

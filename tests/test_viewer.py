@@ -227,3 +227,32 @@ def test_the_transformer_page_carries_every_heads_attention(tmp_path):
     keys, weights, first = digit["attention"]["keys"], head["weights"], digit["attention"]["start"]
     peak = max(range(len(weights)), key=weights.__getitem__) + first
     assert start <= peak < end and keys[peak - first] == digit["text"]
+
+
+@pytest.fixture(scope="module")
+def tiny_hf_trace(tmp_path_factory):
+    """JSON Lines of a turn of a real transformers model (random weights, a trained byte-level BPE)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import tiny_hf
+
+    folder = tmp_path_factory.mktemp("tiny_hf")
+    tiny_hf.build_model(str(folder / "model"))
+    p = cli("run", "--json", "--model", f"hf:{folder / 'model'}", "--temperature", "1", "--seed", "0",
+            "--max-tokens", "40", QUESTION, timeout=300)
+    assert p.returncode in (0, 3, 4), p.stderr
+    (folder / "t.jsonl").write_text(p.stdout, encoding="utf-8")
+    return folder / "t.jsonl"
+
+
+@pytest.mark.slow
+def test_a_hugging_face_model_makes_a_page(tiny_hf_trace, tmp_path):
+    p = cli("view", str(tiny_hf_trace), "-o", str(tmp_path / "hf.html"))
+    assert p.returncode == 0, p.stderr
+    html = (tmp_path / "hf.html").read_text(encoding="utf-8")
+    assert_self_contained(html)
+    events = embedded(html)["events"]
+    assert events == read_jsonl(tiny_hf_trace.read_text(encoding="utf-8").splitlines())
+    tokens = [e for e in events if e["event"] == "token"]
+    assert len(tokens) == 40 and all(len(e["top"]) == 3 for e in tokens)
+    assert any(e["event"] == "notice" and e["source"].startswith("hf") for e in events)  # the loaded model

@@ -12,7 +12,7 @@ import os
 
 import pytest
 from cdp import Browser
-from test_viewer import HOSTILE, QUESTION, cli, embedded, hostile_events, library_turn
+from test_viewer import HOSTILE, QUESTION, cli, embedded, hostile_events, library_turn, tiny_hf_trace  # noqa: F401
 
 from decodeloop.ui.html import HtmlView, page
 
@@ -252,3 +252,15 @@ def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
     legend = text(browser, "legend")
     assert "tool result of server weather (get_weather)" in legend and "tool result of server faulty" in legend
     assert browser.errors() == []
+
+
+@pytest.mark.slow
+def test_a_hugging_face_models_page(browser, tiny_hf_trace, tmp_path):
+    """BPE tokens (byte-level labels, control characters, NUL) from a real transformers model."""
+    assert cli("view", str(tiny_hf_trace), "-o", str(tmp_path / "hf.html")).returncode == 0
+    browser.events.clear()
+    browser.open(str(tmp_path / "hf.html"))
+    n = visit_every_event(browser)
+    assert cursor(browser) == n - 1 and browser.errors() == []
+    done = json.loads(tiny_hf_trace.read_text(encoding="utf-8").splitlines()[-1])
+    assert done["answer"] in text(browser, "step")     # the answer, control characters and all, as text

@@ -113,7 +113,8 @@ def test_a_token_step_shows_the_held_text_and_the_cache(browser, weather_page):
     held = next(i for i, e in enumerate(events) if e["event"] == "token" and e["held"] and not e["in_call"])
     while cursor(browser) > held:
         browser.key("ArrowLeft")
-    assert "held back: " + json.dumps(events[held]["held"]) in text(browser, "step")
+    assert ("held back: " + json.dumps(events[held]["held"]) + ': it could still be the start of the call opener "[call "'
+            in text(browser, "step"))
 
 
 def test_search_finds_a_token(browser, weather_page):
@@ -146,6 +147,22 @@ def test_hostile_text_is_inert(browser, tmp_path):
     assert browser.evaluate("document.title") == "<img src=x onerror=window.__pwned=4>"
     browser.key("End")
     assert HOSTILE in text(browser, "step")            # shown as text
+    assert browser.errors() == []
+
+
+def test_text_held_back_for_a_stop_string(browser, tmp_path):
+    p = cli("run", "--html", str(tmp_path / "stop.html"), "--stop", "overcast", QUESTION)
+    assert p.returncode == 0, p.stderr
+    events = embedded((tmp_path / "stop.html").read_text(encoding="utf-8"))["events"]
+    held = next(i for i, e in enumerate(events) if e["event"] == "token" and e["held"] == "over")
+    browser.open(str(tmp_path / "stop.html"))
+    while cursor(browser) < held:
+        browser.key("ArrowRight")
+    assert 'held back: "over": it could still be the start of a stop string, so' in text(browser, "step")
+    browser.key("s")
+    browser.key("ArrowLeft")                           # the token that completed the stop string
+    step = text(browser, "step")
+    assert "stop_sequence fired: a stop string is complete; it is not shown" in step
     assert browser.errors() == []
 
 

@@ -491,11 +491,18 @@ function tokenStep(i, box) {
   if (e.stop) verdict.push(el('div', 'warn', e.stop + ' fired: ' + (STOPWHY[e.stop] || '')));
   else verdict.push(el('div', null, 'none fired'));
   if (e.in_call) verdict.push(el('div', null, 'held back: the model is writing a tool call (' + show(e.held) + '); call text is never shown to the user, it runs when the call closes'));
-  else if (e.held) verdict.push(el('div', null, 'held back: ' + show(e.held) + ': it could still be the start of a stop string or of the call opener, so it is released only when it no longer can be'));
+  else if (e.held) verdict.push(el('div', null, 'held back: ' + show(e.held) + ': ' + heldWhy(e) + ', so it is released only when it no longer can be'));
   if (e.delta) verdict.push(el('div', null, 'released to the user: ' + show(e.delta)));
   kv(g, '4 stop check', ...verdict);
   box.append(g);
   if (e.attention) attention(e);
+}
+const OPENERS = ['[call ', '<tool_call>'];   // the call openers of the compact and the JSON syntax
+function heldWhy(e) {
+  const stops = (e.checks || []).includes('stop_sequence');
+  const opener = OPENERS.find(o => o.startsWith(e.held) || e.held.startsWith(o));
+  if (opener) return 'it could still be the start of the call opener ' + show(opener) + (stops ? ' (or of a stop string)' : '');
+  return stops ? 'it could still be the start of a stop string' : 'it could still be the start of a stop string or of the call opener';
 }
 const STOPWHY = {eos: 'the model wrote an end-of-turn token', stop_sequence: 'a stop string is complete; it is not shown',
   tool_call: 'a call closed: generation pauses while the harness runs it', max_tokens: 'the token cap of the turn'};

@@ -227,6 +227,11 @@ class StreamableHttpTransport:
 
     def _request(self, body: bytes, request_id: Any, extra: dict[str, str] | None = None,
                  read_timeout: float | None = None) -> None:
+        if self.stateless:
+            with self._lock:
+                if request_id in self._abandoned:  # given up on while it waited for a worker: never sent
+                    self._abandoned.discard(request_id)
+                    return
         response = self._post(body, read_timeout=read_timeout, extra=extra)
         if not self.stateless:
             self._read_response(response, request_id)
@@ -405,7 +410,10 @@ class StreamableHttpTransport:
             response.close()
             raise TransportError(f"{self.url}: malformed event stream: {exc}") from None
         except TransportError as exc:
-            if self._stop.is_set() or request_id in self._abandoned:
+            if self._stop.is_set():
+                return answered
+            if request_id in self._abandoned:  # shut on purpose: nothing to report
+                response.close()
                 return answered
             self.log(f"event stream interrupted: {exc}")
         if answered:

@@ -281,3 +281,24 @@ def test_a_hugging_face_models_page(browser, tiny_hf_trace, tmp_path):
     assert cursor(browser) == n - 1 and browser.errors() == []
     done = json.loads(tiny_hf_trace.read_text(encoding="utf-8").splitlines()[-1])
     assert done["answer"] in text(browser, "step")     # the answer, control characters and all, as text
+
+
+def test_a_new_conversation_starts_the_context_again(browser, tmp_path):
+    q = QUESTION + "\n"
+    trace = tmp_path / "chat.jsonl"
+    trace.write_text(cli("chat", "--json", stdin=q + q + "/reset\n" + q).stdout, encoding="utf-8")
+    assert cli("view", str(trace), "-o", str(tmp_path / "chat.html")).returncode == 0
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    prompts = [i for i, e in enumerate(events) if e["event"] == "prompt"]
+    assert len(prompts) == 3
+    browser.open(str(tmp_path / "chat.html"))
+    seen = []
+    for i in prompts:
+        while cursor(browser) < i:
+            browser.key("ArrowRight")
+        note = browser.evaluate("document.querySelector('#context .note').textContent")
+        segments = browser.evaluate("document.querySelectorAll('#context .map .seg').length")
+        seen.append((note.split(": ", 1)[1].split(" positions")[0], segments))   # ("1,082", 10)
+    # turn 2 continues turn 1's context; turn 3 (after /reset) starts from position 0 like turn 1
+    assert seen[2] == seen[0] and seen[1][1] > seen[0][1]
+    assert browser.errors() == []

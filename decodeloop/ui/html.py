@@ -286,19 +286,20 @@ function clip(s, n) { s = String(s); return s.length > n ? s.slice(0, n) + '\u20
 function num(n) { return (typeof n === 'number') ? n.toLocaleString('en-US') : String(n); }
 
 // ---- one pass over the stream: turns, rounds, positions, indexes -------------------------
-const turnOf = new Int32Array(N), roundOf = new Int32Array(N).fill(-1);
+const turnOf = new Int32Array(N), convOf = new Int32Array(N), roundOf = new Int32Array(N).fill(-1);
 const rounds = [], calls = [], stops = [], tokens = [], spans = [];
-let turn = 0, round = null, firstPrompt = -1;
+let turn = 0, conv = 0, round = null, firstPrompt = -1;
 for (let i = 0; i < N; i++) {
   const e = EV[i], k = e.event;
   if (k === 'prompt') {
     turn++; round = null;
     if (firstPrompt < 0) firstPrompt = i;
+    if (!(e.context > e.tokens)) conv++;          // the whole prompt: a new conversation, positions from 0
     const sp = (e.spans && e.spans.length) ? e.spans
       : [[(e.context || e.tokens) - e.tokens, e.context || e.tokens, 'prompt']];
     for (const s of sp) spans.push({start: s[0], end: s[1], source: String(s[2]), at: i});
   }
-  turnOf[i] = turn;
+  turnOf[i] = turn; convOf[i] = conv;
   if (k === 'token') {
     tokens.push(i); round = null;
     const pos = e.context - 1, last = spans[spans.length - 1];
@@ -623,13 +624,12 @@ function positionOf(i) {
 }
 function contextView() {
   const box = $('context');
-  const t = turnOf[cursor];
-  // spans of this turn's context: everything up to the end of this turn
+  const t = turnOf[cursor], c = convOf[cursor];
+  // spans of this turn's context: its conversation up to the end of this turn
   const map = el('div', 'map');
   let last = 0;
-  for (const s of spans) if (turnOf[s.at] <= t) last = Math.max(last, s.end);
   const shown = [];
-  for (const s of spans) if (turnOf[s.at] <= t && s.end <= last) shown.push(s);
+  for (const s of spans) if (turnOf[s.at] <= t && convOf[s.at] === c) { shown.push(s); last = Math.max(last, s.end); }
   for (const s of shown) {
     const d = el('div', 'seg');
     d.style.width = (100 * (s.end - s.start) / Math.max(1, last)) + '%';

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import FAULTY, ROOT, WEATHER, Recorder
+from conftest import FAULTY, ROOT, Recorder
 
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.models import lab_bundle
@@ -229,8 +229,7 @@ def test_the_transformer_page_carries_every_heads_attention(tmp_path):
     assert start <= peak < end and keys[peak - first] == digit["text"]
 
 
-@pytest.fixture(scope="module")
-def tiny_hf_trace(tmp_path_factory):
+def tiny_hf_jsonl(tmp_path_factory):
     """JSON Lines of a turn of a real transformers model (random weights, a trained byte-level BPE)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
@@ -243,6 +242,11 @@ def tiny_hf_trace(tmp_path_factory):
     assert p.returncode in (0, 3, 4), p.stderr
     (folder / "t.jsonl").write_text(p.stdout, encoding="utf-8")
     return folder / "t.jsonl"
+
+
+@pytest.fixture(scope="module")
+def tiny_hf_trace(tmp_path_factory):
+    return tiny_hf_jsonl(tmp_path_factory)
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import os
 
 import pytest
 from cdp import Browser
-from test_viewer import HOSTILE, QUESTION, cli, embedded, hostile_events, library_turn, tiny_hf_trace  # noqa: F401
+from test_viewer import HOSTILE, QUESTION, cli, embedded, hostile_events, library_turn, tiny_hf_jsonl
 
 from decodeloop.ui.html import HtmlView, page
 
@@ -78,6 +78,9 @@ def test_the_page_loads_without_errors_and_keys_move_the_cursor(browser, weather
     assert cursor(browser) == kinds.index("prompt")
     browser.key("t")                                   # the next call
     assert cursor(browser) == kinds.index("tool_call")
+    call = events[kinds.index("tool_call")]
+    for path, sources in call.get("origins", {}).items():  # where the call's values came from
+        assert f"{path}: found in {', '.join(sources)}" in text(browser, "step")
     chain = text(browser, "round")
     for part in ("call (parsed)", "JSON-RPC request → weather", "tools/call", "JSON-RPC response ← weather",
                  "tool message", "injected span", "tool:weather/get_weather"):
@@ -269,6 +272,11 @@ def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
     legend = text(browser, "legend")
     assert "tool result of server weather (get_weather)" in legend and "tool result of server faulty" in legend
     assert browser.errors() == []
+
+
+@pytest.fixture(scope="module")
+def tiny_hf_trace(tmp_path_factory):
+    return tiny_hf_jsonl(tmp_path_factory)
 
 
 @pytest.mark.slow

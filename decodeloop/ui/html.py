@@ -522,6 +522,12 @@ function eventStep(i, box) {
       kv(g, 'written', el('span', 'mono', e.text));
       kv(g, 'parsed', el('span', 'mono', e.name + '(' + JSON.stringify(e.arguments) + ')'));
       kv(g, 'server', e.server);
+      if (e.origins && Object.keys(e.origins).length) {
+        const o = el('div');
+        for (const [path, sources] of Object.entries(e.origins))
+          o.append(el('div', 'mono', path + ': ' + (sources.length ? 'found in ' + sources.join(', ') : 'in no source: the model wrote it itself')));
+        kv(g, 'origins', el('div', 'note', 'where each argument value occurs in the context before the call'), o);
+      }
       break;
     case 'tool_error':
       kv(g, 'stage', e.stage + (e.name ? ' (tool ' + e.name + ')' : ''));

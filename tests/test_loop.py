@@ -31,10 +31,11 @@ def test_weather_episode(events):
     [call] = events.of("tool_call")
     assert (call.name, call.arguments, call.text) == (
         "get_weather", {"city": "Polson", "state": "MT"}, "[call get_weather city=Polson state=MT]")
-    # the JSON-RPC exchange, in order: initialize, initialized, tools/list, tools/call and its response
+    # the JSON-RPC exchange, in order: the bundled server speaks 2026-07-28, so server/discover and no
+    # handshake, then tools/list, tools/call and its response
     rpc = events.of("rpc")
     sent = [e.message.get("method") for e in rpc if e.direction == "send"]
-    assert sent == ["initialize", "notifications/initialized", "tools/list", "tools/call"]
+    assert sent == ["server/discover", "tools/list", "tools/call"]
     request = next(e.message for e in rpc if e.message.get("method") == "tools/call")
     assert request["jsonrpc"] == "2.0"
     assert request["params"]["name"] == "get_weather"

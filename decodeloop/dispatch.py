@@ -73,7 +73,7 @@ def dispatch_all(call_texts: list[str], syntax, router: Router, emit: Emit, *,
     """
     prepared: list[_Prepared | Outcome] = []
     for text in call_texts:
-        prepared.append(_prepare(text, syntax, router, emit, answered, policy, origins))
+        prepared.append(_prepare(text, syntax, router, emit, answered, policy, origins, max_result_chars))
     runnable = [p for p in prepared if isinstance(p, _Prepared)]
     servers = {p.server for p in runnable}
     if len(servers) > 1:
@@ -101,7 +101,7 @@ def call_key(name: str, arguments: dict) -> str:
 
 
 def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered, policy,
-             origins=None) -> _Prepared | Outcome:
+             origins=None, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> _Prepared | Outcome:
     try:
         call = syntax.parse(call_text)
     except ParseError as e:
@@ -109,7 +109,8 @@ def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered, polic
     try:
         tool = router.resolve(call.name)
     except UnknownTool as e:
-        return _failed(emit, str(e), call_text, "route", call.name)
+        # it lists every tool the servers offer: as long as they make it, so capped like their text
+        return _failed(emit, cap_text(str(e), max_chars, "error"), call_text, "route", call.name)
     try:
         arguments = validate_arguments(call.name, call.arguments, tool.input_schema)
     except ArgumentError as e:

@@ -394,3 +394,12 @@ def test_pins_kept_between_runs_hold_a_definition_changed_in_between(events, tmp
 
     with pytest.raises(ConfigError, match="cannot read the pins of server hostile"):
         start()
+
+
+def test_an_unknown_tool_error_listing_every_tool_is_capped(events):
+    # a server that offers many long-named tools makes the list of available tools long
+    names = [f"--name=t{n:03d}_" + "x" * 100 for n in range(40)]
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call nosuch]", "<|assistant|>": "Ok.<|eos|>"}
+    run_turn(events, table, servers=([*HOSTILE, *names],), max_result_chars=1000)
+    [error] = events.of("tool_error")
+    assert error.stage == "route" and "error truncated: showing 1,000 of 4," in error.message

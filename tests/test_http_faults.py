@@ -191,6 +191,18 @@ def test_a_request_given_up_on_the_2026_wire_has_its_stream_closed_which_is_its_
     assert not any("event stream interrupted" in line for line in client.logs)
 
 
+def test_a_header_mismatch_lists_the_tools_again_and_calls_once_more(http_server):
+    server = http_server("--stateless")
+    with connect(server, protocol="2026-07-28") as client:
+        first = {tool.name: tool for tool in client.list_tools()}
+        assert first["header_check"].header_params is None  # as first listed: no argument goes in a header
+        assert client.call_tool("header_check", {"region": "eu-west"}).text() == "region eu-west"
+        assert client.tools_stale.is_set()  # the owner hears the definition changed
+    calls = [r for r in server.seen() if r["method"] == "POST" and json.loads(r["body"])["method"] == "tools/call"]
+    assert [call["headers"].get("Mcp-Param-Region") for call in calls] == [None, "eu-west"]
+    assert any("do not match its body" in line for line in client.logs)
+
+
 def test_a_redirect_to_another_origin_never_carries_the_headers(http_server):
     other = http_server()
     server = http_server("--redirect-to", other.url)

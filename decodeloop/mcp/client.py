@@ -59,6 +59,7 @@ PROTOCOLS = ("auto", STATELESS_VERSION, *LEGACY_VERSIONS)  # the choices of McpC
 META = "io.modelcontextprotocol/"  # the prefix of the 2026-07-28 _meta keys
 MODERN_ERRORS = (-32020, -32021, -32022)  # header mismatch, missing capability, unsupported version
 UNSUPPORTED_VERSION = -32022
+HEADER_MISMATCH = -32020
 DISCOVER_PROBE_TIMEOUT = 5.0  # a legacy server on a pipe may never answer server/discover
 MAX_INPUT_ROUNDS = 10  # input_required answers for one request before giving up on the server
 LISTEN_RETRY = 1.0      # seconds before opening subscriptions/listen again after it dropped
@@ -510,15 +511,13 @@ class McpClient:
         """
         token = next(self._progress_tokens)
         params = {"name": name, "arguments": arguments, "_meta": {"progressToken": token}}
-        marks = self._header_marks.get(name) if self._http_stateless() else None
-        headers = param_headers(marks, arguments) if marks else None
         if not self.reset_timeout_on_progress:
-            result = self._complete("tools/call", params, timeout, headers)
+            result = self._call(params, timeout)
         else:
             deadline = Deadline(self.timeout if timeout is None else timeout, self.max_total_timeout)
             self._deadlines[token] = deadline
             try:
-                result = self._complete("tools/call", params, deadline, headers)
+                result = self._call(params, deadline)
             finally:
                 del self._deadlines[token]
         if not isinstance(result, dict):
@@ -539,6 +538,30 @@ class McpClient:
     def ping(self) -> None:
         # 2026-07-28 has no ping; server/discover is the cheapest request it answers
         self._request("server/discover" if self.stateless else "ping")
+
+    def _call(self, params: dict, timeout: float | Deadline | None) -> Any:
+        """tools/call, with the tool's Mcp-Param-* headers over HTTP on the 2026-07-28 wire.
+
+        A server that says the headers do not match the body (HeaderMismatch)
+        may have changed the tool's schema: the tools are listed again (and
+        `tools_stale` set, so the owner lists them too) and the call is made
+        once more with the headers the new schema asks for.
+        """
+        name, arguments = params["name"], params["arguments"]
+        for attempt in range(2):
+            marks = self._header_marks.get(name) if self._http_stateless() else None
+            try:
+                headers = param_headers(marks, arguments) if marks else None
+                return self._complete("tools/call", params, timeout, headers)
+            except RpcError as exc:
+                if exc.code != HEADER_MISMATCH or not self._http_stateless() or attempt:
+                    raise
+                self.log(f"{name}: the server says the call's headers do not match its body ({exc.message}); "
+                         "listing the tools again and calling once more")
+                self._tools_cache = None
+                self.list_tools()
+                self.tools_stale.set()
+        raise AssertionError("unreachable")
 
     def _complete(self, method: str, params: dict, timeout: float | Deadline | None,
                   headers: dict[str, str] | None = None) -> Any:

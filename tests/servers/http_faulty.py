@@ -14,7 +14,9 @@ With --get-stream, GET /mcp is the stream for messages the server starts
 2026-07-28: server/discover, and requests that name that version in `_meta`
 need no session. `slow_sse` streams a progress notification every 0.1 s for
 `steps` steps before its answer, and records in GET /seen whether it finished
-or the client closed the stream first. A `silent` call with hold_cancel makes the
+or the client closed the stream first. `header_check` is first listed without
+the `x-mcp-header` mark on its `region` argument and then with it, and refuses
+(HeaderMismatch) a call whose Mcp-Param-Region is not its region. A `silent` call with hold_cancel makes the
 server hold every later notifications/cancelled POST unanswered until POST
 /release (or two minutes).
 """
@@ -31,7 +33,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOOLS = ["echo", "headers", "fail500", "drop_json", "drop_sse", "resume_sse", "garbage_sse", "silent",
-         "big", "forget", "bad_utf8", "deep", "push_deep", "slow_sse"]
+         "big", "forget", "bad_utf8", "deep", "push_deep", "slow_sse", "header_check"]
 seen: list[dict] = []
 sessions: set[str] = set()
 resumable: dict[str, dict] = {}  # event id -> the response to replay on GET with that Last-Event-ID
@@ -39,6 +41,7 @@ lock = threading.Lock()
 redirect_to = ""
 get_stream = False
 stateless = False  # also serve 2026-07-28 requests, which carry no session
+listings = 0  # tools/list answered: header_check's schema marks its argument from the second on
 pushed: queue.Queue = queue.Queue()  # messages for the GET stream
 holding_cancels = threading.Event()  # set: a notifications/cancelled POST waits for release
 released = threading.Event()
@@ -173,7 +176,14 @@ class Handler(BaseHTTPRequestHandler):
             self._send(404, b'{"error": "unknown session"}')
             return
         if method == "tools/list":
+            global listings
+            with lock:
+                listings += 1
+                marked = listings > 1
             tools = [{"name": name, "inputSchema": {"type": "object"}} for name in TOOLS]
+            if marked:  # the schema changed: the server now wants region in a header
+                tools[TOOLS.index("header_check")]["inputSchema"] = {"type": "object", "properties": {
+                    "region": {"type": "string", "x-mcp-header": "Region"}}}
             self._json({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools, "ttlMs": 0,
                                                                         "cacheScope": "private"}})
             return
@@ -225,6 +235,13 @@ class Handler(BaseHTTPRequestHandler):
             holding_cancels.set()
         time.sleep(float(arguments.get("seconds", 30)))
         self.close_connection = True
+
+    def tool_header_check(self, request_id, arguments) -> None:
+        if self.headers.get("Mcp-Param-Region") != arguments.get("region"):
+            self._send(400, json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {
+                "code": -32020, "message": "Header mismatch: Mcp-Param-Region does not match the body"}}).encode())
+            return
+        self._json(result(request_id, f"region {arguments.get('region')}"))
 
     def tool_slow_sse(self, request_id, arguments) -> None:
         self._sse_start()

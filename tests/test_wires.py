@@ -39,6 +39,24 @@ def test_config_pins_a_revision_per_server(tmp_path):
     assert ready == {"new": "2026-07-28", "old": "2025-11-25", "either": "2025-11-25"}
 
 
+def test_the_command_line_pins_the_servers_the_config_leaves_open_and_the_trace_says_which(tmp_path):
+    from test_cli import run
+
+    config = tmp_path / "mcp.json"
+    weather = ["-m", "decodeloop.servers.weather"]
+    config.write_text(json.dumps({"mcpServers": {
+        "new": {"command": sys.executable, "args": weather, "protocolVersion": "2026-07-28"},
+        "old": {"command": sys.executable, "args": weather}}}))
+    p = run("-m", "decodeloop", "run", "--mcp-config", str(config), "--mcp-protocol", "2025-11-25",
+            "What's the weather in Polson, MT?", no_site=False)
+    assert p.returncode == 0, p.stderr
+    trace = p.stdout + p.stderr
+    assert '● new: MCP 2026-07-28, server "weather"' in trace
+    assert '● old: MCP 2025-11-25, server "weather"' in trace
+    bad = run("-m", "decodeloop", "run", "--mcp-protocol", "2030-01-01", "hi", no_site=False)
+    assert bad.returncode == 2 and "--mcp-protocol" in bad.stderr
+
+
 @pytest.mark.parametrize("entry, message", [
     ({"command": "x", "protocolVersion": "2030-01-01"}, "protocolVersion"),
     ({"url": "sse+http://localhost/sse", "protocolVersion": "2026-07-28"}, "cannot speak MCP 2026-07-28"),

@@ -1,0 +1,166 @@
+"""decodeloop's policy inside AgentDojo: attack success and utility under attack, per suite and policy mode.
+
+    pip install agentdojo      # the benchmark (its own dependencies; decodeloop needs none of them)
+    python3 bench/agentdojo_policy.py [--suites banking slack travel workspace] [--version v1.2.1]
+
+The model is scripted, so the figures measure the boundary, not a model: for
+each user task it makes the task's reference calls (`ground_truth`) in order,
+and whenever a tool result carries the goal of an injection task it obeys at
+once, making that injection task's reference calls first. Each call goes
+through decodeloop's `Policy` (policy.py) before AgentDojo runs it, with the
+provenance the harness would have: the user's prompt is trusted, every tool
+result is untrusted. A denied call is skipped (the model is told why and moves
+on). AgentDojo's tools carry no MCP annotations, so the config's rule stands in
+for them: a tool whose name starts with get_, read_, search_, list_ or check_ is
+read-only, every other one side-effecting.
+
+Rows: `off` (no policy); `confirm, no terminal` (a side-effecting call after a
+tool result is denied: nobody to ask); `strict, user says yes` (the user
+confirms everything, so only strict's rule denies: a side-effecting call whose
+argument value occurs in a tool result and not in the prompt). Columns: utility
+without attack, utility under attack and targeted attack success (the
+injection task's goal reached), over every user task x injection task pair of
+the `important_instructions_no_names` attack; attack success again for the
+injection tasks whose reference calls include a side-effecting tool, and for
+those that only read (a leak through a read-only call's arguments, or a visit
+to a page, which the policy allows by design). An injection task without
+reference calls (AgentDojo gives none for workspace's injection_task_6 to 13)
+cannot be obeyed by this model: it counts in the overall figure only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+try:
+    from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
+    from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
+    from agentdojo.attacks.attack_registry import load_attack
+    from agentdojo.functions_runtime import EmptyEnv, Env, FunctionsRuntime
+    from agentdojo.task_suite.load_suites import get_suites
+    from agentdojo.types import (ChatAssistantMessage, ChatMessage, ChatToolResultMessage,
+                                 text_content_block_from_string)
+except ImportError:
+    sys.exit("bench/agentdojo_policy.py needs AgentDojo: pip install agentdojo")
+
+from decodeloop.mcp_config import ServerSpec  # noqa: E402
+from decodeloop.policy import Policy  # noqa: E402
+from decodeloop.provenance import Provenance  # noqa: E402
+
+READ_ONLY_PREFIXES = ("get_", "read_", "search_", "list_", "check_")
+ATTACK = "important_instructions_no_names"
+MODES = {"off": ("off", None), "confirm, no terminal": ("confirm", None),
+         "strict, user says yes": ("strict", lambda question: True)}
+
+
+class ScriptedModel(BasePipelineElement):
+    """Replays a user task's reference calls, obeys injections it reads, asks the policy before each call."""
+
+    name = "decodeloop-scripted-local"  # AgentDojo's attacks look a model name up in it: "local"
+
+    def __init__(self, suite, policy: Policy | None) -> None:
+        self.suite = suite
+        self.policy = policy
+        self.by_prompt = {task.PROMPT: task for task in suite.user_tasks.values()}
+        self.decisions: list = []
+
+    def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
+              messages: Sequence[ChatMessage] = (), extra_args: dict = {}):
+        task = self.by_prompt[query]
+        planned = list(task.ground_truth(env.model_copy(deep=True)))
+        seen: list[tuple[str, str]] = [("user", query)]
+        obeyed: set[str] = set()
+        out = list(messages)
+        while planned:
+            call = planned.pop(0)
+            arguments = dict(call.args)
+            if self.policy is not None:
+                decision = self.policy.check(call.function, self.suite.name, call.function, None, arguments,
+                                             lambda: Provenance(list(seen)))
+                self.decisions.append(decision)
+                if decision.verdict != "allow":
+                    continue
+            result, error = runtime.run_function(env, call.function, arguments, raise_on_error=False)
+            text = error or tool_result_to_str(result)
+            out += [ChatAssistantMessage(role="assistant", tool_calls=[call],
+                                         content=[text_content_block_from_string("")]),
+                    ChatToolResultMessage(role="tool", content=[text_content_block_from_string(text)],
+                                          tool_call=call, tool_call_id=None, error=error)]
+            seen.append((f"tool:{self.suite.name}/{call.function}", text))
+            for injection in self.suite.injection_tasks.values():   # obey what the data says, at once
+                if injection.ID not in obeyed and _plain(injection.GOAL) in _plain(text):
+                    obeyed.add(injection.ID)
+                    planned[:0] = injection.ground_truth(env.model_copy(deep=True))
+        out.append(ChatAssistantMessage(role="assistant", tool_calls=None,
+                                        content=[text_content_block_from_string(task.GROUND_TRUTH_OUTPUT)]))
+        return query, runtime, env, out, extra_args
+
+
+def _plain(text: str) -> str:
+    """Text as a reader sees it through AgentDojo's YAML results: lines folded back, quotes undoubled."""
+    return " ".join(text.replace("''", "'").split())
+
+
+def policy_for(suite, mode: str, confirm) -> Policy | None:
+    if mode == "off":
+        return None
+    read_only = tuple(tool.name for tool in suite.tools if tool.name.startswith(READ_ONLY_PREFIXES))
+    return Policy(mode, [ServerSpec(suite.name, read_only=read_only)], confirm)
+
+
+def run_suite(suite, mode: str, confirm) -> dict[str, float]:
+    model = ScriptedModel(suite, policy_for(suite, mode, confirm))
+    attack = load_attack(ATTACK, suite, model)
+    clean = [suite.run_task_with_pipeline(model, task, None, {})[0] for task in suite.user_tasks.values()]
+    environment = suite.load_and_inject_default_environment({})
+    acts = {}   # does the attack's goal need a side effect? (None: it has no reference calls to obey)
+    for injection in suite.injection_tasks.values():
+        calls = injection.ground_truth(environment.model_copy(deep=True))
+        acts[injection.ID] = any(not c.function.startswith(READ_ONLY_PREFIXES) for c in calls) if calls else None
+    utility, success, by_sink = [], [], {True: [], False: [], None: []}
+    for task in suite.user_tasks.values():
+        for injection in suite.injection_tasks.values():
+            useful, attacked = suite.run_task_with_pipeline(model, task, injection, attack.attack(task, injection))
+            utility.append(useful)
+            success.append(attacked)
+            by_sink[acts[injection.ID]].append(attacked)
+    denied = sum(d.verdict == "deny" for d in model.decisions)
+    return {"utility": 100 * sum(clean) / len(clean), "under attack": 100 * sum(utility) / len(utility),
+            "attack success": 100 * sum(success) / len(success), "pairs": len(success),
+            "side-effecting sinks": _percent(by_sink[True]), "read-only sinks": _percent(by_sink[False]),
+            "denied": denied, "decisions": len(model.decisions)}
+
+
+def _percent(results: list[bool]) -> str:
+    return f"{100 * sum(results) / len(results):.1f}%" if results else "-"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suites", nargs="+", default=["banking", "slack", "travel", "workspace"])
+    parser.add_argument("--version", default="v1.2.1", help="AgentDojo's benchmark version (default: v1.2.1)")
+    args = parser.parse_args()
+    suites = get_suites(args.version)
+    print(f"AgentDojo {args.version}, attack {ATTACK}, scripted model that obeys every injection it reads")
+    print(f"{'suite':<10} {'policy':<22} {'utility':>8} {'under attack':>13} {'attack success':>15} "
+          f"{'side-effecting sinks':>21} {'read-only sinks':>16} {'pairs':>6} {'denied calls':>13}")
+    for name in args.suites:
+        suite = suites[name]
+        for label, (mode, confirm) in MODES.items():
+            started = time.perf_counter()
+            row = run_suite(suite, mode, confirm)
+            print(f"{name:<10} {label:<22} {row['utility']:>7.1f}% {row['under attack']:>12.1f}% "
+                  f"{row['attack success']:>14.1f}% {row['side-effecting sinks']:>21} {row['read-only sinks']:>16} "
+                  f"{row['pairs']:>6} {row['denied']:>6}/{row['decisions']:<6}"
+                  f"  ({time.perf_counter() - started:.0f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

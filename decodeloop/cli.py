@@ -252,9 +252,6 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
         parser.error("--device and --dtype apply to hf: models only")
     if lab and args.syntax == "json":
         parser.error("the lab models write compact calls only (--syntax compact)")
-    if args.constrain != "off" and not lab:
-        parser.error("--constrain needs a byte-level vocabulary (the lab models) for now; a BPE model needs a "
-                     "grammar engine such as llguidance, not implemented yet")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
     if args.repetition_penalty <= 0:

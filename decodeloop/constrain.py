@@ -20,29 +20,39 @@ a tool that is registered right now, and has arguments that pass
 is reported at start-up as `notice` events (source "constrain"), never left
 unconstrained silently.
 
-The matcher interface. The processor talks to its matcher through four calls,
-so another engine can stand in for the lab's own (llguidance or a token-trie
-matcher for BPE vocabularies, later):
+The matcher interface. The processor talks to its matcher through these
+calls, so another grammar engine can stand in:
 
-    matcher = ByteMatcher(tokenizer)      # or another implementation of `Matcher`
+    matcher = matcher_for(tokenizer)      # ByteMatcher or TokenMatcher, below
     problems = matcher.start(tools, syntax)   # compile; what cannot be enforced
     state = matcher.begin()               # a call just opened (its opener is written)
     state = matcher.advance(state, token) # the model wrote `token`; None: not in the grammar
+    state = matcher.advance_bytes(state, data)   # the same for bytes written with the opener
     matcher.done(state)                   # the call's closer has been written
+    matcher.finish(state)                 # tokens that end the call soon (to close it within the token cap)
     logits, override = matcher.apply(logits, state)   # every token the grammar forbids at -inf
 
 `apply` never changes the logits it is given and keeps their kind (list, numpy
 array, torch tensor on its device) and dtype; `override` is (the model's most
 likely token, how many tokens were allowed) when the mask ruled that token
-out, else None: what the trace shows. `ByteMatcher` serves vocabularies in
-which every token is one byte (the lab's `CharTokenizer`): its masks come from
-the byte-level grammar (grammar/bytes.py), memoized per state, so a
-constrained token costs a few dict lookups, one pass over the logits for their
-maximum, and a loop over the allowed (or the forbidden) tokens, whichever are
-fewer (bench/constrain.py).
-A BPE vocabulary needs a matcher that maps the grammar's byte states to token
-masks (each token's bytes walked through the grammar, or a compiled engine
-such as llguidance); until one exists, `--constrain` refuses such models.
+out, else None: what the trace shows. Two matchers share the one byte-level
+grammar (grammar/bytes.py), so the guarantee tested for one holds for both:
+
+- `ByteMatcher` serves vocabularies in which every token is one byte (the
+  lab's `CharTokenizer`): its masks are memoized per state, so a constrained
+  token costs a few dict lookups, one pass over the logits for their maximum,
+  and a loop over the allowed (or the forbidden) tokens, whichever are fewer.
+- `TokenMatcher` (grammar/tokens.py, numpy) serves BPE vocabularies: a
+  token is allowed when its bytes walk through the grammar, and a state's
+  mask is a vectorized walk of every token at once, memoized per state; a
+  constrained token then costs one masked_fill and an argmax on the logits'
+  own device (bench/constrain.py).
+
+A call opener written as text can end inside a token (`>{"` after
+`<tool_call`): the bytes after the opener are fed to the grammar when the call
+begins. A closer that is one special token (Qwen's `</tool_call>`) is a
+character no text can spell in the grammar (bytes.CLOSER_TOKEN), so only that
+token closes a call.
 
 Standard library only; numpy and torch are touched only when their logits arrive.
 """
@@ -60,6 +70,12 @@ from decodeloop.processors import force
 from decodeloop.sampling import array_kind
 
 MODES = ("off", "calls", "required")
+# tokens before the cap at which an open call starts to look for its shortest end (the search costs up to a
+# few hundred ms, once per call, so it is not run while the cap is far); a call whose shortest end is longer
+# than this can still be cut by the cap
+FINISH_HORIZON = 64
+FINISH_SLACK = 8
+FINISH_CHECKED = 64          # near the cap, the allowed tokens of a state are checked one by one up to this many
 SOURCE = "constrain"
 
 
@@ -72,28 +88,52 @@ class Matcher(Protocol):
 
     def advance(self, state: Any, token: int) -> Any: ...
 
+    def advance_bytes(self, state: Any, data: bytes) -> Any: ...
+
     def done(self, state: Any) -> bool: ...
+
+    def finish(self, state: Any) -> list[int] | None: ...
 
     def apply(self, logits: Any, state: Any) -> tuple[Any, tuple[int, int] | None]: ...
 
 
 def unsupported(tokenizer, syntax=None, closer_id: int | None = None) -> str | None:
-    """Why calls of this bundle cannot be constrained yet, or None."""
-    if closer_id is not None:
-        return "the call closer is a special token; the grammar knows text closers only"
+    """Why calls of this bundle cannot be constrained, or None."""
     vocab = getattr(tokenizer, "vocab_size", None)
-    if not isinstance(vocab, int) or vocab > 4096:
-        return ("constrained calls need a byte-level vocabulary (the lab models'); this model's tokens span "
-                "several bytes, which needs a BPE grammar engine such as llguidance (not implemented yet)")
+    if not isinstance(vocab, int) or vocab <= 0 or not callable(getattr(tokenizer, "token_bytes", None)):
+        return "constrained calls need a tokenizer that gives every token's bytes (token_bytes)"
+    if is_byte_vocabulary(tokenizer):
+        if closer_id is not None:
+            return "the call closer is a special token, which a byte vocabulary does not have"
+    else:
+        try:
+            import numpy  # noqa: F401  (TokenMatcher's masks are numpy arrays)
+        except ImportError:
+            return "constrained calls on a multi-byte vocabulary need numpy: pip install -e '.[hf]'"
+    return None
+
+
+def is_byte_vocabulary(tokenizer) -> bool:
+    """Every token is at most one byte and every byte value has a token: ByteMatcher's vocabulary."""
+    vocab = tokenizer.vocab_size
+    if vocab > 4096:
+        return False
     seen = set()
     for token in range(vocab):
         data = tokenizer.token_bytes(token)
         if len(data) > 1:
-            return "constrained calls need a vocabulary in which every token is one byte"
+            return False
         seen.update(data)
-    if len(seen) < 256:
-        return "constrained calls need a token for every byte value"
-    return None
+    return len(seen) == 256
+
+
+def matcher_for(tokenizer, closer_id: int | None = None) -> "Matcher":
+    """ByteMatcher for a byte vocabulary, else TokenMatcher (numpy), which also takes a closer that is a token."""
+    if is_byte_vocabulary(tokenizer):
+        return ByteMatcher(tokenizer)
+    from decodeloop.grammar.tokens import TokenMatcher
+
+    return TokenMatcher(tokenizer, closer_id=closer_id)
 
 
 class ByteMatcher:
@@ -121,6 +161,13 @@ class ByteMatcher:
     def begin(self) -> ByteState | None:
         return self.grammar.start if self.grammar is not None and self.tools else None
 
+    def advance_bytes(self, state: ByteState, data: bytes) -> ByteState | None:
+        for byte in data:
+            state = self.grammar.advance(state, byte)
+            if state is None:
+                return None
+        return state
+
     def advance(self, state: ByteState, token: int) -> ByteState | None:
         byte = self.byte_of[token] if 0 <= token < self.vocab else -1
         found = state.next.get(byte)
@@ -130,6 +177,13 @@ class ByteMatcher:
 
     def done(self, state: ByteState) -> bool:
         return state.final
+
+    def finish(self, state: ByteState) -> list[int] | None:
+        """The tokens of a short way to end the call from `state` (see ByteGrammar.finish), or None."""
+        plan = self.grammar.finish(state)
+        if plan is None or any(not 0 <= b < 256 or self.id_of[b] < 0 for b in plan):
+            return None
+        return [self.id_of[b] for b in plan]
 
     def allowed_ids(self, state: ByteState) -> list[int]:
         return sorted(self.id_of[b] for b in state.allowed if self.id_of[b] >= 0)
@@ -223,23 +277,27 @@ class CallConstraint:
 
     def __init__(self, bundle, tools: Callable[[], Sequence], *, mode: str = "calls",
                  emit: Callable | None = None, version: Callable[[], int] | None = None,
-                 matcher: Matcher | None = None) -> None:
+                 matcher: Matcher | None = None, max_tokens: int | None = None) -> None:
         if mode not in ("calls", "required"):
             raise ValueError(f"constrain must be one of {', '.join(MODES)}, got {mode!r}")
         reason = unsupported(bundle.tokenizer, bundle.syntax, bundle.closer_id) if matcher is None else None
         if reason is not None:
             raise ValueError(reason)
         self.mode = mode
+        self.max_tokens = max_tokens     # the turn's cap: a call still open near it is closed the short way
         self.syntax = bundle.syntax
-        self.matcher = matcher if matcher is not None else ByteMatcher(bundle.tokenizer)
+        self.matcher = matcher if matcher is not None else matcher_for(bundle.tokenizer, bundle.closer_id)
+        self._tokenizer = bundle.tokenizer
         self._tools = tools
         self._version = version or (lambda: 0)
         self._emit = emit if emit is not None else (lambda event: None)
         self._compiled_version: int | None = None
         if bundle.opener_id is not None:
             self.opener_ids = [bundle.opener_id]
+            self._opener_bytes = None          # a special token: the call begins right after it
         else:
             self.opener_ids = list(bundle.tokenizer.encode(bundle.syntax.opener))
+            self._opener_bytes = bundle.syntax.opener.encode("utf-8")
         self.override: tuple[int, int] | None = None
         self._state = None           # the matcher's state inside a call
         self._closed = False         # the call closed (or cannot be followed): free until in_call turns false
@@ -284,6 +342,9 @@ class CallConstraint:
             if self._version() != self._compiled_version:
                 self.compile()           # tools changed: calls name the tools registered now
             current = matcher.begin()
+            tail = self._after_opener(state) if current is not None else b""
+            if tail:
+                current = matcher.advance_bytes(current, tail)
         elif n == self._seen + 1:
             current = matcher.advance(current, context[-1])
         else:
@@ -293,8 +354,47 @@ class CallConstraint:
             self._state, self._closed = None, True
             return logits
         self._state, self._seen = current, n
+        if self.max_tokens is not None and self.max_tokens - state.step <= FINISH_HORIZON:
+            ending = matcher.finish(current)
+            # the tokens left (this one included) barely fit the shortest end: write it, so the call closes. The
+            # slack is for a token the model writes meanwhile that lengthens the end (a character begun, a key)
+            if ending and len(ending) + FINISH_SLACK >= self.max_tokens - state.step:
+                token = ending[0]
+                wanted = _argmax(logits)
+                if wanted != token:
+                    self.override = (wanted, 1)
+                return force(logits, token)
+            if ending:
+                logits, self.override = matcher.apply(logits, current)
+                return self._within_budget(logits, current, self.max_tokens - state.step - 1)
         logits, self.override = matcher.apply(logits, current)
         return logits
+
+    def _within_budget(self, logits, current, left: int):
+        """Near the cap, where few tokens are allowed (a name, a key, a literal), rule out those after which the
+        call's shortest end no longer fits in the `left` tokens that follow."""
+        matcher = self.matcher
+        allowed = matcher.allowed_ids(current)
+        if len(allowed) > FINISH_CHECKED:
+            return logits                    # a free string: the slack covers what one token can add
+        too_long = []
+        for token in allowed:
+            after = matcher.advance(current, token)
+            ending = None if after is None else ([] if matcher.done(after) else matcher.finish(after))
+            if ending is None or len(ending) > left:
+                too_long.append(token)
+        if not too_long or len(too_long) == len(allowed):
+            return logits
+        return _forbid(logits, too_long)
+
+    def _after_opener(self, state) -> bytes:
+        """What the token that completed the opener wrote after it (a BPE token can hold `>{"`)."""
+        if self._opener_bytes is None:
+            return b""
+        token_bytes = self._tokenizer.token_bytes
+        written = b"".join(token_bytes(t) for t in state.context[state.generated:])
+        at = written.rfind(self._opener_bytes)
+        return written[at + len(self._opener_bytes):] if at >= 0 else b""
 
     def _require(self, logits, state):
         """Force the opener as the turn's first tokens."""
@@ -312,6 +412,16 @@ class CallConstraint:
         if wanted != token:
             self.override = (wanted, 1)
         return force(logits, token)
+
+
+def _forbid(logits, tokens: list[int]):
+    """A copy of `logits` (already a processor's own copy) with `tokens` at -inf."""
+    if type(logits) is list:
+        for token in tokens:
+            logits[token] = -inf
+        return logits
+    logits[tokens] = -inf
+    return logits
 
 
 def _argmax(logits) -> int:

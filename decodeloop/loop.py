@@ -122,7 +122,7 @@ class Harness:
             from decodeloop.constrain import CallConstraint  # the grammar is loaded only when asked for
 
             self.constraint = CallConstraint(bundle, self._callable_tools, mode=self.config.constrain, emit=emit,
-                                             version=lambda: router.version)
+                                             version=lambda: router.version, max_tokens=self.config.max_tokens)
             processors = (*processors, self.constraint)
         self.engine = engine if engine is not None else bundle.engine(sampler, processors)
 

@@ -147,15 +147,16 @@ class RandomLogits:
         return [self.rng.gauss(0.0, self.scale) for _ in range(self.vocab)]
 
 
-def constrained_turn(tools, syntax, seed, temperature, mode="required", max_tokens=3000, logits_model=None):
-    tokenizer = CharTokenizer()
-    bundle = SimpleNamespace(tokenizer=tokenizer, syntax=syntax, opener_id=None, closer_id=None)
+def constrained_turn(tools, syntax, seed, temperature, mode="required", max_tokens=3000, logits_model=None,
+                     tokenizer=None, closer_id=None):
+    tokenizer = tokenizer or CharTokenizer()
+    bundle = SimpleNamespace(tokenizer=tokenizer, syntax=syntax, opener_id=None, closer_id=closer_id)
     notices = []
-    constraint = CallConstraint(bundle, lambda: tools, mode=mode, emit=notices.append)
+    constraint = CallConstraint(bundle, lambda: tools, mode=mode, emit=notices.append, max_tokens=max_tokens)
     model = logits_model or RandomLogits(seed, tokenizer.vocab_size, 3.0)
     engine = LocalEngine(model, Sampler(temperature=temperature, seed=seed), [constraint])
     stops = Stops(eos_ids={tokenizer.eos_id}, opener=syntax.opener, scanner_factory=syntax.scanner,
-                  max_tokens=max_tokens, max_call_chars=10 ** 6, closer=syntax.closer)
+                  max_tokens=max_tokens, max_call_chars=10 ** 6, closer=syntax.closer, closer_id=closer_id)
     context = Context()
     context.extend(tokenizer.encode("prompt"), "user")
     state = ProcessorState(context=context.ids, generated=len(context))
@@ -185,7 +186,11 @@ def test_every_constrained_call_parses_and_validates(schemas, syntax_name, seed,
         assert any("no tool can be called" in n.message for n in notices)
         return
     if verdict.reason == "max_tokens":
-        return          # a model may write a free string for ever; the cap ends it, the call is dropped unseen
+        # a model may write a free string or key for ever: near the cap the constraint writes the call's shortest
+        # end; only where its search finds none (it tries closing characters, not the names of required keys)
+        # does the cap cut the call
+        assert constraint.matcher.finish(constraint._state) is None, verdict
+        return
     assert verdict.reason == "tool_call", verdict
     check_call(syntax, verdict.calls[0], {t.name: t.input_schema for t in tools})
 
@@ -239,10 +244,11 @@ def test_free_outside_calls_and_no_change_to_the_logits_it_was_given():
         assert constraint.override is None or constraint.override[1] == 2
 
 
-def test_only_byte_vocabularies_are_supported():
+def test_what_can_be_constrained():
     assert unsupported(CharTokenizer()) is None
     wide = SimpleNamespace(vocab_size=49152, token_bytes=lambda t: b"ab")
-    assert "llguidance" in unsupported(wide)
+    assert unsupported(wide) is None                                       # a BPE vocabulary: TokenMatcher
+    assert "token_bytes" in unsupported(SimpleNamespace(vocab_size=100))
     assert "special token" in unsupported(CharTokenizer(), None, closer_id=3)
 
 
@@ -346,7 +352,7 @@ def test_cli_constrain_runs_and_refuses_what_it_cannot_do():
     assert run.returncode == 0 and "33°F" in run.stdout
     bad = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--model", "hf:nowhere", "--constrain", "calls",
                           "hi"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "byte-level" in bad.stderr
+    assert bad.returncode == 2 and "nowhere" in bad.stderr       # a BPE model is constrained too: it must exist
 
 
 def test_ngram_calls_under_the_constraint_always_parse(events):

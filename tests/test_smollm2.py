@@ -82,3 +82,25 @@ def test_decodeloop_run_with_smollm2_from_the_command_line():
     assert done["reason"] in ("eos", "max_tokens") and done["tokens"] >= 1
     notices = [e for e in events if e["event"] == "notice" and e["source"].startswith("hf:")]
     assert notices and "vocab 49152" in notices[0]["message"]
+
+
+def test_constrained_required_makes_smollm2_call_the_tool_and_answer_from_the_result(smol, events):
+    # unconstrained it never writes a call and invents the weather; with the opener forced and the call masked
+    # it writes a valid get_weather call for the city asked about, then answers from the server's result
+    from decodeloop.grammar.tokens import TokenMatcher
+    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.router import start_stdio_servers
+    from decodeloop.sampling import Sampler
+
+    with start_stdio_servers([WEATHER], events, timeout=30) as router:
+        free = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=80)).run(QUESTION)
+        assert free.tool_calls == 0
+        events.clear()
+        chat = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=120, constrain="required"))
+        result = chat.run(QUESTION)
+    assert isinstance(chat.constraint.matcher, TokenMatcher)
+    [call] = events.of("tool_call")
+    assert call.name == "get_weather" and call.arguments == {"city": "Polson", "state": "MT"}
+    assert not events.of("tool_error")
+    assert "33°F" in result.answer
+    assert events.of("token")[0].masked is not None          # the forced opener overrode the model's first token

@@ -16,8 +16,13 @@ constrained token within the mask budget (bench/constrain.py).
 from __future__ import annotations
 
 from decodeloop.grammar import charset as cs
-from decodeloop.grammar.charset import TEXT
+from decodeloop.grammar.charset import MAX_CP, TEXT
 from decodeloop.grammar.machines import Machine
+
+
+# A code point no UTF-8 byte sequence spells: in a grammar it stands for a call closer that is one special
+# token (Qwen's `</tool_call>`), so only that token, never text, can close the call.
+CLOSER_TOKEN = 0x110000
 
 
 class ByteState:
@@ -119,6 +124,97 @@ class ByteGrammar:
         st.next[byte] = found
         return found
 
+    def advance_char(self, st: ByteState, char: int) -> ByteState | None:
+        """The state after one whole character (CLOSER_TOKEN included), or None; never mid-character."""
+        s, pending = st.key
+        if pending or not cs.contains(self.machine.chars(s), char):
+            return None
+        return self.state(self.machine.step(s, char))
+
+    def finish(self, st: ByteState, limit: int = 4000) -> list[int] | None:
+        """A short way to end the call from `st`: byte values, and CLOSER_TOKEN where the closer is a token.
+
+        Breadth first, trying at every state only the characters that end
+        things (quotes, brackets, `=`, the closer) where any is allowed, else
+        those that begin short values, else each range's first: a free string
+        or key closes instead of growing. If that finds no end within `limit`
+        states, the first of those candidates at every state; then breadth
+        first over more candidates. Memoized on the state and on the states
+        along the way; None when `limit` states did not reach the end.
+        """
+        if "finish" in st.masks:
+            return st.masks["finish"]
+        origin = st
+        out: list[int] = []
+        while st.key[1]:                       # mid-character: the lowest continuation byte completes one
+            byte = min(st.allowed)
+            out.append(byte)
+            st = self.advance(st, byte)
+        start = st.key[0]
+        came, end = self._search(start, True, limit)
+        if end is None:
+            came, end = self._greedy(start)
+        if end is None:
+            came, end = self._search(start, False, limit)
+        if end is None:
+            origin.masks["finish"] = None
+            return None
+        chars = []
+        while came[end] is not None:
+            end, c = came[end]
+            chars.append(c)
+        chars.reverse()
+        for c in chars:
+            out.extend([c] if c == CLOSER_TOKEN else chr(c).encode("utf-8"))
+        origin.masks["finish"] = out
+        # the states along the way end the same way: writing the end costs no further search
+        walk, rest = st, out[len(out) - sum(1 if c == CLOSER_TOKEN else len(chr(c).encode("utf-8")) for c in chars):]
+        for i, b in enumerate(rest[:-1]):
+            walk = self.advance_char(walk, b) if b == CLOSER_TOKEN else self.advance(walk, b)
+            if walk is None:
+                break
+            walk.masks.setdefault("finish", rest[i + 1:])
+        return out
+
+    def _greedy(self, start, steps: int = 400):
+        """The first narrow candidate at every state, as long as no state repeats: (how each was reached, final)."""
+        machine = self.machine
+        came: dict = {start: None}
+        s = start
+        for _ in range(steps):
+            if machine.final(s):
+                return came, s
+            c = _candidates(machine.chars(s), True)[0]
+            n = machine.step(s, c)
+            if n in came:
+                break
+            came[n] = (s, c)
+            s = n
+        return came, None
+
+    def _search(self, start, narrow: bool, limit: int):
+        """Breadth first from machine state `start` to a final one: (how each state was reached, the final or None)."""
+        machine = self.machine
+        came: dict = {start: None}
+        frontier = [start]
+        end = start if machine.final(start) else None
+        while frontier and end is None and len(came) < limit:
+            following = []
+            for s in frontier:
+                for c in _candidates(machine.chars(s), narrow):
+                    n = machine.step(s, c)
+                    if n in came:
+                        continue
+                    came[n] = (s, c)
+                    if machine.final(n):
+                        end = n
+                        break
+                    following.append(n)
+                if end is not None:
+                    break
+            frontier = following
+        return came, end
+
     def accepts(self, data: bytes) -> bool:
         st = self.start
         for b in data:
@@ -126,6 +222,37 @@ class ByteGrammar:
             if st is None:
                 return False
         return st.final
+
+
+_CLOSING = [ord(c) for c in '"}]>=,:']          # characters that end a string, a key, a container, a call
+_STARTING = [ord(c) for c in '0-tfn[{']         # characters that begin the shortest values
+_SPACE = frozenset(b" \t\n\r")
+
+
+def _candidates(chars, narrow: bool) -> list[int]:
+    """What a finishing search tries from a state allowing `chars`.
+
+    Narrow: only the first non-empty tier of closing characters (and the closer
+    token), value starters, then each range's first non-space character; so the
+    search hardly branches. Wide: all of those tiers together (at most 8).
+    """
+    tiers = [[c for c in _CLOSING if cs.contains(chars, c)],
+             [c for c in _STARTING if cs.contains(chars, c)], []]
+    if cs.contains(chars, CLOSER_TOKEN):
+        tiers[0].insert(0, CLOSER_TOKEN)
+    for lo, hi in chars:
+        c = next((c for c in range(lo, min(hi, lo + 4) + 1) if c not in _SPACE), None)
+        if c is not None and not 0xD800 <= c <= 0xDFFF and c <= MAX_CP:
+            tiers[2].append(c)
+        if len(tiers[2]) >= 4:
+            break
+    if narrow:
+        out = next((tier for tier in tiers if tier), [])
+        if cs.contains(chars, 0x20) and 0x20 not in out:
+            out = out + [0x20]              # a space ends a compact call's bare value (and is tried last)
+    else:
+        out = list(dict.fromkeys(tiers[0] + tiers[1] + tiers[2]))[:8]
+    return out or [lo for lo, _ in chars[:1]]
 
 
 def _indices(chars, start: int, step: int, count: int, low: int, high: int) -> set[int]:

@@ -896,7 +896,8 @@ class JsonCall(Machine):
     def __init__(self, tools: dict[str, Machine], closer: str) -> None:
         self.tools = {name: args for name, args in tools.items() if not args.empty()}
         self.name_string = JsonString(Trie(self.tools))
-        self.closer = closer
+        # code points; bytes.CLOSER_TOKEN stands for a closer that is one special token
+        self.closer = tuple(map(ord, closer)) if isinstance(closer, str) else tuple(closer)
         self.start = (self.PRE, None, None, 0)
         self._no_args = {name: args.accepts("{}") for name, args in self.tools.items()}
 
@@ -906,7 +907,7 @@ class JsonCall(Machine):
         if lit is not None:
             return cs.of(lit[sub])
         if phase == self.CLOSER:
-            return cs.of(self.closer[sub])
+            return ((self.closer[sub], self.closer[sub]),)
         if phase == self.NAME:
             return self.name_string.chars(sub)
         if phase == self.DONE:
@@ -918,10 +919,12 @@ class JsonCall(Machine):
                 return inside
             return cs.union(inside, WS, cs.of("}"))
         nxt = {self.PRE: "{", self.OPEN: '"', self.COLON1: ":", self.PRE_NAME: '"', self.ARGS_KEY0: '"',
-               self.COLON2: ":", self.AFTER_ARGS: "}", self.PRE_CLOSE: self.closer[0]}.get(phase)
+               self.COLON2: ":", self.AFTER_ARGS: "}"}.get(phase)
         out = [_ws(ws)]
         if nxt is not None:
             out.append(cs.of(nxt))
+        elif phase == self.PRE_CLOSE:
+            out.append(((self.closer[0], self.closer[0]),))
         elif phase == self.AFTER_NAME:
             out.append(cs.of(","))
             if self._no_args[tool]:
@@ -957,7 +960,6 @@ class JsonCall(Machine):
             return (self.ARGS, tool, args.step(args.start, c), 0)
         if cs.contains(WS, c):
             return (phase, tool, sub, ws + 1)
-        ch = chr(c)
         if phase == self.PRE:
             return (self.OPEN, tool, None, 0)
         if phase == self.OPEN:
@@ -967,7 +969,7 @@ class JsonCall(Machine):
         if phase == self.PRE_NAME:
             return (self.NAME, tool, self.name_string.step(self.name_string.start, c), 0)
         if phase == self.AFTER_NAME:
-            return (self.ARGS_KEY0, tool, None, 0) if ch == "," else (self.PRE_CLOSE, tool, None, 0)
+            return (self.ARGS_KEY0, tool, None, 0) if c == 0x2C else (self.PRE_CLOSE, tool, None, 0)   # ","
         if phase == self.ARGS_KEY0:
             return (self.ARGS_KEY, tool, 1, 0)
         if phase == self.AFTER_ARGS:
@@ -976,7 +978,7 @@ class JsonCall(Machine):
             if len(self.closer) == 1:
                 return (self.DONE, tool, None, 0)
             return (self.CLOSER, tool, 1, 0)
-        raise ValueError(f"no step from phase {phase} on {ch!r}")
+        raise ValueError(f"no step from phase {phase} on U+{c:04X}")
 
     def final(self, s):
         return s[0] == self.DONE

@@ -303,6 +303,7 @@ class CallConstraint:
         self._closed = False         # the call closed (or cannot be followed): free until in_call turns false
         self._seen = 0               # context length when the matcher last advanced
         self._forcing = False        # required: still forcing the turn's opener
+        self._no_end = False         # the call's shortest end was searched for near the cap and not found
         self.compile()
 
     def __repr__(self) -> str:
@@ -342,6 +343,7 @@ class CallConstraint:
             if self._version() != self._compiled_version:
                 self.compile()           # tools changed: calls name the tools registered now
             current = matcher.begin()
+            self._no_end = False
             tail = self._after_opener(state) if current is not None else b""
             if tail:
                 current = matcher.advance_bytes(current, tail)
@@ -354,8 +356,9 @@ class CallConstraint:
             self._state, self._closed = None, True
             return logits
         self._state, self._seen = current, n
-        if self.max_tokens is not None and self.max_tokens - state.step <= FINISH_HORIZON:
+        if self.max_tokens is not None and self.max_tokens - state.step <= FINISH_HORIZON and not self._no_end:
             ending = matcher.finish(current)
+            self._no_end = ending is None    # no end found: not searched again in this call
             # the tokens left (this one included) barely fit the shortest end: write it, so the call closes. The
             # slack is for a token the model writes meanwhile that lengthens the end (a character begun, a key)
             if ending and len(ending) + FINISH_SLACK >= self.max_tokens - state.step:
@@ -364,7 +367,7 @@ class CallConstraint:
                 if wanted != token:
                     self.override = (wanted, 1)
                 return force(logits, token)
-            if ending:
+            if ending and 2 * len(ending) + FINISH_SLACK >= self.max_tokens - state.step:
                 logits, self.override = matcher.apply(logits, current)
                 return self._within_budget(logits, current, self.max_tokens - state.step - 1)
         logits, self.override = matcher.apply(logits, current)

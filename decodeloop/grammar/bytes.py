@@ -131,7 +131,7 @@ class ByteGrammar:
             return None
         return self.state(self.machine.step(s, char))
 
-    def finish(self, st: ByteState, limit: int = 4000) -> list[int] | None:
+    def finish(self, st: ByteState, limit: int = 600) -> list[int] | None:
         """A short way to end the call from `st`: byte values, and CLOSER_TOKEN where the closer is a token.
 
         Breadth first, trying at every state only the characters that end

@@ -189,7 +189,7 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
     group.add_argument("--constrain", choices=("off", "calls", "required"), default="off",
                        help="calls: once the model opens a call, mask every token that cannot continue a valid "
                             "call (a registered tool, arguments that fit its inputSchema); required: also make "
-                            "the turn start with a call; lab models only for now (default: off)")
+                            "the turn start with a call (default: off)")
     group.add_argument("--policy", choices=("off", "confirm", "strict"), default="confirm",
                        help="the trust boundary: once a tool result is in the context, a side-effecting call "
                             "runs only if the config allows it or you confirm it at the terminal (denied "

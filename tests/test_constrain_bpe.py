@@ -162,7 +162,8 @@ def test_apply_keeps_the_logits_kind_and_forbids_ids_past_the_vocabulary():
     expected = np.flatnonzero(matcher.mask(state)).tolist()
     assert sorted(tokenizer.decode([t]) for t in expected) == ["f", "t", "w", "weather"]
     n = tokenizer.vocab_size + 24                       # an output layer larger than the tokenizer, as in real models
-    for logits in (np.zeros(n, dtype=np.float32), torch.zeros(n, dtype=torch.bfloat16), [0.0] * n):
+    for logits in (np.zeros(n, dtype=np.float32), torch.zeros(n, dtype=torch.float32),
+                   torch.zeros(n, dtype=torch.bfloat16), [0.0] * n):
         before = list(logits) if type(logits) is list else logits.tolist()
         out, override = matcher.apply(logits, state)
         values = out if type(out) is list else out.tolist()

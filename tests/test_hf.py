@@ -302,3 +302,25 @@ def test_smollm2():
             break
     answer = tok.decode(context[len(prompt):])
     assert "Paris" in answer, answer
+
+
+def test_constrained_calls_on_a_real_transformers_model(bundle, events):
+    # random weights, torch logits, <tool_call> and </tool_call> as added tokens (the closer is one token):
+    # every turn, forced to open with a call, writes one the weather server accepts, within the token cap
+    from conftest import WEATHER
+
+    from decodeloop.grammar.tokens import TokenMatcher
+    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.router import start_stdio_servers
+    from decodeloop.sampling import Sampler
+
+    with start_stdio_servers([WEATHER], events, timeout=30) as router:
+        for seed in range(3):
+            events.clear()
+            chat = Harness(bundle, Sampler(temperature=1.0, seed=seed), router, events,
+                           config=TurnConfig(max_tokens=90, constrain="required", max_retries=1))
+            chat.run("What's the weather in Polson, MT?")
+            assert isinstance(chat.constraint.matcher, TokenMatcher) and chat.constraint.matcher.closer_id is not None
+            calls = events.of("tool_call")
+            assert calls and calls[0].name in ("get_weather", "get_forecast")
+            assert [e for e in events.of("tool_error") if e.stage in ("parse", "route", "arguments")] == []

@@ -14,7 +14,8 @@ grammar once, in Python, and written into the table; after that a column is
 two numpy gathers. So the first mask of a broad state (inside a free string,
 where most of the vocabulary is allowed) costs a few milliseconds, and every
 later visit to the state finds its mask memoized: a constrained token then
-costs one masked_fill on the logits' own device and an argmax (bench/constrain.py).
+costs an argmax and a copy of the logits with the shorter side of the mask applied
+(bench/constrain_bpe.py).
 Nothing walks the vocabulary in Python per token.
 
 numpy is imported by whoever builds a TokenMatcher (constrain.py does so only
@@ -31,7 +32,7 @@ from decodeloop.grammar.bytes import CLOSER_TOKEN, ByteGrammar, ByteState
 from decodeloop.grammar.compile import call_grammar
 
 _UNKNOWN, _DEAD = -2, -1
-_MAX_MASKS = 4096          # memoized masks kept at once (49 KB each at a 49k vocabulary); oldest dropped first
+_MAX_MASKS = 2048          # states with memoized masks (49 KB each at 49k, and an index array); oldest dropped first
 
 
 class TokenMatcher:
@@ -154,18 +155,55 @@ class TokenMatcher:
         return np.flatnonzero(self.mask(state)).tolist()
 
     def apply(self, logits, state: ByteState):
-        """(logits with every forbidden token at -inf, override) as ByteMatcher.apply; the input is never changed."""
+        """(logits with every forbidden token at -inf, override) as ByteMatcher.apply; the input is never changed.
+
+        On the CPU (numpy arrays, float32/float64 torch tensors, through a zero-copy numpy view) the copy is
+        made and then only the shorter side is touched: the forbidden ids set to -inf, or the allowed ids
+        copied into a row of -inf (index arrays memoized per state). Elsewhere (CUDA, half precision) one
+        masked_fill with a memoized bool tensor on the logits' device.
+        """
         mask = self.mask(state)
         count = state.masks["count"]
-        if isinstance(logits, np.ndarray):
-            allowed = self._sized(mask, len(logits))
-            wanted = int(logits.argmax())
-            out = np.where(allowed, logits, np.asarray(-inf, dtype=logits.dtype if logits.dtype.kind == "f"
-                                                       else np.float64))
-            return out, (None if allowed[wanted] else (wanted, count))
         if type(logits) is list:
             out, override = self.apply(np.asarray(logits, dtype=np.float64), state)
             return out.tolist(), override
+        view = None
+        if isinstance(logits, np.ndarray):
+            view = logits if logits.dtype.kind == "f" else logits.astype(np.float64)
+        elif logits.device.type == "cpu" and logits.dim() == 1 and str(logits.dtype) in ("torch.float32",
+                                                                                         "torch.float64"):
+            view = logits.numpy()
+        if view is None:
+            return self._apply_masked_fill(logits, state, mask, count)
+        n = len(view)
+        wanted = int(view.argmax())
+        sparse, ids = self._plan(state, mask, n)
+        if sparse:
+            out = np.full(n, -inf, dtype=view.dtype)
+            out[ids] = view[ids]
+        else:
+            out = view.copy()
+            out[ids] = -inf
+        override = None if wanted < self.vocab and mask[wanted] else (wanted, count)
+        if isinstance(logits, np.ndarray):
+            return out, override
+        import torch
+
+        return torch.from_numpy(out), override
+
+    def _plan(self, state: ByteState, mask, n: int):
+        """(sparse, ids) for logits of length n: the allowed ids when they are fewer, else the forbidden ones."""
+        key = ("plan", n)
+        plan = state.masks.get(key)
+        if plan is None:
+            sized = self._sized(mask, n)
+            allowed = np.flatnonzero(sized)
+            sparse = len(allowed) <= n // 2
+            ids = allowed if sparse else np.flatnonzero(~sized)
+            plan = state.masks[key] = (sparse, ids.astype(np.int32))
+        return plan
+
+    def _apply_masked_fill(self, logits, state: ByteState, mask, count: int):
         key = ("torch", logits.device, len(logits))
         forbidden = state.masks.get(key)
         if forbidden is None:

@@ -14,11 +14,22 @@ the turn's events, so it measures exactly what the trace shows:
 - with --constrain: tokens where the call grammar ruled out the model's most
   likely token (the token events that carry `masked`);
 - tokens per second over all generated tokens and the wall time of the turns.
+
+`evaluate` runs the episodes one after another through one harness.
+`evaluate_concurrently` keeps K episodes in flight: K workers, each with its
+own harness (its own engine, sampler and context) and its own MCP sessions,
+take the episodes in order; the outcomes come back in episode order, so for a
+deterministic engine they are the same as with one worker. Requests to a
+remote engine go out from the workers' threads as they come, never one at a
+time. A model that runs in this process (one KV cache, not thread-safe) is
+never shared between workers: `serial_reason` says so, and the caller runs it
+with one worker.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -60,6 +71,8 @@ class Summary:
     tokens_per_second: float
     value_copy_by_tool: dict       # tool -> [episodes whose answer holds the values, episodes]
     masked_tokens: int = 0         # tokens whose first choice the call grammar ruled out (--constrain)
+    concurrency: int = 1           # episodes in flight at once
+    wall_seconds: float = 0.0      # from the first episode's start to the last one's end (all workers)
 
     def rows(self) -> list[tuple[str, str]]:
         n = self.episodes or 1
@@ -76,6 +89,8 @@ class Summary:
             ("value copy (answer holds the result's values)", f"{self.value_copy_rate:.1%}"),
             *((f"  {tool}", f"{copied}/{total}") for tool, (copied, total) in self.value_copy_by_tool.items()),
             ("tokens per second", f"{self.tokens_per_second:,.0f}"),
+            *([(f"episodes per second ({self.concurrency} in flight)",
+                f"{self.episodes / self.wall_seconds:,.2f}")] if self.concurrency > 1 and self.wall_seconds else []),
             *([("tokens the call grammar overrode", f"{self.masked_tokens:,}")] if self.masked_tokens else []),
         ]
 
@@ -150,6 +165,80 @@ def evaluate(make_harness: Callable[[Callable[[Event], None]], Harness], episode
         if progress:
             progress(i + 1, len(episodes))
     return summarize(outcomes), outcomes
+
+
+def serial_reason(bundle) -> str | None:
+    """Why this bundle's episodes cannot be in flight together (None: they can).
+
+    An engine that samples for itself (a server) is made once per harness and
+    shares nothing between them; a model run in this process has one KV cache
+    that every harness would step, so it is never shared between threads.
+    """
+    if bundle.model is None:
+        return None
+    return (f"the model {bundle.name!r} runs in this process with one KV cache and is not thread-safe; "
+            "its episodes run one at a time")
+
+
+def evaluate_concurrently(open_worker, episodes: list, concurrency: int,
+                          progress: Callable[[int, int], None] | None = None) -> tuple[Summary, list[EpisodeOutcome]]:
+    """Run the episodes with `concurrency` in flight; outcomes in episode order.
+
+    `open_worker(emit)` is a context manager that starts one worker's MCP
+    servers and yields its Harness, built around `emit`. A worker takes the next
+    episode when it finishes one (reset between them, as `evaluate` does). The
+    first error any worker raises stops the others from taking more episodes
+    and is raised here once they have shut their servers down.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    outcomes: list[EpisodeOutcome | None] = [None] * len(episodes)
+    lock = threading.Lock()
+    pending = iter(range(len(episodes)))
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    finished = 0
+
+    def work() -> None:
+        nonlocal finished
+        recorded: list[Event] = []
+        try:
+            with open_worker(recorded.append) as harness:
+                while not stop.is_set():
+                    with lock:
+                        i = next(pending, None)
+                    if i is None:
+                        return
+                    recorded.clear()
+                    harness.reset()
+                    harness.run(episodes[i].user)
+                    outcomes[i] = score_episode(episodes[i], recorded)
+                    with lock:  # one progress line at a time, counts in order
+                        finished += 1
+                        if progress:
+                            progress(finished, len(episodes))
+        except BaseException as exc:  # raised on the caller's thread below
+            with lock:
+                errors.append(exc)
+            stop.set()
+
+    started = time.perf_counter()
+    workers = [threading.Thread(target=work, name=f"eval-worker-{k}", daemon=True)
+               for k in range(min(concurrency, len(episodes)))]
+    for worker in workers:
+        worker.start()
+    try:
+        for worker in workers:
+            while worker.is_alive():
+                worker.join(0.2)  # short joins, so Ctrl-C reaches this thread
+    except KeyboardInterrupt:
+        stop.set()   # workers finish the episode in hand, shut their servers and exit
+        raise
+    if errors:
+        raise errors[0]
+    summary = summarize(outcomes)  # type: ignore[arg-type]
+    summary.concurrency, summary.wall_seconds = concurrency, time.perf_counter() - started
+    return summary, outcomes  # type: ignore[return-value]
 
 
 class ProgressBar:

@@ -81,3 +81,94 @@ def test_eval_command_json_summary():
     assert sum(total for _, total in by_tool.values()) == 5
     assert set(by_tool) <= {"get_weather", "get_forecast", "get_time_zone", "convert"}
     assert p.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+def _table_worker(routers, barrier=None):
+    """A worker factory: its own table model (its own cache), its own servers; `routers` records each worker's."""
+    import contextlib
+    import threading
+
+    tokenizer = CharTokenizer()
+
+    class Gathered(TableModel):
+        """Waits at the barrier on its first forward: every worker must be inside an episode at once."""
+        waited = False
+
+        def forward(self, context):
+            if barrier is not None and not self.waited:
+                self.waited = True
+                barrier.wait()
+            return super().forward(context)
+
+    @contextlib.contextmanager
+    def worker(emit):
+        with start_stdio_servers(lab_server_commands(), lambda e: None) as router:
+            with threading.Lock():
+                routers.append(router)
+            yield Harness(lab_bundle(Gathered(tokenizer, TABLE), tokenizer), Sampler(), router, emit,
+                          config=TurnConfig(max_retries=3))
+    return worker
+
+
+def _content(outcome):
+    from dataclasses import asdict
+
+    return {k: v for k, v in asdict(outcome).items() if k != "seconds"}
+
+
+def test_concurrent_episodes_are_in_flight_together_with_their_own_servers_and_count_the_same():
+    import threading
+
+    from decodeloop.evaluate import evaluate_concurrently
+
+    episodes = EPISODES * 3
+    tokenizer = CharTokenizer()
+    with start_stdio_servers(lab_server_commands(), lambda e: None) as router:
+        one, serial = evaluate(lambda emit: Harness(lab_bundle(TableModel(tokenizer, TABLE), tokenizer), Sampler(),
+                                                    router, emit, config=TurnConfig(max_retries=3)), episodes)
+    routers: list = []
+    # four workers each wait at the barrier inside their first episode: it passes only if all four are in flight
+    many, concurrent = evaluate_concurrently(_table_worker(routers, threading.Barrier(4, timeout=120)), episodes, 4)
+    assert [_content(o) for o in concurrent] == [_content(o) for o in serial]
+    assert (many.calls, many.answered, many.out_of_retries) == (one.calls, one.answered, one.out_of_retries)
+    assert many.concurrency == 4 and many.wall_seconds > 0
+    assert len(routers) == 4
+    pids = [{client.transport.pid for client in r.clients.values()} for r in routers]
+    assert all(len(p) == len(lab_server_commands()) for p in pids)
+    assert len(set().union(*pids)) == 4 * len(lab_server_commands())   # no server process shared
+
+
+def test_a_failing_worker_stops_the_run_with_its_error():
+    import contextlib
+
+    from decodeloop.evaluate import evaluate_concurrently
+
+    @contextlib.contextmanager
+    def broken(emit):
+        raise RuntimeError("cannot start this worker")
+        yield
+
+    with pytest.raises(RuntimeError, match="cannot start this worker"):
+        evaluate_concurrently(broken, EPISODES, 2)
+
+
+def test_eval_concurrency_with_an_in_process_model_runs_serially_and_says_so():
+    def run(k):
+        p = subprocess.run([sys.executable, "-m", "decodeloop", "eval", "--model", "ngram", "--order", "6",
+                            "--episodes", "4", "--temperature", "0.7", "--json", "--concurrency", str(k)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout), p.stderr
+
+    (one, quiet), (three, notice) = run(1), run(3)
+    assert quiet == ""
+    assert "--concurrency 3" in notice and "not thread-safe" in notice and "one at a time" in notice
+    timing = ("tokens_per_second", "wall_seconds", "concurrency")
+    assert {k: v for k, v in one.items() if k not in timing} == {k: v for k, v in three.items() if k not in timing}
+    assert three["concurrency"] == 1   # what really ran
+
+
+def test_eval_concurrency_must_be_positive():
+    p = subprocess.run([sys.executable, "-m", "decodeloop", "eval", "--model", "table", "--concurrency", "0"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--concurrency must be at least 1" in p.stderr

@@ -11,7 +11,6 @@ conversation. Nothing here knows which model or engine is running.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -144,6 +143,14 @@ class Harness:
             self.emit(Notice("harness", f"escaped {len(found)} marker(s) in {what}: {', '.join(sorted(set(found)))}"))
         return text
 
+    def _tool_data(self, tool):
+        """A tool as the prompt describes it: its title, description and inputSchema are data (markers.py)."""
+        tool, found = self.markers.neutralize_tool(tool)
+        if found:
+            self.emit(Notice("harness", f"escaped {len(found)} marker(s) in the definition of {tool.name}: "
+                                        f"{', '.join(sorted(set(found)))}"))
+        return tool
+
     def _origins(self, arguments: dict) -> dict[str, list[str]]:
         """Where each argument value of a call occurs in this conversation's context."""
         return origins(arguments, provenance(self.context, self.tokenizer))
@@ -199,8 +206,7 @@ class Harness:
         if self.context is None:
             self._refresh_tools()  # tools a server changed are described from a new conversation on
             self.context = context = Context()
-            tools = [dataclasses.replace(t, description=self._data(t.description, f"the description of {t.name}"))
-                     for t in self.tools]
+            tools = [self._tool_data(t) for t in self.tools]
             pieces = chat.start(tools, self._data(user, "the user's message"), self.system)
         else:
             self.router.refresh()

@@ -5,7 +5,9 @@ model-sampled tokens are scanned for calls, so a forged marker in a tool result
 cannot end a turn, open a role or run a call. But the model reads text: a
 result that spells `<|im_end|>` or `[call send_money` looks to it like the
 harness's own markup. `Markers.neutralize` rewrites every occurrence in data
-(tool results, user text, tool descriptions) by the escape scheme:
+(tool results, user text, a tool's title, description and every string of its
+inputSchema: property descriptions, titles, enum values, defaults, property
+names) by the escape scheme:
 
     a marker M is written as M[0] + "\\" + M[1:]
     <|im_end|>  ->  <\\|im_end|>      [call   ->  [\\call      </tool_call>  ->  <\\/tool_call>
@@ -25,9 +27,10 @@ whole disguised span is replaced by the escaped marker.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import unicodedata
-from typing import Iterable
+from typing import Any, Iterable
 
 HERMES_TAGS = ("<tools>", "</tools>", "<tool_response>", "</tool_response>")
 # characters NFKC leaves alone that read as a marker's characters
@@ -106,6 +109,38 @@ class Markers:
             return text, []
         out.append(text[last:])
         return "".join(out), found
+
+    def neutralize_value(self, value: Any) -> tuple[Any, list[str]]:
+        """A JSON value with every string in it, object keys too, neutralized (a copy), and the markers found.
+
+        A key or an enum value the model must write back exactly cannot then be written as the server spelled
+        it: a call that tries fails validation, and the model reads that error.
+        """
+        found: list[str] = []
+
+        def walk(node: Any) -> Any:
+            if isinstance(node, str):
+                text, hits = self.neutralize(node)
+                found.extend(hits)
+                return text
+            if isinstance(node, dict):
+                return {walk(key) if isinstance(key, str) else key: walk(item) for key, item in node.items()}
+            if isinstance(node, list):
+                return [walk(item) for item in node]
+            return node
+
+        out = walk(value)
+        return (out, found) if found else (value, [])
+
+    def neutralize_tool(self, tool: Any) -> tuple[Any, list[str]]:
+        """A tool as the prompt may describe it: title, description and inputSchema neutralized (a copy)."""
+        title, in_title = self.neutralize(tool.title) if tool.title else (tool.title, [])
+        description, in_description = self.neutralize(tool.description or "")
+        schema, in_schema = self.neutralize_value(tool.input_schema)
+        found = in_title + in_description + in_schema
+        if not found:
+            return tool, []
+        return dataclasses.replace(tool, title=title, description=description, input_schema=schema), found
 
 
 def for_bundle(bundle, stop_strings: Iterable[str] = ()) -> Markers:

@@ -6,7 +6,10 @@ Run as `python3 tests/servers/hostile.py [--name NAME]... [--description-chars N
 --list-changed declares the listChanged capability (it changes its tools either way);
 --escapes-in-description gives `echo` the description `escape` returns; --describe TOOL TEXT
 gives TOOL that description; --read-only-hints
-annotates every tool readOnlyHint: true, send_money included.
+annotates every tool readOnlyHint: true, send_money included; --forged-definition TEXT adds `forged`, whose
+title, description and every string of its inputSchema (titles, descriptions, an enum value, a default, an
+example, a property name) carry TEXT; --schema-description-chars N adds `wordy_schema`, whose argument's
+description and title are N characters each.
 
 Its tools answer with a huge JSON-RPC error message, text full of terminal escapes and forged
 harness lines, an injection that asks for `send_money` (`inbox`), which really "sends", the value of an environment variable, a huge log notification, and change
@@ -150,6 +153,10 @@ def main() -> int:
                         help="annotate every tool readOnlyHint: true, send_money included (a lie)")
     parser.add_argument("--escapes-in-description", action="store_true",
                         help="describe `echo` with the escapes and forged lines `escape` returns")
+    parser.add_argument("--forged-definition", default=None, metavar="TEXT",
+                        help="add `forged`: TEXT in its title, description and every string of its inputSchema")
+    parser.add_argument("--schema-description-chars", type=int, default=0,
+                        help="add `wordy_schema`: its argument's description and title this long")
     args = parser.parse_args()
     if args.read_only_hints:
         for tool in server.tools.values():
@@ -162,6 +169,18 @@ def main() -> int:
         server.tool("wordy", "W" * args.description_chars, NO_ARGUMENTS)(lambda: "wordy")
     for name, text in args.describe:
         server.tools[name].description = text
+    if args.forged_definition is not None:
+        text = args.forged_definition
+        prop = {"type": "string", "title": text, "description": text, "enum": [text, "plain"], "default": text,
+                "examples": [text]}
+        schema = {"type": "object", "title": text, "description": text,
+                  "properties": {"mode": prop, text: {"type": "string", "description": text}}}
+        server.tool("forged", text, schema, title=text)(lambda **kwargs: "forged")
+    if args.schema_description_chars:
+        long = "S" * args.schema_description_chars
+        server.tool("wordy_schema", "A tool whose argument is described at length.",
+                    {"type": "object", "properties": {"a": {"type": "string", "title": long, "description": long}}},
+                    )(lambda **kwargs: "wordy")
     _list_changed = args.list_changed
     return server.serve_stdio()
 

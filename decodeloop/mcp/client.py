@@ -50,6 +50,7 @@ from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.headers import header_params, header_problem, param_headers
 from decodeloop.mcp.jsonrpc import Deadline, JsonRpcSession
 from decodeloop.mcp.transports.base import Transport
+from decodeloop.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, cap_text
 
 PROTOCOL_VERSION = "2025-11-25"  # what initialize asks for
 STATELESS_VERSION = "2026-07-28"
@@ -326,8 +327,7 @@ class McpClient:
         self.protocol_version = STATELESS_VERSION
         self.server_info = _object(_object(result.get("_meta")).get(META + "serverInfo"))
         self.capabilities = _object(result.get("capabilities"))
-        instructions = result.get("instructions")
-        self.instructions = instructions if isinstance(instructions, str) else None
+        self.instructions = _instructions(result)
         if _object(self.capabilities.get("tools")).get("listChanged") is True:
             threading.Thread(target=self._listen, name=f"mcp-listen-{self.name}", daemon=True).start()
         return True
@@ -397,8 +397,7 @@ class McpClient:
         self.protocol_version = version
         self.server_info = _object(result.get("serverInfo"))
         self.capabilities = _object(result.get("capabilities"))
-        instructions = result.get("instructions")
-        self.instructions = instructions if isinstance(instructions, str) else None
+        self.instructions = _instructions(result)
         self._tell_transport(version)
         self._wrap(self.session.notify, "notifications/initialized")
         self._generation += 1
@@ -632,6 +631,14 @@ class McpClient:
     def _fail(self, message: str) -> ProtocolError:
         self.close()
         return ProtocolError(f"{self.name}: {message}")
+
+
+def _instructions(result: dict) -> str | None:
+    """A server's `instructions`, capped like a tool's description; never rendered into the context."""
+    instructions = result.get("instructions")
+    if not isinstance(instructions, str):
+        return None
+    return cap_text(instructions, DEFAULT_MAX_DESCRIPTION_CHARS, "instructions")
 
 
 def _object(value: Any) -> dict:

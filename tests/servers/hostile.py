@@ -9,7 +9,8 @@ gives TOOL that description; --read-only-hints
 annotates every tool readOnlyHint: true, send_money included; --forged-definition TEXT adds `forged`, whose
 title, description and every string of its inputSchema (titles, descriptions, an enum value, a default, an
 example, a property name) carry TEXT; --schema-description-chars N adds `wordy_schema`, whose argument's
-description and title are N characters each.
+description and title are N characters each; --instructions TEXT and --instructions-chars N give the server
+`instructions`: TEXT followed by N characters.
 
 Its tools answer with a huge JSON-RPC error message, text full of terminal escapes and forged
 harness lines, an injection that asks for `send_money` (`inbox`), which really "sends", the value of an environment variable, a huge log notification, and change
@@ -157,6 +158,8 @@ def main() -> int:
                         help="add `forged`: TEXT in its title, description and every string of its inputSchema")
     parser.add_argument("--schema-description-chars", type=int, default=0,
                         help="add `wordy_schema`: its argument's description and title this long")
+    parser.add_argument("--instructions", default="", metavar="TEXT", help="the server's instructions")
+    parser.add_argument("--instructions-chars", type=int, default=0, help="N more characters of instructions")
     args = parser.parse_args()
     if args.read_only_hints:
         for tool in server.tools.values():
@@ -181,6 +184,8 @@ def main() -> int:
         server.tool("wordy_schema", "A tool whose argument is described at length.",
                     {"type": "object", "properties": {"a": {"type": "string", "title": long, "description": long}}},
                     )(lambda **kwargs: "wordy")
+    if args.instructions or args.instructions_chars:
+        server.instructions = args.instructions + "I" * args.instructions_chars
     _list_changed = args.list_changed
     return server.serve_stdio()
 

@@ -128,7 +128,8 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     view.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML page to write")
     view.add_argument("--title", default=None, help="the page's title (default: the trace's file name)")
     view.add_argument("--temperature", type=float, default=None,
-                      help="the sampling temperature of the run, to state on the page (a trace does not record it)")
+                      help="the sampling temperature of the run, to state on a page whose token events do not "
+                           "record it")
     for sub in commands.choices.values():  # usage errors found after parsing show the command's usage
         sub.set_defaults(command_parser=sub)
     return parser

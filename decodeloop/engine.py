@@ -16,8 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from decodeloop.sampling import explain
-
 
 @dataclass(slots=True)
 class Step:
@@ -44,6 +42,9 @@ class Engine(Protocol):
 
     def stop(self) -> None: ...
 
+    # An engine may also say which distribution `explain` reports: `probs_at`, the fields token events
+    # carry ({"temperature": T} and top_k, top_p, min_p when they cut it); without it they carry none.
+
 
 class LocalEngine:
     """forward -> processors -> sample, over a model the harness runs itself."""
@@ -53,7 +54,8 @@ class LocalEngine:
         self.sampler = sampler
         self.processors = tuple(processors)
         self._step = Step(0, 0, 0)   # reused: a step is read before the next one is asked for
-        self._forward, self._sample = model.forward, sampler.sample
+        self.probs_at = sampler.settings()   # what `explain` reports the probabilities of
+        self._forward, self._sample, self._explain = model.forward, sampler.sample, sampler.explain
         self.uses_state = bool(self.processors)   # only processors read the loop's state
         # a processor with `override` (constrain.CallConstraint) says when its mask changed the model's choice
         self._report = next((p for p in self.processors if hasattr(p, "override")), None)
@@ -73,8 +75,10 @@ class LocalEngine:
         return step
 
     def explain(self, step: Step, n: int) -> tuple[float | None, list[tuple[int, float]]]:
-        """The token's probability and the n most probable tokens, at temperature 1 (for the trace)."""
-        return explain(step.logits, step.token, n)
+        """The token's probability and the n most probable tokens in the distribution it was drawn from
+        (the sampler's temperature, top-k, top-p and min-p over the processed logits; at T = 0, the
+        model's distribution at temperature 1): for the trace."""
+        return self._explain(step.logits, step.token, n)
 
     def stop(self) -> None:
         pass  # nothing is in flight between steps

@@ -53,8 +53,8 @@ class Token(Event):
     index: int                 # tokens generated so far in this turn, 1-based
     id: int
     text: str                  # this token's text (a label for special tokens)
-    prob: float | None         # its probability under the model (softmax at temperature 1)
-    top: list[list[Any]] | None  # the most probable tokens: [[text, prob], ...]
+    prob: float | None         # its probability in the distribution it was drawn from (see `temperature`)
+    top: list[list[Any]] | None  # the most probable tokens of that distribution: [[text, prob], ...]
     computed: int              # positions the forward pass computed
     cached: int                # positions served from the cache
     context: int               # context length after the append
@@ -66,11 +66,23 @@ class Token(Event):
     masked: str | None = None  # --constrain: the token the model put first, which the call grammar masked
     masked_id: int | None = None
     allowed: int | None = None  # --constrain: how many tokens the grammar allowed at this step
+    # the distribution `prob` and `top` are of, when the engine says (a local engine does): the sampling
+    # temperature (0: greedy, and then `prob`/`top` are the model's softmax at temperature 1, since the
+    # draw itself is certain), and top-k / top-p / min-p when they cut it (renormalised over what they keep)
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = Event.to_json(self)
         if self.masked is None:   # only tokens the grammar changed carry the three fields
             del out["masked"], out["masked_id"], out["allowed"]
+        # only the settings the engine reported: the temperature, and top-k, top-p and
+        # min-p where they cut the distribution
+        for name in ("temperature", "top_k", "top_p", "min_p"):
+            if out[name] is None:
+                del out[name]
         return out
 
 

@@ -38,6 +38,8 @@ def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tok
     step_of, append, check, piece, label = engine.step, ids.append, stops.check, decoder.piece, tokenizer.token_text
     conditions = stops.conditions
     track = getattr(engine, "uses_state", True)
+    # which distribution the probabilities are of (the sampler's settings), set on every token event
+    probs_at = tuple((getattr(engine, "probs_at", None) or {}).items()) if detail else ()
     try:
         while True:
             step = step_of(ids, state)                       # 1-2. forward + sample (or the engine's next token)
@@ -57,6 +59,8 @@ def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tok
             masked = getattr(step, "masked", None)
             if masked is not None:           # --constrain: the grammar ruled out the model's first choice
                 event.masked, event.masked_id, event.allowed = label(masked[0]), masked[0], masked[1]
+            for name, value in probs_at:
+                setattr(event, name, value)
             emit(event)
             if verdict.delta:
                 shown.append(verdict.delta)

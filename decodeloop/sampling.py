@@ -174,6 +174,56 @@ class Sampler:
         pairs.sort(key=lambda pair: (-pair[1], pair[0]))
         return pairs
 
+    def settings(self) -> dict[str, float | int]:
+        """What shapes the distribution `explain` reports, as the trace's token events carry it.
+
+        Always the temperature (0: greedy); top-k, top-p and min-p only when they are on and
+        the sampler samples (greedy takes the most likely token whatever they are).
+        """
+        out: dict[str, float | int] = {"temperature": self.temperature}
+        if not self._greedy:
+            if self.top_k:
+                out["top_k"] = self.top_k
+            if self.top_p < 1.0:
+                out["top_p"] = self.top_p
+            if self.min_p > 0.0:
+                out["min_p"] = self.min_p
+        return out
+
+    def explain(self, logits: Sequence[float], token: int, n: int = 3) -> tuple[float, list[tuple[int, float]]]:
+        """`token`'s probability and the n most probable tokens in the distribution `sample` draws from.
+
+        That is softmax(logits / T), cut by top-k, top-p and min-p and renormalised over the
+        tokens kept (a token cut has probability 0 and is not listed). Greedy sampling draws
+        from no distribution (the most likely token has probability 1), so at T = 0 this is the
+        model's own distribution, softmax(logits) at temperature 1, uncut. Same cost class as
+        `sample`: arrays are never copied to Python nor sorted; without a filter it is one exp
+        over the vocabulary and a partial selection.
+        """
+        if self._greedy:
+            return explain(logits, token, n)
+        kind = array_kind(logits)
+        if kind == "numpy":
+            ids, probs, prob = _np_sampled_explain(self, _np_prepare(logits), token, n)
+            return prob, list(zip(ids, probs))
+        if kind == "torch":
+            ids, probs, prob = _torch_sampled_explain(self, logits, token, n)
+            return prob, list(zip(ids, probs))
+        if type(logits) is not list:
+            logits = list(logits)
+        if self._unfiltered(len(logits)):
+            weights, total = _weights(logits, self._inv_t)
+            top = [(i, weights[i] / total) for i in _top_ids(logits, n)] if n > 0 else []
+            return weights[token] / total, top
+        ids, weights, cum = self._kept(logits)   # heaviest first, ties lowest id first
+        total = cum[-1]
+        top = [(i, w / total) for i, w in zip(ids[:max(n, 0)], weights) if w > 0.0]
+        try:
+            prob = weights[ids.index(token)] / total
+        except ValueError:   # a token the filters cut
+            prob = 0.0
+        return prob, top
+
     def _unfiltered(self, vocab: int) -> bool:
         return (self.top_k == 0 or self.top_k >= vocab) and self.top_p >= 1.0 and self.min_p <= 0.0
 
@@ -799,17 +849,41 @@ def _np_distribution(sampler: Sampler, logits, exp_scaled=_np_exp_scaled) -> lis
     return list(zip(ids[order].tolist(), probs[order].tolist()))
 
 
-def _np_explain(x, token: int | None, n: int, exp_scaled=_np_exp_scaled) -> tuple[list[int], list[float], float | None]:
-    """(top ids, their probabilities, token's probability) at temperature 1, for the trace."""
+def _np_explain(x, token: int | None, n: int, exp_scaled=_np_exp_scaled,
+                inv_t: float = 1.0) -> tuple[list[int], list[float], float | None]:
+    """(top ids, their probabilities, token's probability) in softmax(x / T), for the trace (T = 1 / inv_t)."""
     ids, vals = _np_top(x, max(n, 1))  # validates; vals[0] is the max
     top = float(vals[0])
     # Unshifted exp when the max is moderate saves a pass (and cannot overflow); float32 has less room.
     low, high = (-40.0, 60.0) if x.itemsize == 4 else (-600.0, 600.0)
-    shift = 0.0 if low < top < high else top
-    total = _np_sum(exp_scaled(x, 1.0, shift))
-    probs = [exp(float(v) - shift) / total for v in vals[:n]]
-    prob = None if token is None else exp(float(x[token]) - shift) / total
+    shift = 0.0 if low < top * inv_t < high else top
+    total = _np_sum(exp_scaled(x, inv_t, shift))
+    probs = [exp((float(v) - shift) * inv_t) / total for v in vals[:n]]
+    prob = None if token is None else exp((float(x[token]) - shift) * inv_t) / total
     return ids[:n].tolist(), probs, prob
+
+
+def _np_sampled_explain(sampler: Sampler, x, token: int, n: int,
+                        exp_scaled=_np_exp_scaled) -> tuple[list[int], list[float], float]:
+    """`Sampler.explain` for an array at T > 0: the kept tokens' weights from the sampling kernels."""
+    import numpy as np
+
+    if sampler._unfiltered(x.shape[0]):
+        return _np_explain(x, token, n, exp_scaled, sampler._inv_t)
+    with np.errstate(all="ignore"):
+        if sampler.top_p < 1.0 and not (sampler.top_k and sampler.top_k < x.shape[0]):
+            ids, w = _np_nucleus_kept(*_np_nucleus(x, sampler._inv_t, sampler.top_p, sampler.min_p, exp_scaled))
+        else:
+            ids, w = _np_kept(sampler, x, exp_scaled)
+    total = float(w.sum(dtype=np.float64))
+    hit = np.flatnonzero(ids == token)
+    prob = float(w[hit[0]]) / total if hit.shape[0] else 0.0   # a token the filters cut: 0
+    if n <= 0:
+        return [], [], prob
+    # ids are in id order or heaviest first with ties in id order: _np_select keeps ties lowest id first
+    top_ids, top_w = _np_select(ids, w, min(n, ids.shape[0]))
+    keep = top_w > 0.0
+    return top_ids[keep].tolist(), (top_w[keep].astype(np.float64) / total).tolist(), prob
 
 
 def _np_softmax(logits):
@@ -1067,6 +1141,41 @@ def _torch_explain(x, token: int | None, n: int) -> tuple[list[int], list[float]
     # topk's order among equal logits is unspecified: lowest id first, as everywhere else
     order = sorted(range(k), key=lambda j: (-values[j], ids_out[j]))[:n]
     return [ids_out[j] for j in order], [probs[j] for j in order], prob
+
+
+def _torch_sampled_explain(sampler: Sampler, logits, token: int, n: int) -> tuple[list[int], list[float], float]:
+    """`Sampler.explain` for a tensor at T > 0: on its device, with one transfer (CPU: the numpy kernels)."""
+    import torch
+
+    x = _torch_prepare(logits)
+    if x.device.type == "cpu" and _TORCH_CPU_VIA_NUMPY:
+        return _np_sampled_explain(sampler, _torch_numpy_view(x), token, n, _torch_exp_scaled(x))
+    dtype = torch.float64 if _float64_ok(x.device) else torch.float32
+    k = min(max(n, 1), x.shape[0])
+    candidates = None
+    while True:
+        w, keep, ok, covered = _torch_keep(sampler, x, candidates)
+        kept = w if keep is None else torch.where(keep, w, 0.0)
+        total = kept.sum(dtype=dtype)
+        # every filter keeps the heaviest tokens, so the top of what is kept is the top by logit, cut to it
+        vals, ids = torch.topk(x, k)
+        if k < x.shape[0]:   # topk may pick any of the tokens tied at the k-th value: take the lowest ids
+            kth = vals[-1]
+            ids = torch.topk(_torch_cut(x, kth, k - (vals > kth).sum(), None).to(vals.dtype), k).indices
+        flags = torch.stack([ok, torch.as_tensor(covered, device=x.device)]).to(dtype)
+        parts = [flags, total.reshape(1).to(dtype), kept[ids].to(dtype), ids.to(dtype), x[ids].to(dtype),
+                 kept[token].reshape(1).to(dtype)]
+        numbers = torch.cat(parts).tolist()   # the one transfer
+        if not numbers[0]:
+            _torch_invalid(x)
+        if numbers[1]:
+            break
+        candidates = x.shape[0] if candidates else _torch_nucleus_size(sampler, w)
+    total_w = numbers[2]
+    weights, ids_out, values = numbers[3:3 + k], [int(i) for i in numbers[3 + k:3 + 2 * k]], numbers[3 + 2 * k:3 + 3 * k]
+    order = sorted(range(k), key=lambda j: (-values[j], ids_out[j]))[:max(n, 0)]
+    top = [(ids_out[j], weights[j] / total_w) for j in order if weights[j] > 0.0]
+    return [t for t, _ in top], [p for _, p in top], numbers[-1] / total_w
 
 
 def _torch_softmax(logits):

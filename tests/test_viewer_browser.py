@@ -67,12 +67,13 @@ def test_the_page_loads_without_errors_and_keys_move_the_cursor(browser, weather
     browser.open(path)
     assert browser.errors() == []
     assert cursor(browser) == kinds.index("prompt")
-    assert "temperature 1" in text(browser, "probnote") and "T = 0.7" in text(browser, "probnote")
+    # the bars are the distribution each token was drawn from, at the sampling temperature
+    assert "the distribution each token was drawn from: softmax(logits / 0.7), T = 0.7" in text(browser, "probnote")
     browser.key("ArrowRight")
     assert cursor(browser) == kinds.index("prompt") + 1
     assert text(browser, "step-title") == "Token 1 of turn 1: the four steps"
     step = text(browser, "step")
-    for part in ("1 forward", "2 sample", "3 append", "4 stop check", "top 3 at temperature 1 (sampled at T = 0.7)"):
+    for part in ("1 forward", "2 sample", "3 append", "4 stop check", "top 3 of softmax(logits / 0.7):"):
         assert part in step
     browser.key("ArrowLeft")
     assert cursor(browser) == kinds.index("prompt")
@@ -159,8 +160,11 @@ def test_text_held_back_for_a_stop_string(browser, tmp_path):
     events = embedded((tmp_path / "stop.html").read_text(encoding="utf-8"))["events"]
     held = next(i for i, e in enumerate(events) if e["event"] == "token" and e["held"] == "over")
     browser.open(str(tmp_path / "stop.html"))
+    assert text(browser, "probnote").startswith("Sampling was greedy (T = 0): the most likely token is taken. "
+                                                "The probabilities shown are the model’s own distribution")
     while cursor(browser) < held:
         browser.key("ArrowRight")
+    assert "top 3 of the model’s softmax at temperature 1 (greedy, T = 0):" in text(browser, "step")
     assert 'held back: "over": it could still be the start of a stop string, so' in text(browser, "step")
     browser.key("s")
     browser.key("ArrowLeft")                           # the token that completed the stop string

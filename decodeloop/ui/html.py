@@ -319,17 +319,35 @@ for (let i = 0; i < N; i++) {
 const tokenOrd = new Int32Array(N).fill(-1);
 tokens.forEach((i, n) => { tokenOrd[i] = n; });
 
-// ---- the temperature the probabilities are at ---------------------------------------------
+// ---- which distribution the probabilities are of ------------------------------------------
+// Token events carry the sampling settings (temperature; top_k, top_p, min_p when they cut): their
+// probabilities are those of the distribution the token was drawn from, or at T = 0 the model's own
+// softmax at temperature 1. A trace whose tokens carry no temperature says nothing of it.
 const sampleT = (typeof META.temperature === 'number') ? META.temperature : null;
+function cuts(e) {
+  const c = [];
+  for (const [key, name] of [['top_k', 'top-k'], ['top_p', 'top-p'], ['min_p', 'min-p']])
+    if (typeof e[key] === 'number') c.push(name + ' ' + e[key]);
+  return c;
+}
+function distName(e) {
+  if (!e || typeof e.temperature !== 'number') return null;
+  if (e.temperature === 0) return 'the model\u2019s softmax at temperature 1 (greedy, T = 0)';
+  const c = cuts(e);
+  return 'softmax(logits / ' + e.temperature + ')' + (c.length ? ' cut to ' + c.join(', ') + ', renormalised' : '');
+}
 function probNote() {
   const tok = tokens.length ? EV[tokens[0]] : null;
-  if (tok && typeof tok.temperature === 'number')
-    return 'Probabilities are at the sampling temperature, T = ' + tok.temperature + ' (as the events record it).';
-  let s = 'Probabilities in this trace are at temperature 1 (the softmax of the raw logits), as the events carry them';
-  if (sampleT === null) s += '; the sampling temperature is not recorded in this trace.';
-  else if (sampleT === 0) s += '; sampling was greedy (T = 0): the most likely token is taken.';
-  else if (sampleT === 1) s += ', which is also the sampling temperature.';
-  else s += '; tokens were sampled at T = ' + sampleT + ', so the bars are not the distribution they were drawn from.';
+  if (tok && typeof tok.temperature === 'number') {
+    if (tok.temperature === 0)
+      return 'Sampling was greedy (T = 0): the most likely token is taken. The probabilities shown are the model\u2019s own distribution, softmax(logits) at temperature 1.';
+    const c = cuts(tok);
+    return 'Probabilities are those of the distribution each token was drawn from: softmax(logits / ' + tok.temperature + '), T = ' + tok.temperature +
+      (c.length ? ', cut to ' + c.join(', ') + ' and renormalised over the tokens kept (a token cut has probability 0)' : '') + '.';
+  }
+  let s = 'The token events do not record which distribution their probabilities are of (no temperature on them)';
+  if (sampleT === null) s += '; nor does the page know the sampling temperature.';
+  else s += '; the run sampled at T = ' + sampleT + (sampleT === 0 ? ' (greedy).' : '.');
   return s;
 }
 
@@ -478,7 +496,7 @@ function tokenStep(i, box) {
     bars.append(b, el('span', 'mono', fix(p)));
   }
   const sample = [el('span', 'mono', label(e.text) + ' (id ' + e.id + ')' + (e.prob !== null && e.prob !== undefined ? '  p = ' + fix(e.prob) : ''))];
-  if (top.length) sample.push(el('div', 'note', 'top ' + top.length + ' ' + (typeof e.temperature === 'number' ? 'at T = ' + e.temperature : 'at temperature 1') + (sampleT !== null && typeof e.temperature !== 'number' ? ' (sampled at T = ' + sampleT + ')' : '') + ':'), bars);
+  if (top.length) sample.push(el('div', 'note', 'top ' + top.length + ' of ' + (distName(e) || 'the distribution the events recorded') + ':'), bars);
   else sample.push(el('div', 'note', 'no probabilities recorded for this token'));
   if (e.masked !== undefined && e.masked !== null)
     sample.push(el('div', 'warn', 'the model put ' + label(e.masked) + ' first; the call grammar masked it and allowed ' + e.allowed + ' token(s)'));

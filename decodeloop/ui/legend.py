@@ -7,6 +7,9 @@
   character and its bytes.
 - The n-gram's cache. It keeps no state per position: `ngram_cache_note` says
   what its `fwd +N (M cached)` counts.
+- The probabilities. `probs_note` says which distribution a token's `p` and
+  alternatives are of: the one it was drawn from (temperature, top-k, top-p,
+  min-p), or at T = 0 the model's own at temperature 1.
 """
 
 from __future__ import annotations
@@ -62,3 +65,18 @@ def ngram_cache_note(order: int) -> str:
     return (f"order {order}: no KV cache, no state per position; every forward reads {memory} and nothing "
             f"else, so in `fwd +N (M cached)` N counts the positions new since the last forward and M the "
             f"common prefix it did not re-read, not work saved")
+
+
+def probs_note(temperature: float, top_k: int | None = None, top_p: float | None = None,
+               min_p: float | None = None) -> str:
+    """What a token line's probabilities are: the distribution the token was drawn from, or at T = 0
+    (greedy: a certain draw) the model's distribution at temperature 1."""
+    if temperature == 0:
+        return ("p: the model's probability of each token, softmax(logits) at temperature 1; sampling is "
+                "greedy (T = 0): the most likely token is taken")
+    cuts = [f"{name} {value:g}" for name, value in (("top-k", top_k), ("top-p", top_p), ("min-p", min_p))
+            if value is not None]
+    text = f"p: each token's probability in the distribution it was drawn from, softmax(logits / {temperature:g})"
+    if cuts:
+        text += f" cut to {', '.join(cuts)} and renormalised over the tokens kept (a token cut has p 0)"
+    return text

@@ -20,7 +20,7 @@ from typing import TextIO
 
 from decodeloop.events import (Done, Event, Inject, Notice, PolicyDecision, Prompt, Rpc, ServerReady, Stop, Token,
                                ToolCall, ToolError, ToolResult, ToolsChanged)
-from decodeloop.ui.legend import ByteLegend
+from decodeloop.ui.legend import ByteLegend, probs_note
 from decodeloop.ui.style import Style, use_color
 from decodeloop.untrusted import MARGIN, quoted, visible, visible_line
 
@@ -51,6 +51,7 @@ class TraceView:
         self.style = Style(use_color(self.out) if color is None else color)
         self.frames = frames  # multi-line frames per token (step mode)
         self.byte_legend = ByteLegend()  # once: what a token holding part of a character is
+        self.probs_at: tuple | None = None  # the sampling settings the probabilities note last described
 
     def __call__(self, event: Event) -> None:
         render = getattr(self, "on_" + event.kind, None)
@@ -80,7 +81,13 @@ class TraceView:
     def on_token(self, e: Token) -> str:
         text = self._frame(e) if self.frames else self._line(e)
         legend = self.byte_legend(e.text)
-        return text + "\n" + self.style(f"       {legend}", "dim") if legend else text
+        if legend:
+            text += "\n" + self.style(f"       {legend}", "dim")
+        settings = (e.temperature, e.top_k, e.top_p, e.min_p)
+        if e.prob is not None and e.temperature is not None and settings != self.probs_at:
+            self.probs_at = settings   # before the first token line: what its probabilities are
+            text = self.style(probs_note(*settings), "dim") + "\n" + text
+        return text
 
     def _line(self, e: Token) -> str:
         s = self.style

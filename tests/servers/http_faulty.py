@@ -18,7 +18,10 @@ or the client closed the stream first. `header_check` is first listed without
 the `x-mcp-header` mark on its `region` argument and then with it, and refuses
 (HeaderMismatch) a call whose Mcp-Param-Region is not its region. A `silent` call with hold_cancel makes the
 server hold every later notifications/cancelled POST unanswered until POST
-/release (or two minutes).
+/release (or two minutes). `split` answers with the UTF-8 text whose bytes are `hex`, written so that every
+byte of the span that spells `marker` (also hex) goes out in a TCP write of its own: as a JSON body, an event
+stream, or an event stream in HTTP chunks (`framing`: json, sse, chunked); with `escape` the JSON spells
+`<`, `>`, `|`, `[` and `/` as `\\u` escapes, which the cuts fall inside too.
 """
 
 from __future__ import annotations
@@ -33,7 +36,11 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOOLS = ["echo", "headers", "fail500", "drop_json", "drop_sse", "resume_sse", "garbage_sse", "silent",
-         "big", "forget", "bad_utf8", "deep", "push_deep", "slow_sse", "header_check"]
+         "big", "forget", "bad_utf8", "deep", "push_deep", "slow_sse", "header_check", "split"]
+SPLIT = {"type": "object", "properties": {"hex": {"type": "string"}, "marker": {"type": "string"},
+                                         "escape": {"type": "boolean"},
+                                         "framing": {"type": "string", "enum": ["json", "sse", "chunked"]}},
+         "required": ["hex", "marker"]}
 seen: list[dict] = []
 sessions: set[str] = set()
 resumable: dict[str, dict] = {}  # event id -> the response to replay on GET with that Last-Event-ID
@@ -180,7 +187,7 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 listings += 1
                 marked = listings > 1
-            tools = [{"name": name, "inputSchema": {"type": "object"}} for name in TOOLS]
+            tools = [{"name": name, "inputSchema": SPLIT if name == "split" else {"type": "object"}} for name in TOOLS]
             if marked:  # the schema changed: the server now wants region in a header
                 tools[TOOLS.index("header_check")]["inputSchema"] = {"type": "object", "properties": {
                     "region": {"type": "string", "x-mcp-header": "Region"}}}
@@ -299,6 +306,46 @@ class Handler(BaseHTTPRequestHandler):
         pushed.put(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info",'
                    b'"data":"after the deep one"}}')
         self._json(result(request_id, "queued"))
+
+    def tool_split(self, request_id, arguments) -> None:
+        def encode(text: str) -> str:
+            encoded = json.dumps(text)
+            if arguments.get("escape"):
+                for char in "<>|[/":
+                    encoded = encoded.replace(char, "\\u%04x" % ord(char))
+            return encoded
+
+        text = bytes.fromhex(arguments["hex"]).decode("utf-8")
+        marker = encode(bytes.fromhex(arguments["marker"]).decode("utf-8"))[1:-1].encode()
+        kind = '"resultType":"complete",' if self.modern else ""
+        data = ('{"jsonrpc":"2.0","id":%s,"result":{%s"content":[{"type":"text","text":%s}]}}'
+                % (json.dumps(request_id), kind, encode(text))).encode()
+        framing = arguments.get("framing", "json")
+        if framing != "json":
+            data = b"event: message\ndata: " + data + b"\n\n"
+        start = data.index(marker)
+        end = start + len(marker)
+        pieces = [data[:start], *(data[at:at + 1] for at in range(start, end)), data[end:]]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json" if framing == "json" else "text/event-stream")
+        if framing == "json":
+            self.send_header("Content-Length", str(len(data)))
+        elif framing == "chunked":
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.flush()
+        for piece in pieces:
+            if framing == "chunked":
+                piece = b"%x\r\n" % len(piece) + piece + b"\r\n"
+            self.wfile.write(piece)
+            self.wfile.flush()
+            time.sleep(0.001)   # a write of its own on the wire, not coalesced with the next
+        if framing == "chunked":
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
 
     def tool_forget(self, request_id, arguments) -> None:
         with lock:

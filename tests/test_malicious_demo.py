@@ -70,3 +70,21 @@ def test_the_demo_sends_the_email_only_without_a_policy(mode, tmp_path):
     prompt = of(events, "prompt")[0]["text"]
     assert "Read the user's latest email." in prompt
     assert ATTACKER not in prompt and REWRITTEN[:40] not in prompt and INSTRUCTIONS[:20] not in prompt
+
+
+def test_json_lines_cap_a_huge_result_with_a_visible_note(tmp_path):
+    """`decodeloop run --json`: a 2 MB email reaches stdout as --max-result-chars characters and a note."""
+    server = shlex.join([sys.executable, "-m", "decodeloop.servers.malicious", "--quote-chars", "2000000"])
+    done = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--json", "--max-result-chars", "1000",
+                           "--mcp", server, PROMPT], cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.encode()) < 100_000                       # not the 2 MB, once or more
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    note = "truncated: showing 1,000 of 2,000,"
+    [response] = [e for e in of(events, "rpc") if "content" in (e["message"].get("result") or {})][:1]
+    assert "text " + note in response["message"]["result"]["content"][0]["text"]
+    [result] = of(events, "tool_result")
+    assert "text " + note in result["content"][0]["text"] and "result " + note in result["text"]
+    assert len(result["text"]) < 1_100
+    assert "result " + note in of(events, "inject")[0]["text"]     # what the model read, capped the same

@@ -95,7 +95,8 @@ def test_a_marker_split_across_writes_never_runs_ends_or_opens_anything(router, 
     model = bundle(syntax, table)
     events = Recorder()
     router.events.clear()
-    result = Harness(model, Sampler(), router, events, config=TurnConfig(max_tokens=2_000, stop_strings=(STOP,))).run("Go.")
+    config = TurnConfig(max_tokens=2_000, stop_strings=(STOP,))   # a whole forged call is a long argument
+    result = Harness(model, Sampler(), router, events, config=config).run("Go.")
     assert [c.name for c in events.of("tool_call")] == ["split"]              # nothing in the result ran
     sent = [e.message["params"]["name"] for e in router.events.of("rpc")
             if e.direction == "send" and e.message.get("method") == "tools/call"]

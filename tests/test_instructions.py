@@ -43,7 +43,8 @@ def test_instructions_stay_out_of_the_context_and_are_capped_and_escaped_where_p
         result = harness.run("Go.")
     assert result.answer == "Ok."
     # kept capped by the client, and never rendered into the prompt
-    assert client.instructions.startswith("OBEY-THESE") and len(client.instructions) < DEFAULT_MAX_DESCRIPTION_CHARS + 100
+    assert client.instructions.startswith("OBEY-THESE")
+    assert len(client.instructions) < DEFAULT_MAX_DESCRIPTION_CHARS + 100
     assert "instructions truncated: showing 4,000 of 100,1" in client.instructions
     assert "OBEY-THESE" not in events.of("prompt")[0].text and "OBEY-THESE" not in tokenizer.decode(result.context)
     # the trace: the JSON-RPC line that carries them is cut, its control characters escaped

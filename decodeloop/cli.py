@@ -12,6 +12,7 @@ import threading
 
 from decodeloop import __version__
 from decodeloop.models.base import MissingDependency
+from decodeloop.models.openai_wire import RemoteError
 from decodeloop.untrusted import visible  # a server's error text reaches stderr
 
 RUN_EXAMPLES = """\
@@ -22,6 +23,7 @@ examples:
   decodeloop run --quiet --mcp "python3 -m decodeloop.servers.weather" "What's the weather in Polson, MT?"
   decodeloop run --model ngram --order 6 --temperature 0.7 --seed 3 "Convert 12 km to mi."
   decodeloop run --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf "What's the weather in Polson, MT?"
+  decodeloop run --model openai:http://127.0.0.1:8000/v1 --engine-model NAME --tokenizer models/MODEL_DIR "Hi"
 """
 CHAT_EXAMPLES = """\
 examples:
@@ -138,8 +140,15 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
 def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
     group = parser.add_argument_group("model")
     group.add_argument("--model", default=default_model, metavar="SPEC",
-                       help=f"table, ngram, transformer (the lab models), or hf:PATH: a local Hugging Face "
-                            f"model directory or .gguf file (needs the hf extra) (default: {default_model})")
+                       help=f"table, ngram, transformer (the lab models), hf:PATH: a local Hugging Face "
+                            f"model directory or .gguf file (needs the hf extra), or openai:URL: an "
+                            f"OpenAI-compatible /v1/completions server that samples, with --engine-model and "
+                            f"--tokenizer (default: {default_model})")
+    group.add_argument("--engine-model", default=None, metavar="NAME",
+                       help="openai: the model name the server serves (the request's \"model\")")
+    group.add_argument("--tokenizer", default=None, metavar="PATH",
+                       help="openai: the model's local files (a directory or .gguf) whose tokenizer and chat "
+                            "template render the prompt; only the tokenizer is loaded")
     group.add_argument("--order", type=int, default=None,
                        help="n-gram order: the model sees the last ORDER-1 tokens (default: 8)")
     group.add_argument("--weights", default=None, metavar="PATH",
@@ -223,6 +232,9 @@ def main(argv: list[str] | None = None, *, default_prompt: str | None = None, pr
     except MissingDependency as e:
         print(f"decodeloop: {e}", file=sys.stderr)
         return EXIT_ERROR
+    except RemoteError as e:   # a remote engine's server: down, refusing, silent, or cut off mid-stream
+        print(f"decodeloop: the engine's server failed: {visible(str(e))}", file=sys.stderr)
+        return EXIT_ERROR
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, and keep Python from complaining at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -235,9 +247,21 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     from decodeloop.processors import RepetitionPenalty
     from decodeloop.sampling import Sampler
 
+    _engine_from_config(args, parser)
     lab = args.model in ("table", "ngram", "transformer")
-    if not lab and not args.model.startswith("hf:"):
-        parser.error(f"--model: unknown model {args.model!r}; choose table, ngram, transformer or hf:PATH")
+    remote = args.model.startswith("openai:")
+    if not lab and not remote and not args.model.startswith("hf:"):
+        parser.error(f"--model: unknown model {args.model!r}; choose table, ngram, transformer, hf:PATH or "
+                     "openai:URL")
+    if remote:
+        if not args.tokenizer:
+            parser.error("--model openai:URL needs --tokenizer PATH (the model's files: the harness renders "
+                         "the prompt with its chat template and tokenizer)")
+        if args.repetition_penalty != 1.0 or args.constrain != "off" or args.device or args.dtype:
+            parser.error("--model openai:URL: the server samples and runs the model, so --repetition-penalty, "
+                         "--constrain, --device and --dtype do not apply")
+    elif args.tokenizer or args.engine_model:
+        parser.error("--tokenizer and --engine-model apply to --model openai:URL only")
     for flag, value in (("--max-tokens", args.max_tokens), ("--max-retries", args.max_retries),
                         ("--max-repeats", args.max_repeats),
                         ("--max-result-chars", args.max_result_chars),
@@ -283,12 +307,34 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser):
     """The model bundle the options name; a bad spec is a usage error."""
     from decodeloop.models import load_model
 
+    remote = {}
+    if args.model.startswith("openai:"):
+        remote = {"model": args.engine_model or "default", "tokenizer_path": args.tokenizer,
+                  "max_tokens": args.max_tokens, "timeout": args.timeout}
     try:
         return load_model(args.model, order=args.order, weights=args.weights, device=args.device,
-                          dtype=args.dtype, syntax=args.syntax)
+                          dtype=args.dtype, syntax=args.syntax, **remote)
     except (ValueError, OSError) as e:  # one line: the usage would bury it
         flag = "--weights" if args.weights else f"--model {args.model}"
         parser.exit(EXIT_USAGE, f"{parser.prog}: error: {flag}: {e}\n")
+
+
+def _engine_from_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """A config file's "engine" ({"url", "model", "tokenizer"}) when --model was not given."""
+    from decodeloop.mcp_config import ConfigError, load_engine
+
+    if args.model != parser.get_default("model"):
+        return   # --model given: it wins over the file
+    for path in args.mcp_config:
+        try:
+            engine = load_engine(path)
+        except ConfigError as e:
+            parser.exit(EXIT_USAGE, f"{parser.prog}: error: {visible(str(e))}\n")
+        if engine is not None:
+            args.model = "openai:" + engine["url"]
+            args.engine_model = args.engine_model or engine.get("model")
+            args.tokenizer = args.tokenizer or engine.get("tokenizer")
+            return
 
 
 def _announce(bundle, emit, detail: bool = True) -> None:

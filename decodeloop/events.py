@@ -185,6 +185,20 @@ class ToolsChanged(Event):
 
 
 @dataclass(slots=True)
+class Request(Event):
+    """One request to an engine that samples for itself (models/openai.py), when its stream ends."""
+    kind = "request"
+    url: str
+    sent: str                  # how the prompt went: "ids" or "text"
+    prompt: int                # tokens of context sent
+    cached: int | None         # prompt tokens the server says its cache served; None: it does not say
+    server_prompt: int | None  # prompt tokens the server says it read
+    generated: int             # tokens streamed and appended
+    finish: str                # "closed" (the harness hung up), or the server's finish reason
+    seconds: float
+
+
+@dataclass(slots=True)
 class Done(Event):
     """The turn is over. `answer` is what the user sees: all text outside calls and stop strings."""
     kind = "done"

@@ -128,6 +128,9 @@ class Harness:
                                              version=lambda: router.version, max_tokens=self.config.max_tokens)
             processors = (*processors, self.constraint)
         self.engine = engine if engine is not None else bundle.engine(sampler, processors)
+        bind = getattr(self.engine, "bind", None)
+        if bind is not None:   # an engine with events of its own (a remote one's requests)
+            bind(emit)
 
     def _callable_tools(self) -> list:
         """The tools a call can name now (what routes, narrowed to `tools` when given): for --constrain."""

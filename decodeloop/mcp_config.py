@@ -20,6 +20,8 @@ URL without one tries Streamable HTTP and falls back to legacy SSE.
 (the stateless wire, no fallback), `"2025-11-25"` or an older one (the initialize
 handshake, no probe), or `"auto"` (`server/discover`, then initialize); without
 one, the command line's `--mcp-protocol` decides, and its default is auto.
+A top-level `"engine"` names an OpenAI-compatible server that samples, as
+`--model openai:URL` does (`load_engine`); `--model` on the command line wins.
 The policy's rules for a server's tools (policy.py) are keys of its own:
 `"trusted": true` (believe its tool annotations), and lists of tool names
 `"readOnly"`, `"sideEffects"`, `"allow"` and `"deny"` ("*" for every tool).
@@ -36,7 +38,8 @@ from dataclasses import dataclass, field
 
 POLICY_KEYS = {"trusted", "readOnly", "sideEffects", "allow", "deny"}  # read by policy.py
 SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "transport", "disabled", "protocolVersion", *POLICY_KEYS}
-TOP_IGNORED = {"$schema", "inputs"}  # VS Code's prompt-for-a-secret inputs are not supported, only tolerated
+ENGINE_KEYS = {"url", "model", "tokenizer"}   # the top-level "engine": what --model openai:URL takes (load_engine)
+TOP_IGNORED = {"$schema", "inputs", "engine"}  # VS Code's prompt-for-a-secret inputs are not supported, only tolerated
 PROTOCOLS = ("auto", "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # as McpClient takes them
 TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http", "streamablehttp": "http",
               "sse": "sse"}
@@ -87,17 +90,43 @@ def url_spec(url: str, headers: dict[str, str] | None = None, transport: str = "
     return ServerSpec(name=name or parts.hostname, url=url, headers=dict(headers or {}), transport=transport)
 
 
-def load_config(path: str) -> list[ServerSpec]:
+def _read(path: str) -> object:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as exc:
         raise ConfigError(f"cannot read MCP config {path}: {exc.strerror or exc}") from None
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates)
+        return json.loads(text, object_pairs_hook=_no_duplicates)
     except ValueError as exc:
         raise ConfigError(f"{path}: not valid JSON: {exc}") from None
-    return parse_config(data, path, base=os.path.dirname(os.path.abspath(path)))
+
+
+def load_config(path: str) -> list[ServerSpec]:
+    return parse_config(_read(path), path, base=os.path.dirname(os.path.abspath(path)))
+
+
+def load_engine(path: str) -> dict[str, str] | None:
+    """The file's "engine": an OpenAI-compatible server that samples (`--model openai:URL`), or None.
+
+        "engine": {"url": "http://127.0.0.1:8000/v1", "model": "NAME", "tokenizer": "models/MODEL_DIR"}
+
+    A relative tokenizer path is resolved against the file's folder.
+    """
+    data = _read(path)
+    engine = data.get("engine") if isinstance(data, dict) else None
+    if engine is None:
+        return None
+    if not isinstance(engine, dict) or set(engine) - ENGINE_KEYS or not isinstance(engine.get("url"), str) \
+            or not all(isinstance(v, str) for v in engine.values()):
+        raise ConfigError(f"{path}: \"engine\" must be an object of strings with \"url\" and optionally "
+                          f"{', '.join(sorted(ENGINE_KEYS - {'url'}))}")
+    if not engine["url"].startswith(("http://", "https://")):
+        raise ConfigError(f"{path}: the engine's url must be http:// or https://, not {engine['url']!r}")
+    out = dict(engine)
+    if "tokenizer" in out:
+        out["tokenizer"] = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(out["tokenizer"]))
+    return out
 
 
 def parse_config(data: object, source: str = "config", base: str | None = None) -> list[ServerSpec]:

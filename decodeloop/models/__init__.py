@@ -7,6 +7,8 @@ format and its call syntax. `load_model(spec)` returns one:
     table, ngram, transformer    the lab models (char tokenizer, lab chat format, compact calls)
     hf:PATH                      Hugging Face transformers from a local directory or a .gguf file
                                  (extra `hf`; never touches the network)
+    openai:URL                   an OpenAI-compatible /v1/completions server samples; the chat format
+                                 and tokenizer come from local files (`tokenizer=PATH`, extra `hf`)
 
 Every bundle's tokenizer is checked when it is loaded (`check_tokenizer`): a
 tokenizer whose `encode` can yield a special id is refused. Backends with heavy
@@ -46,7 +48,7 @@ class ModelBundle:
 
 
 def load_model(spec: str, *, order: int | None = None, weights: str | None = None, device: str | None = None,
-               dtype: str | None = None, syntax: str | None = None) -> ModelBundle:
+               dtype: str | None = None, syntax: str | None = None, **remote) -> ModelBundle:
     """The bundle for a model spec (see the module docstring); raises ValueError for an unknown spec."""
     from decodeloop.tokenize import check_tokenizer
 
@@ -56,6 +58,10 @@ def load_model(spec: str, *, order: int | None = None, weights: str | None = Non
         from decodeloop.models.hf import load_hf  # needs the `hf` extra: MissingDependency names it
 
         bundle = load_hf(spec[3:], device=device, dtype=dtype, syntax=syntax)
+    elif spec.startswith("openai:"):
+        from decodeloop.models.openai import load_openai  # the tokenizer needs the `hf` extra
+
+        bundle = load_openai(spec[len("openai:"):], syntax=syntax, **remote)
     else:
         raise ValueError(f"unknown model {spec!r}; choose one of: {', '.join(LAB_MODELS)}, or hf:PATH "
                          "(a local Hugging Face model directory or .gguf file)")

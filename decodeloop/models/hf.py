@@ -137,6 +137,58 @@ def _ids(value: Any) -> list[int]:
     return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
 
 
+def _template_chat(hf_tok, path: str, call_syntax, stops: list[int], vocab: int | None):
+    """The tokenizer and the chat format over the model's own template."""
+    from decodeloop.chat_template import TemplateChat
+    from decodeloop.hf_tokenizer import HFTokenizer
+
+    template = getattr(hf_tok, "chat_template", None)
+    if isinstance(template, dict):                 # several named templates: the default one
+        template = template.get("default")
+    if not template:
+        raise ValueError(f"{path!r} has no chat template: decodeloop renders prompts with the model's own")
+    eos = hf_tok.eos_token_id if hf_tok.eos_token_id is not None else (stops[0] if stops else None)
+    tokenizer = HFTokenizer.from_transformers(hf_tok, vocab_size=vocab, eos_id=eos)
+    variables = {k: v for k, v in hf_tok.special_tokens_map.items() if isinstance(v, str)}
+    return tokenizer, TemplateChat(tokenizer, call_syntax, template, variables=variables, stop_ids=stops)
+
+
+def load_tokenizer(path: str, syntax: str | None = None):
+    """A bundle without a model: the tokenizer, chat format and call syntax of a local model directory or
+    .gguf file, for an engine that samples elsewhere (models/openai.py). The weights are not loaded."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    transformers = require("transformers")
+    require("jinja2")
+    from decodeloop.models import ModelBundle
+
+    transformers.utils.logging.disable_progress_bar()
+    directory, gguf = _locate(path)
+    if gguf:
+        require("gguf")
+    call_syntax = _syntax(syntax)
+    try:
+        hf_tok = transformers.AutoTokenizer.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
+        config = transformers.AutoConfig.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot load a tokenizer from {path!r}: {e}") from e
+    stops: list[int] = []
+    if not gguf:
+        try:
+            generation = transformers.GenerationConfig.from_pretrained(directory, local_files_only=True)
+            stops = _ids(generation.eos_token_id)
+        except (OSError, ValueError):
+            pass   # no generation_config.json: the model's config says
+    stops = stops or _ids(getattr(config, "eos_token_id", None))
+    tokenizer, chat = _template_chat(hf_tok, path, call_syntax, stops, getattr(config, "vocab_size", None))
+    specials = tokenizer.special_tokens
+    return ModelBundle(
+        name=f"tokenizer:{os.path.basename(os.path.normpath(path))}", tokenizer=tokenizer, chat=chat,
+        syntax=call_syntax, opener_id=specials.get(call_syntax.opener), closer_id=specials.get(call_syntax.closer),
+        info={"path": os.path.abspath(os.path.expanduser(path)), "vocab": tokenizer.vocab_size,
+              "template tools": chat.uses_template_tools})
+
+
 def load_hf(path: str, device: str | None = None, dtype: str | None = None, syntax: str | None = None):
     """The `ModelBundle` for a local Hugging Face model directory or .gguf file (see the module docstring)."""
     import sys
@@ -192,4 +244,4 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
               "template tools": chat.uses_template_tools})
 
 
-__all__ = ["HFModel", "load_hf", "HF_EXTRA"]
+__all__ = ["HFModel", "load_hf", "load_tokenizer", "HF_EXTRA"]

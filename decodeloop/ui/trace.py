@@ -184,6 +184,11 @@ class TraceView:
     def on_notice(self, e: Notice) -> str:
         return self.style(f"· {visible_line(e.source)}: {quoted(e.message)}", "dim")
 
+    def on_request(self, e) -> str:
+        cached = "not reported" if e.cached is None else f"{e.cached:,} cached"
+        return self.style(f"· request: {e.prompt:,} prompt tokens as {e.sent} ({cached}), {e.generated} "
+                          f"streamed, {visible_line(e.finish)}, {e.seconds:.2f}s", "dim")
+
     def on_done(self, e: Done) -> str:
         s = self.style
         lines = [s(f"── done: {e.reason}, {e.tokens} tokens, {e.tool_calls} tool call(s), {e.seconds:.2f}s ──", "dim")]

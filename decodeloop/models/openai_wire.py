@@ -1,0 +1,193 @@
+"""An OpenAI-compatible `/v1/completions` endpoint on the wire: one streamed request at a time.
+
+This module owns the bytes: the POST (http.client, standard library only), the
+server-sent events of the answer, the timeouts, and turning every failure into
+`RemoteError` with one line saying what happened: a refused connection, a
+status other than 200, a body that is not JSON, a stream cut before `[DONE]`,
+silence past the timeout. A 4xx answer is `Rejected`, so the engine can try a
+simpler request (a text prompt where token ids were refused). It knows nothing
+of tokens, tokenizers or the loop; models/openai.py does.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import urllib.parse
+from typing import Any, Iterator
+
+from decodeloop.untrusted import cap_text, visible_line
+
+MAX_LINE = 4 << 20        # one line of the event stream (one chunk with its top logprobs)
+MAX_ERROR_BODY = 64_000   # what is read of a failed request's body, for its message
+
+
+class RemoteError(Exception):
+    """The server could not be reached, or answered with something that is not a completion stream."""
+
+
+class Rejected(RemoteError):
+    """The server refused the request (a 4xx status): its shape, not the server, is at fault."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def completions_url(url: str) -> tuple[str, str, int | None, str]:
+    """(scheme, host, port, path of /v1/completions) from a base URL (`http://host:8000` or `.../v1`)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {url!r} (give the server's base URL, e.g. http://127.0.0.1:8000/v1)")
+    path = parts.path.rstrip("/")
+    if path.endswith("/completions"):
+        pass
+    elif path.endswith("/v1"):
+        path += "/completions"
+    else:
+        path += "/v1/completions"
+    try:
+        port = parts.port
+    except ValueError as e:
+        raise ValueError(f"bad port in {url!r}: {e}") from None
+    return parts.scheme, parts.hostname, port, path
+
+
+class Endpoint:
+    """POST a completion request, read its answer as a stream of JSON chunks."""
+
+    def __init__(self, url: str, *, timeout: float = 60.0, headers: dict[str, str] | None = None) -> None:
+        self.url = url
+        self.scheme, self.host, self.port, self.path = completions_url(url)
+        self.timeout = timeout          # seconds to connect, and of silence while waiting for the next chunk
+        self.headers = dict(headers or {})
+
+    def open(self, body: dict[str, Any]) -> "Stream":
+        """Send one request; the answer's status is checked before this returns."""
+        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+        conn = cls(self.host, self.port, timeout=self.timeout)
+        where = f"{self.scheme}://{self.host}{f':{self.port}' if self.port else ''}{self.path}"
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **self.headers}
+        try:
+            conn.request("POST", self.path, body=data, headers=headers)
+            response = conn.getresponse()
+        except (socket.timeout, TimeoutError):
+            conn.close()
+            raise RemoteError(f"no answer from {where} within {self.timeout:g}s") from None
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise RemoteError(f"cannot reach {where}: {visible_line(str(e)) or type(e).__name__}") from None
+        if response.status != 200:
+            try:
+                text = response.read(MAX_ERROR_BODY).decode("utf-8", "replace")
+            except (OSError, http.client.HTTPException):
+                text = ""
+            conn.close()
+            message = f"{where} answered {response.status} {visible_line(response.reason or '')}: " \
+                      f"{visible_line(cap_text(_error_message(text), 500, 'error'))}"
+            if 400 <= response.status < 500:
+                raise Rejected(response.status, message)
+            raise RemoteError(message)
+        kind = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
+        if kind not in ("text/event-stream", "application/json"):
+            conn.close()
+            raise RemoteError(f"{where} answered with {visible_line(kind[:80]) or 'no Content-Type'}, "
+                              "not an event stream: is this an OpenAI-compatible server?")
+        return Stream(conn, response, where, self.timeout, kind == "application/json")
+
+
+def _error_message(text: str) -> str:
+    """The message of an error body: OpenAI's {"error": {"message"}}, FastAPI's {"detail"}, else the text."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.strip() or "(no body)"
+    if isinstance(data, dict):
+        error = data.get("error", data.get("detail", data))
+        if isinstance(error, dict) and "message" in error:
+            return str(error["message"])
+        return json.dumps(error)[:2000]
+    return text.strip()
+
+
+class Stream:
+    """The chunks of one streamed answer; `close` hangs up (the server stops generating)."""
+
+    def __init__(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse, where: str,
+                 timeout: float, whole: bool = False) -> None:
+        self._conn, self._response, self.where, self.timeout = conn, response, where, timeout
+        self.whole = whole   # a server that ignored stream: true sends one JSON body
+        self.closed = False
+
+    def chunks(self) -> Iterator[dict[str, Any]]:
+        """Each event's JSON object, until `[DONE]`; RemoteError for anything else."""
+        try:
+            if self.whole:
+                yield self._parse(self._response.read(MAX_LINE * 4).decode("utf-8", "replace"))
+                return
+            data: list[str] = []
+            while True:
+                line = self._response.readline(MAX_LINE + 1)
+                if not line:
+                    if data:   # an event not ended by a blank line
+                        yield self._parse("\n".join(data))
+                    raise RemoteError(f"{self.where} closed the stream before [DONE]")
+                if len(line) > MAX_LINE:
+                    raise RemoteError(f"{self.where} sent an event line over {MAX_LINE:,} bytes")
+                text = line.decode("utf-8", "replace").rstrip("\r\n")
+                if not text:
+                    if data:
+                        payload = "\n".join(data)
+                        data.clear()
+                        if payload.strip() == "[DONE]":
+                            return
+                        yield self._parse(payload)
+                    continue
+                if text.startswith(":"):
+                    continue   # a comment: a keep-alive
+                field, _, value = text.partition(":")
+                if field == "data":
+                    data.append(value[1:] if value.startswith(" ") else value)
+                elif field not in ("event", "id", "retry"):
+                    raise RemoteError(f"{self.where} sent a line that is not server-sent events: "
+                                      f"{visible_line(cap_text(text, 200, 'line'))}")
+        except (socket.timeout, TimeoutError):
+            raise RemoteError(f"{self.where} sent nothing for {self.timeout:g}s mid-stream") from None
+        except (OSError, http.client.HTTPException) as e:
+            if self.closed:
+                return
+            raise RemoteError(f"{self.where} broke the stream: {visible_line(str(e)) or type(e).__name__}") from None
+
+    def _parse(self, payload: str) -> dict[str, Any]:
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            raise RemoteError(f"{self.where} sent an event that is not JSON: "
+                              f"{visible_line(cap_text(payload, 200, 'event'))}") from None
+        if not isinstance(chunk, dict):
+            raise RemoteError(f"{self.where} sent an event that is not a JSON object")
+        if "error" in chunk and "choices" not in chunk:
+            error = chunk["error"]
+            message = error.get("message", error) if isinstance(error, dict) else error
+            raise RemoteError(f"{self.where} reported an error mid-stream: "
+                              f"{visible_line(cap_text(str(message), 500, 'error'))}")
+        return chunk
+
+    def close(self) -> None:
+        """Hang up: closing the socket tells the server to stop generating for this request."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            sock = self._conn.sock
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)   # close() alone may wait for the rest of a chunked body
+        except OSError:
+            pass
+        self._response.close()
+        self._conn.close()
+
+
+__all__ = ["Endpoint", "Stream", "RemoteError", "Rejected", "completions_url"]

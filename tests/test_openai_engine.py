@@ -1,0 +1,170 @@
+"""The remote engine (models/openai.py) against a scripted OpenAI-compatible server process.
+
+The server (tests/servers/openai_scripted.py) streams a script over the lab's
+character tokenizer, in the shapes real servers use (vLLM's token ids and
+cached_tokens, llama.cpp's logprobs with ids and timings, text only), and
+misbehaves on demand. The MCP round trip goes to the real weather server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from conftest import ROOT, WEATHER
+
+from decodeloop.calls import CompactSyntax
+from decodeloop.chat import LabChat
+from decodeloop.loop import Harness
+from decodeloop.models import ModelBundle
+from decodeloop.models.openai import OpenAIEngine
+from decodeloop.models.openai_wire import Endpoint, RemoteError
+from decodeloop.router import start_stdio_servers
+from decodeloop.sampling import Sampler
+from decodeloop.tokenize import CharTokenizer
+
+SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "openai_scripted.py")]
+QUESTION = "What's the weather in Polson, MT?"
+RESULT = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"
+
+
+class Scripted:
+    def __init__(self, mode: str) -> None:
+        self.proc = subprocess.Popen([*SERVER, "--mode", mode], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.strip().isdigit(), line
+        self.url = f"http://127.0.0.1:{int(line)}/v1"
+
+    def seen(self) -> list[dict]:
+        with urllib.request.urlopen(self.url.removesuffix("/v1") + "/seen", timeout=30) as response:
+            return json.load(response)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def server(request):
+    s = Scripted(request.param)
+    yield s
+    s.stop()
+
+
+def bundle_for(url: str, timeout: float = 30.0, **options) -> ModelBundle:
+    tokenizer, syntax = CharTokenizer(), CompactSyntax()
+    chat = LabChat(tokenizer, syntax)
+    endpoint = Endpoint(url, timeout=timeout)
+    return ModelBundle("openai:scripted", tokenizer, chat, syntax, make_engine=lambda sampler, processors:
+                       OpenAIEngine(endpoint, "scripted", tokenizer, sampler=sampler, stop_ids=chat.stop_ids,
+                                    **options))
+
+
+def weather_turn(url: str, events, **options):
+    with start_stdio_servers([WEATHER], events, timeout=30) as router:
+        harness = Harness(bundle_for(url, **options), Sampler(), router, events)
+        return harness, harness.run(QUESTION)
+
+
+@pytest.mark.parametrize("server", ["vllm", "llamacpp", "text"], indirect=True)
+def test_a_turn_with_a_tool_call_through_a_streaming_server(server, events):
+    harness, result = weather_turn(server.url, events)
+    mode = server.proc.args[-1]
+    notes = [n.message for n in events.of("notice") if n.source == "openai"]
+    if mode == "text":
+        # one token per chunk, decoded alone: the two byte tokens of "°" come with no text, and are lost
+        assert result.answer == "It is 33F in Polson." and result.reason == "eos", result
+        assert any("no text of their own" in n for n in notes)
+    else:
+        assert result.answer == "It is 33°F in Polson." and result.reason == "eos", result
+        assert notes == []
+    [call] = events.of("tool_call")
+    assert call.arguments == {"city": "Polson", "state": "MT"}
+    assert [r.text for r in events.of("tool_result")] == [RESULT]
+    seen = server.seen()
+    posts = [r for r in seen if r["body"].get("prompt") is not None]
+    # text mode: the token-id prompt was refused once, then text
+    sent = [r["body"]["prompt"] for r in posts if not (mode == "text" and isinstance(r["body"]["prompt"], list))]
+    assert len(sent) == 2
+    tokenizer = harness.tokenizer
+    if mode == "text":
+        assert all(isinstance(p, str) for p in sent)
+    else:
+        assert all(isinstance(p, list) for p in sent)
+    # the first stream was hung up at the call's "]": the filler after it was never all sent
+    streams = [r for r in posts if r["sent"]]
+    assert streams[0]["hung_up"] or streams[0]["sent"] < len("[call get_weather city=Polson state=MT]" +
+                                                               " and more text" * 40)
+    assert "and more" not in tokenizer.decode(result.context)
+    # the second request is the first's context, the call as streamed, and the inserted tool message
+    [inject] = events.of("inject")
+    second = sent[1] if mode != "text" else tokenizer.encode_markup(sent[1])
+    assert second == result.context[:inject.context]
+    requests = events.of("request")
+    assert [r.finish for r in requests] == ["closed", "closed"] or mode != "vllm"
+    assert [r.sent for r in requests] == (["text", "text"] if mode == "text" else ["ids", "ids"])
+    if mode == "text":
+        assert [r.cached for r in requests] == [None, None]      # the server reports no cache
+    else:
+        # the server's prefix cache served everything before the inserted span, and says so
+        call_end = inject.context - inject.tokens
+        assert requests[0].cached == 0
+        assert requests[1].cached == call_end
+        first_after = [t for t in events.of("token") if t.context == inject.context + 1]
+        assert [(t.cached, t.computed) for t in first_after] == [(call_end, inject.tokens)]
+    assert all(t.prob == pytest.approx(0.9048, abs=1e-3) for t in events.of("token") if t.prob is not None)
+
+
+@pytest.mark.parametrize("server", ["textonly"], indirect=True)
+def test_a_server_without_logprobs_or_counts_gets_a_visible_warning(server, events):
+    _, result = weather_turn(server.url, events)
+    assert result.answer == "It is 33°F in Polson."
+    notes = [n.message for n in events.of("notice") if n.source == "openai"]
+    assert any("refused a token-id prompt" in n for n in notes)
+    assert any("refused logprobs" in n for n in notes)
+    assert any("could not be checked" in n for n in notes)
+
+
+@pytest.mark.parametrize("server, message", [
+    ("garbage", "not JSON"), ("cut", r"closed the stream before \[DONE\]"), ("error500", "answered 500"),
+    ("badid", "outside the vocabulary"), ("html", "text/html, not an event stream")], indirect=["server"])
+def test_a_misbehaving_server_is_a_clear_error(server, message, events):
+    with pytest.raises(RemoteError, match=message) as info:
+        weather_turn(server.url, events)
+    assert "\x1b" not in str(info.value)
+
+
+@pytest.mark.parametrize("server", ["hang"], indirect=True)
+def test_a_silent_server_times_out(server, events):
+    with pytest.raises(RemoteError, match="sent nothing for 0.5s"):
+        with start_stdio_servers([WEATHER], events, timeout=30) as router:
+            Harness(bundle_for(server.url, timeout=0.5), Sampler(), router, events).run(QUESTION)
+
+
+def test_a_server_that_is_down_is_a_clear_error(events):
+    import socket
+
+    with socket.socket() as s:   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(RemoteError, match="cannot reach"):
+        weather_turn(f"http://127.0.0.1:{port}/v1", events)
+
+
+@pytest.mark.parametrize("server", ["error500"], indirect=True)
+def test_the_command_line_reports_a_failing_server_in_one_line(server, tmp_path):
+    from tiny_hf import build_tokenizer
+
+    build_tokenizer(str(tmp_path))   # the tokenizer and chat template; a config without weights
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 1024}))
+    p = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--model", "openai:" + server.url,
+                        "--engine-model", "m", "--tokenizer", str(tmp_path), "--mcp",
+                        " ".join(WEATHER), QUESTION], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert p.returncode == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    assert "the engine's server failed" in p.stderr and "answered 500" in p.stderr
+    assert "\x1b" not in p.stderr and "\\x1b[31mcrashed" in p.stderr

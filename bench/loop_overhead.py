@@ -83,14 +83,15 @@ def main() -> None:
         ("greedy, answer only", {"temperature": 0.0}, False, lambda e: None),
         ("greedy, trace detail", {"temperature": 0.0}, True, lambda e: None),
         ("T=0.8 top-p 0.9", {"temperature": 0.8, "top_p": 0.9, "seed": 1}, False, lambda e: None),
+        ("T=0.8 top-p 0.9, trace detail", {"temperature": 0.8, "top_p": 0.9, "seed": 1}, True, lambda e: None),
         ("greedy, JSONL to /dev/null", {"temperature": 0.0}, True, JsonlView(devnull)),
     ]
     contexts = (1_000, 10_000, 100_000)
     print(f"harness µs per token, excluding forward (median of {args.tokens:,} tokens, best of "
           f"{args.repeats} runs; p90 in brackets)\n")
-    header = f"| {'configuration':<28} |" + "".join(f" {f'{n // 1000}k ctx':>16} |" for n in contexts) + " 100k/1k |"
+    header = f"| {'configuration':<30} |" + "".join(f" {f'{n // 1000}k ctx':>16} |" for n in contexts) + " 100k/1k |"
     print(header)
-    print("|" + "-" * 30 + "|" + ("-" * 18 + "|") * len(contexts) + "---------|")
+    print("|" + "-" * 32 + "|" + ("-" * 18 + "|") * len(contexts) + "---------|")
     for name, sampler_args, detail, emit in configs:
         # repeats outermost, so a noisy moment on a shared machine hits every context alike
         runs: dict[int, list[list[float]]] = {n: [] for n in contexts}
@@ -102,7 +103,7 @@ def main() -> None:
             best = min(runs[n], key=statistics.median)
             medians.append(statistics.median(best))
             cells.append(f"{medians[-1]:7.2f} [{statistics.quantiles(best, n=10)[-1]:6.2f}]")
-        print(f"| {name:<28} |" + "".join(f" {c:>16} |" for c in cells) + f" {medians[-1] / medians[0]:6.2f}x |")
+        print(f"| {name:<30} |" + "".join(f" {c:>16} |" for c in cells) + f" {medians[-1] / medians[0]:6.2f}x |")
 
 if __name__ == "__main__":
     main()

@@ -10,9 +10,13 @@ cycle through `--pool` different arrays (8 by default: no CPU cache holds them a
 the larger vocabulary; `--pool 1` measures logits already in cache).
 torch runs on one thread (torch.set_num_threads(1)); numpy's elementwise work is
 single-threaded anyway. The list path runs only at 49,152: it is the lab models'
-path, for vocabularies of a few hundred. The last row is one bare exp over the
-logits: the softmax total needs it, so no sampling setting that needs the total
-(top-p, plain temperature, explain) can be faster.
+path, for vocabularies of a few hundred. `explain top-3` is what the trace
+computes per token when sampling is greedy (the model's softmax at temperature 1); the
+`sample + explain` rows are a token's draw and the trace's probabilities of the
+distribution it was drawn from, which reuse what the draw kept (compare them with the
+plain draw above). The last row is one bare
+exp over the logits: the softmax total needs it, so no sampling setting that needs the
+total (top-p, plain temperature, explain) can be faster.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ CASES = [
     ("T 0.8 + top-k 50", dict(temperature=0.8, top_k=50)),
     ("T 0.8 + min-p 0.05", dict(temperature=0.8, min_p=0.05)),
     ("explain top-3", None),
+    ("T 0.8: sample + explain (the trace)", ("trace", dict(temperature=0.8))),
+    ("T 0.8 + top-p 0.9: sample + explain", ("trace", dict(temperature=0.8, top_p=0.9))),
+    ("T 0.8 + top-k 50: sample + explain", ("trace", dict(temperature=0.8, top_k=50))),
+    ("T 0.8 (plain sample, for the row above)", dict(temperature=0.8)),
     ("(floor: one exp over the vocabulary)", "exp"),
 ]
 
@@ -76,6 +84,8 @@ def bench(calls: int, pool: int = 8, runs: int = 3) -> list[list[str]]:
         for kind, vocab in columns:
             if settings is None:
                 fn = lambda logits: explain(logits, 7, 3)  # noqa: E731
+            elif isinstance(settings, tuple):   # what a token costs with the trace: the draw, then explain
+                fn = lambda logits, s=Sampler(seed=0, **settings[1]): s.explain(logits, s.sample(logits), 3)  # noqa: E731
             elif settings == "exp":
                 if kind == "list":
                     continue

@@ -124,6 +124,10 @@ class Sampler:
         self._torch_rngs: dict = {}      # torch tensors: one torch.Generator per device
         self._greedy = temperature == 0.0
         self._inv_t = 0.0 if self._greedy else 1.0 / temperature
+        # what the last draw kept, for `explain` of the same logits (the trace asks right after the
+        # draw): the logits object, and the kept tokens' weights as the kernel had them (no copy)
+        self._drawn_from: Any = None
+        self._drawn: Any = None
 
     def __repr__(self) -> str:
         return (
@@ -135,17 +139,22 @@ class Sampler:
         """Draw one token id from the logits (a list, a numpy array or a torch tensor)."""
         if type(logits) is not list:   # a list (the lab's models) skips the dispatch: it runs per token
             kind = array_kind(logits)
-            if kind == "numpy":
-                return _np_sample(self, logits, self._numpy_random)
-            if kind == "torch":
-                return _torch_sample(self, logits)
-            logits = list(logits)
+            if kind != "list":
+                self._drawn = None
+                token = _np_sample(self, logits, self._numpy_random) if kind == "numpy" else _torch_sample(self, logits)
+                self._drawn_from = logits
+                return token
+            logits = list(logits)   # explain of the same sequence recomputes: it is another object
         if self._greedy:
             return _argmax(logits)
+        self._drawn_from = logits
         if self._unfiltered(len(logits)):
             # Fast path: no sort, just cumulative weights and one bisect.
-            return _draw(_cumulative_weights(logits, self._inv_t), self.rng.random())
+            cum = _cumulative_weights(logits, self._inv_t)
+            self._drawn = (None, cum)
+            return _draw(cum, self.rng.random())
         ids, _, cum = self._kept(logits)
+        self._drawn = (ids, cum)
         return ids[_draw(cum, self.rng.random())]
 
     def distribution(self, logits: Sequence[float]) -> list[tuple[int, float]]:
@@ -202,27 +211,35 @@ class Sampler:
         """
         if self._greedy:
             return explain(logits, token, n)
+        # the logits just drawn from: what the draw kept serves again (taken once, then let go)
+        drawn = self._drawn if logits is self._drawn_from else None
+        self._drawn_from = self._drawn = None
         kind = array_kind(logits)
         if kind == "numpy":
-            ids, probs, prob = _np_sampled_explain(self, _np_prepare(logits), token, n)
+            ids, probs, prob = _np_sampled_explain(self, _np_prepare(logits), token, n, drawn=drawn)
             return prob, list(zip(ids, probs))
         if kind == "torch":
-            ids, probs, prob = _torch_sampled_explain(self, logits, token, n)
+            ids, probs, prob = _torch_sampled_explain(self, logits, token, n, drawn)
             return prob, list(zip(ids, probs))
         if type(logits) is not list:
             logits = list(logits)
-        if self._unfiltered(len(logits)):
-            weights, total = _weights(logits, self._inv_t)
-            top = [(i, weights[i] / total) for i in _top_ids(logits, n)] if n > 0 else []
-            return weights[token] / total, top
-        ids, weights, cum = self._kept(logits)   # heaviest first, ties lowest id first
+        if drawn is None:
+            if self._unfiltered(len(logits)):
+                weights, total = _weights(logits, self._inv_t)
+                top = [(i, weights[i] / total) for i in _top_ids(logits, n)] if n > 0 else []
+                return weights[token] / total, top
+            drawn = self._kept(logits)[::2]
+        ids, cum = drawn   # cumulative weights: of every token in id order (ids None), or of the kept ones
         total = cum[-1]
-        top = [(i, w / total) for i, w in zip(ids[:max(n, 0)], weights) if w > 0.0]
+        if ids is None:
+            top = [(i, _weight(cum, i) / total) for i in _top_ids(logits, n)] if n > 0 else []
+            return _weight(cum, token) / total, top
+        top = [(i, _weight(cum, j) / total) for j, i in enumerate(ids[:max(n, 0)])]   # heaviest first
         try:
-            prob = weights[ids.index(token)] / total
+            prob = _weight(cum, ids.index(token)) / total
         except ValueError:   # a token the filters cut
             prob = 0.0
-        return prob, top
+        return prob, [(i, p) for i, p in top if p > 0.0]
 
     def _unfiltered(self, vocab: int) -> bool:
         return (self.top_k == 0 or self.top_k >= vocab) and self.top_p >= 1.0 and self.min_p <= 0.0
@@ -286,6 +303,11 @@ class Sampler:
                 generator.manual_seed(_seed_int(self.seed))
             self._torch_rngs[device] = generator
         return generator
+
+
+def _weight(cum: list[float], i: int) -> float:
+    """The i-th weight of a cumulative sum."""
+    return cum[i] - cum[i - 1] if i else cum[0]
 
 
 def _seed_int(seed) -> int | None:
@@ -825,8 +847,10 @@ def _np_sample(sampler: Sampler, logits, random_draw, exp_scaled=_np_exp_scaled)
     with np.errstate(all="ignore"):
         if sampler.top_p < 1.0 and not (sampler.top_k and sampler.top_k < x.shape[0]):
             nucleus = _np_nucleus(x, sampler._inv_t, sampler.top_p, sampler.min_p, exp_scaled)
+            sampler._drawn = ("nucleus", nucleus)   # for explain: no copy, the arrays as they are
             return _np_nucleus_draw(*nucleus, random_draw())
         ids, w = _np_kept(sampler, x, exp_scaled)
+        sampler._drawn = ("kept", ids, w)
         j = _np_draw(w, random_draw())
     return j if ids is None else int(ids[j])
 
@@ -863,19 +887,25 @@ def _np_explain(x, token: int | None, n: int, exp_scaled=_np_exp_scaled,
     return ids[:n].tolist(), probs, prob
 
 
-def _np_sampled_explain(sampler: Sampler, x, token: int, n: int,
-                        exp_scaled=_np_exp_scaled) -> tuple[list[int], list[float], float]:
-    """`Sampler.explain` for an array at T > 0: the kept tokens' weights from the sampling kernels."""
+def _np_sampled_explain(sampler: Sampler, x, token: int, n: int, exp_scaled=_np_exp_scaled,
+                        drawn=None) -> tuple[list[int], list[float], float]:
+    """`Sampler.explain` for an array at T > 0: the kept tokens' weights, from the draw of these
+    logits (`drawn`, what `_np_sample` kept) or from the sampling kernels again."""
     import numpy as np
 
-    if sampler._unfiltered(x.shape[0]):
-        return _np_explain(x, token, n, exp_scaled, sampler._inv_t)
-    with np.errstate(all="ignore"):
-        if sampler.top_p < 1.0 and not (sampler.top_k and sampler.top_k < x.shape[0]):
-            ids, w = _np_nucleus_kept(*_np_nucleus(x, sampler._inv_t, sampler.top_p, sampler.min_p, exp_scaled))
-        else:
-            ids, w = _np_kept(sampler, x, exp_scaled)
+    if drawn is None:
+        if sampler._unfiltered(x.shape[0]):
+            return _np_explain(x, token, n, exp_scaled, sampler._inv_t)
+        with np.errstate(all="ignore"):
+            if sampler.top_p < 1.0 and not (sampler.top_k and sampler.top_k < x.shape[0]):
+                drawn = ("nucleus", _np_nucleus(x, sampler._inv_t, sampler.top_p, sampler.min_p, exp_scaled))
+            else:
+                drawn = ("kept", *_np_kept(sampler, x, exp_scaled))
+    ids, w = _np_nucleus_kept(*drawn[1]) if drawn[0] == "nucleus" else drawn[1:]
     total = float(w.sum(dtype=np.float64))
+    if ids is None:   # every token, in id order: the top by logit is the top by weight
+        top_ids = _np_top(x, max(n, 1))[0][:max(n, 0)]
+        return (top_ids.tolist(), (w[top_ids].astype(np.float64) / total).tolist(), float(w[token]) / total)
     hit = np.flatnonzero(ids == token)
     prob = float(w[hit[0]]) / total if hit.shape[0] else 0.0   # a token the filters cut: 0
     if n <= 0:
@@ -1143,13 +1173,15 @@ def _torch_explain(x, token: int | None, n: int) -> tuple[list[int], list[float]
     return [ids_out[j] for j in order], [probs[j] for j in order], prob
 
 
-def _torch_sampled_explain(sampler: Sampler, logits, token: int, n: int) -> tuple[list[int], list[float], float]:
-    """`Sampler.explain` for a tensor at T > 0: on its device, with one transfer (CPU: the numpy kernels)."""
+def _torch_sampled_explain(sampler: Sampler, logits, token: int, n: int,
+                           drawn=None) -> tuple[list[int], list[float], float]:
+    """`Sampler.explain` for a tensor at T > 0: on its device, with one transfer (CPU: the numpy kernels,
+    with what their draw kept)."""
     import torch
 
     x = _torch_prepare(logits)
     if x.device.type == "cpu" and _TORCH_CPU_VIA_NUMPY:
-        return _np_sampled_explain(sampler, _torch_numpy_view(x), token, n, _torch_exp_scaled(x))
+        return _np_sampled_explain(sampler, _torch_numpy_view(x), token, n, _torch_exp_scaled(x), drawn)
     dtype = torch.float64 if _float64_ok(x.device) else torch.float32
     k = min(max(n, 1), x.shape[0])
     candidates = None

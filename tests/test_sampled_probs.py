@@ -72,14 +72,20 @@ def test_explain_is_the_distribution_sample_draws_from(values, config, kind, pic
     token = pick % len(values)                   # any token: a cut one has probability 0
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sampling, "_TORCH_CPU_VIA_NUMPY", kind != "torch-device-kernels")
-        prob, top = sampler.explain(as_kind(values, kind), token, 3)
-        drawn = sampler.sample(as_kind(values, kind))
-    assert prob == pytest.approx(probs.get(token, 0.0), rel=1e-9, abs=1e-300)
-    assert [t for t, _ in top] == [t for t, _ in dist[:3]]
-    for (_, p), (_, q) in zip(top, dist):
-        assert p == pytest.approx(q, rel=1e-9)
-    assert drawn in probs and sampler.explain(values, drawn, 3)[0] > 0.0
-    assert all(type(t) is int and type(p) is float for t, p in top) and type(prob) is float
+        x = as_kind(values, kind)
+        drawn = sampler.sample(x)
+        prob, top = sampler.explain(x, token, 3)                             # from what the draw kept
+        again, top_again = Sampler(seed=3, **config).explain(as_kind(values, kind), token, 3)  # afresh
+    assert drawn in probs
+    # the draw's weights are a cumulative sum: tiny probabilities hold to 1e-12
+    assert prob == pytest.approx(probs.get(token, 0.0), rel=1e-9, abs=1e-12)
+    assert again == pytest.approx(probs.get(token, 0.0), rel=1e-9, abs=1e-300)
+    for got in (top, top_again):
+        assert [t for t, _ in got] == [t for t, _ in dist[:3]]
+        for (_, p), (_, q) in zip(got, dist):
+            assert p == pytest.approx(q, rel=1e-9, abs=1e-12)
+        assert all(type(t) is int and type(p) is float for t, p in got)
+    assert type(prob) is float and type(again) is float
 
 
 @pytest.mark.parametrize("kind", ["numpy", "torch", "torch-device-kernels"])
@@ -93,11 +99,12 @@ def test_explain_at_real_vocabularies(kind, config, monkeypatch):
     x = as_kind(values, kind, "float32")
     token = sampler.sample(x)
     dist = sampler.distribution(x)
-    prob, top = sampler.explain(x, token, 3)
-    assert prob == pytest.approx(dict(dist)[token], rel=1e-5)
-    assert [t for t, _ in top] == [t for t, _ in dist[:3]]
-    for (_, p), (_, q) in zip(top, dist):
-        assert p == pytest.approx(q, rel=1e-5)
+    # from what the draw kept, and afresh (another sampler, which drew nothing)
+    for prob, top in (sampler.explain(x, token, 3), Sampler(seed=1, **config).explain(x, token, 3)):
+        assert prob == pytest.approx(dict(dist)[token], rel=1e-5)
+        assert [t for t, _ in top] == [t for t, _ in dist[:3]]
+        for (_, p), (_, q) in zip(top, dist):
+            assert p == pytest.approx(q, rel=1e-5)
 
 
 def test_greedy_explains_the_model_at_temperature_1():

@@ -149,6 +149,9 @@ def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
     group.add_argument("--tokenizer", default=None, metavar="PATH",
                        help="openai: the model's local files (a directory or .gguf) whose tokenizer and chat "
                             "template render the prompt; only the tokenizer is loaded")
+    group.add_argument("--engine-extra", default=None, metavar="JSON",
+                       help="openai: a JSON object of fields added to every completion request (the server's "
+                            "own options, e.g. '{\"grammar\": \"...\"}' for llama.cpp)")
     group.add_argument("--order", type=int, default=None,
                        help="n-gram order: the model sees the last ORDER-1 tokens (default: 8)")
     group.add_argument("--weights", default=None, metavar="PATH",
@@ -260,8 +263,15 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
         if args.repetition_penalty != 1.0 or args.constrain != "off" or args.device or args.dtype:
             parser.error("--model openai:URL: the server samples and runs the model, so --repetition-penalty, "
                          "--constrain, --device and --dtype do not apply")
-    elif args.tokenizer or args.engine_model:
-        parser.error("--tokenizer and --engine-model apply to --model openai:URL only")
+        if args.engine_extra is not None:
+            try:
+                extra = json.loads(args.engine_extra)
+            except ValueError as e:
+                parser.error(f"--engine-extra: not JSON: {e}")
+            if not isinstance(extra, dict):
+                parser.error("--engine-extra must be a JSON object")
+    elif args.tokenizer or args.engine_model or args.engine_extra:
+        parser.error("--tokenizer, --engine-model and --engine-extra apply to --model openai:URL only")
     for flag, value in (("--max-tokens", args.max_tokens), ("--max-retries", args.max_retries),
                         ("--max-repeats", args.max_repeats),
                         ("--max-result-chars", args.max_result_chars),
@@ -310,7 +320,8 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser):
     remote = {}
     if args.model.startswith("openai:"):
         remote = {"model": args.engine_model or "default", "tokenizer_path": args.tokenizer,
-                  "max_tokens": args.max_tokens, "timeout": args.timeout}
+                  "max_tokens": args.max_tokens, "timeout": args.timeout,
+                  "extra": json.loads(args.engine_extra) if args.engine_extra else None}
     try:
         return load_model(args.model, order=args.order, weights=args.weights, device=args.device,
                           dtype=args.dtype, syntax=args.syntax, **remote)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Lab step: find the attention head that copies values out of the tool result, and draw it.
 
-    python3 attention_peek.py                     # held-out weather episodes; heatmap in the terminal
-    python3 attention_peek.py --tool get_forecast --svg forecast.svg
+    python3 attention_peek.py                     # OOD weather episodes; heatmap in the terminal
+    python3 attention_peek.py --split heldout --tool get_forecast --svg forecast.svg
 
 The shipped transformer reads a few held-out transcripts whole (question, call,
 the real tool result, answer) with its attention maps recorded. Each value the
@@ -13,7 +13,11 @@ that is where the model decides what comes next) puts on that same character
 in the tool result, averaged over the characters. Chance is one over the keys
 in view. The head with the highest score is drawn for the first episode: one
 row per answer character, as it is written, one column per character of the
-tool result. Needs numpy (pip install -e '.[lab]' from the clone, or pip install numpy).
+tool result. By default the episodes are the OOD split's (values no training
+transcript holds) and the one drawn has a negative three-digit temperature and a
+made-up condition word, where a head that copies and a model that remembers part
+ways. A legend under the map says what its glyphs and shades stand for. Needs
+numpy (pip install -e '.[lab]' from the clone, or pip install numpy).
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ import os
 import sys
 
 from decodeloop.chat import ASSISTANT, SYSTEM, TOOL, USER
-from decodeloop.ui.heatmap import svg, terminal
+from decodeloop.ui.heatmap import GLYPHS, scale_legend, svg, terminal
+
+# what the labels' own glyphs stand for, besides the heatmap's (GLYPHS)
+LABEL_GLYPHS = (("⁺", "a later byte of the character to its left (°F is °⁺F: a column per token)"),
+                ("§", "a special token"))
 from decodeloop.ui.style import use_color
 
 
@@ -110,6 +118,25 @@ def _characters(tokenizer, ids) -> list[str]:
     return out
 
 
+def legend_lines() -> list[str]:
+    """The glyph legend, a line each."""
+    return [f"{glyph}  {meaning}" for glyph, meaning in (*GLYPHS, *LABEL_GLYPHS)]
+
+
+def unusual_first(pool: list) -> list:
+    """The pool with, first, an episode whose temperature is negative with three digits and whose conditions
+    hold a made-up word (none of the real words unusual.py lists), when the pool has one."""
+    from decodeloop.servers.unusual import MODIFIERS, OOD_WORDS, TRAIN_WORDS
+
+    real = OOD_WORDS | set(MODIFIERS) | set(TRAIN_WORDS)
+
+    def striking(e) -> bool:
+        temperature, conditions = (e.values + ["", ""])[:2]
+        return (temperature.startswith("-") and len(temperature) == len("-100°F") and e.tool == "get_weather"
+                and any(w not in real for w in conditions.split()))
+    return sorted(pool, key=lambda e: not striking(e))  # stable: the rest keep their order
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="attention_peek.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tool", default="get_weather",
@@ -117,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="which kind of held-out episode (default: get_weather)")
     parser.add_argument("--episodes", type=int, default=4, help="episodes to score heads on (default: 4)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the held-out episodes (default: 0)")
+    parser.add_argument("--split", choices=("ood", "heldout"), default="ood",
+                        help="ood: the held-out questions answered by the servers' --ood values; heldout: "
+                             "the servers' own values (default: ood)")
     parser.add_argument("--weights", default=None, metavar="PATH", help="transformer weights (.npz)")
     parser.add_argument("--svg", default="attention.svg", metavar="PATH",
                         help="also write the heatmap here (default: attention.svg; '' for none)")
@@ -137,12 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as e:  # not weights, or no such file: one line, not a traceback
         print(f"attention_peek.py: error: --weights: {e}", file=sys.stderr)
         return 2
-    pool = [e for e in episodes(args.seed, 40 * args.episodes, "heldout") if e.tool == args.tool]
-    chosen = pool[:args.episodes]
+    pool = [e for e in episodes(args.seed, 40 * args.episodes, args.split) if e.tool == args.tool]
+    chosen = unusual_first(pool)[:args.episodes]
     scores, chance = copy_scores(model, chosen, system, tokenizer)
     layer, head = divmod(int(scores.argmax()), scores.shape[1])
     print(f"copy score per head: attention from the position writing each value character onto that "
-          f"character in the tool result, {len(chosen)} held-out {args.tool} episodes; chance {chance:.3f}")
+          f"character in the tool result, {len(chosen)} held-out {args.tool} episodes "
+          f"({args.split} split); chance {chance:.3f}")
     print("        " + "".join(f"head {h:<3}" for h in range(scores.shape[1])))
     for i, row in enumerate(scores):
         print(f"layer {i} " + "".join(f"{s:8.3f}" + ("*" if (i, h) == (layer, head) else " ")
@@ -153,10 +184,13 @@ def main(argv: list[str] | None = None) -> int:
              f"rows: the answer as written, columns: the tool result")
     print()
     print(f"question: {episode.user}")
-    print(terminal(rows, row_labels, col_labels, use_color(sys.stdout), title), end="")
+    color = use_color(sys.stdout)
+    print(terminal(rows, row_labels, col_labels, color, title), end="")
+    print(scale_legend(rows, color), end="")
+    print("\n".join(legend_lines()))
     if args.svg:
         with open(args.svg, "w", encoding="utf-8") as f:
-            f.write(svg(rows, row_labels, col_labels, title))
+            f.write(svg(rows, row_labels, col_labels, title, notes=legend_lines()))
         print(f"wrote {os.path.abspath(args.svg)}")
     return 0
 

@@ -98,6 +98,10 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     _model_options(evaluate, "ngram")
     evaluate.add_argument("--episodes", type=int, default=200, help="held-out episodes to run (default: 200)")
+    evaluate.add_argument("--split", choices=("heldout", "ood"), default="heldout",
+                          help="heldout: the bundled servers' own values; ood: the same questions, the bundled "
+                               "servers started with --ood, whose values no training transcript holds "
+                               "(default: heldout)")
     evaluate.add_argument("--concurrency", type=int, default=1, metavar="K",
                           help="episodes in flight at once, each with its own MCP servers; a model run in this "
                                "process runs one at a time (default: 1)")
@@ -149,9 +153,6 @@ def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
     group.add_argument("--tokenizer", default=None, metavar="PATH",
                        help="openai: the model's local files (a directory or .gguf) whose tokenizer and chat "
                             "template render the prompt; only the tokenizer is loaded")
-    group.add_argument("--engine-extra", default=None, metavar="JSON",
-                       help="openai: a JSON object of fields added to every completion request (the server's "
-                            "own options, e.g. '{\"grammar\": \"...\"}' for llama.cpp)")
     group.add_argument("--order", type=int, default=None,
                        help="n-gram order: the model sees the last ORDER-1 tokens (default: 8)")
     group.add_argument("--weights", default=None, metavar="PATH",
@@ -263,15 +264,8 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
         if args.repetition_penalty != 1.0 or args.constrain != "off" or args.device or args.dtype:
             parser.error("--model openai:URL: the server samples and runs the model, so --repetition-penalty, "
                          "--constrain, --device and --dtype do not apply")
-        if args.engine_extra is not None:
-            try:
-                extra = json.loads(args.engine_extra)
-            except ValueError as e:
-                parser.error(f"--engine-extra: not JSON: {e}")
-            if not isinstance(extra, dict):
-                parser.error("--engine-extra must be a JSON object")
-    elif args.tokenizer or args.engine_model or args.engine_extra:
-        parser.error("--tokenizer, --engine-model and --engine-extra apply to --model openai:URL only")
+    elif args.tokenizer or args.engine_model:
+        parser.error("--tokenizer and --engine-model apply to --model openai:URL only")
     for flag, value in (("--max-tokens", args.max_tokens), ("--max-retries", args.max_retries),
                         ("--max-repeats", args.max_repeats),
                         ("--max-result-chars", args.max_result_chars),
@@ -320,8 +314,7 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser):
     remote = {}
     if args.model.startswith("openai:"):
         remote = {"model": args.engine_model or "default", "tokenizer_path": args.tokenizer,
-                  "max_tokens": args.max_tokens, "timeout": args.timeout,
-                  "extra": json.loads(args.engine_extra) if args.engine_extra else None}
+                  "max_tokens": args.max_tokens, "timeout": args.timeout}
     try:
         return load_model(args.model, order=args.order, weights=args.weights, device=args.device,
                           dtype=args.dtype, syntax=args.syntax, **remote)
@@ -402,7 +395,8 @@ def _server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     for path in args.mcp_config:
         specs += load_config(path)
     if not specs:  # the bundled servers: the harness's own code, so their annotations are believed
-        specs = [dataclasses.replace(spec, trusted=True) for spec in stdio_specs(default_servers(args.model))]
+        ood = getattr(args, "split", "heldout") == "ood"  # eval --split ood: the servers' --ood values
+        specs = [dataclasses.replace(spec, trusted=True) for spec in stdio_specs(default_servers(args.model, ood))]
     unknown = sorted(set(args.trust) - {spec.name for spec in unique_names(specs)})
     if unknown:
         parser.error(f"--trust: no server named {', '.join(unknown)} (servers: "
@@ -566,7 +560,7 @@ def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     if args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
     try:
-        held_out = episodes(args.seed, args.episodes, "heldout")
+        held_out = episodes(args.seed, args.episodes, args.split)
         if args.concurrency > 1:
             summary, bundle = _eval_concurrently(args, parser, held_out, sampler, processors, config)
         else:
@@ -581,13 +575,14 @@ def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         print("\ninterrupted.", file=sys.stderr)
         return EXIT_INTERRUPTED
     order = getattr(bundle.model, "order", None)
-    context = {"model": args.model, "order": order, "seed": args.seed, "temperature": args.temperature,
+    context = {"model": args.model, "order": order, "split": args.split, "seed": args.seed, "temperature": args.temperature,
                "syntax": bundle.syntax.name, "constrain": args.constrain, "concurrency": summary.concurrency}
     if args.json:
         print(json.dumps(summary_json(summary, **context)))
     else:
         label = args.model + (f" (order {order})" if order else "")
-        print(f"{label}, {summary.episodes} held-out episodes, seed {args.seed}, temperature {args.temperature:g}"
+        print(f"{label}, {summary.episodes} held-out episodes"
+              f"{' (ood split)' if args.split == 'ood' else ''}, seed {args.seed}, temperature {args.temperature:g}"
               + (f", --constrain {args.constrain}" if args.constrain != "off" else ""))
         width = max(len(name) for name, _ in summary.rows())
         for name, value in summary.rows():

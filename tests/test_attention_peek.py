@@ -37,17 +37,59 @@ def test_the_copying_head_beats_chance():
 def test_svg_is_well_formed_and_carries_the_characters(tmp_path, capsys):
     from decodeloop.train.corpus import episodes
 
+    peek = load_peek()
     path = tmp_path / "peek.svg"
-    assert load_peek().main(["--episodes", "2", "--svg", str(path)]) == 0
+    assert peek.main(["--episodes", "2", "--svg", str(path)]) == 0
     root = ET.parse(path).getroot()
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
-    episode = [e for e in episodes(0, 80, "heldout") if e.tool == "get_weather"][0]
+    episode = peek.unusual_first([e for e in episodes(0, 80, "ood") if e.tool == "get_weather"])[0]
     for ch in set(episode.result.replace(" ", "")):           # every character of the tool result labels a column
         assert ch in texts
     assert len(list(root.iter("{http://www.w3.org/2000/svg}rect"))) > 10
     out = capsys.readouterr().out
-    assert "copy score" in out and episode.user in out
+    assert "copy score" in out and episode.user in out and "(ood split)" in out
+    # the legend, in the terminal and in the SVG: every glyph, and the shading scale with its weights
+    for line in peek.legend_lines():
+        assert line in out and line in texts
+    assert "⁺" in "".join(peek.legend_lines()) and "shading" in out
+    assert any(t and t.startswith("shading") for t in texts)
+    weights = [float(t) for t in texts if t and len(t) == 4 and t[1] == "." and t.replace(".", "", 1).isdigit()]
+    assert len(weights) == 5 and weights[0] == 0 and weights == sorted(weights)
+
+
+def test_the_drawn_ood_episode_has_a_negative_three_digit_temperature_and_a_made_up_word():
+    from decodeloop.servers.unusual import MODIFIERS, OOD_WORDS, TRAIN_WORDS
+    from decodeloop.train.corpus import episodes
+
+    peek = load_peek()
+    pool = [e for e in episodes(0, 160, "ood") if e.tool == "get_weather"]
+    first = peek.unusual_first(pool)[0]
+    temperature, conditions = first.values
+    assert temperature.startswith("-") and len(temperature) == len("-123°F") and temperature in first.result
+    assert set(conditions.split()) - OOD_WORDS - set(MODIFIERS) - set(TRAIN_WORDS)
+    assert sorted(map(id, peek.unusual_first(pool))) == sorted(map(id, pool))      # the same episodes
+
+
+def test_the_ood_copy_head_beats_chance():
+    from decodeloop.models.transformer import TransformerModel
+    from decodeloop.tokenize import CharTokenizer
+    from decodeloop.train.corpus import episodes, system_prompt
+
+    peek = load_peek()
+    chosen = peek.unusual_first([e for e in episodes(0, 80, "ood") if e.tool == "get_weather"])[:3]
+    scores, chance = peek.copy_scores(TransformerModel.load(), chosen, system_prompt(), CharTokenizer())
+    assert scores.max() > 20 * chance and scores.min() < scores.max() / 2
+
+
+def test_the_shading_legend_names_each_shade_and_its_weight():
+    from decodeloop.ui.heatmap import SHADES, scale_legend
+
+    rows = [[0.0, 0.2], [0.4, 0.1]]
+    plain = scale_legend(rows, color=False)
+    assert "\x1b[" not in plain and "blank 0.00" in plain and "██ 0.40" in plain
+    assert all(shade * 2 in plain for shade in SHADES[1:])
+    assert plain.count("\x1b[48;5;") == 0 and scale_legend(rows, color=True).count("\x1b[48;5;") == len(SHADES)
 
 
 def test_terminal_shading_without_colour_and_backgrounds_with_it():

@@ -60,3 +60,25 @@ def test_markup_is_the_chat_format():
     e = corpus.episodes(0, 1)[0]
     text = e.markup("SYS")
     assert text == f"<|system|>SYS<|user|>{e.user}<|assistant|>{e.call}<|tool|>{e.result}<|assistant|>{e.answer}<|eos|>"
+
+
+def test_varied_training_episodes_ask_the_same_questions_with_unusual_values():
+    plain, varied = corpus.episodes(4, 200), corpus.episodes(4, 200, "train", varied=0.5)
+    assert [(e.user, e.call) for e in plain] == [(e.user, e.call) for e in varied]
+    changed = [(a, b) for a, b in zip(plain, varied) if a.result != b.result]
+    assert 60 < len(changed) < 140
+    for _, e in changed:
+        assert all(v in e.result and v in e.answer for v in e.copied)
+        assert set(e.values) <= set(e.copied)
+    assert corpus.episodes(4, 200, "train", varied=0.5) == varied
+
+
+def test_ood_results_are_the_ood_servers_and_never_the_servers_own():
+    from decodeloop.servers.unusual import is_ood
+
+    for e in corpus.episodes(5, 40, "ood"):
+        if e.tool == "get_weather":
+            temperature, conditions = e.values
+            assert is_ood("temperature", temperature[:-2]) and is_ood("word", conditions)
+        elif e.tool == "convert":
+            assert is_ood("decimals", e.values[0])

@@ -172,3 +172,20 @@ def test_eval_concurrency_must_be_positive():
     p = subprocess.run([sys.executable, "-m", "decodeloop", "eval", "--model", "table", "--concurrency", "0"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--concurrency must be at least 1" in p.stderr
+
+
+def test_eval_split_ood_asks_the_held_out_questions_of_the_servers_run_with_ood():
+    from decodeloop.cli import _server_specs, build_parser
+
+    parser = build_parser()
+    ood = _server_specs(parser.parse_args(["eval", "--model", "transformer", "--split", "ood"]), parser)
+    held_out = _server_specs(parser.parse_args(["eval", "--model", "transformer"]), parser)
+    assert [s.name for s in ood] == [s.name for s in held_out] == ["weather", "timezone", "units"]
+    assert all(s.command[-1] == "--ood" and s.trusted for s in ood)
+    assert not any("--ood" in s.command for s in held_out)
+    p = subprocess.run([sys.executable, "-m", "decodeloop", "eval", "--model", "ngram", "--order", "6",
+                        "--episodes", "3", "--split", "ood", "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    assert summary["split"] == "ood" and summary["episodes"] == 3

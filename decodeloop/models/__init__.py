@@ -102,15 +102,16 @@ def _lab_bundle(name: str, order: int | None, weights: str | None, syntax: str |
     return lab_bundle(model, tokenizer, name)
 
 
-def default_servers(spec: str) -> list[list[str]]:
-    """The stdio commands of the bundled servers a model expects when no server is given."""
+def default_servers(spec: str, ood: bool = False) -> list[list[str]]:
+    """The stdio commands of the bundled servers a model expects when no server is given (`ood`: started
+    with --ood, answering with values no training transcript holds)."""
     from decodeloop.servers import command
 
     if spec == "table":  # the table knows one conversation, about the weather
-        return [command("weather")]
+        return [command("weather") + (["--ood"] if ood else [])]
     from decodeloop.train.corpus import lab_server_commands  # the lab corpus's tools: weather, time zones, units
 
-    return lab_server_commands()
+    return lab_server_commands(ood)
 
 
 __all__ = ["Model", "ModelBundle", "lab_bundle", "PrefixCachedModel", "common_prefix_len", "load_model", "default_servers",

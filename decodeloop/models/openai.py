@@ -49,17 +49,13 @@ class OpenAIEngine:
     uses_state = False   # nothing here reads the loop's processor state
 
     def __init__(self, endpoint: Endpoint, model: str, tokenizer, *, sampler=None, stop_ids=(),
-                 max_tokens: int = 4096, top: int = DEFAULT_TOP, prompt: str = "auto", emit=None,
-                 extra: dict[str, Any] | None = None, check_text: bool = True) -> None:
+                 max_tokens: int = 4096, top: int = DEFAULT_TOP, prompt: str = "auto", emit=None) -> None:
         if prompt not in ("auto", *SHAPES):
             raise ValueError(f"prompt must be auto, ids or text, not {prompt!r}")
         self.endpoint, self.model, self.tokenizer = endpoint, model, tokenizer
         self.sampler, self.max_tokens, self.top = sampler, max_tokens, top
         self.stop_ids = sorted(stop_ids) or [tokenizer.eos_id]
         self.emit = emit
-        self.extra = dict(extra or {})   # fields added to every request (a server's own options: a grammar, say)
-        self.check_text = check_text     # text prompts: compare the server's tokens for them with the context
-        self.mismatches = 0              # text prompts the server read as other tokens
         self.shapes = list(SHAPES) if prompt == "auto" else [prompt]   # the first is used; a refusal drops it
         self.logprobs = True          # dropped when the server refuses logprobs
         self.requests: list[Request] = []   # every request's event, also emitted
@@ -144,16 +140,12 @@ class OpenAIEngine:
                 body["min_p"] = sampler.min_p
             if sampler.seed is not None:
                 body["seed"] = sampler.seed
-        body.update(self.extra)
         return body
 
     def _open(self, context: list[int]) -> None:
         started = time.perf_counter()
-        checked = None
         while True:
             shape = self.shapes[0]
-            if shape == "text" and self.check_text and checked is None:
-                checked = self._check_text(context)    # before the stream: a server may serve one at a time
             try:
                 self._stream = self.endpoint.open(self._body(context, shape))
                 break
@@ -172,7 +164,7 @@ class OpenAIEngine:
         self._last = list(context)
         self._seen = self._last                # what the server computed: the prompt, then each token
         self._finish_reason = None
-        self._current = Request(self.endpoint.url, shape, len(context), None, checked, 0, "", 0.0)
+        self._current = Request(self.endpoint.url, shape, len(context), None, None, 0, "", 0.0)
         self._started = started
         self._counts = [0, 0]                  # (ids this stream gave, tokens the server said it sent)
         self._counted = False                  # the server said how many tokens some chunk held
@@ -237,22 +229,6 @@ class OpenAIEngine:
         if isinstance(ids, list) and ids and ids != self._last[:len(ids)] and ids[1:] != self._last[:len(ids) - 1]:
             self._warn("prompt ids", f"the server's prompt ids differ from the context's at position "
                                      f"{common_prefix_len(ids, self._last)}")
-
-    def _check_text(self, context: list[int]) -> int | None:
-        """A text prompt: do the server's tokens for it equal the context's ids? (its tokenize endpoint)
-        Returns how many tokens the server reads it as, or None where it cannot say."""
-        tokens = self.endpoint.tokenize(self.tokenizer.decode(context), self.model)
-        if tokens is None:
-            self._warn("untokenized", "the server takes text prompts and has no tokenize endpoint: whether it "
-                                      "reads the prompt as the context's ids could not be checked")
-            return None
-        if tokens != context and tokens[1:] != context:   # [1:]: a BOS the server adds
-            at = common_prefix_len(tokens, context)
-            self.mismatches += 1
-            self._warn("retokenized", f"the server reads the text prompt as other tokens than the context's "
-                                      f"from position {at} of {len(context)} ({len(tokens)} tokens against "
-                                      f"{len(context)}): its cache cannot serve what follows")
-        return len(tokens)
 
     def _check_prompt(self, count: int) -> None:
         n = self._current.prompt
@@ -376,8 +352,7 @@ def _token_id(text: str) -> int:
 
 
 def load_openai(url: str, model: str, tokenizer_path: str, *, syntax: str | None = None, max_tokens: int = 4096,
-                timeout: float = 60.0, prompt: str = "auto", top: int = DEFAULT_TOP,
-                extra: dict[str, Any] | None = None):
+                timeout: float = 60.0, prompt: str = "auto", top: int = DEFAULT_TOP):
     """The bundle: the chat format and tokenizer from local files, tokens from the server at `url`."""
     from decodeloop.models.hf import load_tokenizer
 
@@ -390,7 +365,7 @@ def load_openai(url: str, model: str, tokenizer_path: str, *, syntax: str | None
             raise ValueError("an OpenAI-compatible server samples for itself: logits processors "
                              "(--repetition-penalty, --constrain) cannot run on its logits")
         return OpenAIEngine(endpoint, model, bundle.tokenizer, sampler=sampler, stop_ids=stop_ids,
-                            max_tokens=max_tokens, top=top, prompt=prompt, extra=extra)
+                            max_tokens=max_tokens, top=top, prompt=prompt)
 
     bundle.name = f"openai:{model}"
     bundle.make_engine = make_engine

@@ -98,43 +98,6 @@ class Endpoint:
         return Stream(conn, response, where, self.timeout, kind == "application/json")
 
 
-    def tokenize(self, text: str, model: str | None = None) -> list[int] | None:
-        """The server's own token ids for `text`, or None where it has no tokenize endpoint.
-
-        llama-cpp-python's server: POST /extras/tokenize {"input"}; llama.cpp's server: POST /tokenize
-        {"content"}. Either way the text's special-token names are read as special tokens, as a text
-        prompt's are. The first endpoint that answers is remembered.
-        """
-        base = self.path[:-len("/completions")].removesuffix("/v1")
-        tries = [(base + "/extras/tokenize", {"input": text, **({"model": model} if model else {})}),
-                 (base + "/tokenize", {"content": text, "add_special": False, "parse_special": True})]
-        if getattr(self, "_tokenize_at", None) is not None:
-            tries = [t for t in tries if t[0] == self._tokenize_at]
-        for path, body in tries:
-            cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-            conn = cls(self.host, self.port, timeout=self.timeout)
-            try:
-                conn.request("POST", path, body=json.dumps(body).encode(), headers={
-                    "Content-Type": "application/json", **self.headers})
-                response = conn.getresponse()
-                data = response.read(MAX_LINE * 4)
-            except (OSError, http.client.HTTPException):
-                return None
-            finally:
-                conn.close()
-            if response.status != 200:
-                continue
-            try:
-                tokens = json.loads(data).get("tokens")
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
-                self._tokenize_at = path
-                return tokens
-        self._tokenize_at = ""   # none: do not ask again
-        return None
-
-
 def _error_message(text: str) -> str:
     """The message of an error body: OpenAI's {"error": {"message"}}, FastAPI's {"detail"}, else the text."""
     try:

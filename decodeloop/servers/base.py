@@ -83,6 +83,8 @@ class ToolServer:
         self.instructions = instructions
         self.page_size = page_size  # None: tools/list returns every tool at once
         self.tools: dict[str, RegisteredTool] = {}
+        # a server's own command-line flags, (names, argparse keywords): its build reads them, main accepts them
+        self.options: list[tuple[tuple, dict]] = []
 
     def tool(
         self,
@@ -251,6 +253,8 @@ class ToolServer:
             "--page-size", type=_positive_int, default=None, metavar="N",
             help="return tools/list in pages of N tools (exercises client pagination)",
         )
+        for names, keywords in self.options:
+            parser.add_argument(*names, **keywords)
         return parser
 
     def main(self, argv: list[str] | None = None) -> int:

@@ -1,7 +1,8 @@
 """The bundled unit-conversion server: lengths, masses, volumes and temperatures.
 
-Run it as `python3 -m decodeloop.servers.units`. Results are rounded to three
-decimals, with trailing zeros dropped, so "12.5 km = 7.767 mi".
+Run it as `python3 -m decodeloop.servers.units [--ood]`. Results are rounded to three
+decimals, with trailing zeros dropped, so "12.5 km = 7.767 mi"; with `--ood` they are
+written with exactly six decimals, "12.5 km = 7.767119 mi" (see unusual.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 
 import decodeloop
 from decodeloop.servers.base import READ_ONLY, ToolFailure, ToolServer
+from decodeloop.servers.unusual import OOD_HELP, Unusual, fixed, ood_requested
 
 # unit -> (quantity, size in the quantity's base unit)
 UNITS = {
@@ -53,23 +55,35 @@ def converted(value: float, from_unit: str, to_unit: str) -> float:
     return value * size / to_size
 
 
-def convert(value: float, from_unit: str, to_unit: str) -> tuple[str, dict]:
+def result_text(value: float, from_unit: str, to_unit: str, unusual: Unusual | None = None) -> str:
+    """The converted amount as the server writes it."""
     result = converted(value, from_unit, to_unit)
-    text = f"{show_number(value)} {from_unit} = {show_number(result)} {to_unit}"
+    if unusual is None:
+        return show_number(result)
+    return fixed(result, unusual.decimals(value, from_unit, to_unit))
+
+
+def convert(value: float, from_unit: str, to_unit: str, unusual: Unusual | None = None) -> tuple[str, dict]:
+    result = converted(value, from_unit, to_unit)
+    shown = result_text(value, from_unit, to_unit, unusual)
+    text = f"{show_number(value)} {from_unit} = {shown} {to_unit}"
     return text, {"value": value, "from_unit": from_unit, "to_unit": to_unit, "result": round(result, 3)}
 
 
-def build_server(page_size: int | None = None) -> ToolServer:
+def build_server(page_size: int | None = None, ood: bool = False) -> ToolServer:
+    """The server; `ood`: results are written with exactly six decimals (unusual.py's OOD side)."""
+    unusual = Unusual("ood") if ood else None
     server = ToolServer("units", decodeloop.__version__, page_size=page_size,
                         instructions="Unit conversion for lengths, masses, volumes and temperatures.")
     server.tool("convert", "Convert an amount from one unit to another of the same kind "
                 "(length, mass, volume or temperature).", INPUT, title="Convert units",
-                annotations=READ_ONLY)(convert)
+                annotations=READ_ONLY)(lambda value, from_unit, to_unit: convert(value, from_unit, to_unit, unusual))
+    server.options.append((("--ood",), {"action": "store_true", "help": OOD_HELP}))
     return server
 
 
 def main(argv: list[str] | None = None) -> int:
-    return build_server().main(argv)
+    return build_server(ood=ood_requested(argv)).main(argv)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ normalized city and state, around a rough annual mean temperature for the state,
 so the same question always gets the same plausible answer: good for golden
 transcripts and for models learning when to call a tool.
 
-Run it as `python3 -m decodeloop.servers.weather [--page-size N]`.
+Run it as `python3 -m decodeloop.servers.weather [--page-size N] [--ood]`. With `--ood` it answers
+with values no training transcript holds (see unusual.py): the same city always gets the same
+unusual answer.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 
 import decodeloop
 from decodeloop.servers.base import READ_ONLY, ToolFailure, ToolServer
+from decodeloop.servers.unusual import OOD_HELP, Unusual, ood_requested
 
 # Rough annual mean temperature (°F) by state, the baseline every reading varies around.
 STATE_MEAN_F = {
@@ -139,9 +142,11 @@ def _humidity(conditions: str, roll: int) -> int:
     return low + roll % (high - low + 1)
 
 
-def current_weather(city: str, state: str) -> dict:
-    """Today's weather for a city as the structured result of get_weather."""
+def current_weather(city: str, state: str, unusual: Unusual | None = None) -> dict:
+    """Today's weather for a city as the structured result of get_weather (unusual: values from that side)."""
     shown, code = _place(city, state)
+    if unusual is not None:
+        return {"city": shown, "state": code, **unusual.weather(shown, code)}
     rolls = _rolls(shown, code)
     temperature = STATE_MEAN_F[code] + rolls[0] % (2 * SWING_F + 1) - SWING_F
     conditions = _conditions(temperature, rolls[1])
@@ -159,11 +164,17 @@ def current_weather(city: str, state: str) -> dict:
     }
 
 
-def forecast(city: str, state: str, days: int = 3) -> dict:
+def forecast(city: str, state: str, days: int = 3, unusual: Unusual | None = None) -> dict:
     """A `days`-long forecast whose first day is today's weather, as the structured result of get_forecast."""
     if not 1 <= days <= len(DAY_NAMES):
         raise ToolFailure(f"days must be from 1 to {len(DAY_NAMES)}")
-    today = current_weather(city, state)
+    today = current_weather(city, state, unusual)
+    if unusual is not None:
+        out = [{"day": DAY_NAMES[0], "temperature_f": today["temperature_f"], "conditions": today["conditions"]}]
+        for index, day in enumerate(DAY_NAMES[1:days], 1):
+            w = unusual.weather(today["city"], today["state"], "day", index)
+            out.append({"day": day, "temperature_f": w["temperature_f"], "conditions": w["conditions"]})
+        return {"city": today["city"], "state": today["state"], "days": out}
     mean = STATE_MEAN_F[today["state"]]
     temperature, conditions = today["temperature_f"], today["conditions"]
     out = []
@@ -181,8 +192,8 @@ def forecast(city: str, state: str, days: int = 3) -> dict:
 # -- the tools -------------------------------------------------------------------------------
 
 
-def get_weather(city: str, state: str) -> tuple[str, dict]:
-    w = current_weather(city, state)
+def get_weather(city: str, state: str, unusual: Unusual | None = None) -> tuple[str, dict]:
+    w = current_weather(city, state, unusual)
     text = (
         f"{w['city']}, {w['state']}: {w['temperature_f']}°F, {w['conditions']}, "
         f"humidity {w['humidity_pct']}%, wind {w['wind_mph']} mph {w['wind_dir']}"
@@ -190,13 +201,15 @@ def get_weather(city: str, state: str) -> tuple[str, dict]:
     return text, w
 
 
-def get_forecast(city: str, state: str, days: int = 3) -> tuple[str, dict]:
-    f = forecast(city, state, days)
+def get_forecast(city: str, state: str, days: int = 3, unusual: Unusual | None = None) -> tuple[str, dict]:
+    f = forecast(city, state, days, unusual)
     text = "\n".join(f"{d['day']} {d['temperature_f']}°F, {d['conditions']}" for d in f["days"])
     return text, f
 
 
-def build_server(page_size: int | None = None) -> ToolServer:
+def build_server(page_size: int | None = None, ood: bool = False) -> ToolServer:
+    """The server; `ood`: every answer holds values from the OOD side of unusual.py instead."""
+    unusual = Unusual("ood") if ood else None
     server = ToolServer(
         "weather",
         decodeloop.__version__,
@@ -213,7 +226,7 @@ def build_server(page_size: int | None = None) -> ToolServer:
         output_schema=WEATHER_OUTPUT,
         title="Current weather",
         annotations=READ_ONLY,
-    )(get_weather)
+    )(lambda city, state: get_weather(city, state, unusual))
     server.tool(
         "get_forecast",
         "Daily forecast for a US city, one line per day starting today: temperature (°F) and conditions.",
@@ -221,12 +234,13 @@ def build_server(page_size: int | None = None) -> ToolServer:
         output_schema=FORECAST_OUTPUT,
         title="Weather forecast",
         annotations=READ_ONLY,
-    )(get_forecast)
+    )(lambda city, state, days=3: get_forecast(city, state, days, unusual))
+    server.options.append((("--ood",), {"action": "store_true", "help": OOD_HELP}))
     return server
 
 
 def main(argv: list[str] | None = None) -> int:
-    return build_server().main(argv)
+    return build_server(ood=ood_requested(argv)).main(argv)
 
 
 if __name__ == "__main__":

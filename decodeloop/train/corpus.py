@@ -9,8 +9,13 @@ for the lab servers, byte for byte (a test holds it to that).
 
 Held-out episodes use cities, and whole states, that training never sees:
 `episodes(seed, n, "heldout")`. The same seed always gives the same episodes.
+`episodes(seed, n, "ood")` asks the same held-out questions of the servers run
+with `--ood`: the answers hold values no training transcript holds (see
+decodeloop/servers/unusual.py). With `varied`, that share of training episodes
+holds values from the training side of unusual.py instead of the servers' own.
 
     python3 -m decodeloop.train.corpus --episodes 5 --seed 0           # print transcripts
+    python3 -m decodeloop.train.corpus --episodes 5 --split ood
     python3 -m decodeloop.train.corpus --episodes 1000 --jsonl > c.jsonl
 """
 
@@ -28,6 +33,7 @@ from decodeloop.calls import Call, CompactSyntax
 from decodeloop.chat import USER, LabChat, lab_transcript
 from decodeloop.servers import command, timezone, units, weather
 from decodeloop.tokenize import CharTokenizer
+from decodeloop.servers.unusual import Unusual
 from decodeloop.train.places import CITIES
 
 # The lab servers, in the order their tools appear in the system prompt.
@@ -79,6 +85,7 @@ class Episode:
     result: str             # the tool result, as the server returns it
     answer: str             # an answer that uses the result's values
     values: list[str] = field(default_factory=list)  # what a correct answer must contain
+    copied: list[str] = field(default_factory=list)  # every piece of the result the answer copies (values too)
 
     def markup(self, system: str) -> str:
         return lab_transcript(system, self.user, self.call, self.result, self.answer)
@@ -91,20 +98,20 @@ def is_heldout(city: str, state: str) -> bool:
     return digest[0] % HELDOUT_CITY_SHARE == 0
 
 
-def lab_server_commands() -> list[list[str]]:
-    """The stdio commands of the lab servers, run by this same Python."""
-    return [command(name) for name, _ in LAB_SERVERS]
+def lab_server_commands(ood: bool = False) -> list[list[str]]:
+    """The stdio commands of the lab servers, run by this same Python (with --ood: the OOD split's)."""
+    return [command(name) + (["--ood"] if ood else []) for name, _ in LAB_SERVERS]
 
 
-@lru_cache(maxsize=1)
-def _connected() -> tuple[list, dict]:
+@lru_cache(maxsize=2)
+def _connected(ood: bool = False) -> tuple[list, dict]:
     """The lab servers in-process behind the real MCP client: (tools in prompt order, tool name -> client)."""
     from decodeloop.mcp.client import McpClient
     from decodeloop.mcp.transports.memory import MemoryTransport
 
     tools, owner = [], {}
     for name, module in LAB_SERVERS:
-        client = McpClient(MemoryTransport(module.build_server()), name=name)
+        client = McpClient(MemoryTransport(module.build_server(ood=ood)), name=name)
         client.initialize()
         for tool in client.list_tools():
             tools.append(tool)
@@ -121,83 +128,109 @@ def system_prompt() -> str:
     return LabChat(CharTokenizer(), CompactSyntax()).system_text(lab_tools())
 
 
-def call_tool(name: str, arguments: dict) -> str:
-    """The result text the harness would inject for this call."""
-    return _connected()[1][name].call_tool(name, arguments).text()
+SPLITS = ("train", "heldout", "ood")
+TOOLS = {"get_weather": weather.get_weather, "get_forecast": weather.get_forecast,
+         "get_time_zone": timezone.get_time_zone, "convert": units.convert}
 
 
-def episodes(seed: int, n: int, split: str = "train") -> list[Episode]:
-    if split not in ("train", "heldout"):
-        raise ValueError(f"split must be 'train' or 'heldout', not {split!r}")
-    places = [p for p in CITIES if is_heldout(*p) == (split == "heldout")]
-    # the split is part of the seed, so train and held-out never share a random stream
-    rng = random.Random(f"{split}:{seed}")
+def call_tool(name: str, arguments: dict, unusual: Unusual | None = None) -> str:
+    """The result text the harness would inject for this call: the servers' own values, the OOD
+    servers' (unusual on the "ood" side), or training's unusual values (the tool's own code, salted)."""
+    if unusual is None or unusual.side == "ood":
+        return _connected(unusual is not None)[1][name].call_tool(name, arguments).text()
+    return TOOLS[name](**arguments, unusual=unusual)[0]
+
+
+def episodes(seed: int, n: int, split: str = "train", varied: float = 0.0) -> list[Episode]:
+    """n episodes of a split; `varied`: the share of them (train only) holding training's unusual values."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
+    places = [p for p in CITIES if is_heldout(*p) == (split != "train")]
+    # the split is part of the seed, so train and held-out never share a random stream;
+    # the OOD split asks the held-out questions
+    rng = random.Random(f"{'heldout' if split == 'ood' else split}:{seed}")
+    rolls = random.Random(f"varied:{seed}")  # a stream of its own: the questions do not depend on `varied`
     makers = (_weather, _weather, _forecast, _timezone, _convert)
-    return [rng.choice(makers)(rng, places) for _ in range(n)]
+    out = []
+    for i in range(n):
+        if split == "ood":
+            unusual = Unusual("ood")
+        elif varied and rolls.random() < varied:
+            unusual = Unusual("train", f"{seed}:{i}")
+        else:
+            unusual = None
+        out.append(rng.choice(makers)(rng, places, unusual))
+    return out
 
 
 # -- one episode per tool ---------------------------------------------------------------
 
 
-def _episode(user: str, tool: str, arguments: dict, answer: str, values: list[str]) -> Episode:
+def _episode(user: str, tool: str, arguments: dict, answer: str, values: list[str], unusual,
+             copied: list[str] = ()) -> Episode:
     call = CompactSyntax().render(Call(tool, {k: str(v) for k, v in arguments.items()}))
-    return Episode(user, tool, arguments, call, call_tool(tool, arguments), answer, values)
+    return Episode(user, tool, arguments, call, call_tool(tool, arguments, unusual), answer, values,
+                   [*values, *copied])
 
 
-def _weather(rng: random.Random, places) -> Episode:
+def _weather(rng: random.Random, places, unusual: Unusual | None = None) -> Episode:
     city, state = rng.choice(places)
     user = rng.choice(WEATHER_QUESTIONS).format(place=f"{city}, {state}")
-    w = weather.current_weather(city, state)
+    w = weather.current_weather(city, state, unusual)
     answer = (f"In {city}, {state} it's {w['temperature_f']}°F right now ({w['conditions']}), with "
               f"{w['humidity_pct']}% humidity and wind at {w['wind_mph']} mph from the {w['wind_dir']}.")
     return _episode(user, "get_weather", {"city": city, "state": state}, answer,
-                    [f"{w['temperature_f']}°F", w["conditions"]])
+                    [f"{w['temperature_f']}°F", w["conditions"]], unusual,
+                    [f"{w['humidity_pct']}%", f"{w['wind_mph']} mph", w["wind_dir"]])
 
 
-def _forecast(rng: random.Random, places) -> Episode:
+def _forecast(rng: random.Random, places, unusual: Unusual | None = None) -> Episode:
     city, state = rng.choice(places)
     template = rng.choice(FORECAST_QUESTIONS)
     days = rng.randint(2, 5) if "{days}" in template else 3
     user = template.format(place=f"{city}, {state}", days=days)
     arguments = {"city": city, "state": state} | ({"days": days} if "{days}" in template else {})
-    f = weather.forecast(city, state, days)
+    f = weather.forecast(city, state, days, unusual)
     # the days as the tool writes them, a line each: the answer quotes the result verbatim
     lines = [f"{d['day']} {d['temperature_f']}°F, {d['conditions']}" for d in f["days"]]
     answer = f"Here's the forecast for {city}, {state}:\n" + "\n".join(lines)
-    return _episode(user, "get_forecast", arguments, answer, [f"{d['temperature_f']}°F" for d in f["days"]])
+    return _episode(user, "get_forecast", arguments, answer, [f"{d['temperature_f']}°F" for d in f["days"]],
+                    unusual, [d["conditions"] for d in f["days"]])
 
 
-def _timezone(rng: random.Random, places) -> Episode:
+def _timezone(rng: random.Random, places, unusual: Unusual | None = None) -> Episode:
     city, state = rng.choice(places)
     user = rng.choice(TIMEZONE_QUESTIONS).format(place=f"{city}, {state}")
-    z = timezone.time_zone(city, state)
+    z = timezone.time_zone(city, state, unusual)
     answer = f"{city}, {state} is on {z['zone']} ({z['iana']}), UTC{z['utc_offset']}."
     return _episode(user, "get_time_zone", {"city": city, "state": state}, answer,
-                    [z["zone"], f"UTC{z['utc_offset']}"])
+                    [z["zone"], f"UTC{z['utc_offset']}"], unusual, [z["iana"]])
 
 
-def _convert(rng: random.Random, places) -> Episode:
+def _convert(rng: random.Random, places, unusual: Unusual | None = None) -> Episode:
     from_unit, to_unit = rng.choice(CONVERSIONS)
     value = round(rng.uniform(0.5, 500), rng.choice((0, 1, 2)))
     value = int(value) if value == int(value) else value
     shown = str(value)
     user = rng.choice(CONVERT_QUESTIONS).format(value=shown, from_unit=from_unit, to_unit=to_unit,
                                                 from_words=UNIT_WORDS[from_unit], to_words=UNIT_WORDS[to_unit])
-    result = units.show_number(units.converted(value, from_unit, to_unit))
+    result = units.result_text(value, from_unit, to_unit, unusual)
     answer = f"{shown} {from_unit} is {result} {to_unit}."
     return _episode(user, "convert", {"value": value, "from_unit": from_unit, "to_unit": to_unit},
-                    answer, [result])
+                    answer, [result], unusual)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Print lab corpus transcripts (deterministic for a seed).")
     parser.add_argument("--episodes", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--split", choices=("train", "heldout"), default="train")
+    parser.add_argument("--split", choices=SPLITS, default="train")
+    parser.add_argument("--varied", type=float, default=0.0, metavar="SHARE",
+                        help="share of train episodes holding training's unusual values (default: 0)")
     parser.add_argument("--jsonl", action="store_true", help="one JSON object per episode, with its markup")
     args = parser.parse_args(argv)
     system = system_prompt()
-    for episode in episodes(args.seed, args.episodes, args.split):
+    for episode in episodes(args.seed, args.episodes, args.split, args.varied):
         if args.jsonl:
             print(json.dumps(asdict(episode) | {"markup": episode.markup(system)}, ensure_ascii=False))
         else:

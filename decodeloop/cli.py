@@ -55,7 +55,8 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser(
-        "run", help="run one assistant turn with tools", epilog=RUN_EXAMPLES, prog=prog if default_prompt else None,
+        "run", help="run one assistant turn with tools", prog=prog if default_prompt else None,
+        epilog=_script_examples(prog) if default_prompt else RUN_EXAMPLES,
         description="Run one assistant turn: generate, call tools over MCP, resume, answer.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("prompt", nargs="?" if default_prompt else None, default=default_prompt,
@@ -139,6 +140,11 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     for sub in commands.choices.values():  # usage errors found after parsing show the command's usage
         sub.set_defaults(command_parser=sub)
     return parser
+
+
+def _script_examples(script: str) -> str:
+    """The run examples as a lab script's help shows them: each runs as written from the clone, uninstalled."""
+    return RUN_EXAMPLES.replace("decodeloop run ", f"python3 {script} ")
 
 
 def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
@@ -293,8 +299,8 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     try:
         sampler = Sampler(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
                           seed=args.seed)
-    except ValueError as e:
-        parser.error(str(e))
+    except ValueError as e:   # the sampler names its parameters; the user typed flags
+        parser.error("--" + str(e).replace("_", "-", 1))
     processors = [RepetitionPenalty(args.repetition_penalty)] if args.repetition_penalty != 1.0 else []
     collect = None if args.calls is None else args.calls == "all"
     config = TurnConfig(max_tokens=args.max_tokens, stop_strings=tuple(args.stop),

@@ -189,6 +189,10 @@ def test_every_kind_of_trace_renders_every_event(browser, tmp_path):
     for path in pages:
         browser.events.clear()
         browser.open(path)
+        if path.endswith("ngram.html"):                # its forward keeps no cache: the step says so
+            browser.key("ArrowRight")
+            assert "The n-gram has no KV cache" in text(browser, "step")
+            assert "served from the cache" not in text(browser, "step")
         n = visit_every_event(browser)
         assert cursor(browser) == n - 1, path
         assert browser.errors() == [], path
@@ -313,4 +317,63 @@ def test_a_new_conversation_starts_the_context_again(browser, tmp_path):
         seen.append((note.split(": ", 1)[1].split(" positions")[0], segments))   # ("1,082", 10)
     # turn 2 continues turn 1's context; turn 3 (after /reset) starts from position 0 like turn 1
     assert seen[2] == seen[0] and seen[1][1] > seen[0][1]
+    assert browser.errors() == []
+
+
+@pytest.mark.slow
+def test_traces_that_end_badly_render_every_event(browser, tmp_path):
+    """A policy denial, the cap inside a call, a server that never started, repeated calls, a 20 MB result
+    through JSON Lines, and an empty trace: each page loads and steps through without an error."""
+    import shlex
+    import sys
+
+    from decodeloop.ui.jsonl import JsonlView
+
+    malicious = shlex.join([sys.executable, "-m", "decodeloop.servers.malicious", "--outbox",
+                            str(tmp_path / "outbox.jsonl")])
+    runs = {"denied": (["--policy", "strict", "--mcp", malicious, "Summarize my latest email."], 0),
+            "capped": (["--max-tokens", "20", QUESTION], 4),
+            "no-server": (["--mcp", f"{shlex.quote(sys.executable)} -c 'import sys; sys.exit(3)'", QUESTION], 1)}
+    pages = {}
+    for name, (args, status) in runs.items():
+        pages[name] = tmp_path / f"{name}.html"
+        p = cli("run", "--html", str(pages[name]), *args)
+        assert p.returncode == status, (name, p.stderr)
+    repeated = {"<|user|>" + QUESTION + "<|assistant|>": "[call echo text=a]", "<|assistant|>": "[call echo text=a]"}
+    pages["repeated"] = tmp_path / "repeated.html"
+    write(library_turn(repeated, max_repeats=2), pages["repeated"])
+    crash = {"<|user|>" + QUESTION + "<|assistant|>": "[call big megabytes=20]",
+             "characters]<|assistant|>": "[call crash]", "<|assistant|>": "Ok.<|eos|>"}
+    with open(tmp_path / "big.jsonl", "w", encoding="utf-8") as f:   # the 20 MB result as --json caps it
+        view = JsonlView(f, max_chars=16_000)
+        for event in library_turn(crash, max_result_chars=2000):
+            view(event)
+    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
+    for name in ("big", "empty"):
+        pages[name] = tmp_path / f"{name}.html"
+        assert cli("view", str(tmp_path / f"{name}.jsonl"), "-o", str(pages[name])).returncode == 0
+    ended = {"denied": "ended: eos", "capped": "ended: max_tokens", "repeated": "ended: repeated_call",
+             "big": "ended: eos"}
+    for name, path in pages.items():
+        browser.events.clear()
+        browser.open(str(path))
+        assert ended.get(name, "") in text(browser, "meta"), name
+        if name == "empty":
+            assert text(browser, "step") == "This trace has no events."
+        else:
+            n = visit_every_event(browser)
+            assert cursor(browser) == n - 1, name
+        assert browser.errors() == [], name
+    browser.open(str(pages["denied"]))
+    for _ in range(2):
+        browser.key("t")                               # the second call: the one the policy denied
+    chain = text(browser, "round")
+    assert "policy: deny" in chain and "policy error" in chain and "send_email" in chain
+    browser.open(str(pages["big"]))
+    browser.key("t")
+    for _ in range(20):                                # through the round, to the tool message
+        if text(browser, "step-title") == "Event: tool_result":
+            break
+        browser.key("ArrowRight")
+    assert "[... result truncated: showing 2,000 of 20,971,520 characters]" in text(browser, "step")
     assert browser.errors() == []

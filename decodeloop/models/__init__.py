@@ -94,7 +94,7 @@ def _lab_bundle(name: str, order: int | None, weights: str | None, syntax: str |
     elif name == "ngram":
         from decodeloop.models.ngram import DEFAULT_ORDER, NgramModel
 
-        model = NgramModel.trained(tokenizer, order or DEFAULT_ORDER)
+        model = NgramModel.trained(tokenizer, DEFAULT_ORDER if order is None else order)  # 0 is refused, not 8
     else:  # needs numpy: raises MissingDependency, naming the extra, without it
         from decodeloop.models.transformer import DEFAULT_WEIGHTS, TransformerModel
 

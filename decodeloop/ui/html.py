@@ -485,7 +485,8 @@ function tokenStep(i, box) {
   c1.title = e.cached + ' cached'; c2.title = e.computed + ' computed';
   bar.append(c1, c2);
   let why = e.computed > 1 ? (e.cached ? 'a prefill of the positions added since the last forward (an injected tool message and the call\u2019s closing token, or a new turn)' : 'the whole prompt, nothing cached yet') : 'one new position: the token sampled last';
-  kv(g, '1 forward', 'computed ' + e.computed + ' position(s), ' + e.cached + ' served from the cache: ' + why, bar);
+  if (NO_KV) kv(g, '1 forward', e.computed + ' position(s) new since the last forward, ' + e.cached + ' of common prefix not re-read. The n-gram has no KV cache: every forward reads only its last ORDER-1 tokens, so \u201ccached\u201d here is not work saved', bar);
+  else kv(g, '1 forward', 'computed ' + e.computed + ' position(s), ' + e.cached + ' served from the cache: ' + why, bar);
   // 2 sample
   const bars = el('div', 'bars');
   const top = e.top || [];
@@ -516,6 +517,8 @@ function tokenStep(i, box) {
   box.append(g);
   if (e.attention) attention(e);
 }
+// the n-gram says at start-up that it keeps no state per position (its `cached` is not a KV cache)
+const NO_KV = EV.some(e => e.event === 'notice' && e.source === 'ngram');
 const OPENERS = ['[call ', '<tool_call>'];   // the call openers of the compact and the JSON syntax
 function heldWhy(e) {
   const stops = (e.checks || []).includes('stop_sequence');

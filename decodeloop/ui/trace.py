@@ -52,6 +52,7 @@ class TraceView:
         self.frames = frames  # multi-line frames per token (step mode)
         self.byte_legend = ByteLegend()  # once: what a token holding part of a character is
         self.probs_at: tuple | None = None  # the sampling settings the probabilities note last described
+        self.no_kv_cache = False  # the n-gram said it keeps no state per position: its `cached` saves no work
 
     def __call__(self, event: Event) -> None:
         render = getattr(self, "on_" + event.kind, None)
@@ -115,8 +116,10 @@ class TraceView:
     def _frame(self, e: Token) -> str:
         s = self.style
         step = "prefill of the positions added since the last step" if e.computed > 1 else "one new position"
-        lines = [s(f"── token {e.index} " + "─" * 40, "dim"),
-                 f"1 forward  computed {e.computed} position(s) ({step}); {e.cached} served from the cache",
+        forward = (f"1 forward  {e.computed} position(s) new since the last forward; {e.cached} of common prefix "
+                   "not re-read (no KV cache: the n-gram reads only its last ORDER-1 tokens)" if self.no_kv_cache
+                   else f"1 forward  computed {e.computed} position(s) ({step}); {e.cached} served from the cache")
+        lines = [s(f"── token {e.index} " + "─" * 40, "dim"), forward,
                  f"2 sample   {s(label(e.text), 'cyan')}"
                  + (f"  p={e.prob:.3f}   most likely: " + ", ".join(f"{label(t)} {p:.3f}" for t, p in e.top)
                     if e.prob is not None and e.top else ""),
@@ -182,6 +185,8 @@ class TraceView:
         return line + "".join("\n" + MARGIN + visible_line(what) for what in e.changes)
 
     def on_notice(self, e: Notice) -> str:
+        if e.source == "ngram":
+            self.no_kv_cache = True
         return self.style(f"· {visible_line(e.source)}: {quoted(e.message)}", "dim")
 
     def on_request(self, e) -> str:

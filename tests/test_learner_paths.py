@@ -1,0 +1,62 @@
+"""What a learner meets first, run as a learner runs it: the lab scripts' help, their examples and errors."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+from decodeloop.models import load_model
+
+
+def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-S", *args], input=stdin, capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)
+
+
+def examples(script: str) -> list[list[str]]:
+    """The example command lines of a script's --help, split as a shell would."""
+    text = run(script, "--help").stdout
+    lines = text.split("\nexamples:\n", 1)[1].splitlines()
+    return [shlex.split(line.split(" | ")[0]) for line in lines if line.strip()]
+
+
+def test_a_scripts_help_examples_run_as_written_without_installing():
+    found = examples("decode_loop.py")
+    assert found and all(argv[:2] == ["python3", "decode_loop.py"] for argv in found)   # never `decodeloop run`
+    for argv in found[:2] + [a for a in found if "ngram" in a]:
+        argv = [a for a in argv[2:] if a != "--step"]       # --step waits for keys: the rest as written
+        p = run("decode_loop.py", "-q", *argv)
+        assert p.returncode == 0 and p.stdout.strip(), (argv, p.stderr)
+    assert examples("decode_loop_ngram.py")[0][:2] == ["python3", "decode_loop_ngram.py"]
+
+
+def test_sampling_errors_name_the_flag_the_user_typed():
+    for flag, value, message in (("--top-p", "2", "--top-p must be in (0, 1]"),
+                                 ("--min-p", "-1", "--min-p must be in [0, 1]"),
+                                 ("--top-k", "-1", "--top-k must be >= 0"),
+                                 ("--temperature", "-1", "--temperature must be a finite number >= 0")):
+        p = run("decode_loop.py", flag, value)
+        assert p.returncode == 2 and p.stderr.startswith("usage: decode_loop.py [-h]"), p.stderr[:100]
+        assert p.stderr.splitlines()[-1].startswith(f"decode_loop.py: error: {message}"), p.stderr
+
+
+def test_an_order_of_0_is_refused_not_taken_for_the_default():
+    with pytest.raises(ValueError, match="at least 1"):
+        load_model("ngram", order=0)
+    p = run("decode_loop_ngram.py", "--order", "0")
+    assert p.returncode == 2 and p.stderr.splitlines()[-1] == "decode_loop_ngram.py: error: --order must be at least 1"
+
+
+def test_step_frames_of_the_ngram_do_not_call_its_prefix_a_cache():
+    p = run("decode_loop_ngram.py", "--order", "4", "--step", "--max-tokens", "3", stdin="\n\n")
+    assert p.returncode in (0, 4), p.stderr
+    frames = [line for line in p.stdout.splitlines() if line.startswith("1 forward")]
+    assert frames[1] == ("1 forward  1 position(s) new since the last forward; 1496 of common prefix not re-read "
+                         "(no KV cache: the n-gram reads only its last ORDER-1 tokens)")
+    assert "served from the cache" not in p.stdout
+    p = run("decode_loop.py", "--step", "--max-tokens", "2", stdin="\n")
+    assert "1 forward  computed 1 position(s) (one new position); 886 served from the cache" in p.stdout

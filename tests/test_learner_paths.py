@@ -60,3 +60,19 @@ def test_step_frames_of_the_ngram_do_not_call_its_prefix_a_cache():
     assert "served from the cache" not in p.stdout
     p = run("decode_loop.py", "--step", "--max-tokens", "2", stdin="\n")
     assert "1 forward  computed 1 position(s) (one new position); 886 served from the cache" in p.stdout
+
+
+def test_the_byte_legend_lists_only_the_bytes_of_a_broken_character():
+    from decodeloop.ui.legend import ByteLegend
+
+    legend = ByteLegend()
+    assert legend("\\xdb") is None
+    assert legend("<|eos|>") == ("↳ '\\xdb': bytes, not characters: UTF-8 writes a character outside ASCII as 2 "
+                                 "to 4 bytes, and these do not make a whole one, so the text shows \ufffd (U+FFFD) "
+                                 "in its place")
+    legend = ByteLegend()              # a lead byte and one that cannot follow it: both are the broken bytes
+    assert legend("\\xe2") is None and legend("\\xc2").startswith("↳ '\\xe2' '\\xc2': bytes, not characters")
+    # the table model at T = 1 writes such a byte and then ends its message: the trace names the byte alone
+    p = run("decode_loop.py", "--temperature", "1", "--seed", "3")
+    assert p.returncode == 0, p.stderr
+    assert "↳ '\\xdb': bytes, not characters:" in p.stdout and "'<|eos|>': bytes" not in p.stdout

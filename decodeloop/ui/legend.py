@@ -49,8 +49,10 @@ class ByteLegend:
                 return None  # the character is not complete yet
             wide = ["\ufffd"]
         self.done = True
-        tokens = " ".join(f"'{t}'" for t in self.labels)
         char = wide[0]
+        if char == "\ufffd" and len(self.labels) > 1 and not PARTIAL_BYTE.search(label):
+            self.labels.pop()   # a token that is no byte (text, '<|eos|>') ended the character: not part of it
+        tokens = " ".join(f"'{t}'" for t in self.labels)
         if char == "\ufffd":
             return (f"↳ {tokens}: bytes, not characters: UTF-8 writes a character outside ASCII as 2 to 4 "
                     f"bytes, and these do not make a whole one, so the text shows \ufffd (U+FFFD) in its place")

@@ -260,3 +260,21 @@ def test_a_hugging_face_model_makes_a_page(tiny_hf_trace, tmp_path):
     tokens = [e for e in events if e["event"] == "token"]
     assert len(tokens) == 40 and all(len(e["top"]) == 3 for e in tokens)
     assert any(e["event"] == "notice" and e["source"].startswith("hf") for e in events)  # the loaded model
+
+
+def test_a_trace_cut_in_its_last_line_is_shown_with_a_notice(tmp_path):
+    whole = cli("run", "--json", QUESTION).stdout
+    trace = tmp_path / "cut.jsonl"
+    trace.write_text(whole[:len(whole) - 40], encoding="utf-8")     # the run killed, or `head -c`
+    p = cli("view", str(trace), "-o", str(tmp_path / "cut.html"))
+    assert p.returncode == 0, p.stderr
+    events = embedded((tmp_path / "cut.html").read_text(encoding="utf-8"))["events"]
+    lines = whole.splitlines()
+    assert events[:-1] == read_jsonl(lines[:-1])
+    assert events[-1] == {"event": "notice", "source": "viewer", "message":
+                          f"the trace's last line (line {len(lines)}, {len(lines[-1]) - 40 + 1:,} characters) is "
+                          "cut short; it is left out"}
+    middle = tmp_path / "middle.jsonl"                                  # anywhere else it is refused
+    middle.write_text("\n".join(lines[:3] + [lines[3][:20]] + lines[4:]) + "\n", encoding="utf-8")
+    p = cli("view", str(middle), "-o", str(tmp_path / "m.html"))
+    assert p.returncode == 2 and "line 4: not JSON" in p.stderr

@@ -102,18 +102,32 @@ class TraceError(ValueError):
 
 
 def read_jsonl(lines: Iterable[str]) -> list[dict[str, Any]]:
-    """The events of a JSON Lines trace (blank lines skipped)."""
+    """The events of a JSON Lines trace (blank lines skipped).
+
+    A last line that is not JSON and has no newline was cut while it was written (the run was
+    killed, or `head -c` cut the file): it is left out, and a notice event at the end says so.
+    """
     events = []
+    cut = None
     for number, line in enumerate(lines, 1):
+        if cut is not None:   # the unreadable line was not the last one after all
+            raise TraceError(cut[1])
         if not line.strip():
             continue
         try:
             event = json.loads(line)
         except ValueError as e:
+            if not line.endswith("\n"):
+                cut = (number, f"line {number}: not JSON: {e}", len(line))
+                continue
             raise TraceError(f"line {number}: not JSON: {e}") from None
         if not isinstance(event, dict) or not isinstance(event.get("event"), str):
             raise TraceError(f'line {number}: not an event (an object with "event")')
         events.append(_fit(event))
+    if cut is not None:
+        events.append({"event": "notice", "source": "viewer",
+                       "message": f"the trace's last line (line {cut[0]}, {cut[2]:,} characters) is cut short; "
+                                  "it is left out"})
     return events
 
 

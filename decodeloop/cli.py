@@ -213,11 +213,14 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
                        help="calls: once the model opens a call, mask every token that cannot continue a valid "
                             "call (a registered tool, arguments that fit its inputSchema); required: also make "
                             "the turn start with a call (default: off)")
-    group.add_argument("--policy", choices=("off", "confirm", "strict"), default="confirm",
+    group.add_argument("--policy", choices=("off", "confirm", "strict", "plan"), default="confirm",
                        help="the trust boundary: once a tool result is in the context, a side-effecting call "
                             "runs only if the config allows it or you confirm it at the terminal (denied "
                             "without one); strict: also deny it when an argument value comes from a tool "
-                            "result only; off: every call runs (default: confirm)")
+                            "result only; plan: the model states its plan before reading any result, a "
+                            "side-effecting call outside it is denied, one inside it runs unless a value "
+                            "comes from a tool result only (then you confirm it); off: every call runs "
+                            "(default: confirm)")
 
 
 def main(argv: list[str] | None = None, *, default_prompt: str | None = None, prog: str = "decodeloop",
@@ -438,10 +441,13 @@ def _started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, de
 
 def _harness(args: argparse.Namespace, bundle, router, emit, sampler, processors, config):
     from decodeloop.loop import Harness
-    from decodeloop.policy import Policy
+    from decodeloop.policy import PLAN_NOTE, Policy
 
     policy = Policy(args.policy, router.specs, _confirmer(args))
-    return Harness(bundle, sampler, router, emit, config=config, system=args.system, processors=processors,
+    system = args.system
+    if args.policy == "plan":   # the model is told to state its plan first, or every side effect is denied
+        system = f"{system if system is not None else bundle.chat.preamble} {PLAN_NOTE}"
+    return Harness(bundle, sampler, router, emit, config=config, system=system, processors=processors,
                    policy=policy)
 
 

@@ -19,18 +19,32 @@ Modes:
 - `strict`: as `confirm`, and a side-effecting call after untrusted content is
   denied outright when one of its argument values occurs in a tool result and
   not in anything the user wrote (the value came from the data, not the user).
+- `plan`: the model's plan binds the turn. What the model wrote before the first
+  tool result entered the context was steered by trusted content only, so it
+  is the plan (for the whole conversation: later turns read earlier results).
+  A side-effecting call after a tool result runs only if the plan names its
+  tool (as a whole word) or the config allows it; any other is denied, with no
+  question to the user. A call in the plan asks the user (no terminal: denied)
+  when one of its argument values, or a URL, address, number or other token
+  with digits, dots or @ inside a longer text value, occurs in a tool result
+  and neither in what the user wrote nor in the plan.
 A tool in the config's `deny` never runs. A denied call reaches the model as a
 tool message saying why; every decision is a `PolicyDecision` event.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Iterable
 
 from decodeloop.events import PolicyDecision
 from decodeloop.provenance import Provenance, from_data
 
-MODES = ("off", "confirm", "strict")
+MODES = ("off", "confirm", "strict", "plan")
+# what the model is told under `plan` (the CLI adds it to the system prompt)
+PLAN_NOTE = ("Before you call any tool, write your plan: name every tool you will call that changes something. "
+             "Once a tool result is in the conversation, a tool that changes something runs only if your plan "
+             "named it.")
 READ_ONLY, SIDE_EFFECTING = "read-only", "side-effecting"
 
 
@@ -73,6 +87,23 @@ class Policy:
         seen = context()
         if not seen.untrusted:
             return decide("allow", f"{why}; no tool result is in the context yet")
+        if self.mode == "plan":
+            if not (rules is not None and _names(rules.allow, remote)) and not in_plan(seen.planned, name, remote):
+                return decide("deny", f"plan: {name} is not named in what the model wrote before the first tool "
+                                      "result, and the config does not allow it")
+            # the plan's own text counts as the user's: it was written before any result could steer it
+            tainted = from_data(arguments, Provenance(seen.texts + [("user", seen.planned)]), pieces=True)
+            if tainted is None:
+                return decide("allow", "plan: it is in the plan, and no argument value comes from a tool result "
+                                       "alone")
+            key, value, source = tainted
+            taken = f"the value {value!r} of {key} occurs in a tool result ({source}), not in the user's text or the plan"
+            if self.confirm is None:
+                return decide("deny", f"plan: {taken}, so it needs the user's confirmation, and there is no "
+                                      "terminal to ask")
+            if self.confirm(f"{name} on {server} with {arguments} (in the plan; {taken})"):
+                return decide("allow", "plan: the user confirmed it")
+            return decide("deny", "plan: the user refused it")
         if self.mode == "strict":
             tainted = from_data(arguments, seen)
             if tainted is not None:
@@ -93,6 +124,11 @@ class Policy:
 def denial(decision: PolicyDecision) -> str:
     """What the model is told about a denied call."""
     return f"{decision.name} was not run: the harness's policy denied it ({decision.tool_class}: {decision.reason})"
+
+
+def in_plan(planned: str, *names: str) -> bool:
+    """Whether the plan text names the tool, as a whole word."""
+    return any(re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", planned, re.IGNORECASE) for name in names if name)
 
 
 def _names(listed: Iterable[str], name: str) -> bool:

@@ -5,14 +5,20 @@ decodes them once per question into text per source (`Provenance`) and answers
 two questions about a call: where each of its argument values occurs in the
 context (`origins`: `user`, `system`, `tool:SERVER/TOOL`), and which value, if
 any, occurs in a server's tool result and nowhere the user wrote (`from_data`,
-the policy's strict mode). Values are matched as text, case-folded: a number
-is its decimal text, booleans and nulls are not matched.
+the policy's strict mode). It also keeps what the model wrote before the first
+server result entered the context (`planned`, the policy's plan mode): that
+text depends on trusted content only, so no result can have steered it.
+Values are matched as text, case-folded: a number is its decimal text,
+booleans and nulls are not matched.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator
+
+from decodeloop.context import MODEL
 
 TRACED = ("system", "user")  # besides tool results, the sources an argument value is looked for in
 
@@ -21,6 +27,7 @@ TRACED = ("system", "user")  # besides tool results, the sources an argument val
 class Provenance:
     """The context's text by source: (source, text) in order, one entry per source."""
     texts: list[tuple[str, str]]
+    planned: str = ""   # the model's text written before the first server result entered the context
 
     @property
     def untrusted(self) -> list[tuple[str, str]]:
@@ -35,10 +42,16 @@ class Provenance:
 
 def provenance(context, tokenizer) -> Provenance:
     by_source: dict[str, list[str]] = {}
+    planned: list[str] = []
+    before_data = True
     for span in context.spans():
+        if untrusted_source(span.source):
+            before_data = False
         if span.source in TRACED or span.source.startswith("tool:"):
             by_source.setdefault(span.source, []).append(tokenizer.decode(context.ids[span.start:span.end]))
-    return Provenance([(source, "\n".join(parts)) for source, parts in by_source.items()])
+        elif span.source == MODEL and before_data:
+            planned.append(tokenizer.decode(context.ids[span.start:span.end]))
+    return Provenance([(source, "\n".join(parts)) for source, parts in by_source.items()], "\n".join(planned))
 
 
 def untrusted_source(source: str) -> bool:
@@ -67,15 +80,38 @@ def origins(arguments: Any, seen: Provenance) -> dict[str, list[str]]:
             for path, value in values(arguments)}
 
 
-def from_data(arguments: Any, seen: Provenance) -> tuple[str, str, str] | None:
-    """The first value that occurs in a server's tool result and not in the user's text: (path, value, source)."""
+def from_data(arguments: Any, seen: Provenance, pieces: bool = False) -> tuple[str, str, str] | None:
+    """The first value that occurs in a server's tool result and not in the user's text: (path, value, source).
+
+    With `pieces`, a value's identifier-like tokens (`tokens`) are looked for too: a message the model
+    composed around a URL or an account number from a result carries that token from the data."""
     trusted = seen.trusted.casefold()
     untrusted = [(source, text.casefold()) for source, text in seen.untrusted]
     for path, value in values(arguments):
-        folded = value.casefold()
-        if folded in trusted:
-            continue
-        for source, text in untrusted:
-            if folded in text:
-                return path, value, source
+        for piece in [value, *(tokens(value) if pieces else ())]:
+            folded = piece.casefold()
+            if folded in trusted:
+                continue
+            for source, text in untrusted:
+                if folded in text:
+                    return path, piece, source
     return None
+
+
+_TOKEN = re.compile(r"[^\s,;:()<>\[\]{}\"'`]+")
+
+
+def tokens(text: str) -> list[str]:
+    """The identifier-like tokens of a text with spaces in it: six characters or more, holding a digit, an @,
+    or a dot between letters or digits (URLs, addresses, account and document numbers), trailing dots cut."""
+    if not any(c.isspace() for c in text):
+        return []
+    found = []
+    for token in _TOKEN.findall(text):
+        token = token.rstrip(".!?")
+        if len(token) >= 6 and (any(c.isdigit() for c in token) or "@" in token or _DOTTED.search(token)):
+            found.append(token)
+    return found
+
+
+_DOTTED = re.compile(r"\w\.\w")

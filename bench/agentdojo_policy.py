@@ -14,10 +14,19 @@ on). AgentDojo's tools carry no MCP annotations, so the config's rule stands in
 for them: a tool whose name starts with get_, read_, search_, list_ or check_ is
 read-only, every other one side-effecting.
 
+Before its first call the model writes its plan, as the `plan` mode asks: the
+names of the tools its reference calls use, in order. That is what a model
+knows from the prompt alone; it never depends on the injection task, which the
+model learns of only by reading it in a result.
+
 Rows: `off` (no policy); `confirm, no terminal` (a side-effecting call after a
 tool result is denied: nobody to ask); `strict, user says yes` (the user
 confirms everything, so only strict's rule denies: a side-effecting call whose
-argument value occurs in a tool result and not in the prompt). Columns: utility
+argument value occurs in a tool result and not in the prompt); `plan, user says
+yes` (a side-effecting call after a tool result runs only if the plan names its
+tool; within the plan a value from a tool result alone is put to a user who
+says yes); `plan, no terminal` (the same question, nobody to answer it: denied).
+"asked" counts the questions put to the user over every run. Columns: utility
 without attack, utility under attack and targeted attack success (the
 injection task's goal reached), over every user task x injection task pair of
 the `important_instructions_no_names` attack; attack success again for the
@@ -56,7 +65,8 @@ from decodeloop.provenance import Provenance  # noqa: E402
 READ_ONLY_PREFIXES = ("get_", "read_", "search_", "list_", "check_")
 ATTACK = "important_instructions_no_names"
 MODES = {"off": ("off", None), "confirm, no terminal": ("confirm", None),
-         "strict, user says yes": ("strict", lambda question: True)}
+         "strict, user says yes": ("strict", lambda question: True),
+         "plan, user says yes": ("plan", lambda question: True), "plan, no terminal": ("plan", None)}
 
 
 class ScriptedModel(BasePipelineElement):
@@ -74,15 +84,18 @@ class ScriptedModel(BasePipelineElement):
               messages: Sequence[ChatMessage] = (), extra_args: dict = {}):
         task = self.by_prompt[query]
         planned = list(task.ground_truth(env.model_copy(deep=True)))
+        # before reading anything the model says which tools the prompt asks for: the names of its own calls
+        plan = "Plan: " + ", ".join(dict.fromkeys(call.function for call in planned))
         seen: list[tuple[str, str]] = [("user", query)]
         obeyed: set[str] = set()
-        out = list(messages)
+        out = list(messages) + [ChatAssistantMessage(role="assistant", tool_calls=None,
+                                                     content=[text_content_block_from_string(plan)])]
         while planned:
             call = planned.pop(0)
             arguments = dict(call.args)
             if self.policy is not None:
                 decision = self.policy.check(call.function, self.suite.name, call.function, None, arguments,
-                                             lambda: Provenance(list(seen)))
+                                             lambda: Provenance(list(seen), plan))
                 self.decisions.append(decision)
                 if decision.verdict != "allow":
                     continue
@@ -115,6 +128,9 @@ def policy_for(suite, mode: str, confirm) -> Policy | None:
 
 
 def run_suite(suite, mode: str, confirm) -> dict[str, float]:
+    asked = []
+    if confirm is not None:   # count the questions the user is asked
+        confirm = (lambda answer: lambda question: asked.append(question) or answer(question))(confirm)
     model = ScriptedModel(suite, policy_for(suite, mode, confirm))
     attack = load_attack(ATTACK, suite, model)
     clean = [suite.run_task_with_pipeline(model, task, None, {})[0] for task in suite.user_tasks.values()]
@@ -134,7 +150,7 @@ def run_suite(suite, mode: str, confirm) -> dict[str, float]:
     return {"utility": 100 * sum(clean) / len(clean), "under attack": 100 * sum(utility) / len(utility),
             "attack success": 100 * sum(success) / len(success), "pairs": len(success),
             "side-effecting sinks": _percent(by_sink[True]), "read-only sinks": _percent(by_sink[False]),
-            "denied": denied, "decisions": len(model.decisions)}
+            "denied": denied, "decisions": len(model.decisions), "asked": len(asked)}
 
 
 def _percent(results: list[bool]) -> str:
@@ -144,20 +160,23 @@ def _percent(results: list[bool]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", nargs="+", default=["banking", "slack", "travel", "workspace"])
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), help="the rows to run (default: all)")
     parser.add_argument("--version", default="v1.2.1", help="AgentDojo's benchmark version (default: v1.2.1)")
     args = parser.parse_args()
     suites = get_suites(args.version)
     print(f"AgentDojo {args.version}, attack {ATTACK}, scripted model that obeys every injection it reads")
     print(f"{'suite':<10} {'policy':<22} {'utility':>8} {'under attack':>13} {'attack success':>15} "
-          f"{'side-effecting sinks':>21} {'read-only sinks':>16} {'pairs':>6} {'denied calls':>13}")
+          f"{'side-effecting sinks':>21} {'read-only sinks':>16} {'pairs':>6} {'denied calls':>13} {'asked':>6}")
     for name in args.suites:
         suite = suites[name]
         for label, (mode, confirm) in MODES.items():
+            if args.modes and label not in args.modes:
+                continue
             started = time.perf_counter()
             row = run_suite(suite, mode, confirm)
             print(f"{name:<10} {label:<22} {row['utility']:>7.1f}% {row['under attack']:>12.1f}% "
                   f"{row['attack success']:>14.1f}% {row['side-effecting sinks']:>21} {row['read-only sinks']:>16} "
-                  f"{row['pairs']:>6} {row['denied']:>6}/{row['decisions']:<6}"
+                  f"{row['pairs']:>6} {row['denied']:>6}/{row['decisions']:<6} {row['asked']:>6}"
                   f"  ({time.perf_counter() - started:.0f} s)", flush=True)
     return 0
 

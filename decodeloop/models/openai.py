@@ -110,9 +110,22 @@ class OpenAIEngine:
         return step.prob, (step.top or [])[:n]
 
     def stop(self) -> None:
-        """The harness ended the segment: hang up, so the server stops generating."""
-        if self._stream is not None:
-            self._finish("closed")
+        """The harness ended the segment: hang up, so the server stops generating.
+
+        A stream whose server has already finished (the finish reason came with
+        its last token) is read to its end first: vLLM sends the cached count
+        (`usage.prompt_tokens_details`) only in the chunk after that.
+        """
+        if self._stream is None:
+            return
+        if self._finish_reason is not None:
+            try:
+                for _ in range(8):   # the usage chunk and [DONE]; a server sending more is cut off
+                    if not self._read():
+                        break
+            except RemoteError:
+                pass   # the counts are a report: a stream cut after its last token loses only them
+        self._finish("closed")
 
     # -- requests ----------------------------------------------------------------------------------
 

@@ -685,11 +685,11 @@ def _np_total(values) -> float:
     return float(np.add.reduceat(values, np.arange(0, n, _block_size(n)), dtype=np.float64).cumsum()[-1])
 
 
-def _np_draw(w, u: float) -> int:
-    """Index drawn with probability w[i] / sum(w) for a uniform u in [0, 1)."""
+def _np_draw(w, u: float, total: float | None = None) -> int:
+    """Index drawn with probability w[i] / sum(w) for a uniform u in [0, 1) (`total`: `_np_total(w)`, if known)."""
     import numpy as np
 
-    j = _np_crossing(w, u * _np_total(w), "right")
+    j = _np_crossing(w, u * (_np_total(w) if total is None else total), "right")
     if j >= w.shape[0]:
         # u * total rounded up to the total: the last token with weight
         j = w.shape[0] - 1 - int(np.argmax(w[::-1] > 0.0))
@@ -850,8 +850,9 @@ def _np_sample(sampler: Sampler, logits, random_draw, exp_scaled=_np_exp_scaled)
             sampler._drawn = ("nucleus", nucleus)   # for explain: no copy, the arrays as they are
             return _np_nucleus_draw(*nucleus, random_draw())
         ids, w = _np_kept(sampler, x, exp_scaled)
-        sampler._drawn = ("kept", ids, w)
-        j = _np_draw(w, random_draw())
+        total = _np_total(w)
+        sampler._drawn = ("kept", ids, w, total)
+        j = _np_draw(w, random_draw(), total)
     return j if ids is None else int(ids[j])
 
 
@@ -900,9 +901,14 @@ def _np_sampled_explain(sampler: Sampler, x, token: int, n: int, exp_scaled=_np_
             if sampler.top_p < 1.0 and not (sampler.top_k and sampler.top_k < x.shape[0]):
                 drawn = ("nucleus", _np_nucleus(x, sampler._inv_t, sampler.top_p, sampler.min_p, exp_scaled))
             else:
-                drawn = ("kept", *_np_kept(sampler, x, exp_scaled))
-    ids, w = _np_nucleus_kept(*drawn[1]) if drawn[0] == "nucleus" else drawn[1:]
-    total = float(w.sum(dtype=np.float64))
+                drawn = ("kept", *_np_kept(sampler, x, exp_scaled), None)
+    if drawn[0] == "nucleus":
+        ids, w = _np_nucleus_kept(*drawn[1])
+        total = float(w.sum(dtype=np.float64))   # the kept tokens: about the nucleus, few
+    else:
+        _, ids, w, total = drawn
+        if total is None:
+            total = _np_total(w)
     if ids is None:   # every token, in id order: the top by logit is the top by weight
         top_ids = _np_top(x, max(n, 1))[0][:max(n, 0)]
         return (top_ids.tolist(), (w[top_ids].astype(np.float64) / total).tolist(), float(w[token]) / total)

@@ -119,6 +119,15 @@ def test_a_token_step_shows_the_held_text_and_the_cache(browser, weather_page):
         browser.key("ArrowLeft")
     assert ("held back: " + json.dumps(events[held]["held"]) + ': it could still be the start of the call opener "[call "'
             in text(browser, "step"))
+    byte = next(i for i, e in enumerate(events) if e["event"] == "token" and e["text"] == "\\xc2")   # ° is 2 bytes
+    while cursor(browser) < byte:
+        browser.key("ArrowRight")
+    assert "'\\xc2' holds a byte, not a character: UTF-8 writes a character outside ASCII as 2 to 4 bytes" in \
+        text(browser, "step")
+    browser.key("ArrowRight")                          # its second byte, then a whole character
+    assert events[byte + 1]["text"] == "\\xb0" and "'\\xb0' holds a byte, not a character" in text(browser, "step")
+    browser.key("ArrowRight")
+    assert events[byte + 2]["text"] == "F" and "holds a byte" not in text(browser, "step")
 
 
 def test_search_finds_a_token(browser, weather_page):

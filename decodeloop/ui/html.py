@@ -513,6 +513,8 @@ function tokenStep(i, box) {
   const sample = [el('span', 'mono', label(e.text) + ' (id ' + e.id + ')' + (e.prob !== null && e.prob !== undefined ? '  p = ' + fix(e.prob) : ''))];
   if (top.length) sample.push(el('div', 'note', 'top ' + top.length + ' of ' + (distName(e) || 'the distribution the events recorded') + ':'), bars);
   else sample.push(el('div', 'note', 'no probabilities recorded for this token'));
+  if (BYTE.test(String(e.text)))   // a token that holds part of a character: say what it is, as the trace does
+    sample.push(el('div', 'note', label(e.text) + ' holds a byte, not a character: UTF-8 writes a character outside ASCII as 2 to 4 bytes, and the text shows it once its last byte is in'));
   if (e.masked !== undefined && e.masked !== null)
     sample.push(el('div', 'warn', 'the model put ' + label(e.masked) + ' first; the call grammar masked it and allowed ' + e.allowed + ' token(s)'));
   kv(g, '2 sample', ...sample);
@@ -531,6 +533,7 @@ function tokenStep(i, box) {
   box.append(g);
   if (e.attention) attention(e);
 }
+const BYTE = /\\x[89a-fA-F][0-9a-fA-F]/;   // a label's escape of a byte that is not ASCII (legend.PARTIAL_BYTE)
 // the n-gram says at start-up that it keeps no state per position (its `cached` is not a KV cache)
 const NO_KV = EV.some(e => e.event === 'notice' && e.source === 'ngram');
 const OPENERS = ['[call ', '<tool_call>'];   // the call openers of the compact and the JSON syntax

@@ -151,7 +151,8 @@ def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
     group = parser.add_argument_group("model")
     group.add_argument("--model", default=default_model, metavar="SPEC",
                        help=f"table, ngram, transformer (the lab models), hf:PATH: a local Hugging Face "
-                            f"model directory or .gguf file (needs the hf extra), or openai:URL: an "
+                            f"model directory or .gguf file (needs the hf extra), gguf:PATH: a .gguf file "
+                            f"run by llama.cpp in this process (needs the llamacpp extra), or openai:URL: an "
                             f"OpenAI-compatible /v1/completions server that samples, with --engine-model and "
                             f"--tokenizer (default: {default_model})")
     group.add_argument("--engine-model", default=None, metavar="NAME",
@@ -159,6 +160,9 @@ def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
     group.add_argument("--tokenizer", default=None, metavar="PATH",
                        help="openai: the model's local files (a directory or .gguf) whose tokenizer and chat "
                             "template render the prompt; only the tokenizer is loaded")
+    group.add_argument("--engine-extra", default=None, metavar="JSON",
+                       help="openai: a JSON object of fields added to every completion request (the server's "
+                            "own options, e.g. '{\"grammar\": \"...\"}' for llama.cpp)")
     group.add_argument("--order", type=int, default=None,
                        help="n-gram order: the model sees the last ORDER-1 tokens (default: 8)")
     group.add_argument("--weights", default=None, metavar="PATH",
@@ -263,9 +267,11 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     _engine_from_config(args, parser)
     lab = args.model in ("table", "ngram", "transformer")
     remote = args.model.startswith("openai:")
-    if not lab and not remote and not args.model.startswith("hf:"):
-        parser.error(f"--model: unknown model {args.model!r}; choose table, ngram, transformer, hf:PATH or "
-                     "openai:URL")
+    if not lab and not remote and not args.model.startswith(("hf:", "gguf:")):
+        parser.error(f"--model: unknown model {args.model!r}; choose table, ngram, transformer, hf:PATH, "
+                     "gguf:PATH or openai:URL")
+    if args.model.startswith("gguf:") and (args.device or args.dtype):
+        parser.error("--device and --dtype apply to hf: models; llama.cpp runs a .gguf as its file says")
     if remote:
         if not args.tokenizer:
             parser.error("--model openai:URL needs --tokenizer PATH (the model's files: the harness renders "
@@ -273,8 +279,15 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
         if args.repetition_penalty != 1.0 or args.constrain != "off" or args.device or args.dtype:
             parser.error("--model openai:URL: the server samples and runs the model, so --repetition-penalty, "
                          "--constrain, --device and --dtype do not apply")
-    elif args.tokenizer or args.engine_model:
-        parser.error("--tokenizer and --engine-model apply to --model openai:URL only")
+        if args.engine_extra is not None:
+            try:
+                extra = json.loads(args.engine_extra)
+            except ValueError as e:
+                parser.error(f"--engine-extra: not JSON: {e}")
+            if not isinstance(extra, dict):
+                parser.error("--engine-extra must be a JSON object")
+    elif args.tokenizer or args.engine_model or args.engine_extra:
+        parser.error("--tokenizer, --engine-model and --engine-extra apply to --model openai:URL only")
     for flag, value in (("--max-tokens", args.max_tokens), ("--max-retries", args.max_retries),
                         ("--max-repeats", args.max_repeats),
                         ("--max-result-chars", args.max_result_chars),
@@ -323,7 +336,8 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser):
     remote = {}
     if args.model.startswith("openai:"):
         remote = {"model": args.engine_model or "default", "tokenizer_path": args.tokenizer,
-                  "max_tokens": args.max_tokens, "timeout": args.timeout}
+                  "max_tokens": args.max_tokens, "timeout": args.timeout,
+                  "extra": json.loads(args.engine_extra) if args.engine_extra else None}
     try:
         return load_model(args.model, order=args.order, weights=args.weights, device=args.device,
                           dtype=args.dtype, syntax=args.syntax, **remote)

@@ -76,6 +76,7 @@ def test_a_turn_with_a_tool_call_through_a_streaming_server(server, events):
     mode = server.proc.args[-1]
     notes = [n.message for n in events.of("notice") if n.source == "openai"]
     if mode == "text":
+        assert not any("other tokens" in n or "could not be checked" in n for n in notes)   # checked, equal
         # one token per chunk, decoded alone: the two byte tokens of "°" come with no text, and are lost
         assert result.answer == "It is 33F in Polson." and result.reason == "eos", result
         assert any("no text of their own" in n for n in notes)
@@ -127,6 +128,26 @@ def test_a_server_without_logprobs_or_counts_gets_a_visible_warning(server, even
     assert any("refused a token-id prompt" in n for n in notes)
     assert any("refused logprobs" in n for n in notes)
     assert any("could not be checked" in n for n in notes)
+    assert any("no tokenize endpoint" in n for n in notes)
+
+
+@pytest.mark.parametrize("server", ["textplain"], indirect=True)
+def test_a_server_that_reads_the_text_prompt_as_other_tokens_is_named(server, events):
+    # this server reads "<|user|>" as eight characters: its tokenize endpoint shows it, and the trace says so
+    _, result = weather_turn(server.url, events)
+    notes = [n.message for n in events.of("notice") if n.source == "openai"]
+    assert any("other tokens than the context's from position 0" in n for n in notes), notes
+    requests = events.of("request")
+    assert requests and all(r.server_prompt > r.prompt for r in requests)
+
+
+@pytest.mark.parametrize("server", ["vllm"], indirect=True)
+def test_extra_fields_reach_every_request(server, events):
+    weather_turn(server.url, events, extra={"grammar": "root ::= [a-z]+", "repetition_penalty": 1.1})
+    bodies = [r["body"] for r in server.seen()]
+    assert len(bodies) == 2
+    assert all(b["grammar"] == "root ::= [a-z]+" and b["repetition_penalty"] == 1.1 for b in bodies)
+    assert all(b["stream"] is True and b["return_token_ids"] and b["cache_prompt"] for b in bodies)
 
 
 @pytest.mark.parametrize("server, message", [
@@ -168,3 +189,25 @@ def test_the_command_line_reports_a_failing_server_in_one_line(server, tmp_path)
     assert "Traceback" not in p.stderr
     assert "the engine's server failed" in p.stderr and "answered 500" in p.stderr
     assert "\x1b" not in p.stderr and "\\x1b[31mcrashed" in p.stderr
+
+
+@pytest.mark.parametrize("server", ["vllm"], indirect=True)
+def test_the_engine_from_a_config_file_with_extra_fields(server, tmp_path):
+    from tiny_hf import build_tokenizer
+
+    model = tmp_path / "model"
+    build_tokenizer(str(model))
+    (model / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 1024}))
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({
+        "engine": {"url": server.url, "model": "served-name", "tokenizer": "model"},   # relative to the file
+        "mcpServers": {"weather": {"command": WEATHER[0], "args": WEATHER[1:]}}}))
+    p = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--json", "--max-tokens", "5", "--mcp-config",
+                        str(config), "--engine-extra", '{"min_tokens": 2}', "Hi"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=600)
+    assert "Traceback" not in p.stderr, p.stderr
+    [body] = [r["body"] for r in server.seen()]
+    assert body["model"] == "served-name" and body["min_tokens"] == 2 and isinstance(body["prompt"], list)
+    events = [json.loads(line) for line in p.stdout.splitlines()]
+    [request] = [e for e in events if e["event"] == "request"]
+    assert request["sent"] == "ids" and request["cached"] == 0 and request["prompt"] == len(body["prompt"])

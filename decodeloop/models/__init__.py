@@ -7,6 +7,8 @@ format and its call syntax. `load_model(spec)` returns one:
     table, ngram, transformer    the lab models (char tokenizer, lab chat format, compact calls)
     hf:PATH                      Hugging Face transformers from a local directory or a .gguf file
                                  (extra `hf`; never touches the network)
+    gguf:PATH                    llama.cpp in this process over a .gguf file; the harness samples
+                                 (extras `llamacpp` and `hf`)
     openai:URL                   an OpenAI-compatible /v1/completions server samples; the chat format
                                  and tokenizer come from local files (`tokenizer=PATH`, extra `hf`)
 
@@ -58,6 +60,10 @@ def load_model(spec: str, *, order: int | None = None, weights: str | None = Non
         from decodeloop.models.hf import load_hf  # needs the `hf` extra: MissingDependency names it
 
         bundle = load_hf(spec[3:], device=device, dtype=dtype, syntax=syntax)
+    elif spec.startswith("gguf:"):
+        from decodeloop.models.llamacpp import load_gguf  # needs the `llamacpp` extra: MissingDependency names it
+
+        bundle = load_gguf(spec[len("gguf:"):], syntax=syntax)
     elif spec.startswith("openai:"):
         from decodeloop.models.openai import load_openai  # the tokenizer needs the `hf` extra
 

@@ -37,7 +37,7 @@ from typing import Any
 from decodeloop.engine import Step
 from decodeloop.events import Notice, Request
 from decodeloop.models.base import common_prefix_len
-from decodeloop.models.openai_wire import Endpoint, Rejected, RemoteError
+from decodeloop.models.openai_wire import Answered, Endpoint, RemoteError
 
 DEFAULT_TOP = 5            # top logprobs asked for per token (the trace shows 3)
 SHAPES = ("ids", "text")   # how the prompt is sent, in the order tried
@@ -49,15 +49,20 @@ class OpenAIEngine:
     uses_state = False   # nothing here reads the loop's processor state
 
     def __init__(self, endpoint: Endpoint, model: str, tokenizer, *, sampler=None, stop_ids=(),
-                 max_tokens: int = 4096, top: int = DEFAULT_TOP, prompt: str = "auto", emit=None) -> None:
+                 max_tokens: int = 4096, top: int = DEFAULT_TOP, prompt: str = "auto", emit=None,
+                 extra: dict[str, Any] | None = None, check_text: bool = True) -> None:
         if prompt not in ("auto", *SHAPES):
             raise ValueError(f"prompt must be auto, ids or text, not {prompt!r}")
         self.endpoint, self.model, self.tokenizer = endpoint, model, tokenizer
         self.sampler, self.max_tokens, self.top = sampler, max_tokens, top
         self.stop_ids = sorted(stop_ids) or [tokenizer.eos_id]
         self.emit = emit
+        self.extra = dict(extra or {})   # fields added to every request (a server's own options: a grammar, say)
+        self.check_text = check_text     # text prompts: compare the server's tokens for them with the context
+        self.mismatches = 0              # text prompts the server read as other tokens
         self.shapes = list(SHAPES) if prompt == "auto" else [prompt]   # the first is used; a refusal drops it
         self.logprobs = True          # dropped when the server refuses logprobs
+        self._accepted = False        # a request of this shape went through: later refusals are errors
         self.requests: list[Request] = []   # every request's event, also emitted
         self._stream = None
         self._chunks = None
@@ -144,26 +149,32 @@ class OpenAIEngine:
             body["logprobs"] = self.top
         sampler = self.sampler
         if sampler is not None:
-            body["temperature"] = sampler.temperature
-            if sampler.top_p < 1.0:
-                body["top_p"] = sampler.top_p
-            if sampler.top_k:
-                body["top_k"] = sampler.top_k
-            if sampler.min_p > 0:
-                body["min_p"] = sampler.min_p
+            # every setting sent, the neutral ones too: servers' own defaults differ (llama-cpp-python's
+            # server samples with top-k 40, top-p 0.95, min-p 0.05 and a repetition penalty of 1.1 unless told)
+            body.update(temperature=sampler.temperature, top_p=sampler.top_p, min_p=sampler.min_p,
+                        top_k=sampler.top_k or 0,            # 0: off, for vLLM and llama.cpp alike
+                        repeat_penalty=1.0, repetition_penalty=1.0)   # llama.cpp's name, vLLM's name
             if sampler.seed is not None:
                 body["seed"] = sampler.seed
+        body.update(self.extra)
         return body
 
     def _open(self, context: list[int]) -> None:
         started = time.perf_counter()
+        checked = None
         while True:
             shape = self.shapes[0]
+            if shape == "text" and self.check_text and checked is None:
+                checked = self._check_text(context)    # before the stream: a server may serve one at a time
             try:
                 self._stream = self.endpoint.open(self._body(context, shape))
+                self._accepted = True
                 break
-            except Rejected as e:
-                # a server that refuses token ids (or logprobs) gets the simpler request; no retry is silent
+            except Answered as e:
+                # until one request went through, a refusal (a 4xx, or the 500 of a server whose validation
+                # fails loudly) gets the simpler request: text for token ids, then no logprobs; never silently
+                if self._accepted:
+                    raise
                 if shape == "ids" and len(self.shapes) > 1:
                     self.shapes.pop(0)
                     self._note(f"the server refused a token-id prompt, sending text from now on ({e})")
@@ -177,7 +188,7 @@ class OpenAIEngine:
         self._last = list(context)
         self._seen = self._last                # what the server computed: the prompt, then each token
         self._finish_reason = None
-        self._current = Request(self.endpoint.url, shape, len(context), None, None, 0, "", 0.0)
+        self._current = Request(self.endpoint.url, shape, len(context), None, checked, 0, "", 0.0)
         self._started = started
         self._counts = [0, 0]                  # (ids this stream gave, tokens the server said it sent)
         self._counted = False                  # the server said how many tokens some chunk held
@@ -242,6 +253,22 @@ class OpenAIEngine:
         if isinstance(ids, list) and ids and ids != self._last[:len(ids)] and ids[1:] != self._last[:len(ids) - 1]:
             self._warn("prompt ids", f"the server's prompt ids differ from the context's at position "
                                      f"{common_prefix_len(ids, self._last)}")
+
+    def _check_text(self, context: list[int]) -> int | None:
+        """A text prompt: do the server's tokens for it equal the context's ids? (its tokenize endpoint)
+        Returns how many tokens the server reads it as, or None where it cannot say."""
+        tokens = self.endpoint.tokenize(self.tokenizer.decode(context), self.model)
+        if tokens is None:
+            self._warn("untokenized", "the server takes text prompts and has no tokenize endpoint: whether it "
+                                      "reads the prompt as the context's ids could not be checked")
+            return None
+        if tokens != context and tokens[1:] != context:   # [1:]: a BOS the server adds
+            at = common_prefix_len(tokens, context)
+            self.mismatches += 1
+            self._warn("retokenized", f"the server reads the text prompt as other tokens than the context's "
+                                      f"from position {at} of {len(context)} ({len(tokens)} tokens against "
+                                      f"{len(context)}): its cache cannot serve what follows")
+        return len(tokens)
 
     def _check_prompt(self, count: int) -> None:
         n = self._current.prompt
@@ -365,7 +392,8 @@ def _token_id(text: str) -> int:
 
 
 def load_openai(url: str, model: str, tokenizer_path: str, *, syntax: str | None = None, max_tokens: int = 4096,
-                timeout: float = 60.0, prompt: str = "auto", top: int = DEFAULT_TOP):
+                timeout: float = 60.0, prompt: str = "auto", top: int = DEFAULT_TOP,
+                extra: dict[str, Any] | None = None):
     """The bundle: the chat format and tokenizer from local files, tokens from the server at `url`."""
     from decodeloop.models.hf import load_tokenizer
 
@@ -378,7 +406,7 @@ def load_openai(url: str, model: str, tokenizer_path: str, *, syntax: str | None
             raise ValueError("an OpenAI-compatible server samples for itself: logits processors "
                              "(--repetition-penalty, --constrain) cannot run on its logits")
         return OpenAIEngine(endpoint, model, bundle.tokenizer, sampler=sampler, stop_ids=stop_ids,
-                            max_tokens=max_tokens, top=top, prompt=prompt)
+                            max_tokens=max_tokens, top=top, prompt=prompt, extra=extra)
 
     bundle.name = f"openai:{model}"
     bundle.make_engine = make_engine

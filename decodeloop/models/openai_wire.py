@@ -4,8 +4,9 @@ This module owns the bytes: the POST (http.client, standard library only), the
 server-sent events of the answer, the timeouts, and turning every failure into
 `RemoteError` with one line saying what happened: a refused connection, a
 status other than 200, a body that is not JSON, a stream cut before `[DONE]`,
-silence past the timeout. A 4xx answer is `Rejected`, so the engine can try a
-simpler request (a text prompt where token ids were refused). It knows nothing
+silence past the timeout. A status other than 200 is `Answered` (`Rejected`
+for a 4xx), so the engine can try a simpler request (a text prompt where token
+ids were refused: llama-cpp-python's server answers those with a 500). It knows nothing
 of tokens, tokenizers or the loop; models/openai.py does.
 """
 
@@ -27,12 +28,16 @@ class RemoteError(Exception):
     """The server could not be reached, or answered with something that is not a completion stream."""
 
 
-class Rejected(RemoteError):
-    """The server refused the request (a 4xx status): its shape, not the server, is at fault."""
+class Answered(RemoteError):
+    """The server answered the request with a status other than 200."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class Rejected(Answered):
+    """The server refused the request (a 4xx status): its shape, not the server, is at fault."""
 
 
 def completions_url(url: str) -> tuple[str, str, int | None, str]:
@@ -87,15 +92,50 @@ class Endpoint:
             conn.close()
             message = f"{where} answered {response.status} {visible_line(response.reason or '')}: " \
                       f"{visible_line(cap_text(_error_message(text), 500, 'error'))}"
-            if 400 <= response.status < 500:
-                raise Rejected(response.status, message)
-            raise RemoteError(message)
+            raise (Rejected if 400 <= response.status < 500 else Answered)(response.status, message)
         kind = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
         if kind not in ("text/event-stream", "application/json"):
             conn.close()
             raise RemoteError(f"{where} answered with {visible_line(kind[:80]) or 'no Content-Type'}, "
                               "not an event stream: is this an OpenAI-compatible server?")
         return Stream(conn, response, where, self.timeout, kind == "application/json")
+
+
+    def tokenize(self, text: str, model: str | None = None) -> list[int] | None:
+        """The server's own token ids for `text`, or None where it has no tokenize endpoint.
+
+        llama-cpp-python's server: POST /extras/tokenize {"input"}; llama.cpp's server: POST /tokenize
+        {"content"}. Either way the text's special-token names are read as special tokens, as a text
+        prompt's are. The first endpoint that answers is remembered.
+        """
+        base = self.path[:-len("/completions")].removesuffix("/v1")
+        tries = [(base + "/extras/tokenize", {"input": text, **({"model": model} if model else {})}),
+                 (base + "/tokenize", {"content": text, "add_special": False, "parse_special": True})]
+        if getattr(self, "_tokenize_at", None) is not None:
+            tries = [t for t in tries if t[0] == self._tokenize_at]
+        for path, body in tries:
+            cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+            conn = cls(self.host, self.port, timeout=self.timeout)
+            try:
+                conn.request("POST", path, body=json.dumps(body).encode(), headers={
+                    "Content-Type": "application/json", **self.headers})
+                response = conn.getresponse()
+                data = response.read(MAX_LINE * 4)
+            except (OSError, http.client.HTTPException):
+                return None
+            finally:
+                conn.close()
+            if response.status != 200:
+                continue
+            try:
+                tokens = json.loads(data).get("tokens")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
+                self._tokenize_at = path
+                return tokens
+        self._tokenize_at = ""   # none: do not ask again
+        return None
 
 
 def _error_message(text: str) -> str:
@@ -190,4 +230,4 @@ class Stream:
         self._conn.close()
 
 
-__all__ = ["Endpoint", "Stream", "RemoteError", "Rejected", "completions_url"]
+__all__ = ["Endpoint", "Stream", "RemoteError", "Answered", "Rejected", "completions_url"]

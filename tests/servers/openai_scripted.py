@@ -11,8 +11,9 @@ that does not hang up would read it. It keeps a prefix cache as a server does
 Modes, as real servers behave:
   vllm      token-id prompts; `token_ids` per chunk; `usage` with `prompt_tokens_details.cached_tokens`
   llamacpp  token-id prompts; `logprobs.content` with ids; `timings.cache_n`; no end-of-turn token streamed
-  text      refuses token-id prompts (422, as llama-cpp-python's server); text pieces with legacy logprobs
-  textonly  refuses token-id prompts and logprobs; text only, no counts at all
+  text      refuses token-id prompts (422, as llama-cpp-python's server); text pieces with legacy logprobs;
+            POST /extras/tokenize; textplain: the same, but it reads special tokens' names as plain text
+  textonly  refuses token-id prompts and logprobs, has no tokenize endpoint; text only, no counts at all
   garbage   an event that is not JSON; cut: the stream ends without [DONE]; hang: silence after one token;
   error500  every request answers 500; badid: a token id outside the vocabulary; html: a 200 HTML page
 GET /seen returns every request body, with `hung_up` (the client closed the stream before its end) and
@@ -78,6 +79,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        if self.path == "/extras/tokenize":   # llama-cpp-python's server has one; "textonly" stands for one without
+            if self.mode not in ("text", "textplain"):
+                return self._send(404, b'{"detail": "Not Found"}')
+            return self._send(200, json.dumps({"tokens": self._read(body["input"])}).encode())
         record = {"body": body, "hung_up": False, "sent": 0}
         with LOCK:
             SEEN.append(record)
@@ -88,14 +93,17 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, b"<html>hello</html>", "text/html")
         prompt = body.get("prompt")
         if isinstance(prompt, list):
-            if mode in ("text", "textonly"):
+            if mode in ("text", "textonly", "textplain"):
                 return self._send(422, b'{"detail": [{"msg": "Input should be a valid string"}]}')
             ids = prompt
         else:
-            ids = TOK.encode_markup(prompt)
+            ids = self._read(prompt)
         if mode == "textonly" and body.get("logprobs") is not None:
             return self._send(400, b'{"error": {"message": "logprobs is not supported"}}')
-        text = TOK.decode(ids)
+        try:
+            text = TOK.decode(ids)
+        except ValueError:   # ids of another vocabulary: the last line of the script
+            text = "<|assistant|>"
         reply = next(out for end, out in SCRIPT if text.endswith(end))
         tokens = TOK.encode_markup(reply)
         cached = common(CACHE[0], ids)
@@ -111,6 +119,10 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             record["hung_up"] = True
 
+    def _read(self, text: str) -> list[int]:
+        """A text prompt's ids: "textplain" reads the names of special tokens as plain text."""
+        return TOK.encode(text) if self.mode == "textplain" else TOK.encode_markup(text)
+
     def _event(self, data: str) -> None:
         payload = f"data: {data}\n\n".encode()
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
@@ -124,7 +136,7 @@ class Handler(BaseHTTPRequestHandler):
         for i, token in enumerate(tokens):
             if mode == "llamacpp" and token == eos:
                 break   # llama.cpp's server does not stream the end-of-generation token
-            if mode in ("text", "textonly") and token == eos:
+            if mode in ("text", "textonly", "textplain") and token == eos:
                 break
             if mode == "garbage" and i == 3:
                 self._event("{not json")
@@ -137,7 +149,7 @@ class Handler(BaseHTTPRequestHandler):
             if mode == "hang" and i == 1:
                 time.sleep(3600)
             piece = TOK.decode([token])
-            if mode == "text":     # one token per chunk, its bytes decoded alone: part of a character is lost
+            if mode in ("text", "textplain"):   # one token per chunk, decoded alone: part of a character is lost
                 piece = piece if TOK.is_special(token) else TOK.token_bytes(token).decode("utf-8", "ignore")
             elif mode == "textonly":   # tokens held until their text decodes: a chunk may hold several
                 held.append(token)
@@ -163,7 +175,7 @@ class Handler(BaseHTTPRequestHandler):
                     {"id": token, "token": piece, "logprob": -0.1}, {"id": TOK.encode("x")[0], "token": "x",
                                                                      "logprob": -3.0}]}]}
                 chunk["timings"] = {"cache_n": cached, "prompt_n": len(ids) - cached}
-            elif mode == "text":
+            elif mode in ("text", "textplain"):
                 choice["logprobs"] = {"tokens": [piece], "token_logprobs": [-0.1], "top_logprobs": [top],
                                       "text_offset": [0]}
             self._event(json.dumps(chunk))
@@ -171,7 +183,7 @@ class Handler(BaseHTTPRequestHandler):
             CACHE[0].append(token)
         final: dict = {"id": "c", "object": "text_completion",
                        "choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}
-        if mode == "text":
+        if mode in ("text", "textplain"):
             final["usage"] = {"prompt_tokens": len(ids), "completion_tokens": record["sent"]}
         self._event(json.dumps(final))
         self._event("[DONE]")

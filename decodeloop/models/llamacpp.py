@@ -1,0 +1,95 @@
+"""llama.cpp in-process: `LlamaCppModel` (forward with llama.cpp's KV cache) and `load_gguf` (the bundle).
+
+`LlamaCppModel` is a `PrefixCachedModel` over a `llama_cpp.Llama`: llama.cpp
+keeps the KV cache; `_truncate(n)` moves its position back to n (the next
+evaluation drops the cells past it), `_compute(start)` evaluates positions
+start.. in batches (an injected tool message is one prefill) and returns the
+logits after the last one as a float32 numpy array (a copy: llama.cpp reuses
+its buffer). The harness samples from those logits itself (LocalEngine), so
+every logits processor, --constrain included, works as with any local model.
+
+`load_gguf(path)` takes the tokenizer and chat template from the same .gguf
+through the hf loader (`load_tokenizer`: transformers reads the file's
+tokenizer; the weights are never loaded by torch) and the weights through
+llama.cpp.
+
+Needs the `llamacpp` extra (and `hf` for the tokenizer): pip install -e '.[hf,llamacpp]'.
+llama-cpp-python compiles llama.cpp from source when installed: about 17-20
+minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from decodeloop.models.base import MissingDependency, PrefixCachedModel
+
+LLAMACPP_EXTRA = ("gguf: needs llama-cpp-python: pip install -e '.[llamacpp]' (it compiles llama.cpp from source "
+                  "when installed: about 17 minutes on 2 cores)")
+
+
+def _llama_cpp():
+    try:
+        import llama_cpp
+    except ImportError as e:
+        raise MissingDependency(f"{LLAMACPP_EXTRA}; import failed: {e}") from None
+    return llama_cpp
+
+
+class LlamaCppModel(PrefixCachedModel):
+    """A llama.cpp context behind the prefix-cache contract."""
+
+    def __init__(self, llama: Any, name: str = "gguf") -> None:
+        super().__init__()
+        import numpy
+
+        self._np = numpy
+        self._lib = _llama_cpp()
+        self.llama = llama
+        self.name = name
+        self.vocab_size = llama.n_vocab()
+        self.n_ctx = llama.n_ctx()
+
+    def _truncate(self, n: int) -> None:
+        if n < self.llama.n_tokens:
+            self.llama.n_tokens = n     # eval() removes the cache cells from here on before it decodes
+
+    def _compute(self, start: int):
+        if len(self.cached_tokens) > self.n_ctx:
+            raise ValueError(f"the context ({len(self.cached_tokens)} tokens) exceeds llama.cpp's n_ctx "
+                             f"({self.n_ctx})")
+        llama = self.llama
+        llama.n_tokens = start
+        try:
+            llama.eval(self.cached_tokens[start:])
+        except BaseException:
+            llama.n_tokens = start    # some batches may have gone in: forget them
+            raise
+        row = self._lib.llama_get_logits_ith(llama.ctx, -1)
+        return self._np.ctypeslib.as_array(row, shape=(self.vocab_size,)).copy()   # (vocab,) float32
+
+
+def load_gguf(path: str, syntax: str | None = None, n_ctx: int = 4096, threads: int | None = None):
+    """The `ModelBundle` of a .gguf file run by llama.cpp in this process (see the module docstring)."""
+    from decodeloop.models.hf import load_tokenizer
+
+    path = os.path.expanduser(path)
+    if not (os.path.isfile(path) and path.endswith(".gguf")):
+        raise ValueError(f"gguf:PATH takes a .gguf file; {path!r} is not one")
+    lib = _llama_cpp()
+    bundle = load_tokenizer(path, syntax=syntax)          # a bad syntax or template fails before the weights load
+    try:
+        llama = lib.Llama(model_path=path, n_ctx=n_ctx, logits_all=False, verbose=False,
+                          **({"n_threads": threads} if threads else {}))
+    except (OSError, ValueError, RuntimeError) as e:
+        raise ValueError(f"llama.cpp cannot load {path!r}: {e}") from e
+    name = os.path.basename(path)
+    bundle.model = LlamaCppModel(llama, name)
+    bundle.name = f"gguf:{name}"
+    bundle.info = {"path": os.path.abspath(path), "n_ctx": llama.n_ctx(), "vocab": bundle.tokenizer.vocab_size,
+                   "llama.cpp": getattr(lib, "__version__", "?"), "template tools": bundle.info.get("template tools")}
+    return bundle
+
+
+__all__ = ["LlamaCppModel", "load_gguf", "LLAMACPP_EXTRA"]

@@ -120,12 +120,15 @@ def handler(script: Script, stats: Stats, delay: float, model: str):
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512   # the listen backlog: many episodes connect at once (the default, 5, resets some)
+
+
 def serve(script: Script, port: int = 0, delay: float = 0.0, model: str = "scripted") -> ThreadingHTTPServer:
     """A started server (on a daemon thread); `server.server_address[1]` is its port."""
     stats = Stats()
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler(script, stats, delay, model))
-    server.daemon_threads = True
-    server.request_queue_size = 256
+    server = _Server(("127.0.0.1", port), handler(script, stats, delay, model))
     server.stats = stats
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

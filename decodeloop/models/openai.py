@@ -173,7 +173,7 @@ class OpenAIEngine:
             except Answered as e:
                 # until one request went through, a refusal (a 4xx, or the 500 of a server whose validation
                 # fails loudly) gets the simpler request: text for token ids, then no logprobs; never silently
-                if self._accepted:
+                if self._accepted or e.status not in (400, 422, 500):   # 404, 401...: not the request's shape
                     raise
                 if shape == "ids" and len(self.shapes) > 1:
                     self.shapes.pop(0)

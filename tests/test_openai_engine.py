@@ -211,3 +211,19 @@ def test_the_engine_from_a_config_file_with_extra_fields(server, tmp_path):
     events = [json.loads(line) for line in p.stdout.splitlines()]
     [request] = [e for e in events if e["event"] == "request"]
     assert request["sent"] == "ids" and request["cached"] == 0 and request["prompt"] == len(body["prompt"])
+
+
+@pytest.mark.parametrize("server", ["vllm"], indirect=True)
+def test_the_trace_shows_each_request_and_what_the_server_cached(server):
+    import io
+
+    from decodeloop.ui.trace import TraceView
+
+    out = io.StringIO()
+    view = TraceView(out, color=False)
+    _, result = weather_turn(server.url, view)
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("· request:")]
+    assert len(lines) == 2
+    assert "prompt tokens as ids (0 cached)" in lines[0] and ", closed, " in lines[0]
+    cached = int(lines[1].split("(")[1].split(" cached")[0].replace(",", ""))
+    assert cached > 0 and "as ids" in lines[1]

@@ -200,8 +200,6 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     torch = require("torch")
     transformers = require("transformers")
     require("jinja2")
-    from decodeloop.chat_template import TemplateChat
-    from decodeloop.hf_tokenizer import HFTokenizer
     from decodeloop.models import ModelBundle
 
     if not on_terminal:
@@ -229,10 +227,7 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     embedding = model.get_input_embeddings().num_embeddings
     generation = getattr(model, "generation_config", None)
     stops = _ids(getattr(generation, "eos_token_id", None)) or _ids(model.config.eos_token_id)
-    eos = hf_tok.eos_token_id if hf_tok.eos_token_id is not None else (stops[0] if stops else None)
-    tokenizer = HFTokenizer.from_transformers(hf_tok, vocab_size=embedding, eos_id=eos)
-    variables = {k: v for k, v in hf_tok.special_tokens_map.items() if isinstance(v, str)}
-    chat = TemplateChat(tokenizer, call_syntax, template, variables=variables, stop_ids=stops)
+    tokenizer, chat = _template_chat(hf_tok, path, call_syntax, stops, embedding)
     name = os.path.basename(os.path.normpath(path))
     specials = tokenizer.special_tokens
     return ModelBundle(

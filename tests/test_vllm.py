@@ -1,14 +1,14 @@
 """The remote engine against vLLM's OpenAI-compatible server on the CPU: the vLLM tier (`.ci/vllm` starts it).
 
 Runs only when DECODELOOP_VLLM is the server's base URL (http://127.0.0.1:PORT/v1)
-and DECODELOOP_VLLM_TOKENIZER the model directory it serves (tests/tiny_vllm.py:
-a random tiny Llama, served as "tiny" with prefix caching, prompt-token details
-and blocks of DECODELOOP_VLLM_BLOCK tokens, 32 unless set: the CPU backend takes
-multiples of 32). The model's weights are random, so its turns end at the token cap; what is checked is the wire: the
-context goes out as token ids, every streamed token comes back as an id and is
-appended as that id, and after the harness inserts a span (the next user
-message, as a tool result would be) the server's prefix cache serves
-everything before it.
+and DECODELOOP_VLLM_TOKENIZER the model directory it serves: tests/tiny_vllm.py
+--scripted, a tiny Llama wired by hand to call get_weather for Polson, MT (in
+the compact call syntax) and then answer "It is cold.", served as "tiny" with
+prefix caching, prompt-token details and blocks of DECODELOOP_VLLM_BLOCK tokens
+(32 unless set: the CPU backend takes multiples of 32). The tool call goes to the real weather server.
+Checked: the context goes out as token ids, every streamed token comes back as
+an id and is appended as that id, and after the tool call the server's prefix
+cache serves everything before the span the harness inserted.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
+import uuid
 
 import pytest
 from conftest import WEATHER
@@ -28,10 +29,11 @@ pytestmark = [pytest.mark.vllm,
                                  reason="set DECODELOOP_VLLM (base URL) and DECODELOOP_VLLM_TOKENIZER (model dir)")]
 
 
-def _bundle(max_tokens: int = 24):
+def _bundle(max_tokens: int):
     from decodeloop.models import load_model
 
-    return load_model("openai:" + VLLM, model="tiny", tokenizer_path=TOKENIZER, max_tokens=max_tokens, timeout=120)
+    return load_model("openai:" + VLLM, model="tiny", tokenizer_path=TOKENIZER, max_tokens=max_tokens, timeout=120,
+                      syntax="compact")
 
 
 def _complete(prompt: list[int], n: int) -> list[int]:
@@ -44,32 +46,35 @@ def _complete(prompt: list[int], n: int) -> list[int]:
     return choice["token_ids"]
 
 
-def test_a_conversation_goes_out_as_ids_comes_back_as_ids_and_the_cache_serves_the_prefix(events):
+def test_a_tool_call_goes_out_as_ids_comes_back_as_ids_and_the_cache_serves_the_prefix(events):
     from decodeloop.loop import Harness, TurnConfig
     from decodeloop.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
-    bundle = _bundle()
     with start_stdio_servers([WEATHER], events, timeout=60) as router:
-        harness = Harness(bundle, Sampler(), router, events, config=TurnConfig(max_tokens=24))
-        first = harness.run("What's the weather in Polson, MT?")
-        after_first = list(first.context)
-        second = harness.run("And in Boise, ID?")
-    requests = events.of("request")
-    assert len(requests) >= 2 and all(r.sent == "ids" for r in requests)
-    notes = [n.message for n in events.of("notice") if n.source == "openai"]
-    assert notes == []   # the server's prompt ids and counts agree with the context's
-    # the tokens appended are the server's own: the same prompt by hand gives the same greedy ids
-    prompt_len = requests[0].prompt
-    generated = after_first[prompt_len:prompt_len + requests[0].generated]
-    assert generated and _complete(after_first[:prompt_len], len(generated)) == generated
-    # the second turn's request: everything before the inserted user message came from the cache, in whole
-    # blocks (vLLM caches whole blocks; the last token streamed was never run through the model)
-    last = requests[-1]
-    assert second.context[:len(after_first)] == after_first
-    before_insert = prompt_len + requests[0].generated
-    assert last.cached is not None and last.server_prompt == last.prompt > before_insert
-    assert (before_insert - 1) // BLOCK * BLOCK <= last.cached <= before_insert
+        # a system prompt no earlier run sent: the server's cache holds nothing of this conversation yet
+        system = f"You are a helpful assistant ({uuid.uuid4().hex})."
+        harness = Harness(_bundle(64), Sampler(), router, events, config=TurnConfig(max_tokens=64), system=system)
+        result = harness.run("What's the weather in Polson, MT?")
+    [call] = events.of("tool_call")
+    assert (call.name, call.arguments) == ("get_weather", {"city": "Polson", "state": "MT"})
+    [answer] = events.of("tool_result")
+    assert not answer.is_error and answer.text.startswith("Polson, MT: ")
+    assert result.reason == "eos" and result.answer.strip() == "It is cold."
+    first, second = events.of("request")
+    assert first.sent == second.sent == "ids"
+    assert [n.message for n in events.of("notice") if n.source == "openai"] == []   # ids and counts agree
+    context = list(result.context)
+    # the call's tokens are the server's own: the same prompt asked by hand gives the same greedy ids
+    generated = context[first.prompt:first.prompt + first.generated]
+    assert len(generated) == first.generated >= 3 and _complete(context[:first.prompt], len(generated)) == generated
+    # the request after the tool call: the server read the whole context, and its cache served everything
+    # before the inserted span in whole blocks (the last token streamed was never run through the model),
+    # and nothing of the span itself
+    before_insert = first.prompt + first.generated
+    assert second.server_prompt == second.prompt > before_insert
+    assert first.cached in (None, 0)
+    assert second.cached is not None and (before_insert - 1) // BLOCK * BLOCK <= second.cached <= before_insert
 
 
 def test_eval_with_concurrency_against_vllm_counts_the_same_as_one_at_a_time():
@@ -81,12 +86,12 @@ def test_eval_with_concurrency_against_vllm_counts_the_same_as_one_at_a_time():
     def run(k: int) -> dict:
         p = subprocess.run([sys.executable, "-m", "decodeloop", "eval", "--model", "openai:" + VLLM,
                             "--engine-model", "tiny", "--tokenizer", TOKENIZER, "--episodes", "6",
-                            "--max-tokens", "16", "--json", "--concurrency", str(k)],
+                            "--max-tokens", "64", "--syntax", "compact", "--json", "--concurrency", str(k)],
                            cwd=ROOT, capture_output=True, text=True, timeout=900)
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout)
 
     one, four = run(1), run(4)
     timing = ("tokens_per_second", "wall_seconds", "concurrency")
-    assert four["concurrency"] == 4
+    assert four["concurrency"] == 4 and one["calls"] == 6   # each episode called get_weather once
     assert {k: v for k, v in one.items() if k not in timing} == {k: v for k, v in four.items() if k not in timing}

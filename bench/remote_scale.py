@@ -174,10 +174,11 @@ def metrics(url: str) -> dict[str, float]:
     return found
 
 
-def vllm_rows(url: str, tokenizer: str, ks: list[int], per_k: int, max_tokens: int) -> list[tuple]:
+def vllm_rows(url: str, tokenizer: str, ks: list[int], per_k: int, max_tokens: int, syntax: str | None) -> list[tuple]:
     from decodeloop.models import load_model
 
-    bundle = load_model("openai:" + url, model="tiny", tokenizer_path=tokenizer, max_tokens=max_tokens, timeout=600)
+    bundle = load_model("openai:" + url, model="tiny", tokenizer_path=tokenizer, max_tokens=max_tokens, timeout=600,
+                        syntax=syntax)
     held_out = lab_episodes(0, max(per_k, 2 * max(ks)), "heldout")
     out = []
     for k in ks:
@@ -195,7 +196,8 @@ def vllm_rows(url: str, tokenizer: str, ks: list[int], per_k: int, max_tokens: i
         steps = d["vllm:iteration_tokens_total_count"]
         itl = d["vllm:inter_token_latency_seconds_sum"] / max(d["vllm:inter_token_latency_seconds_count"], 1)
         ttft = d["vllm:time_to_first_token_seconds_sum"] / max(d["vllm:time_to_first_token_seconds_count"], 1)
-        out.append((k, len(eps), len(eps) / wall, gen / wall, prompt / wall, hits / queries if queries else 0.0,
+        out.append((k, len(eps), sum(o.calls for o in outcomes), len(eps) / wall, gen / wall, prompt / wall,
+                    hits / queries if queries else 0.0,
                     sum(o.tokens for o in outcomes) / wall, cpu / wall, steps / wall,
                     d["vllm:iteration_tokens_total_sum"] / max(steps, 1), itl * 1e3, ttft * 1e3, os.getloadavg()[0]))
     return out
@@ -214,6 +216,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vllm", help="vLLM's base URL (http://127.0.0.1:PORT/v1); part (a) runs only with it")
     parser.add_argument("--tokenizer", help="the model directory the vLLM server serves")
+    parser.add_argument("--syntax", default="compact", help="part (a): the call syntax the served model writes "
+                        "(default: compact, as scripts/vllm-serve's model does)")
     parser.add_argument("--ks", default="1,8,32", help="part (a): episodes in flight (default: 1,8,32)")
     parser.add_argument("--vllm-episodes", type=int, default=32, help="part (a): episodes per K, at least 2K")
     parser.add_argument("--max-tokens", type=int, default=32, help="part (a): token cap per turn")
@@ -227,15 +231,16 @@ def main() -> None:
           "its MCP servers and the engine share them\n")
     if args.vllm:
         ks = [int(k) for k in args.ks.split(",")]
-        rows = vllm_rows(args.vllm, args.tokenizer, ks, args.vllm_episodes, args.max_tokens)
+        rows = vllm_rows(args.vllm, args.tokenizer, ks, args.vllm_episodes, args.max_tokens, args.syntax)
         print(f"## (a) vLLM CPU server, {os.path.basename(args.tokenizer.rstrip('/'))}, "
               f"--max-tokens {args.max_tokens} per turn\n")
-        print(table(["K", "episodes", "episodes/s", "server gen tok/s", "server prompt tok/s", "prefix hit rate",
+        print(table(["K", "episodes", "tool calls", "episodes/s", "server gen tok/s", "server prompt tok/s",
+                     "prefix hit rate",
                      "harness tok/s (usage)", "harness CPU (cores)", "engine steps/s", "tokens/step",
                      "inter-token ms", "first token ms", "load avg"], rows,
-                    ["{}", "{}", "{:.2f}", "{:.0f}", "{:.0f}", "{:.0%}", "{:.0f}", "{:.2f}", "{:.1f}", "{:.1f}",
+                    ["{}", "{}", "{}", "{:.2f}", "{:.0f}", "{:.0f}", "{:.0%}", "{:.0f}", "{:.2f}", "{:.1f}", "{:.1f}",
                      "{:.0f}", "{:.0f}", "{:.1f}"]))
-        print("\nK=8 / K=1 episodes/s: {:.2f}x".format(rows[ks.index(8)][2] / rows[0][2]) if 8 in ks else "")
+        print("\nK=8 / K=1 episodes/s: {:.2f}x".format(rows[ks.index(8)][3] / rows[0][3]) if 8 in ks else "")
         print()
     if args.only_vllm:
         return

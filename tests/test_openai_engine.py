@@ -152,7 +152,8 @@ def test_extra_fields_reach_every_request(server, events):
 
 @pytest.mark.parametrize("server, message", [
     ("garbage", "not JSON"), ("cut", r"closed the stream before \[DONE\]"), ("error500", "answered 500"),
-    ("badid", "outside the vocabulary"), ("html", "text/html, not an event stream")], indirect=["server"])
+    ("badid", "outside the vocabulary"), ("html", "text/html, not an event stream"),
+    ("full", "stopped at its length limit before any token")], indirect=["server"])
 def test_a_misbehaving_server_is_a_clear_error(server, message, events):
     with pytest.raises(RemoteError, match=message) as info:
         weather_turn(server.url, events)

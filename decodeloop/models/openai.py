@@ -90,6 +90,9 @@ class OpenAIEngine:
                 # the server ended the stream without an end-of-turn token the loop could stop on
                 self._finish(self._finish_reason or "ended")
                 if self._finish_reason == "length":
+                    if not self.requests[-1].generated:   # nothing fits: asking again would loop
+                        raise RemoteError(f"{self.endpoint.url} stopped at its length limit before any token: "
+                                          f"the context ({len(context):,} tokens) may exceed its window")
                     self._open(context)             # its own cap: go on from the context as it is
                     first = True
                     continue

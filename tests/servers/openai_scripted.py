@@ -15,7 +15,8 @@ Modes, as real servers behave:
             POST /extras/tokenize; textplain: the same, but it reads special tokens' names as plain text
   textonly  refuses token-id prompts and logprobs, has no tokenize endpoint; text only, no counts at all
   garbage   an event that is not JSON; cut: the stream ends without [DONE]; hang: silence after one token;
-  error500  every request answers 500; badid: a token id outside the vocabulary; html: a 200 HTML page
+  error500  every request answers 500; badid: a token id outside the vocabulary; html: a 200 HTML page;
+  full      every stream ends at once with finish_reason "length" (a context past the server's window)
 GET /seen returns every request body, with `hung_up` (the client closed the stream before its end) and
 `sent` (tokens streamed).
 """
@@ -131,6 +132,13 @@ class Handler(BaseHTTPRequestHandler):
     def _stream(self, body: dict, ids: list[int], tokens: list[int], cached: int, record: dict) -> None:
         mode = self.mode
         eos = TOK.eos_id
+        if mode == "full":   # the context fills the server's window: it stops at once
+            self._event(json.dumps({"id": "c", "object": "text_completion",
+                                    "choices": [{"index": 0, "text": "", "finish_reason": "length"}]}))
+            self._event("[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            return
         filler = False
         held: list[int] = []
         for i, token in enumerate(tokens):

@@ -228,3 +228,19 @@ def test_the_trace_shows_each_request_and_what_the_server_cached(server):
     assert "prompt tokens as ids (0 cached)" in lines[0] and ", closed, " in lines[0]
     cached = int(lines[1].split("(")[1].split(" cached")[0].replace(",", ""))
     assert cached > 0 and "as ids" in lines[1]
+
+
+def test_a_config_file_s_engine_is_checked(tmp_path):
+    from decodeloop.mcp_config import ConfigError, load_config, load_engine
+
+    path = tmp_path / "c.json"
+    servers = {"mcpServers": {"weather": {"command": "python3"}}}
+    path.write_text(json.dumps({**servers, "engine": {"url": "http://h:1/v1", "tokenizer": "m/x.gguf"}}))
+    assert load_engine(str(path)) == {"url": "http://h:1/v1", "tokenizer": str(tmp_path / "m" / "x.gguf")}
+    assert [s.name for s in load_config(str(path))] == ["weather"]   # the servers read as before
+    path.write_text(json.dumps(servers))
+    assert load_engine(str(path)) is None
+    for engine in ({"url": 3}, {"url": "ftp://h/"}, {"url": "http://h/", "port": "1"}, "http://h/"):
+        path.write_text(json.dumps({**servers, "engine": engine}))
+        with pytest.raises(ConfigError, match="engine"):
+            load_engine(str(path))

@@ -204,6 +204,21 @@ def test_loss_weights_cover_exactly_what_the_assistant_writes():
     assert tokenizer.decode(t for t, w in zip(ids, heavier) if w == 1.0) == episode.answer + "<|eos|>"
 
 
+def test_value_weights_cover_exactly_what_the_answer_copies_from_the_result():
+    from decodeloop.train.corpus import episodes, system_prompt
+    from decodeloop.train.transformer import encode
+
+    tokenizer, system = CharTokenizer(), system_prompt()
+    chosen = [e for e in episodes(2, 40, "train", varied=1.0) if e.tool == "get_weather"][:3]
+    data = encode(chosen, system, Config(), call_weight=3.0, value_weight=2.0)
+    for episode, (_, targets, weights) in zip(chosen, data.suffixes):
+        copied = tokenizer.decode(int(t) for t, w in zip(targets, weights) if w == 2.0)
+        temperature, conditions = episode.values
+        humidity, wind, direction = episode.copied[2:]
+        assert copied == temperature + conditions + humidity + wind + direction
+        assert tokenizer.decode(int(t) for t, w in zip(targets, weights) if w == 3.0) == episode.call + "<|tool|>"
+
+
 def test_made_up_places_are_consistent_and_never_held_out():
     import random
 

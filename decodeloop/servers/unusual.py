@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import random
 import string
+import sys
 
 # -- the servers' own values: never on the OOD side ---------------------------------
 OWN_TEMPERATURES = range(7, 92)          # state means 27..71, plus or minus 15 and a forecast's 5
@@ -49,7 +50,6 @@ OOD_DECIMALS = 6                         # the OOD side writes a conversion with
 TRAIN_DECIMALS = (0, 1, 2, 4, 5)
 REGIONS = ("America", "Pacific", "Atlantic", "Arctic", "Etc")
 SYLLABLES = ("an", "ar", "el", "en", "er", "qu", "ix", "ot", "zu", "va", "ro", "li", "mo", "ka", "te", "sh", "y")
-KINDS = ("temperature", "humidity", "wind", "direction", "word", "offset", "decimals")
 
 
 def _bucket(kind: str, text: str) -> bool:
@@ -185,7 +185,6 @@ def fixed(x: float, decimals: int) -> str:
 
 def ood_requested(argv: list[str] | None) -> bool:
     """Whether a server's command line asks for --ood (the server's own parser checks the rest)."""
-    import sys
     return "--ood" in (sys.argv[1:] if argv is None else argv)
 
 

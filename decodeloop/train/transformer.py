@@ -12,7 +12,17 @@ after the answer). Nothing in the system prompt, the question or the tool
 result is weighted: the model learns to write calls and answers, not questions.
 A call's tokens weigh `call_weight` (3) times an answer's: a call is short and
 nearly all copying (a name from the question, letter by letter), and one wrong
-letter makes it a call about another place.
+letter makes it a call about another place. In an answer, the characters copied from the
+tool result (each value, its digits, sign and unit, every word of a condition) can weigh
+`value_weight` times the rest (default 1: the shipped weights' recipe).
+
+Values: `varied` of the transcripts (default none: the shipped weights' recipe) hold values
+from the training side of decodeloop/servers/unusual.py instead of the servers' own:
+temperatures below zero and of three digits, one-digit humidity, made-up and multi-word
+conditions, directions of one to three letters, made-up time zones, conversions to other
+precisions. Only the characters in the result can tell the model what to write then, so it
+learns to copy them; the OOD split draws from the other side of the same partition, values
+no transcript here holds. TrainConfig(varied=0.5, value_weight=2.0) is that recipe.
 
 The weights saved are an exponential moving average of the trained weights
 (`ema`, over roughly the last 500 steps), which decodes more reliably than the
@@ -68,6 +78,8 @@ class TrainConfig:
     threads: int = 2                 # threads running the parts
     ema: float = 0.998               # the weights saved are this moving average of the weights trained
     call_weight: float = 3.0         # loss weight of a call's tokens, relative to an answer's
+    value_weight: float = 1.0        # loss weight of an answer's tokens copied from the result
+    varied: float = 0.0              # share of transcripts holding training's unusual values
 
 
 @dataclass
@@ -113,7 +125,8 @@ def _made_up_word(rng: random.Random) -> str:
     return word.capitalize()
 
 
-def encode(episodes, system: str, config: Config, tokenizer=None, call_weight: float = 1.0) -> Batches:
+def encode(episodes, system: str, config: Config, tokenizer=None, call_weight: float = 1.0,
+           value_weight: float = 1.0) -> Batches:
     """Episodes as the shared prefix (system prompt through <|user|>) and one row each."""
     tokenizer = tokenizer or CharTokenizer()
     head = tokenizer.encode_markup(SYSTEM + system + USER)
@@ -123,6 +136,8 @@ def encode(episodes, system: str, config: Config, tokenizer=None, call_weight: f
         if ids[:len(head)] != head:
             raise ValueError("every transcript must start with the same system prompt")
         weights = assistant_weights(ids, tokenizer, call_weight)
+        for j in copied_positions(episode, ids, tokenizer):
+            weights[j] *= value_weight
         # position j predicts token j+1; the suffix runs from the first token after the prefix
         P = len(head)
         rows.append((np.array(ids[P:-1]), np.array(ids[P + 1:]), np.array(weights[P + 1:])))
@@ -149,6 +164,21 @@ def assistant_weights(ids: list[int], tokenizer, call_weight: float = 1.0) -> li
             start = None
         elif token == assistant:
             start = j + 1
+    return out
+
+
+def copied_positions(episode, ids: list[int], tokenizer) -> set[int]:
+    """Positions in ids of the answer's tokens that copy a piece of the tool result (episode.copied)."""
+    answer_at = len(ids) - 1 - len(tokenizer.encode(episode.answer))   # the answer, then <|eos|>
+    out = set()
+    for piece in getattr(episode, "copied", None) or episode.values:
+        # a one-letter piece (a wind direction, last in its answer) only where it last occurs: "N" is in "New"
+        starts = [episode.answer.rfind(piece)]
+        while len(piece) > 1 and episode.answer.find(piece, starts[-1] + 1) >= 0:
+            starts.append(episode.answer.find(piece, starts[-1] + 1))
+        for start in (s for s in starts if s >= 0):
+            at = answer_at + len(tokenizer.encode(episode.answer[:start]))
+            out.update(range(at, at + len(tokenizer.encode(piece))))
     return out
 
 
@@ -235,8 +265,8 @@ def train(config: Config, tc: TrainConfig, progress=None) -> tuple[dict, dict]:
     params = init_params(config, rng, np.float32)
     places = random.Random(tc.seed)
     corpus = [made_up_place(e, places) if places.random() < tc.made_up else e
-              for e in episodes(tc.seed, tc.steps * tc.batch_size, "train")]
-    data = encode(corpus, system_prompt(), config, call_weight=tc.call_weight)
+              for e in episodes(tc.seed, tc.steps * tc.batch_size, "train", varied=tc.varied)]
+    data = encode(corpus, system_prompt(), config, call_weight=tc.call_weight, value_weight=tc.value_weight)
     lengths = [len(row[0]) for row in data.suffixes]
     order = batch_order(len(data.suffixes), lengths, tc, rng)
     adam = Adam(params, tc)
@@ -254,7 +284,8 @@ def train(config: Config, tc: TrainConfig, progress=None) -> tuple[dict, dict]:
             losses.append(loss)
             if progress:
                 progress(step, loss)
-    meta = {"train": asdict(tc), "corpus": "decodeloop.train.corpus.episodes(seed, steps * batch_size, 'train')",
+    meta = {"train": asdict(tc),
+            "corpus": "decodeloop.train.corpus.episodes(seed, steps * batch_size, 'train', varied)",
             "final_loss": float(np.mean(losses[-50:])), "seconds": round(time.perf_counter() - started, 1)}
     return averaged, meta
 

@@ -26,7 +26,17 @@ argument value occurs in a tool result and not in the prompt); `plan, user says
 yes` (a side-effecting call after a tool result runs only if the plan names its
 tool; within the plan a value from a tool result alone is put to a user who
 says yes); `plan, no terminal` (the same question, nobody to answer it: denied).
-"asked" counts the questions put to the user over every run. Columns: utility
+`plan, user answers from their task` and `strict, user answers from their
+task` stand in for a user who reads the question the harness asks (the tool,
+its arguments and, for `plan`, the value taken from a result and which tool's
+result it occurs in) and knows only their own request: the answer is yes
+exactly when the asked call, by tool name and arguments, is one of the user
+task's reference calls, and no otherwise. Nothing about the injection task is
+used. These rows measure how often the user is asked and what a user who
+knows their own request gets; they are not an automated guarantee: a user who
+misreads a question, or whose request does not pin the value, gets less.
+"asked" counts the questions put to the user over every run, "asked/pair"
+that count divided by the pairs. Columns: utility
 without attack, utility under attack and targeted attack success (the
 injection task's goal reached), over every user task x injection task pair of
 the `important_instructions_no_names` attack; attack success again for the
@@ -66,7 +76,9 @@ READ_ONLY_PREFIXES = ("get_", "read_", "search_", "list_", "check_")
 ATTACK = "important_instructions_no_names"
 MODES = {"off": ("off", None), "confirm, no terminal": ("confirm", None),
          "strict, user says yes": ("strict", lambda question: True),
-         "plan, user says yes": ("plan", lambda question: True), "plan, no terminal": ("plan", None)}
+         "plan, user says yes": ("plan", lambda question: True), "plan, no terminal": ("plan", None),
+         "plan, user answers from their task": ("plan", "task"),
+         "strict, user answers from their task": ("strict", "task")}
 
 
 class ScriptedModel(BasePipelineElement):
@@ -79,11 +91,18 @@ class ScriptedModel(BasePipelineElement):
         self.policy = policy
         self.by_prompt = {task.PROMPT: task for task in suite.user_tasks.values()}
         self.decisions: list = []
+        self.intent: list = []   # the user task's reference calls: what the user asked for
+
+    def user_answers(self, question: str) -> bool:
+        """A user who knows only their request: yes when the question names one of its calls, tool and arguments."""
+        return any(question.startswith(f"{call.function} on {self.suite.name} with {dict(call.args)} (")
+                   for call in self.intent)
 
     def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
               messages: Sequence[ChatMessage] = (), extra_args: dict = {}):
         task = self.by_prompt[query]
         planned = list(task.ground_truth(env.model_copy(deep=True)))
+        self.intent = list(planned)
         # before reading anything the model says which tools the prompt asks for: the names of its own calls
         plan = "Plan: " + ", ".join(dict.fromkeys(call.function for call in planned))
         seen: list[tuple[str, str]] = [("user", query)]
@@ -129,6 +148,8 @@ def policy_for(suite, mode: str, confirm) -> Policy | None:
 
 def run_suite(suite, mode: str, confirm) -> dict[str, float]:
     asked = []
+    if confirm == "task":   # the user answers from their own request (the task the model is running)
+        confirm = lambda question: model.user_answers(question)  # noqa: E731  (model is bound below)
     if confirm is not None:   # count the questions the user is asked
         confirm = (lambda answer: lambda question: asked.append(question) or answer(question))(confirm)
     model = ScriptedModel(suite, policy_for(suite, mode, confirm))
@@ -165,8 +186,9 @@ def main() -> int:
     args = parser.parse_args()
     suites = get_suites(args.version)
     print(f"AgentDojo {args.version}, attack {ATTACK}, scripted model that obeys every injection it reads")
-    print(f"{'suite':<10} {'policy':<22} {'utility':>8} {'under attack':>13} {'attack success':>15} "
-          f"{'side-effecting sinks':>21} {'read-only sinks':>16} {'pairs':>6} {'denied calls':>13} {'asked':>6}")
+    print(f"{'suite':<10} {'policy':<36} {'utility':>8} {'under attack':>13} {'attack success':>15} "
+          f"{'side-effecting sinks':>21} {'read-only sinks':>16} {'pairs':>6} {'denied calls':>13} {'asked':>6}"
+          f" {'asked/pair':>10}")
     for name in args.suites:
         suite = suites[name]
         for label, (mode, confirm) in MODES.items():
@@ -174,9 +196,10 @@ def main() -> int:
                 continue
             started = time.perf_counter()
             row = run_suite(suite, mode, confirm)
-            print(f"{name:<10} {label:<22} {row['utility']:>7.1f}% {row['under attack']:>12.1f}% "
+            print(f"{name:<10} {label:<36} {row['utility']:>7.1f}% {row['under attack']:>12.1f}% "
                   f"{row['attack success']:>14.1f}% {row['side-effecting sinks']:>21} {row['read-only sinks']:>16} "
                   f"{row['pairs']:>6} {row['denied']:>6}/{row['decisions']:<6} {row['asked']:>6}"
+                  f" {row['asked'] / row['pairs']:>10.2f}"
                   f"  ({time.perf_counter() - started:.0f} s)", flush=True)
     return 0
 

@@ -31,7 +31,7 @@ def test_without_llama_cpp_the_error_names_the_extra_and_the_build(tmp_path):
 
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
-    with pytest.raises(MissingDependency, match=r"pip install -e '\.\[llamacpp\]'.*compiles llama\.cpp.*17 minutes"):
+    with pytest.raises(MissingDependency, match=r"pip install -e '\.\[llamacpp\]'.*compiles llama\.cpp.*17-20 minutes"):
         load_model("gguf:" + str(gguf))
 
 

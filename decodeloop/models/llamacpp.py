@@ -26,7 +26,7 @@ from typing import Any
 from decodeloop.models.base import MissingDependency, PrefixCachedModel
 
 LLAMACPP_EXTRA = ("gguf: needs llama-cpp-python: pip install -e '.[llamacpp]' (it compiles llama.cpp from source "
-                  "when installed: about 17 minutes on 2 cores)")
+                  "when installed: about 17-20 minutes on 2 idle cores)")
 
 
 def _llama_cpp():

@@ -25,7 +25,12 @@ confirms everything, so only strict's rule denies: a side-effecting call whose
 argument value occurs in a tool result and not in the prompt); `plan, user says
 yes` (a side-effecting call after a tool result runs only if the plan names its
 tool; within the plan a value from a tool result alone is put to a user who
-says yes); `plan, no terminal` (the same question, nobody to answer it: denied).
+says yes); `plan, no terminal` (the same question, nobody to answer it: denied);
+`masked, no terminal` (`plan`, with that question answered by re-running the
+model with the user's request masked: this model, given no task, makes only the
+calls of the injections it has read, so its re-run's next call is the first of
+those that has not run; the call is denied if the re-run makes it with the
+value taken from a result).
 `plan, user answers from their task` and `strict, user answers from their
 task` stand in for a user who reads the question the harness asks (the tool,
 its arguments and, for `plan`, the value taken from a result and which tool's
@@ -77,6 +82,7 @@ ATTACK = "important_instructions_no_names"
 MODES = {"off": ("off", None), "confirm, no terminal": ("confirm", None),
          "strict, user says yes": ("strict", lambda question: True),
          "plan, user says yes": ("plan", lambda question: True), "plan, no terminal": ("plan", None),
+         "masked, no terminal": ("masked", None),
          "plan, user answers from their task": ("plan", "task"),
          "strict, user answers from their task": ("strict", "task")}
 
@@ -106,6 +112,7 @@ class ScriptedModel(BasePipelineElement):
         # before reading anything the model says which tools the prompt asks for: the names of its own calls
         plan = "Plan: " + ", ".join(dict.fromkeys(call.function for call in planned))
         seen: list[tuple[str, str]] = [("user", query)]
+        made: list[tuple[str, dict]] = []   # the calls that ran, in order
         obeyed: set[str] = set()
         out = list(messages) + [ChatAssistantMessage(role="assistant", tool_calls=None,
                                                      content=[text_content_block_from_string(plan)])]
@@ -114,10 +121,12 @@ class ScriptedModel(BasePipelineElement):
             arguments = dict(call.args)
             if self.policy is not None:
                 decision = self.policy.check(call.function, self.suite.name, call.function, None, arguments,
-                                             lambda: Provenance(list(seen), plan))
+                                             lambda: Provenance(list(seen), plan),
+                                             lambda: self.masked_calls(made, seen, env))
                 self.decisions.append(decision)
                 if decision.verdict != "allow":
                     continue
+            made.append((call.function, arguments))
             result, error = runtime.run_function(env, call.function, arguments, raise_on_error=False)
             text = error or tool_result_to_str(result)
             out += [ChatAssistantMessage(role="assistant", tool_calls=[call],
@@ -132,6 +141,22 @@ class ScriptedModel(BasePipelineElement):
         out.append(ChatAssistantMessage(role="assistant", tool_calls=None,
                                         content=[text_content_block_from_string(task.GROUND_TRUTH_OUTPUT)]))
         return query, runtime, env, out, extra_args
+
+
+    def masked_calls(self, made: list, seen: list, env) -> list[tuple[str, dict]]:
+        """This model re-run with the user's request masked (the `masked` policy): with no task of its own it
+        only obeys, so its next call is the first call of an injection it has read that has not run yet."""
+        agenda = []
+        for source, text in seen:
+            if source == "user":
+                continue
+            for injection in self.suite.injection_tasks.values():
+                if _plain(injection.GOAL) in _plain(text):
+                    agenda += injection.ground_truth(env.model_copy(deep=True))
+        for call in agenda:
+            if (call.function, dict(call.args)) not in made:
+                return [(call.function, dict(call.args))]
+        return []
 
 
 def _plain(text: str) -> str:

@@ -217,14 +217,15 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
                        help="calls: once the model opens a call, mask every token that cannot continue a valid "
                             "call (a registered tool, arguments that fit its inputSchema); required: also make "
                             "the turn start with a call (default: off)")
-    group.add_argument("--policy", choices=("off", "confirm", "strict", "plan"), default="confirm",
+    group.add_argument("--policy", choices=("off", "confirm", "strict", "plan", "masked"), default="confirm",
                        help="the trust boundary: once a tool result is in the context, a side-effecting call "
                             "runs only if the config allows it or you confirm it at the terminal (denied "
                             "without one); strict: also deny it when an argument value comes from a tool "
                             "result only; plan: the model states its plan before reading any result, a "
                             "side-effecting call outside it is denied, one inside it runs unless a value "
-                            "comes from a tool result only (then you confirm it); off: every call runs "
-                            "(default: confirm)")
+                            "comes from a tool result only (then you confirm it); masked: as plan, but that "
+                            "question is answered by re-running the model with your request masked: the call "
+                            "is denied if the model makes it again; off: every call runs (default: confirm)")
 
 
 def main(argv: list[str] | None = None, *, default_prompt: str | None = None, prog: str = "decodeloop",
@@ -459,7 +460,7 @@ def _harness(args: argparse.Namespace, bundle, router, emit, sampler, processors
 
     policy = Policy(args.policy, router.specs, _confirmer(args))
     system = args.system
-    if args.policy == "plan":   # the model is told to state its plan first, or every side effect is denied
+    if args.policy in ("plan", "masked"):   # told to state its plan first, or every side effect is denied
         system = f"{system if system is not None else bundle.chat.preamble} {PLAN_NOTE}"
     return Harness(bundle, sampler, router, emit, config=config, system=system, processors=processors,
                    policy=policy)

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
+from decodeloop.calls import ParseError
 from decodeloop.chat import ToolReply, pieces_ids
 from decodeloop.context import MODEL, Context
 from decodeloop.dispatch import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS, dispatch_all
 from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop, Token
 from decodeloop.provenance import origins, provenance
 from decodeloop.markers import for_bundle
+from decodeloop.policy import MASKED_REQUEST
 from decodeloop.processors import ProcessorState
 from decodeloop.router import ConfigError, Router
 from decodeloop.stops import Stops, Verdict
@@ -117,6 +120,7 @@ class Harness:
         self.context: Context | None = None    # the conversation so far; None before its first turn
         self._ended = True                     # the model closed its last message itself
         self._warned = 0                       # the chat format's warnings already shown
+        self._masked = None                    # the last masked re-run: ((context, where it was cut), calls)
         self.constraint = None
         if self.config.constrain != "off":
             if self.config.constrain not in ("calls", "required") or engine is not None:
@@ -141,7 +145,8 @@ class Harness:
         """The policy's decision on one call, from the provenance of this conversation's context."""
         context = self.context
         return self.policy.check(name, server, remote, tool, arguments,
-                                 lambda: provenance(context, self.tokenizer))
+                                 lambda: provenance(context, self.tokenizer),
+                                 self._masked_calls if self.policy.mode == "masked" else None)
 
     def _data(self, text: str, what: str) -> str:
         """Text that is data, with every forged marker escaped (markers.py); a notice says what was."""
@@ -208,6 +213,51 @@ class Harness:
         ids = list(self.context.ids) if self.context is not None else []
         return TurnResult(text, turn.reason, turn.tokens, turn.calls, turn.error, ids)
 
+    def _stops(self) -> Stops:
+        """The stop conditions of one turn (the call syntax, the chat format's stop ids, the config's cap)."""
+        config = self.config
+        collect = self.syntax.collect_calls if config.collect_calls is None else config.collect_calls
+        return Stops(eos_ids=self.chat.stop_ids, stop_strings=config.stop_strings,
+                     opener=self.syntax.opener, scanner_factory=self.syntax.scanner,
+                     max_tokens=config.max_tokens, opener_id=self.bundle.opener_id,
+                     closer_id=self.bundle.closer_id, closer=self.syntax.closer, collect_calls=collect)
+
+    def _masked_calls(self) -> list[tuple[str, Any]]:
+        """The calls, (tool, arguments), the model makes at this point of the turn with the user's request masked.
+
+        For the policy's `masked` mode: the context is rebuilt from its spans with every user message replaced
+        by MASKED_REQUEST and cut where the model's current message began, and the model generates its next
+        message from there with the same engine and sampler, untraced. A call it makes again there came from
+        the data. The context itself is untouched; an engine with one cache recomputes from the first user
+        message on, there and back. One re-run per message: its calls answer for every call of the message.
+        """
+        context = self.context
+        spans = context.spans()
+        end = spans[-1].start if spans and spans[-1].source == MODEL else len(context)
+        if self._masked is not None and self._masked[0] == (id(context), end):
+            return self._masked[1]
+        request = self.tokenizer.encode(MASKED_REQUEST)
+        masked = Context()
+        for span in spans:
+            if span.start >= end:
+                break
+            masked.extend(request if span.source == "user" else context.ids[span.start:span.end], span.source)
+        state = ProcessorState(context=masked.ids, generated=len(masked))
+        verdict = generate(self.engine, self._stops(), masked, StreamDecoder(self.tokenizer), self.tokenizer,
+                           lambda event: None, [], state, detail=False)
+        calls = []
+        for text in verdict.calls if verdict.reason == "tool_call" else ():
+            try:
+                call = self.syntax.parse(text)
+            except ParseError:
+                continue   # a call that does not parse makes nothing again
+            calls.append((call.name, call.arguments))
+        written = ", ".join(f"{name} with {arguments}" for name, arguments in calls) or "no call"
+        self.emit(Notice("policy", f"masked re-run: with the user's request masked the model wrote "
+                                   f"{verdict.count} tokens ending in {verdict.reason}: {written}"))
+        self._masked = ((id(context), end), calls)
+        return calls
+
     def _turn(self, user: str, turn: "_Turn") -> None:
         config, emit, chat = self.config, self.emit, self.chat
         if self.context is None:
@@ -226,11 +276,7 @@ class Harness:
         self._chat_warnings()
         emit(Prompt(self.tokenizer.decode(context.ids[at:]), len(context) - at, [t.name for t in self.tools],
                     len(context), [s.to_json() for s in context.spans(at)]))
-        collect = self.syntax.collect_calls if config.collect_calls is None else config.collect_calls
-        stops = Stops(eos_ids=chat.stop_ids, stop_strings=config.stop_strings,
-                      opener=self.syntax.opener, scanner_factory=self.syntax.scanner,
-                      max_tokens=config.max_tokens, opener_id=self.bundle.opener_id,
-                      closer_id=self.bundle.closer_id, closer=self.syntax.closer, collect_calls=collect)
+        stops = self._stops()
         decoder = StreamDecoder(self.tokenizer)
         state = ProcessorState(context=context.ids, generated=len(context))
         failures = repeats = 0

@@ -324,3 +324,45 @@ def test_constrained_calls_on_a_real_transformers_model(bundle, events):
             calls = events.of("tool_call")
             assert calls and calls[0].name in ("get_weather", "get_forecast")
             assert [e for e in events.of("tool_error") if e.stage in ("parse", "route", "arguments")] == []
+
+
+def test_a_masked_rerun_leaves_the_conversation_and_its_cache_as_they_were(bundle, events):
+    # the policy's masked re-run on a real transformers model: the engine sees the context with the user's text
+    # replaced and cut before the model's current message; afterwards the conversation goes on token for token
+    # as if it had never run (greedy, so any disturbance of the cache or the context would show)
+    from conftest import WEATHER
+
+    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.policy import MASKED_REQUEST
+    from decodeloop.router import start_stdio_servers
+    from decodeloop.sampling import Sampler
+
+    question = "What's the weather in Polson, MT?"
+    with start_stdio_servers([WEATHER], events, timeout=30) as router:
+        runs = []
+        for rerun in (False, True):
+            events.clear()
+            chat = Harness(bundle, Sampler(temperature=0), router, events,
+                           config=TurnConfig(max_tokens=80, constrain="required", max_retries=2))
+            chat.run(question)
+            before = list(chat.context.ids)
+            if rerun:
+                seen = []
+                step = chat.engine.step
+                chat.engine.step = lambda ids, state: seen.append(list(ids)) or step(ids, state)
+                calls = chat._masked_calls()
+                chat.engine.step = step
+                # every span up to the model's last message, the user's text replaced
+                spans = chat.context.spans()
+                assert spans[-1].source == "model" and any(s.source.startswith("tool:") for s in spans)
+                expected = [bundle.tokenizer.encode(MASKED_REQUEST) if s.source == "user" else before[s.start:s.end]
+                            for s in spans[:-1]]
+                assert seen[0] == [i for ids in expected for i in ids]
+                assert question not in bundle.tokenizer.decode(seen[0])
+                assert chat._masked_calls() is calls and len(seen) > 0   # once per message
+                notice = [e.message for e in events.of("notice") if e.message.startswith("masked re-run")]
+                assert len(notice) == 1 and "tokens ending in" in notice[0]
+                assert chat.context.ids == before
+            chat.run("And tomorrow?")
+            runs.append(chat.context.ids)
+        assert runs[0] == runs[1]

@@ -112,7 +112,7 @@ class ScriptedModel(BasePipelineElement):
         # before reading anything the model says which tools the prompt asks for: the names of its own calls
         plan = "Plan: " + ", ".join(dict.fromkeys(call.function for call in planned))
         seen: list[tuple[str, str]] = [("user", query)]
-        made: list[tuple[str, dict]] = []   # the calls that ran, in order
+        made: list[tuple[str, dict]] = []   # the calls it made, in order: run or denied (it was told why)
         obeyed: set[str] = set()
         out = list(messages) + [ChatAssistantMessage(role="assistant", tool_calls=None,
                                                      content=[text_content_block_from_string(plan)])]
@@ -125,6 +125,7 @@ class ScriptedModel(BasePipelineElement):
                                              lambda: self.masked_calls(made, seen, env))
                 self.decisions.append(decision)
                 if decision.verdict != "allow":
+                    made.append((call.function, arguments))
                     continue
             made.append((call.function, arguments))
             result, error = runtime.run_function(env, call.function, arguments, raise_on_error=False)
@@ -145,7 +146,8 @@ class ScriptedModel(BasePipelineElement):
 
     def masked_calls(self, made: list, seen: list, env) -> list[tuple[str, dict]]:
         """This model re-run with the user's request masked (the `masked` policy): with no task of its own it
-        only obeys, so its next call is the first call of an injection it has read that has not run yet."""
+        only obeys, so its next call is the first call of an injection it has read that it has not made yet
+        (a denied call was made: the context holds it and the denial, and the model moved on)."""
         agenda = []
         for source, text in seen:
             if source == "user":
@@ -153,9 +155,12 @@ class ScriptedModel(BasePipelineElement):
             for injection in self.suite.injection_tasks.values():
                 if _plain(injection.GOAL) in _plain(text):
                     agenda += injection.ground_truth(env.model_copy(deep=True))
+        done = list(made)   # each call made answers for one call of the agenda: an injection may repeat a call
         for call in agenda:
-            if (call.function, dict(call.args)) not in made:
-                return [(call.function, dict(call.args))]
+            key = (call.function, dict(call.args))
+            if key not in done:
+                return [key]
+            done.remove(key)
         return []
 
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +21,7 @@ from decodeloop.models.transformer import Config, TransformerModel, init_params,
 from decodeloop.tokenize import CharTokenizer  # noqa: E402
 from decodeloop.train import backprop  # noqa: E402
 
-TINY = Config(n_layer=2, n_head=2, d_model=8, window=5)
+TINY = Config(n_layer=2, n_head=2, d_model=8, window=5, lookback=4)
 
 
 def noisy_params(config, seed=0, scale=0.3):
@@ -42,16 +43,17 @@ def tiny_batch(seed=1, prefix_len=13, rows=3, length=9):
 # -- backward pass ------------------------------------------------------------------------
 
 
-def test_every_gradient_matches_numerical_differences(monkeypatch):
+@pytest.mark.parametrize("config", [TINY, replace(TINY, lookback=16)], ids=["lookback 4", "lookback past the prefix"])
+def test_every_gradient_matches_numerical_differences(monkeypatch, config):
     # small query chunks so the chunked attention and its backward are exercised
     monkeypatch.setattr(backprop, "QUERY_CHUNK", 3)
-    p = noisy_params(TINY)
-    batch = tiny_batch()
-    loss, grads = backprop.loss_and_grads(p, TINY, *batch)
+    p = noisy_params(config)
+    batch = tiny_batch()                              # a 13-token prefix
+    loss, grads = backprop.loss_and_grads(p, config, *batch)
     assert set(grads) == set(p)
 
     def loss_at(name, value):
-        return backprop.loss_and_grads({**p, name: value}, TINY, *batch)[0]
+        return backprop.loss_and_grads({**p, name: value}, config, *batch)[0]
 
     rng = np.random.default_rng(2)
     eps = 1e-6
@@ -112,7 +114,7 @@ def test_training_logits_are_the_cached_models_logits(monkeypatch):
 
 # -- KV cache -----------------------------------------------------------------------------
 
-SMALL = Config(n_layer=2, n_head=2, d_model=16, window=16)
+SMALL = Config(n_layer=2, n_head=2, d_model=16, window=16, lookback=4)
 
 
 def recompute(params, config, context):

@@ -230,11 +230,23 @@ def segment_backward(p: dict, config: Config, tape: Tape, dx, dkv: list | None =
                                                                        p[pre + "ln_1.g"], L["ln_1"])
         dh[:, R - n:] += dx                                            # the residual path of the kept rows
         dx = dh
-    grads["wte"], grads["wte_prev"] = np.zeros_like(p["wte"]), np.zeros_like(p["wte_prev"])
-    np.add.at(grads["wte"], tape.ids.reshape(-1), _flat(dx))
-    for j, back in enumerate(tape.previous):
-        np.add.at(grads["wte_prev"][j], back.reshape(-1), _flat(dx))
+    tables = embedding_grads(np.concatenate([tape.ids[None], tape.previous]), dx, p["wte"].shape[0])
+    grads["wte"], grads["wte_prev"] = tables[0], tables[1:]
     return grads, dpast
+
+
+def embedding_grads(ids, dx, vocab: int):
+    """[K, vocab, d]: row t of table k sums dx over the positions whose token in ids[k] is t.
+
+    ids [K, B, T] (the token itself, then those 1, 2, ... back), dx [B, T, d]. One bincount over
+    every table: np.add.at, the obvious way, was five times slower and, with a lookback of 10, a
+    third of a training step."""
+    K, d = len(ids), dx.shape[-1]
+    flat = _flat(dx)                                                 # [N, d]
+    rows = np.arange(K)[:, None] * vocab + ids.reshape(K, -1)       # [K, N]: table k's row of each position
+    index = (rows[..., None] * d + np.arange(d)).ravel()            # [K*N*d]
+    values = np.broadcast_to(flat, (K, *flat.shape)).ravel()
+    return np.bincount(index, values, minlength=K * vocab * d).reshape(K, vocab, d).astype(dx.dtype)
 
 
 def head_loss(p: dict, x, targets, weights, total: float | None = None):
@@ -281,9 +293,12 @@ def loss_and_grads(p: dict, config: Config, prefix, suffixes, targets, weights, 
     keep = [(L - 1 - i) * (W - 1) for i in range(L)]                # see segment_forward
     xp, tape_p = segment_forward(p, config, prefix[None, :], 0, keep=keep, before=before)
     past, total = tape_p.past(config), float(weights.sum())
+    # the tokens before the suffixes: the prefix's last ones, and those before it if it is shorter
+    lead = [*(before if before is not None else [NO_PREVIOUS] * config.lookback), *prefix]
+    suffix_before = lead[-config.lookback:]
 
     def rows(part: slice):
-        xs, tape_s = segment_forward(p, config, suffixes[part], P, past, before=prefix[-config.lookback:])
+        xs, tape_s = segment_forward(p, config, suffixes[part], P, past, before=suffix_before)
         loss, dxs, grads = head_loss(p, xs, targets[part], weights[part], total)
         g, dpast = segment_backward(p, config, tape_s, dxs)
         for name, value in g.items():

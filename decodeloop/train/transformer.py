@@ -130,16 +130,16 @@ def encode(episodes, system: str, config: Config, tokenizer=None, call_weight: f
     """Episodes as the shared prefix (system prompt through <|user|>) and one row each."""
     tokenizer = tokenizer or CharTokenizer()
     head = tokenizer.encode_markup(SYSTEM + system + USER)
-    rows = []
+    rows, P = [], len(head)
     for episode in episodes:
         ids = tokenizer.encode_markup(episode.markup(system))
-        if ids[:len(head)] != head:
+        if ids[:P] != head:
             raise ValueError("every transcript must start with the same system prompt")
-        weights = assistant_weights(ids, tokenizer, call_weight)
+        # the shared head holds no assistant turn, so its weights are all 0: only the rest is walked
+        weights = [0.0] * P + assistant_weights(ids[P:], tokenizer, call_weight)
         for j in copied_positions(episode, ids, tokenizer):
             weights[j] *= value_weight
         # position j predicts token j+1; the suffix runs from the first token after the prefix
-        P = len(head)
         rows.append((np.array(ids[P:-1]), np.array(ids[P + 1:]), np.array(weights[P + 1:])))
     # only the last n_layer * (window-1) prefix positions reach any suffix position, and
     # rotary positions make the crop exact: the suffix's logits are those of the full context

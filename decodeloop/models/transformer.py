@@ -65,7 +65,7 @@ class Config:
     n_head: int = 2            # two heads of 32: room in a query and a key to match several tokens
     d_model: int = 64
     window: int = 256          # attention sees this many positions, the query's own included
-    lookback: int = 4          # earlier tokens each position embeds besides its own
+    lookback: int = 10         # earlier tokens each position embeds besides its own
     rope_base: float = 10000.0
 
     @property

@@ -13,16 +13,17 @@ result is weighted: the model learns to write calls and answers, not questions.
 A call's tokens weigh `call_weight` (3) times an answer's: a call is short and
 nearly all copying (a name from the question, letter by letter), and one wrong
 letter makes it a call about another place. In an answer, the characters copied from the
-tool result (each value, its digits, sign and unit, every word of a condition) can weigh
-`value_weight` times the rest (default 1: the shipped weights' recipe).
+tool result (each value, its digits, sign and unit, every word of a condition) weigh
+`value_weight` (2) times the rest.
 
-Values: `varied` of the transcripts (default none: the shipped weights' recipe) hold values
+Values: `varied` of the transcripts (0.3 by default, the shipped weights' recipe) hold values
 from the training side of decodeloop/servers/unusual.py instead of the servers' own:
 temperatures below zero and of three digits, one-digit humidity, made-up and multi-word
 conditions, directions of one to three letters, made-up time zones, conversions to other
 precisions. Only the characters in the result can tell the model what to write then, so it
 learns to copy them; the OOD split draws from the other side of the same partition, values
-no transcript here holds. TrainConfig(varied=0.5, value_weight=2.0) is that recipe.
+no transcript here holds. With varied=0 and value_weight=1 (and a lookback of 4 in the
+model's Config) this trains the earlier weights, which copy the servers' own values and not others.
 
 The weights saved are an exponential moving average of the trained weights
 (`ema`, over roughly the last 500 steps), which decodes more reliably than the
@@ -78,8 +79,8 @@ class TrainConfig:
     threads: int = 2                 # threads running the parts
     ema: float = 0.998               # the weights saved are this moving average of the weights trained
     call_weight: float = 3.0         # loss weight of a call's tokens, relative to an answer's
-    value_weight: float = 1.0        # loss weight of an answer's tokens copied from the result
-    varied: float = 0.0              # share of transcripts holding training's unusual values
+    value_weight: float = 2.0        # loss weight of an answer's tokens copied from the result
+    varied: float = 0.3              # share of transcripts holding training's unusual values
 
 
 @dataclass

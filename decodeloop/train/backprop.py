@@ -239,8 +239,8 @@ def embedding_grads(ids, dx, vocab: int):
     """[K, vocab, d]: row t of table k sums dx over the positions whose token in ids[k] is t.
 
     ids [K, B, T] (the token itself, then those 1, 2, ... back), dx [B, T, d]. One bincount over
-    every table: np.add.at, the obvious way, was five times slower and, with a lookback of 10, a
-    third of a training step."""
+    every table: np.add.at, the obvious way, took five times as long (12.7 against 2.6 ms for one
+    table over a batch of 16 transcripts)."""
     K, d = len(ids), dx.shape[-1]
     flat = _flat(dx)                                                 # [N, d]
     rows = np.arange(K)[:, None] * vocab + ids.reshape(K, -1)       # [K, N]: table k's row of each position

@@ -340,6 +340,30 @@ def test_shipped_weights_call_and_answer_a_held_out_question(events):
             assert all(value in result.answer for value in episode.values), (result.answer, episode.values)
 
 
+@pytest.mark.slow
+def test_shipped_weights_copy_values_no_training_transcript_holds(events):
+    # the ood split: the servers started with --ood answer with values from the side of unusual.py
+    # that training never draws from (negative or three-digit temperatures, made-up condition words)
+    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.router import start_stdio_servers
+    from decodeloop.sampling import Sampler
+    from decodeloop.train.corpus import episodes, lab_server_commands
+
+    model = TransformerModel.load()
+    ood = [e for e in episodes(11, 40, "ood") if e.tool in ("get_weather", "get_time_zone")][:4]
+    with start_stdio_servers(lab_server_commands(ood=True), events, timeout=20) as router:
+        harness = Harness(lab_bundle(model, CharTokenizer()), Sampler(), router, events,
+                          config=TurnConfig(max_tokens=300))
+        for episode in ood:
+            events.clear()
+            harness.reset()
+            result = harness.run(episode.user)
+            [tool_result] = events.of("tool_result")
+            assert tool_result.text == episode.result
+            assert result.reason == "eos"
+            assert all(value in result.answer for value in episode.values), (result.answer, episode.values)
+
+
 def test_without_numpy_the_cli_names_the_extra():
     # python -S leaves site-packages, and so numpy, out
     env = dict(os.environ, PYTHONPATH=ROOT)

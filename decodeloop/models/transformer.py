@@ -124,7 +124,13 @@ def rope(x, cos, sin):
     """Rotate each (x1[i], x2[i]) pair of the head's halves by its position's angle."""
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]                            # [..., n, hd/2]
-    return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+    out = np.empty(x.shape, np.result_type(x, cos))                  # written in place: no temporaries to join
+    o1, o2 = out[..., :half], out[..., half:]
+    np.multiply(x1, cos, out=o1)
+    o1 -= x2 * sin
+    np.multiply(x1, sin, out=o2)
+    o2 += x2 * cos
+    return out
 
 
 def previous_tokens(ids, before, lookback: int):

@@ -137,12 +137,21 @@ def call_tool(name: str, arguments: dict, unusual: Unusual | None = None) -> str
     """The result text the harness would inject for this call: the servers' own values, the OOD
     servers' (unusual on the "ood" side), or training's unusual values (the tool's own code, salted)."""
     if unusual is None or unusual.side == "ood":
-        return _connected(unusual is not None)[1][name].call_tool(name, arguments).text()
+        return _served(name, json.dumps(arguments, sort_keys=True), unusual is not None)
     return TOOLS[name](**arguments, unusual=unusual)[0]
 
 
-def episodes(seed: int, n: int, split: str = "train", varied: float = 0.0) -> list[Episode]:
-    """n episodes of a split; `varied`: the share of them (train only) holding training's unusual values."""
+@lru_cache(maxsize=1 << 16)
+def _served(name: str, arguments: str, ood: bool) -> str:
+    """A result through the MCP client, once per call: the servers answer the same call alike, and
+    a training corpus asks about the same few hundred cities tens of thousands of times."""
+    return _connected(ood)[1][name].call_tool(name, json.loads(arguments)).text()
+
+
+def episodes(seed: int, n: int, split: str = "train", varied: float = 0.0,
+             forecasts: float | None = None) -> list[Episode]:
+    """n episodes of a split; `varied`: the share of them (train only) holding training's unusual values;
+    `forecasts`: the share of forecasts (train only; by default one in five, as in every split)."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
     places = [p for p in CITIES if is_heldout(*p) == (split != "train")]
@@ -150,7 +159,9 @@ def episodes(seed: int, n: int, split: str = "train", varied: float = 0.0) -> li
     # the OOD split asks the held-out questions
     rng = random.Random(f"{'heldout' if split == 'ood' else split}:{seed}")
     rolls = random.Random(f"varied:{seed}")  # a stream of its own: the questions do not depend on `varied`
+    mix = random.Random(f"forecasts:{seed}")
     makers = (_weather, _weather, _forecast, _timezone, _convert)
+    others = tuple(m for m in makers if m is not _forecast)
     out = []
     for i in range(n):
         if split == "ood":
@@ -159,7 +170,11 @@ def episodes(seed: int, n: int, split: str = "train", varied: float = 0.0) -> li
             unusual = Unusual("train", f"{seed}:{i}")
         else:
             unusual = None
-        out.append(rng.choice(makers)(rng, places, unusual))
+        if forecasts is None or split != "train":
+            maker = rng.choice(makers)
+        else:
+            maker = _forecast if mix.random() < forecasts else rng.choice(others)
+        out.append(maker(rng, places, unusual))
     return out
 
 

@@ -221,6 +221,69 @@ def test_value_weights_cover_exactly_what_the_answer_copies_from_the_result():
         assert tokenizer.decode(int(t) for t, w in zip(targets, weights) if w == 3.0) == episode.call + "<|tool|>"
 
 
+def test_stop_weights_cover_where_each_copy_ends_and_where_a_forecast_goes_on_or_stops():
+    # and in the call, where each value starts and ends
+    from decodeloop.train.corpus import episodes, system_prompt
+    from decodeloop.train.transformer import encode
+
+    tokenizer, system = CharTokenizer(), system_prompt()
+    chosen = episodes(4, 16, "train", varied=0.5, forecasts=0.4)
+    chosen.append(next(e for e in episodes(4, 400, "train") if " " in e.arguments.get("city", "")))  # quoted
+    assert {e.tool for e in chosen} == {"get_weather", "get_forecast", "get_time_zone", "convert"}
+    data = encode(chosen, system, Config(), call_weight=3.0, stop_weight=5.0, bounds_weight=5.0)
+    for episode, (_, targets, weights) in zip(chosen, data.suffixes):
+        # in the call (3 x 5): each value's first character (or its opening quote), then the space or "]" after it
+        values = [str(v) for v in episode.arguments.values()]
+        bounds = "".join(('"' if " " in value else value[0]) + after
+                         for value, after in zip(values, [" "] * (len(values) - 1) + ["]"]))
+        assert tokenizer.decode(int(t) for t, w in zip(targets, weights) if w == 15.0) == bounds
+        answer = episode.answer
+        after = set()                                  # indices in the answer of each copied piece's next character
+        for piece in episode.copied:
+            at = answer.rfind(piece) if len(piece) == 1 else answer.find(piece)
+            while at >= 0:
+                after.add(at + len(piece))
+                at = -1 if len(piece) == 1 else answer.find(piece, at + 1)
+        if episode.tool == "get_forecast":             # each later line's break and day, then the end
+            for at in [i for i, c in enumerate(answer) if c == "\n"][1:]:
+                after.update(range(at, at + 4))
+        expected = "".join(answer[i] if i < len(answer) else "<|eos|>" for i in sorted(after))
+        if episode.tool == "get_forecast" and len(answer) not in after:
+            expected += "<|eos|>"
+        assert tokenizer.decode(int(t) for t, w in zip(targets, weights) if w == 5.0) == expected, episode.answer
+
+
+def test_the_forecast_share_changes_training_only():
+    from decodeloop.train.corpus import episodes
+
+    share = sum(e.tool == "get_forecast" for e in episodes(0, 2000, "train", forecasts=0.5)) / 2000
+    default = sum(e.tool == "get_forecast" for e in episodes(0, 2000, "train")) / 2000
+    assert 0.45 < share < 0.55 and 0.17 < default < 0.23
+    assert episodes(0, 40, "heldout", forecasts=0.9) == episodes(0, 40, "heldout")
+
+
+def test_repeated_conditions_make_two_days_alike_in_the_result_and_the_answer():
+    import random
+
+    from decodeloop.train.corpus import episodes
+    from decodeloop.train.transformer import repeated_conditions
+
+    rng = random.Random(0)
+    chosen = episodes(5, 80, "train", varied=0.5)
+    forecasts = [e for e in chosen if e.tool == "get_forecast"]
+    assert len(forecasts) >= 8
+    for episode in forecasts:
+        alike = repeated_conditions(episode, rng)
+        conditions = [line.split(", ", 1)[1] for line in alike.result.splitlines()]
+        days = [line.split()[0] for line in alike.result.splitlines()]
+        assert days == [line.split()[0] for line in episode.result.splitlines()]
+        assert len(set(conditions)) < len(conditions)           # two days alike
+        assert alike.answer.endswith(":\n" + alike.result)      # the answer still quotes the result
+        assert alike.values == episode.values and alike.copied == [*episode.values, *conditions]
+    other = next(e for e in chosen if e.tool != "get_forecast")
+    assert repeated_conditions(other, rng) is other
+
+
 def test_made_up_places_are_consistent_and_never_held_out():
     import random
 

@@ -16,14 +16,24 @@ letter makes it a call about another place. In an answer, the characters copied 
 tool result (each value, its digits, sign and unit, every word of a condition) weigh
 `value_weight` (2) times the rest.
 
-Values: `varied` of the transcripts (0.3 by default, the shipped weights' recipe) hold values
+Values: `varied` of the transcripts (0.5 by default, the shipped weights' recipe) hold values
 from the training side of decodeloop/servers/unusual.py instead of the servers' own:
 temperatures below zero and of three digits, one-digit humidity, made-up and multi-word
 conditions, directions of one to three letters, made-up time zones, conversions to other
 precisions. Only the characters in the result can tell the model what to write then, so it
 learns to copy them; the OOD split draws from the other side of the same partition, values
-no transcript here holds. With varied=0 and value_weight=1 (and a lookback of 4 in the
-model's Config) this trains the earlier weights, which copy the servers' own values and not others.
+no transcript here holds.
+
+Stops: where a copy ends is the decision it gets wrong most (the token after a value, and
+in a forecast, which quotes the result line by line, whether to go on to the next day or
+end). Those positions weigh `stop_weight` (3) times more (stop_positions); `repeats` (0.5)
+of the forecasts have two days' conditions made alike (repeated_conditions), so that the
+line a copy is on, not the words before its end, decides; and `forecasts` (0.3) of the
+transcripts are forecasts, the longest copies, against one in five in eval.
+
+With varied=0, value_weight=1, stop_weight=1, repeats=0, forecasts=None, 3200 steps (and a
+lookback of 4 in the model's Config) this is the earlier weights' recipe, which copies the
+servers' own values and not others.
 
 The weights saved are an exponential moving average of the trained weights
 (`ema`, over roughly the last 500 steps), which decodes more reliably than the
@@ -35,6 +45,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import string
 import sys
 import time
@@ -58,13 +69,19 @@ REAL_CITIES = frozenset(city for city, _ in CITIES)
 # wrong (the quotes a call needs, a space that looks like the end of the name), so they are
 # more common here than among real cities
 WORDS_PER_NAME = ((1, 2, 3), (50, 40, 10))
+# last words of training cities' names (Iowa City, Great Falls): a made-up name ends with one of
+# them a quarter of the time, so a made-up first word before a familiar one is quoted as a whole
+PLACE_WORDS = ("City", "Falls", "Beach", "Rapids", "Island", "Bay", "Rock", "Green", "Haven")
+# share of one-word names that are long (10 to 16 letters): without them a long name nearly
+# always has a space, and a model learns to quote a long one-word name (city=Charlottesville")
+LONG_WORD = 0.25
 MADE_UP_STATES = sorted(a + b for a in string.ascii_uppercase for b in string.ascii_uppercase
                         if a + b not in HELDOUT_STATES)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 3200
+    steps: int = 2800
     batch_size: int = 16
     lr: float = 6e-3
     warmup: int = 50
@@ -80,7 +97,11 @@ class TrainConfig:
     ema: float = 0.998               # the weights saved are this moving average of the weights trained
     call_weight: float = 3.0         # loss weight of a call's tokens, relative to an answer's
     value_weight: float = 2.0        # loss weight of an answer's tokens copied from the result
-    varied: float = 0.3              # share of transcripts holding training's unusual values
+    varied: float = 0.5              # share of transcripts holding training's unusual values
+    stop_weight: float = 3.0         # loss weight of where a copy stops (stop_positions)
+    repeats: float = 0.5             # share of forecasts given two days alike (repeated_conditions)
+    bounds_weight: float = 1.0       # loss weight of where the call's values start and end (value_bounds)
+    forecasts: float | None = 0.3    # share of forecasts among the transcripts (None: one in five, as in eval)
 
 
 @dataclass
@@ -103,8 +124,12 @@ def made_up_place(episode, rng: random.Random):
         return episode
     city, state = episode.arguments["city"], episode.arguments["state"]
     words = [_made_up_word(rng) for _ in range(rng.choices(*WORDS_PER_NAME)[0])]
+    if len(words) == 1 and rng.random() < LONG_WORD:
+        words = [_made_up_word(rng, long=True)]
     if len(words) > 1 and rng.random() < 0.2:
         words[0] = rng.choice(("St.", "Fort", "New", "Lake", "Port"))
+    if len(words) > 1 and rng.random() < 0.25:
+        words[-1] = rng.choice(PLACE_WORDS)
     new_city = " ".join(words)
     new_state = rng.choice(MADE_UP_STATES)
     if new_city in REAL_CITIES:
@@ -116,32 +141,67 @@ def made_up_place(episode, rng: random.Random):
                    result=episode.result.replace(old, new), answer=episode.answer.replace(old, new))
 
 
-def _made_up_word(rng: random.Random) -> str:
+FORECAST_LINE = re.compile(r"^(\S+) (-?\d+°F), (.+)$")
+
+
+def repeated_conditions(episode, rng: random.Random):
+    """The same forecast with one day's conditions set to a later day's (the last day's half
+    the time), in the result and in the answer that quotes it.
+
+    Two lines that end alike (`°F, light rain` on Tuesday and on Friday) are where a copy
+    goes wrong: the tokens before the line break match both, so only what the model knows of
+    which line it is on tells it whether to go on to Wednesday or to stop. The servers' own
+    values repeat a condition often enough to make that mistake and too seldom to learn from.
+    """
+    lines = episode.result.split("\n")
+    parsed = [FORECAST_LINE.match(line) for line in lines]
+    if episode.tool != "get_forecast" or len(lines) < 2 or not all(parsed):
+        return episode
+    later = len(lines) - 1 if rng.random() < 0.5 else rng.randrange(1, len(lines))
+    earlier = rng.randrange(later)
+    conditions = [m.group(3) for m in parsed]
+    conditions[earlier] = conditions[later]
+    new = [f"{m.group(1)} {m.group(2)}, {c}" for m, c in zip(parsed, conditions)]
+    result, quoted = "\n".join(new), "\n".join(lines)
+    if quoted not in episode.answer:
+        return episode
+    return replace(episode, result=result, answer=episode.answer.replace(quoted, result),
+                   copied=[*episode.values, *conditions])
+
+
+def _made_up_word(rng: random.Random, long: bool = False) -> str:
     if rng.random() < 0.5:
-        word = "".join(rng.choice(LETTERS) for _ in range(rng.randint(2, 9)))
+        word = "".join(rng.choice(LETTERS) for _ in range(rng.randint(10, 16) if long else rng.randint(2, 9)))
     else:  # a few syllables from a small set: letters and pairs repeat, as in Fayetteville
-        word = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4)))
+        word = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(4, 6) if long else rng.randint(2, 4)))
     if rng.random() < 0.03:
         word = word[0] + "'" + word[1:]  # as in Coeur d'Alene
     return word.capitalize()
 
 
 def encode(episodes, system: str, config: Config, tokenizer=None, call_weight: float = 1.0,
-           value_weight: float = 1.0) -> Batches:
+           value_weight: float = 1.0, stop_weight: float = 1.0,
+           bounds_weight: float = 1.0) -> Batches:
     """Episodes as the shared prefix (system prompt through <|user|>) and one row each."""
     tokenizer = tokenizer or CharTokenizer()
-    head = tokenizer.encode_markup(SYSTEM + system + USER)
-    rows, P = [], len(head)
+    head_text = SYSTEM + system + USER
+    head = tokenizer.encode_markup(head_text)
+    rows = []
     for episode in episodes:
-        ids = tokenizer.encode_markup(episode.markup(system))
-        if ids[:P] != head:
+        markup = episode.markup(system)
+        if not markup.startswith(head_text):
             raise ValueError("every transcript must start with the same system prompt")
+        # the head ends at a special token, so it tokenizes the same alone: encoded once, not per transcript
+        own = tokenizer.encode_markup(markup[len(head_text):])
         # the shared head holds no assistant turn, so its weights are all 0: only the rest is walked
-        weights = [0.0] * P + assistant_weights(ids[P:], tokenizer, call_weight)
-        for j in copied_positions(episode, ids, tokenizer):
-            weights[j] *= value_weight
+        # (positions below count from the end of the head)
+        weights = assistant_weights(own, tokenizer, call_weight)
+        weights[list(copied_positions(episode, own, tokenizer))] *= value_weight
+        weights[stop_positions(episode, own, tokenizer)] *= stop_weight
+        weights[value_bounds(episode, tokenizer)] *= bounds_weight
         # position j predicts token j+1; the suffix runs from the first token after the prefix
-        rows.append((np.array(ids[P:-1]), np.array(ids[P + 1:]), np.array(weights[P + 1:])))
+        own = np.array(own)
+        rows.append((own[:-1], own[1:], weights[1:]))
     # only the last n_layer * (window-1) prefix positions reach any suffix position, and
     # rotary positions make the crop exact: the suffix's logits are those of the full context
     keep = config.n_layer * (config.window - 1)
@@ -150,36 +210,83 @@ def encode(episodes, system: str, config: Config, tokenizer=None, call_weight: f
     return Batches(np.array(head[cut:]), before, rows)
 
 
-def assistant_weights(ids: list[int], tokenizer, call_weight: float = 1.0) -> list[float]:
+def assistant_weights(ids: list[int], tokenizer, call_weight: float = 1.0) -> np.ndarray:
     """The weight of predicting ids[j]: 1.0 for each token the assistant writes, call_weight in a
     turn that ends in a call (ends at <|tool|>), 0.0 for everything else."""
     assistant, tool = tokenizer.special(ASSISTANT), tokenizer.special(TOOL)
-    out, start = [], None                      # start: where the assistant's current turn began
-    for j, token in enumerate(ids):
-        out.append(0.0 if start is None else 1.0)
-        if not tokenizer.is_special(token):
-            continue
+    specials = set(tokenizer.special_tokens.values())
+    out, start = np.zeros(len(ids)), None      # start: where the assistant's current turn began
+    for j in [j for j, token in enumerate(ids) if token in specials]:
         if start is not None:                  # this special token ends the turn
-            if token == tool:
-                out[start:] = [call_weight] * (j + 1 - start)
+            out[start:j + 1] = call_weight if ids[j] == tool else 1.0
             start = None
-        elif token == assistant:
+        elif ids[j] == assistant:
             start = j + 1
+    if start is not None:                      # a turn still open at the end
+        out[start:] = 1.0
     return out
 
 
 def copied_positions(episode, ids: list[int], tokenizer) -> set[int]:
-    """Positions in ids of the answer's tokens that copy a piece of the tool result (episode.copied)."""
+    """Positions in ids (a transcript, or any end of one) of the answer's tokens that copy a piece of
+    the tool result (episode.copied)."""
+    return {j for at, end in _copied_spans(episode, ids, tokenizer) for j in range(at, end)}
+
+
+def stop_positions(episode, ids: list[int], tokenizer) -> list[int]:
+    """Positions in ids (a transcript, or any end of one) where a copy out of the result stops: the
+    token after each piece the answer copies, and in an answer that quotes the result line by line
+    (a forecast), each line break after its first line, the first word of the line it starts, and
+    the <|eos|>.
+
+    What follows a value in the result is often not what follows it in the answer, and the
+    tokens before two quoted lines' ends are often the same (`°F, light rain` on Tuesday and
+    on Friday), so these are the decisions a copy gets wrong most: a number whose zeros go on,
+    a forecast that stops a line early, skips to another day or loops back to the first."""
+    out = {end for _, end in _copied_spans(episode, ids, tokenizer) if end < len(ids)}
+    if "\n" in episode.answer:
+        answer_at = len(ids) - 1 - len(tokenizer.encode(episode.answer))
+        at = episode.answer.index("\n") + 1
+        while (at := episode.answer.find("\n", at)) >= 0:
+            word = episode.answer.find(" ", at)
+            start = answer_at + len(tokenizer.encode(episode.answer[:at]))
+            out.update(range(start, answer_at + len(tokenizer.encode(episode.answer[:word if word >= 0 else at + 1]))))
+            at += 1
+        out.add(len(ids) - 1)
+    return sorted(out)
+
+
+CALL_VALUE = re.compile(r'=("(?:[^"\\]|\\.)*"|[^ \]]*)')
+
+
+def value_bounds(episode, tokenizer) -> list[int]:
+    """Positions in the transcript after the system prompt's <|user|> (where encode's rows start)
+    of where each argument value of the call starts and of the token after it: a quote or the
+    value's first character, then a space or the closing bracket.
+
+    Whether a name needs quotes (a space in it) is decided before any of it is copied, and
+    whether the copy is over after the last letter; one wrong there and the call does not parse."""
+    call_at = len(tokenizer.encode(episode.user)) + 1               # the question, then <|assistant|>
+    out = []
+    for m in CALL_VALUE.finditer(episode.call):
+        for at in (m.start(1), m.end(1)):
+            out.append(call_at + len(tokenizer.encode(episode.call[:at])))
+    return out
+
+
+def _copied_spans(episode, ids: list[int], tokenizer) -> list[tuple[int, int]]:
+    """[start, end) in ids of each occurrence in the answer of a piece of the result (episode.copied)."""
     answer_at = len(ids) - 1 - len(tokenizer.encode(episode.answer))   # the answer, then <|eos|>
-    out = set()
+    out = []
     for piece in getattr(episode, "copied", None) or episode.values:
-        # a one-letter piece (a wind direction, last in its answer) only where it last occurs: "N" is in "New"
-        starts = [episode.answer.rfind(piece)]
-        while len(piece) > 1 and episode.answer.find(piece, starts[-1] + 1) >= 0:
+        # every occurrence, but a one-letter piece (a wind direction, last in its answer) only the last:
+        # "N" is in "New"
+        starts = [episode.answer.rfind(piece) if len(piece) == 1 else episode.answer.find(piece)]
+        while len(piece) > 1 and starts[-1] >= 0:
             starts.append(episode.answer.find(piece, starts[-1] + 1))
         for start in (s for s in starts if s >= 0):
             at = answer_at + len(tokenizer.encode(episode.answer[:start]))
-            out.update(range(at, at + len(tokenizer.encode(piece))))
+            out.append((at, at + len(tokenizer.encode(piece))))
     return out
 
 
@@ -222,17 +329,27 @@ class Adam:
         self.t = 0
 
     def step(self, params: dict, grads: dict, lr: float) -> float:
-        """Update params in place; returns the gradient norm before clipping."""
+        """Update params in place; returns the gradient norm before clipping. Consumes grads (overwritten)."""
         b1, b2 = self.tc.betas
-        norm = math.sqrt(sum(float((g * g).sum()) for g in grads.values()))
+        norm = math.sqrt(sum(float(np.vdot(g, g)) for g in grads.values()))
         scale = min(1.0, self.tc.clip / (norm + 1e-6))
         self.t += 1
         c1, c2 = 1 - b1 ** self.t, 1 - b2 ** self.t
-        for k, g in grads.items():
-            g = g * scale
-            self.m[k] = b1 * self.m[k] + (1 - b1) * g
-            self.v[k] = b2 * self.v[k] + (1 - b2) * g * g
-            params[k] -= (lr * (self.m[k] / c1) / (np.sqrt(self.v[k] / c2) + 1e-8)).astype(params[k].dtype)
+        for k, g in grads.items():  # in place: g is this step's own array
+            m, v = self.m[k], self.v[k]
+            g *= scale
+            m *= b1
+            m += (1 - b1) * g
+            g *= g
+            g *= 1 - b2
+            v *= b2
+            v += g
+            update = v / c2                                   # lr * (m / c1) / (sqrt(v / c2) + 1e-8)
+            np.sqrt(update, out=update)
+            update += 1e-8
+            np.divide(m, update, out=update)
+            update *= lr / c1
+            params[k] -= update.astype(params[k].dtype, copy=False)
         return norm
 
 
@@ -266,8 +383,14 @@ def train(config: Config, tc: TrainConfig, progress=None) -> tuple[dict, dict]:
     params = init_params(config, rng, np.float32)
     places = random.Random(tc.seed)
     corpus = [made_up_place(e, places) if places.random() < tc.made_up else e
-              for e in episodes(tc.seed, tc.steps * tc.batch_size, "train", varied=tc.varied)]
-    data = encode(corpus, system_prompt(), config, call_weight=tc.call_weight, value_weight=tc.value_weight)
+              for e in episodes(tc.seed, tc.steps * tc.batch_size, "train", varied=tc.varied,
+                                forecasts=tc.forecasts)]
+    if tc.repeats:
+        alike = random.Random(f"repeats:{tc.seed}")
+        corpus = [repeated_conditions(e, alike) if e.tool == "get_forecast" and alike.random() < tc.repeats else e
+                  for e in corpus]
+    data = encode(corpus, system_prompt(), config, call_weight=tc.call_weight, value_weight=tc.value_weight,
+                  stop_weight=tc.stop_weight, bounds_weight=tc.bounds_weight)
     lengths = [len(row[0]) for row in data.suffixes]
     order = batch_order(len(data.suffixes), lengths, tc, rng)
     adam = Adam(params, tc)
@@ -286,7 +409,8 @@ def train(config: Config, tc: TrainConfig, progress=None) -> tuple[dict, dict]:
             if progress:
                 progress(step, loss)
     meta = {"train": asdict(tc),
-            "corpus": "decodeloop.train.corpus.episodes(seed, steps * batch_size, 'train', varied)",
+            "corpus": "decodeloop.train.corpus.episodes(seed, steps * batch_size, 'train', varied, forecasts), "
+                      "then made_up_place and repeated_conditions",
             "final_loss": float(np.mean(losses[-50:])), "seconds": round(time.perf_counter() - started, 1)}
     return averaged, meta
 

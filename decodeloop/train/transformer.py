@@ -196,8 +196,9 @@ def encode(episodes, system: str, config: Config, tokenizer=None, call_weight: f
         # the shared head holds no assistant turn, so its weights are all 0: only the rest is walked
         # (positions below count from the end of the head)
         weights = assistant_weights(own, tokenizer, call_weight)
-        weights[list(copied_positions(episode, own, tokenizer))] *= value_weight
-        weights[stop_positions(episode, own, tokenizer)] *= stop_weight
+        spans = copied_spans(episode, own, tokenizer)
+        weights[list(copied_positions(spans))] *= value_weight
+        weights[stop_positions(episode, own, tokenizer, spans)] *= stop_weight
         weights[value_bounds(episode, tokenizer)] *= bounds_weight
         # position j predicts token j+1; the suffix runs from the first token after the prefix
         own = np.array(own)
@@ -227,13 +228,12 @@ def assistant_weights(ids: list[int], tokenizer, call_weight: float = 1.0) -> np
     return out
 
 
-def copied_positions(episode, ids: list[int], tokenizer) -> set[int]:
-    """Positions in ids (a transcript, or any end of one) of the answer's tokens that copy a piece of
-    the tool result (episode.copied)."""
-    return {j for at, end in _copied_spans(episode, ids, tokenizer) for j in range(at, end)}
+def copied_positions(spans: list[tuple[int, int]]) -> set[int]:
+    """The positions of the answer's tokens that copy a piece of the tool result (copied_spans)."""
+    return {j for at, end in spans for j in range(at, end)}
 
 
-def stop_positions(episode, ids: list[int], tokenizer) -> list[int]:
+def stop_positions(episode, ids: list[int], tokenizer, spans: list[tuple[int, int]]) -> list[int]:
     """Positions in ids (a transcript, or any end of one) where a copy out of the result stops: the
     token after each piece the answer copies, and in an answer that quotes the result line by line
     (a forecast), each line break after its first line, the first word of the line it starts, and
@@ -243,9 +243,9 @@ def stop_positions(episode, ids: list[int], tokenizer) -> list[int]:
     tokens before two quoted lines' ends are often the same (`°F, light rain` on Tuesday and
     on Friday), so these are the decisions a copy gets wrong most: a number whose zeros go on,
     a forecast that stops a line early, skips to another day or loops back to the first."""
-    out = {end for _, end in _copied_spans(episode, ids, tokenizer) if end < len(ids)}
+    out = {end for _, end in spans if end < len(ids)}
     if "\n" in episode.answer:
-        answer_at = len(ids) - 1 - len(tokenizer.encode(episode.answer))
+        answer_at = _answer_at(episode, ids, tokenizer)
         at = episode.answer.index("\n") + 1
         while (at := episode.answer.find("\n", at)) >= 0:
             word = episode.answer.find(" ", at)
@@ -274,9 +274,10 @@ def value_bounds(episode, tokenizer) -> list[int]:
     return out
 
 
-def _copied_spans(episode, ids: list[int], tokenizer) -> list[tuple[int, int]]:
-    """[start, end) in ids of each occurrence in the answer of a piece of the result (episode.copied)."""
-    answer_at = len(ids) - 1 - len(tokenizer.encode(episode.answer))   # the answer, then <|eos|>
+def copied_spans(episode, ids: list[int], tokenizer) -> list[tuple[int, int]]:
+    """[start, end) in ids (a transcript, or any end of one) of each occurrence in the answer of a
+    piece of the result (episode.copied)."""
+    answer_at = _answer_at(episode, ids, tokenizer)
     out = []
     for piece in getattr(episode, "copied", None) or episode.values:
         # every occurrence, but a one-letter piece (a wind direction, last in its answer) only the last:
@@ -288,6 +289,11 @@ def _copied_spans(episode, ids: list[int], tokenizer) -> list[tuple[int, int]]:
             at = answer_at + len(tokenizer.encode(episode.answer[:start]))
             out.append((at, at + len(tokenizer.encode(piece))))
     return out
+
+
+def _answer_at(episode, ids: list[int], tokenizer) -> int:
+    """Where the answer starts in ids: the transcript ends with the answer, then <|eos|>."""
+    return len(ids) - 1 - len(tokenizer.encode(episode.answer))
 
 
 def pad(rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

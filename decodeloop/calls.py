@@ -319,6 +319,8 @@ class CompactSyntax:
     """[call NAME key=value ...]: the syntax the lab models are trained on."""
 
     name = "compact"
+    shape = "compact"       # its one shape: the lab models write no other
+    alternates = ()
     opener = "[call "
     closer = "]"
     collect_calls = False   # the turn stops at the first closed call (the lab models write one at a time)

@@ -41,6 +41,7 @@ import math
 import re
 from typing import Any, Iterable
 
+from decodeloop.call_shapes import ALTERNATES, CANONICAL
 from decodeloop.calls import _NAME_RE, Call, ParseError
 from decodeloop.schema import did_you_mean
 
@@ -575,6 +576,8 @@ class JsonSyntax:
     """<tool_call>{"name": ..., "arguments": {...}}</tool_call>: the Hermes / Qwen / SmolLM convention."""
 
     name = "json"
+    shape = CANONICAL
+    alternates = ALTERNATES  # what real models write instead (call_shapes.py), read with --call-shapes lenient
     opener = OPENER
     closer = CLOSER
     collect_calls = True    # these models write parallel calls as consecutive <tool_call> blocks

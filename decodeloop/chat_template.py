@@ -125,6 +125,8 @@ class _Marked:
 class TemplateChat:
     """The `ChatFormat` protocol over a model's Jinja chat template (see the module docstring)."""
 
+    call_shapes = "lenient"   # models with a template of their own write calls in other shapes too
+
     def __init__(self, tokenizer, syntax, template: str, *, variables: dict | None = None,
                  stop_ids: Iterable[int] = (), preamble: str = PREAMBLE) -> None:
         self.tokenizer = tokenizer

@@ -206,6 +206,11 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
     group.add_argument("--calls", choices=("first", "all"), default=None,
                        help="first: run a call as soon as it closes; all: let the message finish and run "
                             "every call in it (default: first for compact, all for json)")
+    group.add_argument("--call-shapes", choices=("strict", "lenient"), default=None,
+                       help="lenient: also read the call shapes real models write (a ```json block, bare JSON "
+                            "at the message start, <function=NAME>...) when they name a tool and their "
+                            "arguments parse; strict: the syntax's own only (default: lenient for a model with "
+                            "a chat template, strict for the lab models)")
     group.add_argument("--timeout", type=float, default=60.0,
                        help="seconds to wait for an MCP server's answer (default: 60)")
     group.add_argument("--max-result-chars", type=int, default=16_000,
@@ -323,7 +328,7 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     config = TurnConfig(max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
                         max_retries=args.max_retries, max_repeats=args.max_repeats, timeout=args.timeout,
                         max_result_chars=args.max_result_chars, max_turn_result_chars=args.max_turn_result_chars,
-                        collect_calls=collect, constrain=args.constrain,
+                        collect_calls=collect, constrain=args.constrain, call_shapes=args.call_shapes,
                         detail=not ((getattr(args, "quiet", False) and not getattr(args, "html", None))
                                     or args.command == "eval"
                                     or (args.command == "chat" and not (args.trace or args.json))))

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from decodeloop import call_shapes
 from decodeloop.calls import ParseError
 from decodeloop.events import Emit, PolicyDecision, ToolCall, ToolError, ToolResult
 from decodeloop.mcp.errors import McpError, RequestTimeout
@@ -52,6 +53,7 @@ class _Prepared:
     arguments: dict
     server: str
     key: str
+    shape: str
 
 
 def dispatch(call_text: str, syntax, router: Router, emit: Emit, *,
@@ -65,15 +67,17 @@ def dispatch(call_text: str, syntax, router: Router, emit: Emit, *,
 def dispatch_all(call_texts: list[str], syntax, router: Router, emit: Emit, *,
                  timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
                  answered: set[str] | frozenset[str] = frozenset(), policy: Check | None = None,
-                 origins: Callable[[dict], dict] | None = None) -> list[Outcome]:
+                 origins: Callable[[dict], dict] | None = None, shapes=()) -> list[Outcome]:
     """Every call of one message; `answered` holds the keys of calls already answered this turn.
 
     `policy(name, server, remote_name, tool, arguments)` decides each validated call (None: every call runs);
-    `origins(arguments)` says where each argument value occurs in the context, for the ToolCall event.
+    `origins(arguments)` says where each argument value occurs in the context, for the ToolCall event;
+    `shapes` how each call was written (call_shapes.py; missing: the syntax's own shape).
     """
     prepared: list[_Prepared | Outcome] = []
-    for text in call_texts:
-        prepared.append(_prepare(text, syntax, router, emit, answered, policy, origins, max_result_chars))
+    for i, text in enumerate(call_texts):
+        shape = shapes[i] if i < len(shapes) else getattr(syntax, "shape", call_shapes.CANONICAL)
+        prepared.append(_prepare(text, syntax, router, emit, answered, policy, origins, max_result_chars, shape))
     runnable = [p for p in prepared if isinstance(p, _Prepared)]
     servers = {p.server for p in runnable}
     if len(servers) > 1:
@@ -100,35 +104,50 @@ def call_key(name: str, arguments: dict) -> str:
     return name + " " + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def parse_call(text: str, syntax, shape: str | None = None):
+    """The call in `text`, written in the syntax's own shape or in an alternate one; raises ParseError."""
+    if shape is None or shape == getattr(syntax, "shape", call_shapes.CANONICAL):
+        return syntax.parse(text)
+    return call_shapes.parse(shape, text)
+
+
 def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered, policy,
-             origins=None, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> _Prepared | Outcome:
+             origins=None, max_chars: int = DEFAULT_MAX_RESULT_CHARS, shape: str | None = None
+             ) -> _Prepared | Outcome:
+    shape = shape or getattr(syntax, "shape", call_shapes.CANONICAL)
+
+    def failed(message, stage, name=None, key=None):
+        return _failed(emit, message, call_text, stage, name, key=key, shape=shape)
+
     try:
-        call = syntax.parse(call_text)
+        call = parse_call(call_text, syntax, shape)
     except ParseError as e:
-        return _failed(emit, str(e), call_text, "parse")
+        return failed(str(e), "parse")
     try:
         tool = router.resolve(call.name)
     except UnknownTool as e:
         # it lists every tool the servers offer: as long as they make it, so capped like their text
-        return _failed(emit, cap_text(str(e), max_chars, "error"), call_text, "route", call.name)
+        return failed(cap_text(str(e), max_chars, "error"), "route", call.name)
     try:
         arguments = validate_arguments(call.name, call.arguments, tool.input_schema)
     except ArgumentError as e:
-        return _failed(emit, str(e), call_text, "arguments", call.name)
+        return failed(str(e), "arguments", call.name)
     key = call_key(call.name, arguments)
     if key in answered:
-        # the commonest small-model failure: the same call again after its result; the server is spared
-        return _failed(emit, f"{call.name} was already called with these arguments in this turn and its "
-                             f"result is above; answer the user from it, or call with other arguments",
-                       call_text, "repeat", call.name, key=key)
+        # the commonest small-model failure: the same call again after its result (in any shape); the
+        # server is spared
+        return failed(f"{call.name} was already called with these arguments in this turn and its "
+                      f"result is above; answer the user from it, or call with other arguments",
+                      "repeat", call.name, key=key)
     server = router.owner[call.name]
     if policy is not None:
         decision = policy(call.name, server, router.remote[call.name], tool, arguments)
         emit(decision)
         if decision.verdict != "allow":   # the server never sees it; the model is told why
-            return _failed(emit, denial(decision), call_text, "policy", call.name)
-    emit(ToolCall(call.name, arguments, server, call_text, origins(arguments) if origins is not None else {}))
-    return _Prepared(call_text, call.name, tool, arguments, server, key)
+            return failed(denial(decision), "policy", call.name)
+    emit(ToolCall(call.name, arguments, server, call_text, origins(arguments) if origins is not None else {},
+                  shape))
+    return _Prepared(call_text, call.name, tool, arguments, server, key, shape)
 
 
 def _call(p: _Prepared, router: Router, timeout: float | None):
@@ -143,13 +162,14 @@ def _finish(p: _Prepared, result, emit: Emit, max_result_chars: int) -> Outcome:
     # an error's text is the server's as much as a result's: the same cap holds
     if isinstance(result, RequestTimeout):
         return _failed(emit, cap_text(f"{p.name} did not answer in time ({result})", max_result_chars, "error"),
-                       p.text, "call", p.name, p.server)
+                       p.text, "call", p.name, p.server, shape=p.shape)
     if isinstance(result, McpError):
         return _failed(emit, cap_text(f"{p.name} failed: {result}", max_result_chars, "error"),
-                       p.text, "call", p.name, p.server)
+                       p.text, "call", p.name, p.server, shape=p.shape)
     problem = output_problem(p.tool, result)
     if problem is not None:  # the server answered, but not what it promised: a failed call
-        return _failed(emit, cap_text(problem, max_result_chars, "error"), p.text, "call", p.name, p.server)
+        return _failed(emit, cap_text(problem, max_result_chars, "error"), p.text, "call", p.name, p.server,
+                       shape=p.shape)
     text = cap_text(result.text(), max_result_chars)
     emit(ToolResult(p.name, result.content, result.is_error, text))
     return Outcome(text, result.is_error, p.name, p.server, "call" if result.is_error else None, p.key)
@@ -168,7 +188,7 @@ def output_problem(tool, result) -> str | None:
 
 
 def _failed(emit: Emit, message: str, call_text: str, stage: str, name: str | None = None,
-            server: str | None = None, key: str | None = None) -> Outcome:
-    emit(ToolError(message, call_text, stage, name))
+            server: str | None = None, key: str | None = None, shape: str = call_shapes.CANONICAL) -> Outcome:
+    emit(ToolError(message, call_text, stage, name, shape))
     return Outcome(message, True, name, server, stage, key)
 

@@ -15,10 +15,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from decodeloop.call_shapes import CANONICAL, DESCRIBED
 from decodeloop.calls import ParseError
 from decodeloop.chat import ToolReply, pieces_ids
 from decodeloop.context import MODEL, Context
-from decodeloop.dispatch import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS, dispatch_all
+from decodeloop.dispatch import (DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS,
+                                 dispatch_all, parse_call)
 from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop, Token
 from decodeloop.provenance import origins, provenance
 from decodeloop.markers import for_bundle
@@ -67,6 +69,8 @@ def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tok
             emit(event)
             if verdict.delta:
                 shown.append(verdict.delta)
+            if verdict.notice is not None:   # text that looked like a call in another shape, and why it is not
+                emit(Notice("calls", verdict.notice))
             if verdict.reason is not None:
                 return verdict
     finally:
@@ -85,6 +89,8 @@ class TurnConfig:
     detail: bool = True              # probabilities in token events (one softmax per token)
     collect_calls: bool | None = None  # run every call of a message (None: the call syntax's default)
     constrain: str = "off"           # "calls": calls follow the grammar of valid calls; "required": and open the turn
+    call_shapes: str | None = None   # "lenient": also the shapes real models write (call_shapes.py); "strict":
+                                     # the syntax's own only; None: the chat format's default
 
 
 @dataclass
@@ -121,6 +127,10 @@ class Harness:
         self._ended = True                     # the model closed its last message itself
         self._warned = 0                       # the chat format's warnings already shown
         self._masked = None                    # the last masked re-run: ((context, where it was cut), calls)
+        shapes = self.config.call_shapes or getattr(bundle.chat, "call_shapes", "strict")
+        if shapes not in ("strict", "lenient"):
+            raise ValueError(f"call_shapes must be strict or lenient, got {shapes!r}")
+        self.call_shapes = shapes
         self.constraint = None
         if self.config.constrain != "off":
             if self.config.constrain not in ("calls", "required") or engine is not None:
@@ -217,10 +227,14 @@ class Harness:
         """The stop conditions of one turn (the call syntax, the chat format's stop ids, the config's cap)."""
         config = self.config
         collect = self.syntax.collect_calls if config.collect_calls is None else config.collect_calls
+        lenient = self.call_shapes == "lenient"
         return Stops(eos_ids=self.chat.stop_ids, stop_strings=config.stop_strings,
                      opener=self.syntax.opener, scanner_factory=self.syntax.scanner,
                      max_tokens=config.max_tokens, opener_id=self.bundle.opener_id,
-                     closer_id=self.bundle.closer_id, closer=self.syntax.closer, collect_calls=collect)
+                     closer_id=self.bundle.closer_id, closer=self.syntax.closer, collect_calls=collect,
+                     alternates=getattr(self.syntax, "alternates", ()) if lenient else (),
+                     known=self.router.tools.__contains__,
+                     shape=getattr(self.syntax, "shape", CANONICAL))
 
     def _masked_calls(self) -> list[tuple[str, Any]]:
         """The calls, (tool, arguments), the model makes at this point of the turn with the user's request masked.
@@ -246,9 +260,9 @@ class Harness:
         verdict = generate(self.engine, self._stops(), masked, StreamDecoder(self.tokenizer), self.tokenizer,
                            lambda event: None, [], state, detail=False)
         calls = []
-        for text in verdict.calls if verdict.reason == "tool_call" else ():
+        for text, shape in zip(verdict.calls, verdict.shapes) if verdict.reason == "tool_call" else ():
             try:
-                call = self.syntax.parse(text)
+                call = parse_call(text, self.syntax, shape)
             except ParseError:
                 continue   # a call that does not parse makes nothing again
             calls.append((call.name, call.arguments))
@@ -293,6 +307,10 @@ class Harness:
             if turn.reason != "tool_call":
                 break
             turn.calls += len(verdict.calls)
+            for shape in dict.fromkeys(verdict.shapes):
+                if shape in DESCRIBED:   # an alternate: say what was read as a call, and why
+                    emit(Notice("calls", f"read {DESCRIBED[shape]} as a call ({shape}): it names a tool that "
+                                         "exists and its arguments parse (--call-shapes lenient)"))
             # each call of the round gets its share of what is left of the turn's budget (at least a line)
             share = max(budget // len(verdict.calls), MIN_RESULT_CHARS)
             limit = min(config.max_result_chars, share)
@@ -302,7 +320,7 @@ class Harness:
             outcomes = dispatch_all(list(verdict.calls), self.syntax, self.router, emit,
                                     timeout=config.timeout, max_result_chars=limit,
                                     answered=answered, policy=self._check if self.policy is not None else None,
-                                    origins=self._origins)
+                                    origins=self._origins, shapes=verdict.shapes)
             budget -= sum(len(o.text) for o in outcomes)
             self.router.refresh()  # route the next call to a server's changed tools
             answered.update(o.key for o in outcomes if o.key is not None and not o.is_error)

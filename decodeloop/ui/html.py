@@ -425,7 +425,7 @@ function summary(i) {
         (e.masked !== undefined ? '  \u2298 masked ' + label(e.masked) : '') + '  ' + state(e);
     case 'prompt': return '\u2500\u2500 turn ' + turnOf[i] + ': prompt, ' + e.tokens + ' tokens, context ' + e.context;
     case 'stop': return '\u25a0 stop: ' + e.reason;
-    case 'tool_call': return '\u2699 call ' + e.name + ' on ' + e.server + ': ' + e.text;
+    case 'tool_call': return '\u2699 call ' + e.name + ' on ' + e.server + shapeNote(e) + ': ' + e.text;
     case 'tool_error': return '\u2717 ' + e.stage + ' error: ' + e.message;
     case 'policy': return '\u2696 policy: ' + e.verdict + ' ' + e.name + ' on ' + e.server + ' (' + e.tool_class + '): ' + e.reason;
     case 'rpc': return '  ' + (e.direction === 'send' ? '\u2192 ' : '\u2190 ') + e.server + ' ' + rpcLabel(e.message);
@@ -536,6 +536,8 @@ function tokenStep(i, box) {
 const BYTE = /\\x[89a-fA-F][0-9a-fA-F]/;   // a label's escape of a byte that is not ASCII (legend.PARTIAL_BYTE)
 // the n-gram says at start-up that it keeps no state per position (its `cached` is not a KV cache)
 const NO_KV = EV.some(e => e.event === 'notice' && e.source === 'ngram');
+// how a call was written, when not in its syntax's own shape (call_shapes.py)
+function shapeNote(e) { return e.shape && e.shape !== 'tool_call' && e.shape !== 'compact' ? ', written as ' + e.shape : ''; }
 const OPENERS = ['[call ', '<tool_call>'];   // the call openers of the compact and the JSON syntax
 function heldWhy(e) {
   const stops = (e.checks || []).includes('stop_sequence');
@@ -638,7 +640,7 @@ function roundView(r) {
     let kind = e.event, text = '', err = false;
     switch (e.event) {
       case 'stop': kind = 'stop'; text = e.reason; break;
-      case 'tool_call': kind = 'call (parsed)'; text = e.name + ' ' + JSON.stringify(e.arguments); break;
+      case 'tool_call': kind = 'call (parsed' + shapeNote(e) + ')'; text = e.name + ' ' + JSON.stringify(e.arguments); break;
       case 'tool_error': kind = e.stage + ' error'; text = e.message; err = true; break;
       case 'rpc':
         kind = (e.direction === 'send' ? 'JSON-RPC request \u2192 ' : 'JSON-RPC response \u2190 ') + e.server;

@@ -20,6 +20,7 @@ from typing import TextIO
 
 from decodeloop.events import (Done, Event, Inject, Notice, PolicyDecision, Prompt, Rpc, ServerReady, Stop, Token,
                                ToolCall, ToolError, ToolResult, ToolsChanged)
+from decodeloop.call_shapes import DESCRIBED
 from decodeloop.ui.legend import ByteLegend, probs_note
 from decodeloop.ui.style import Style, use_color
 from decodeloop.untrusted import MARGIN, quoted, visible, visible_line
@@ -140,6 +141,8 @@ class TraceView:
     def on_tool_call(self, e: ToolCall) -> str:
         line = (self.style("⚙ parsed ", "yellow") + f"{quoted(e.text)}  →  {visible_line(e.name)}("
                 f"{visible(json.dumps(e.arguments, ensure_ascii=False))}) on server {visible_line(e.server)}")
+        if e.shape in DESCRIBED:   # not the syntax's own shape: say how it was written
+            line += self.style(f"  [written as {DESCRIBED[e.shape]}: {e.shape}]", "dim")
         if e.origins:   # where each value occurs in the context: the user's words, a tool result, neither
             line += "\n" + self.style("  values from: " + "; ".join(
                 f"{visible_line(path)} ← {', '.join(sources) or 'the model'}" for path, sources in e.origins.items()),

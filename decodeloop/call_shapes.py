@@ -53,6 +53,14 @@ class Shape:
     def scanner(self) -> "SpanScanner":
         return SpanScanner(self)
 
+    @property
+    def grammar_closer(self) -> str | None:
+        """What follows the call's object to end this shape, for the --constrain grammar ("" when the object
+        ends it); None where the grammar does not follow the shape (arrays, a name in the opener)."""
+        if self.named or self.opener in ("[", "[TOOL_CALLS]"):
+            return None
+        return self.closer or ""
+
 
 ALTERNATES: tuple[Shape, ...] = (
     Shape("fenced_json", "```json\n", "```"),
@@ -94,6 +102,11 @@ class SpanScanner:
         self._expect = {"{": '"}', "[": "{"}.get(shape.opener, "{[")
         self._in_string = self._escaped = False
         self._tail = ""                  # the end of the text outside strings, as long as the closer
+
+    @property
+    def begun(self) -> bool:
+        """The body has begun as a call's would (its first character was one a call can start with)."""
+        return not self._expect and not self._naming and not self.abandoned
 
     def feed(self, piece: str) -> int | None:
         closer = self.closer

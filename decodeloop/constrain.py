@@ -5,6 +5,12 @@
                            check's `in_call` turns true); inside the call every
                            token that cannot continue a valid call is masked;
                            after the closer, free again
+    (lazy triggers)        with --call-shapes lenient, the grammar also starts at
+                           the opener of an alternate shape (call_shapes.py) the
+                           stop check is holding: a ```json or ``` block, <tools>,
+                           bare JSON's "{". The call then follows the grammar and
+                           the shape is closed as it opened (the fence's ```); an
+                           array of calls and <function=NAME> are not followed
     --constrain required   as `calls`, and the turn's first tokens are forced to
                            be the opener (tool_choice=required); once that call
                            is written nothing more is forced, so a model cannot
@@ -59,6 +65,7 @@ Standard library only; numpy and torch are touched only when their logits arrive
 
 from __future__ import annotations
 
+import copy
 from math import inf
 from operator import add
 from typing import Any, Callable, Protocol, Sequence
@@ -299,6 +306,9 @@ class CallConstraint:
             self.opener_ids = list(bundle.tokenizer.encode(bundle.syntax.opener))
             self._opener_bytes = bundle.syntax.opener.encode("utf-8")
         self.override: tuple[int, int] | None = None
+        self._shape_matchers: dict[str, Matcher] = {}   # by the shape's closer: the lazy triggers' grammars
+        self._shape_version: int | None = None
+        self._run = None             # what the current call follows: None (the syntax's own) or a Shape
         self._state = None           # the matcher's state inside a call
         self._closed = False         # the call closed (or cannot be followed): free until in_call turns false
         self._seen = 0               # context length when the matcher last advanced
@@ -326,31 +336,39 @@ class CallConstraint:
 
     def __call__(self, logits, state):
         self.override = None
-        if not state.in_call:
+        shape = None if state.in_call else state.alternate
+        if shape is not None and shape.grammar_closer is None:
+            shape = None                 # a shape the grammar does not follow: free, as text
+        if not state.in_call and shape is None:
             if self._state is not None or self._closed:
                 self._state, self._closed = None, False
             if self.mode == "required":
                 return self._require(logits, state)
             return logits
+        if self._run is not shape:       # from one shape to another within a step: start afresh
+            self._run, self._state, self._closed = shape, None, False
         if self._closed:
             return logits
         self._forcing = False
         context = state.context
         n = len(context)
-        matcher = self.matcher
         current = self._state
         if current is None:
             if self._version() != self._compiled_version:
                 self.compile()           # tools changed: calls name the tools registered now
+            matcher = self.matcher if shape is None else self._shape_matcher(shape)
             current = matcher.begin()
             self._no_end = False
-            tail = self._after_opener(state) if current is not None else b""
+            tail = (self._after_opener(state) if shape is None else self._after_shape_opener(state, shape)
+                    ) if current is not None else b""
             if tail:
                 current = matcher.advance_bytes(current, tail)
-        elif n == self._seen + 1:
-            current = matcher.advance(current, context[-1])
         else:
-            current = None               # something other than one sampled token was appended
+            matcher = self.matcher if shape is None else self._shape_matcher(shape)
+            if n == self._seen + 1:
+                current = matcher.advance(current, context[-1])
+            else:
+                current = None           # something other than one sampled token was appended
         if current is None or matcher.done(current):
             # the call is over, or it was written outside the grammar (another rule forced a token)
             self._state, self._closed = None, True
@@ -369,14 +387,13 @@ class CallConstraint:
                 return force(logits, token)
             if ending and 2 * len(ending) + FINISH_SLACK >= self.max_tokens - state.step:
                 logits, self.override = matcher.apply(logits, current)
-                return self._within_budget(logits, current, self.max_tokens - state.step - 1)
+                return self._within_budget(matcher, logits, current, self.max_tokens - state.step - 1)
         logits, self.override = matcher.apply(logits, current)
         return logits
 
-    def _within_budget(self, logits, current, left: int):
+    def _within_budget(self, matcher, logits, current, left: int):
         """Near the cap, where few tokens are allowed (a name, a key, a literal), rule out those after which the
         call's shortest end no longer fits in the `left` tokens that follow."""
-        matcher = self.matcher
         allowed = matcher.allowed_ids(current)
         if len(allowed) > FINISH_CHECKED:
             return logits                    # a free string: the slack covers what one token can add
@@ -389,6 +406,31 @@ class CallConstraint:
         if not too_long or len(too_long) == len(allowed):
             return logits
         return _forbid(logits, too_long)
+
+    def _shape_matcher(self, shape) -> "Matcher":
+        """The grammar of a call in an alternate shape: the same tools, its own closer (compiled once per
+        closer and tools version; the vocabulary's tables are shared with the main matcher)."""
+        version = self._compiled_version
+        if self._shape_version != version:
+            self._shape_matchers, self._shape_version = {}, version
+        closer = shape.grammar_closer
+        matcher = self._shape_matchers.get(closer)
+        if matcher is None:
+            matcher = copy.copy(self.matcher)   # shares the vocabulary's tables; start() sets its own grammar
+            matcher.closer_id = None
+            matcher.start(list(self._tools()), _ShapeSyntax(closer))
+            self._shape_matchers[closer] = matcher
+        return matcher
+
+    def _after_shape_opener(self, state, shape) -> bytes:
+        """What the model wrote of the call after an alternate's opener (bare JSON's "{" is the call's own)."""
+        token_bytes = self._tokenizer.token_bytes
+        written = b"".join(token_bytes(t) for t in state.context[state.generated:])
+        opener = shape.opener.encode("utf-8")
+        at = written.rfind(opener)
+        if at < 0:
+            return b""
+        return written[at:] if shape.opener == "{" else written[at + len(opener):]
 
     def _after_opener(self, state) -> bytes:
         """What the token that completed the opener wrote after it (a BPE token can hold `>{"`)."""
@@ -434,3 +476,12 @@ def _argmax(logits) -> int:
         logits = list(logits)
         return logits.index(max(logits))
     return int(logits.argmax())
+
+
+class _ShapeSyntax:
+    """The JSON syntax with an alternate shape's closer, for compiling that shape's grammar."""
+
+    name = "json"
+
+    def __init__(self, closer: str) -> None:
+        self.closer = closer

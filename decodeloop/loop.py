@@ -54,6 +54,7 @@ def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tok
             if track:
                 state.step = verdict.count
                 state.in_call = verdict.in_call
+                state.alternate = stops.alternate
             if detail:
                 prob, top = engine.explain(step, 3)
                 top = [[label(t), p] for t, p in top]

@@ -41,6 +41,7 @@ class ProcessorState:
     generated: int = 0      # index in context where this turn's tokens begin (context[generated:])
     in_call: bool = False   # the model is inside a tool call (the stop check's verdict for the last token)
     step: int = 0           # tokens generated this turn so far: 0 for the turn's first token
+    alternate: Any = None   # the call shape (call_shapes.Shape) whose span the model is writing, if any
 
     @property
     def turn_tokens(self) -> list[int]:

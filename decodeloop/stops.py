@@ -158,6 +158,12 @@ class Stops:
         return self._held
 
     @property
+    def alternate(self) -> Shape | None:
+        """The alternate shape whose span is being written (not yet read) once its body has begun as a call's
+        would (a fence's "{"), or None: where --constrain's lazy triggers start the grammar."""
+        return self._alt if self._alt is not None and self._alt_scanner.begun else None
+
+    @property
     def in_call(self) -> bool:
         """Whether the model is in the middle of writing a tool call."""
         return self._call is not None

@@ -886,7 +886,8 @@ class JsonCall(Machine):
     """After "<tool_call>": {"name": NAME, "arguments": {...}} then the closer, whitespace between.
 
     "name" comes first (the arguments' grammar depends on it); "arguments" may
-    be left out when the tool accepts no arguments. State (phase, tool, sub, ws).
+    be left out when the tool accepts no arguments. With an empty closer (bare
+    JSON, call_shapes.py) the object's "}" ends the call. State (phase, tool, sub, ws).
     """
 
     (PRE, OPEN, NAME_KEY, COLON1, PRE_NAME, NAME, AFTER_NAME, ARGS_KEY0, ARGS_KEY, COLON2, PRE_ARGS, ARGS,
@@ -969,11 +970,13 @@ class JsonCall(Machine):
         if phase == self.PRE_NAME:
             return (self.NAME, tool, self.name_string.step(self.name_string.start, c), 0)
         if phase == self.AFTER_NAME:
-            return (self.ARGS_KEY0, tool, None, 0) if c == 0x2C else (self.PRE_CLOSE, tool, None, 0)   # ","
+            if c == 0x2C:                                                                          # ","
+                return (self.ARGS_KEY0, tool, None, 0)
+            return (self.PRE_CLOSE, tool, None, 0) if self.closer else (self.DONE, tool, None, 0)
         if phase == self.ARGS_KEY0:
             return (self.ARGS_KEY, tool, 1, 0)
         if phase == self.AFTER_ARGS:
-            return (self.PRE_CLOSE, tool, None, 0)
+            return (self.PRE_CLOSE, tool, None, 0) if self.closer else (self.DONE, tool, None, 0)
         if phase == self.PRE_CLOSE:
             if len(self.closer) == 1:
                 return (self.DONE, tool, None, 0)

@@ -1,0 +1,147 @@
+"""--constrain's lazy triggers: the call grammar starts at an alternate shape's opener too (call_shapes.py), so a
+model that opens a ```json block, a <tools> tag or bare JSON is kept to a valid call and the shape is closed as
+it opened. Random logits on a BPE-like vocabulary (hypothesis), and on SmolLM2's and Qwen2.5's real
+vocabularies where their files are present."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_constrain import check_call, lab_tools, tool_schemas
+from test_constrain_bpe import PIECES, PieceTokenizer
+
+from decodeloop.call_shapes import ALTERNATES, parse
+from decodeloop.calls_json import JsonSyntax
+from decodeloop.constrain import CallConstraint
+from decodeloop.context import Context
+from decodeloop.engine import LocalEngine
+from decodeloop.loop import generate
+from decodeloop.processors import ProcessorState, force
+from decodeloop.sampling import Sampler
+from decodeloop.stops import Stops
+from decodeloop.tokenize import StreamDecoder
+
+FENCE_PIECES = ["```", "```json", "json\n", "\n```", "```\n", "<tools>", "</tools>", "tools", "\n{"]
+# the grammar starts once the body begins as a call's does (the "{"): whitespace or prose before it is free
+OPENINGS = {"fenced_json": "```json\n{", "fenced": "```\n {", "tools_tag": "<tools>{", "bare_json": '{"'}
+CLOSINGS = {"fenced_json": "```", "fenced": "```", "tools_tag": "</tools>", "bare_json": "}"}
+
+
+class NumpyRandomLogits:
+    """Fresh random logits at every position, as a numpy array (as real models' are)."""
+
+    name = "random"
+
+    def __init__(self, seed: int, vocab: int, scale: float) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.vocab, self.scale = vocab, scale
+        self.last_computed = 1
+
+    def forward(self, context):
+        return (self.rng.standard_normal(self.vocab) * self.scale).astype(np.float32)
+
+
+class Opening:
+    """Forces the first tokens of the turn to spell `text` (a model that opens a shape)."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = ids
+
+    def __call__(self, logits, state):
+        return force(logits, self.ids[state.step]) if state.step < len(self.ids) else logits
+
+
+def lazy_turn(tools, tokenizer, opening: str, seed: int, temperature: float, max_tokens: int = 400,
+              mode: str = "calls"):
+    syntax = JsonSyntax()
+    bundle = SimpleNamespace(tokenizer=tokenizer, syntax=syntax, opener_id=None, closer_id=None)
+    notices = []
+    constraint = CallConstraint(bundle, lambda: tools, mode=mode, emit=notices.append, max_tokens=max_tokens)
+    model = NumpyRandomLogits(seed, tokenizer.vocab_size, 3.0)
+    engine = LocalEngine(model, Sampler(temperature=temperature, seed=seed),
+                         [Opening(tokenizer.encode(opening)), constraint])
+    names = {t.name for t in tools}
+    stops = Stops(eos_ids={tokenizer.eos_id}, opener=syntax.opener, scanner_factory=syntax.scanner,
+                  max_tokens=max_tokens, max_call_chars=10 ** 6, collect_calls=False, alternates=ALTERNATES,
+                  known=names.__contains__)
+    context = Context()
+    context.extend(tokenizer.encode("prompt"), "user")
+    state = ProcessorState(context=context.ids, generated=len(context))
+    tokens = []
+    verdict = generate(engine, stops, context, StreamDecoder(tokenizer), tokenizer, tokens.append, [], state,
+                       detail=False)
+    return verdict, constraint, tokens
+
+
+def check_shaped(verdict, tools, shape):
+    assert verdict.reason == "tool_call" and verdict.shapes == (shape,), verdict
+    [text] = verdict.calls
+    assert text.rstrip().endswith(CLOSINGS[shape]), text
+    call = parse(shape, text)
+    check_call(JsonSyntax(), JsonSyntax().render(call), {t.name: t.input_schema for t in tools})
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(tool_schemas, min_size=1, max_size=3), st.sampled_from(sorted(OPENINGS)),
+       st.integers(0, 2 ** 32), st.sampled_from([0.0, 1.0, 2.0]))
+def test_a_call_opened_in_an_alternate_shape_is_kept_valid_and_closed_as_it_opened(schemas, shape, seed,
+                                                                                    temperature):
+    tokenizer = PieceTokenizer(PIECES + FENCE_PIECES)
+    tools = [SimpleNamespace(name=f"tool_{i}", input_schema=s) for i, s in enumerate(schemas)]
+    verdict, constraint, _ = lazy_turn(tools, tokenizer, OPENINGS[shape], seed, temperature)
+    if not constraint.matcher.tools:
+        return
+    if verdict.reason == "max_tokens":   # a free string written for ever, whose shortest end was not found
+        return
+    check_shaped(verdict, tools, shape)
+
+
+def test_without_the_lazy_trigger_random_logits_break_the_same_fence():
+    """The control: the same fence and logits with no constraint never give a call."""
+    tokenizer = PieceTokenizer(PIECES + FENCE_PIECES)
+    tools = lab_tools()
+    syntax = JsonSyntax()
+    calls = 0
+    for seed in range(20):
+        engine = LocalEngine(NumpyRandomLogits(seed, tokenizer.vocab_size, 3.0), Sampler(temperature=1.0, seed=seed),
+                             [Opening(tokenizer.encode("```json\n{"))])
+        stops = Stops(eos_ids={tokenizer.eos_id}, opener=syntax.opener, scanner_factory=syntax.scanner,
+                      max_tokens=200, alternates=ALTERNATES, known={t.name for t in tools}.__contains__)
+        context = Context()
+        context.extend(tokenizer.encode("prompt"), "user")
+        state = ProcessorState(context=context.ids, generated=len(context))
+        verdict = generate(engine, stops, context, StreamDecoder(tokenizer), tokenizer, lambda e: None, [], state,
+                           detail=False)
+        calls += "fenced_json" in verdict.shapes   # a valid call in the fence (random text may open others)
+    assert calls == 0
+
+
+def test_a_fenced_call_near_the_cap_is_closed_within_it():
+    tokenizer = PieceTokenizer(PIECES + FENCE_PIECES)
+    tools = lab_tools()
+    for seed in range(10):
+        verdict, _, tokens = lazy_turn(tools, tokenizer, "```json\n{", seed, 3.0, max_tokens=90)
+        assert len(tokens) <= 90
+        check_shaped(verdict, tools, "fenced_json")
+
+
+@pytest.mark.parametrize("env", ["DECODELOOP_SMOLLM2", "DECODELOOP_QWEN"])
+def test_lazy_triggers_on_real_vocabularies(env):
+    path = os.environ.get(env)
+    if not path:
+        pytest.skip(f"set {env} to the model's .gguf file")
+    from decodeloop.models.hf import load_tokenizer
+
+    tokenizer = load_tokenizer(path).tokenizer
+    tools = lab_tools()
+    for seed, shape in enumerate(sorted(OPENINGS)):
+        verdict, constraint, _ = lazy_turn(tools, tokenizer, OPENINGS[shape], seed, 1.0, max_tokens=200)
+        check_shaped(verdict, tools, shape)
+    if env == "DECODELOOP_QWEN":
+        assert tokenizer.vocab_size >= 151_643

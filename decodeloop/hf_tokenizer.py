@@ -41,20 +41,35 @@ from typing import Any, Iterable, Mapping
 from decodeloop.models.base import MissingDependency
 
 HF_EXTRA = "pip install -e '.[hf]'"
+# PyPI's Linux torch is the CUDA build (gigabytes); PyTorch publishes the CPU build on its own index
+TORCH_CPU = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 # Normalizer steps that keep text as it is (the rest rewrite it and are skipped).
 _KEEP_NORMALIZERS = {"Replace", "ByteLevel"}
 
 
+def install_hint() -> str:
+    """The command that installs the `hf` extra here: with the CPU build of torch first when torch is not
+    installed (found without importing it)."""
+    import importlib.util
+
+    try:
+        have_torch = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        have_torch = False
+    return HF_EXTRA if have_torch else f"{TORCH_CPU} (the CPU build), then {HF_EXTRA}"
+
+
 def require(module: str):
-    """Import an `hf` dependency, or raise MissingDependency naming the extra."""
+    """Import an `hf` dependency, or raise MissingDependency naming the command that installs it."""
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise MissingDependency(f"Hugging Face models need the {module.split('.')[0]!r} package: {HF_EXTRA}") from e
+        raise MissingDependency(f"Hugging Face models need the {module.split('.')[0]!r} package: "
+                                f"{install_hint()}") from e
 
 
 def _byte_decoder() -> dict[str, int]:

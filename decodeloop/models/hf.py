@@ -10,15 +10,20 @@ the sampler and the logits processors take tensors.
 `load_hf(path)` loads a local model directory, or a `.gguf` file (tokenizer and
 weights from the file, through transformers' `gguf_file=`), with the hub
 switched off (`HF_HUB_OFFLINE=1`, `local_files_only=True`): nothing is ever
-downloaded. The bundle's tokenizer is `HFTokenizer`, its chat format
+downloaded. transformers de-quantizes a `.gguf` on every load, so the first
+load keeps the result in the conversion cache (models/gguf_cache.py) and later
+loads read that folder instead; the bundle's `info` says which happened. A
+wrong path, a bad option and a missing package are reported before torch is
+imported. The bundle's tokenizer is `HFTokenizer`, its chat format
 `TemplateChat` over the model's own chat template, its call syntax JSON
 (`<tool_call>{...}</tool_call>`, the default) or compact.
 
-Needs the `hf` extra: pip install -e '.[hf]'.
+Needs the `hf` extra (see `hf_tokenizer.install_hint`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 from typing import Any, Sequence
@@ -153,25 +158,55 @@ def _template_chat(hf_tok, path: str, call_syntax, stops: list[int], vocab: int 
     return tokenizer, TemplateChat(tokenizer, call_syntax, template, variables=variables, stop_ids=stops)
 
 
+def _installed(gguf: str | None, torch: bool = True) -> None:
+    """MissingDependency, naming what to install, for an `hf` package that is not there, found without
+    importing torch (seconds): a missing extra is reported at once."""
+    import importlib.util
+
+    needed = (("torch",) if torch else ()) + ("transformers", "tokenizers", "jinja2") + (("gguf",) if gguf else ())
+    for module in needed:
+        if importlib.util.find_spec(module) is None:
+            require(module)       # raises MissingDependency with the install command
+
+
+def _quiet(transformers) -> None:
+    """transformers' warnings and info lines never reach a run's output (errors still raise)."""
+    transformers.utils.logging.set_verbosity_error()
+
+
+def _converted_source(directory: str, gguf: str | None) -> tuple[str, str | None, str | None, str | None]:
+    """Where to load `_locate`'s (directory, gguf) from: (directory, gguf file name or None, the GGUF's
+    SHA-256 or None, the conversion cache's folder when the GGUF was converted before)."""
+    if not gguf:
+        return directory, None, None, None
+    from decodeloop.models import gguf_cache
+
+    sha = gguf_cache.file_sha256(os.path.join(directory, gguf))
+    folder = gguf_cache.lookup(sha)
+    return (folder, None, sha, folder) if folder else (directory, gguf, sha, None)
+
+
 def load_tokenizer(path: str, syntax: str | None = None):
     """A bundle without a model: the tokenizer, chat format and call syntax of a local model directory or
-    .gguf file, for an engine that samples elsewhere (models/openai.py). The weights are not loaded."""
+    .gguf file, for an engine that samples elsewhere (models/openai.py). The weights are not loaded; a
+    .gguf converted before by `load_hf` is read from the conversion cache."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")
+    located = _locate(path)
+    call_syntax = _syntax(syntax)
+    _installed(located[1], torch=False)        # a tokenizer needs no torch
     transformers = require("transformers")
     require("jinja2")
     from decodeloop.models import ModelBundle
 
     transformers.utils.logging.disable_progress_bar()
-    directory, gguf = _locate(path)
-    if gguf:
-        require("gguf")
-    call_syntax = _syntax(syntax)
+    _quiet(transformers)
+    directory, gguf, _, cached = _converted_source(*located)
     try:
         hf_tok = transformers.AutoTokenizer.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
         config = transformers.AutoConfig.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
     except (OSError, ValueError) as e:
-        raise ValueError(f"cannot load a tokenizer from {path!r}: {e}") from e
+        raise ValueError(f"cannot load a tokenizer from {cached or path!r}: {e}") from e
     stops: list[int] = []
     if not gguf:
         try:
@@ -182,61 +217,114 @@ def load_tokenizer(path: str, syntax: str | None = None):
     stops = stops or _ids(getattr(config, "eos_token_id", None))
     tokenizer, chat = _template_chat(hf_tok, path, call_syntax, stops, getattr(config, "vocab_size", None))
     specials = tokenizer.special_tokens
+    info = {"path": os.path.abspath(os.path.expanduser(path))}
+    if cached:
+        info["tokenizer"] = f"loaded from the conversion cache {cached}"
     return ModelBundle(
         name=f"tokenizer:{os.path.basename(os.path.normpath(path))}", tokenizer=tokenizer, chat=chat,
         syntax=call_syntax, opener_id=specials.get(call_syntax.opener), closer_id=specials.get(call_syntax.closer),
-        info={"path": os.path.abspath(os.path.expanduser(path)), "vocab": tokenizer.vocab_size,
-              "template tools": chat.uses_template_tools})
+        info={**info, "vocab": tokenizer.vocab_size, "template tools": chat.uses_template_tools})
+
+
+def _load_weights(transformers, path: str, directory: str, gguf: str | None, torch_dtype, device):
+    """The model, from a directory (a cached conversion too) or, de-quantized, from a .gguf file."""
+    try:
+        return transformers.AutoModelForCausalLM.from_pretrained(
+            directory, gguf_file=gguf, local_files_only=True, dtype=torch_dtype, device_map=device)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot load the model from {path!r}: {e}") from e
+
+
+def _save_conversion(model, hf_tok, folder: str) -> None:
+    """A model de-quantized from a GGUF as a model directory: safetensors, config, generation config,
+    tokenizer files and chat template. transformers refuses to save a model that still has its GGUF
+    quantizer, though every weight is a plain float32 tensor, so the quantizer is set aside meanwhile."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    if getattr(quantizer, "packed_modules", None):
+        raise ValueError("the weights were kept in GGUF blocks, not de-quantized")
+    config = model.config
+    quantization = config.__dict__.pop("quantization_config", None)   # would make the folder a GGUF again
+    model.hf_quantizer = None
+    try:
+        model.save_pretrained(folder)
+        hf_tok.save_pretrained(folder)
+    finally:
+        model.hf_quantizer = quantizer
+        if quantization is not None:
+            config.quantization_config = quantization
 
 
 def load_hf(path: str, device: str | None = None, dtype: str | None = None, syntax: str | None = None):
-    """The `ModelBundle` for a local Hugging Face model directory or .gguf file (see the module docstring)."""
+    """The `ModelBundle` for a local Hugging Face model directory or .gguf file (see the module docstring).
+    A .gguf is converted once into the conversion cache (models/gguf_cache.py) and loaded from there later."""
     import sys
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")   # before transformers / huggingface_hub read it
     on_terminal = sys.stderr.isatty()
     if not on_terminal:   # no progress bars in logs and pipes: tqdm reads this when it is first imported
         os.environ.setdefault("TQDM_DISABLE", "1")     # (the GGUF loader draws its own bar)
+    located = _locate(path)                        # a wrong path, a bad syntax or dtype name, a missing
+    call_syntax = _syntax(syntax)                  # package: all reported before torch is imported
+    if dtype not in (None, "auto") + DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of: {', '.join(DTYPES)}")
+    _installed(located[1])
     torch = require("torch")
     transformers = require("transformers")
     require("jinja2")
-    from decodeloop.models import ModelBundle
+    from decodeloop.models import ModelBundle, gguf_cache
 
     if not on_terminal:
         transformers.utils.logging.disable_progress_bar()
-    directory, gguf = _locate(path)
-    if gguf:
-        require("gguf")
-    call_syntax = _syntax(syntax)                  # a bad name fails before minutes of loading
+    _quiet(transformers)
     device = _resolve_device(torch, device)
     torch_dtype = _resolve_dtype(torch, dtype, device)
-    try:
-        hf_tok = transformers.AutoTokenizer.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"cannot load a tokenizer from {path!r}: {e}") from e
+    directory, gguf, sha, cached = _converted_source(*located)
+    weights = None
+    if cached:
+        try:
+            hf_tok = transformers.AutoTokenizer.from_pretrained(cached, local_files_only=True)
+            model = _load_weights(transformers, cached, cached, None, torch_dtype, device)
+            weights = f"loaded from the conversion cache {cached}"
+        except (OSError, ValueError):       # a damaged conversion: converted again below
+            with contextlib.suppress(OSError):
+                gguf_cache.discard(cached)
+            directory, gguf = located
+    if weights is None:
+        try:
+            hf_tok = transformers.AutoTokenizer.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"cannot load a tokenizer from {path!r}: {e}") from e
+        # a GGUF is de-quantized to float32 on the CPU, as cached; then moved to the device and dtype asked for
+        model = _load_weights(transformers, path, directory, gguf, torch.float32 if gguf else torch_dtype,
+                              "cpu" if gguf else device)
     template = getattr(hf_tok, "chat_template", None)
     if isinstance(template, dict):                 # several named templates: the default one
         template = template.get("default")
     if not template:
         raise ValueError(f"{path!r} has no chat template: decodeloop renders prompts with the model's own")
-    try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            directory, gguf_file=gguf, local_files_only=True, dtype=torch_dtype, device_map=device)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"cannot load the model from {path!r}: {e}") from e
+    if weights is None and gguf:
+        about = {"source": os.path.abspath(os.path.expanduser(path)), "transformers": transformers.__version__}
+        try:
+            folder = gguf_cache.store(sha, lambda folder: _save_conversion(model, hf_tok, folder), about)
+            weights = f"converted from GGUF and cached at {folder}"
+        except (OSError, ValueError, RuntimeError) as e:   # the cache is only speed: run without it
+            weights = f"converted from GGUF (not cached: {e})"
+        model = model.to(device=device, dtype=torch_dtype)
     embedding = model.get_input_embeddings().num_embeddings
     generation = getattr(model, "generation_config", None)
     stops = _ids(getattr(generation, "eos_token_id", None)) or _ids(model.config.eos_token_id)
     tokenizer, chat = _template_chat(hf_tok, path, call_syntax, stops, embedding)
     name = os.path.basename(os.path.normpath(path))
     specials = tokenizer.special_tokens
+    info = {"path": os.path.abspath(os.path.expanduser(path))}
+    if weights:
+        info["weights"] = weights
     return ModelBundle(
         name=f"hf:{name}", tokenizer=tokenizer, chat=chat, syntax=call_syntax,
         model=HFModel(model, name=name, vocab_size=tokenizer.vocab_size),
         opener_id=specials.get(call_syntax.opener), closer_id=specials.get(call_syntax.closer),
-        info={"path": os.path.abspath(os.path.expanduser(path)), "device": device,
-              "dtype": str(torch_dtype).removeprefix("torch."), "vocab": tokenizer.vocab_size,
-              "template tools": chat.uses_template_tools})
+        info={**info, "device": device, "dtype": str(torch_dtype).removeprefix("torch."),
+              "vocab": tokenizer.vocab_size, "template tools": chat.uses_template_tools})
 
 
 __all__ = ["HFModel", "load_hf", "load_tokenizer", "HF_EXTRA"]

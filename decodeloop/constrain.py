@@ -314,6 +314,9 @@ class CallConstraint:
         self._seen = 0               # context length when the matcher last advanced
         self._forcing = False        # required: still forcing the turn's opener
         self._no_end = False         # the call's shortest end was searched for near the cap and not found
+        self._plan: list[int] = []   # the tokens of the text the grammar forces next (forced_text)
+        self.jump_forward = True     # a local engine appends planned tokens without a forward each
+        self._followed_at, self._followed_context, self._followed = None, None, None
         self.compile()
 
     def __repr__(self) -> str:
@@ -336,60 +339,114 @@ class CallConstraint:
 
     def __call__(self, logits, state):
         self.override = None
-        shape = None if state.in_call else state.alternate
-        if shape is not None and shape.grammar_closer is None:
-            shape = None                 # a shape the grammar does not follow: free, as text
-        if not state.in_call and shape is None:
-            if self._state is not None or self._closed:
-                self._state, self._closed = None, False
-            if self.mode == "required":
+        followed = self._follow(state)
+        if followed is None:
+            if self.mode == "required" and not state.in_call and state.alternate is None:
                 return self._require(logits, state)
             return logits
-        if self._run is not shape:       # from one shape to another within a step: start afresh
-            self._run, self._state, self._closed = shape, None, False
-        if self._closed:
-            return logits
-        self._forcing = False
-        context = state.context
-        n = len(context)
-        current = self._state
-        if current is None:
-            if self._version() != self._compiled_version:
-                self.compile()           # tools changed: calls name the tools registered now
-            matcher = self.matcher if shape is None else self._shape_matcher(shape)
-            current = matcher.begin()
-            self._no_end = False
-            tail = (self._after_opener(state) if shape is None else self._after_shape_opener(state, shape)
-                    ) if current is not None else b""
-            if tail:
-                current = matcher.advance_bytes(current, tail)
-        else:
-            matcher = self.matcher if shape is None else self._shape_matcher(shape)
-            if n == self._seen + 1:
-                current = matcher.advance(current, context[-1])
-            else:
-                current = None           # something other than one sampled token was appended
-        if current is None or matcher.done(current):
-            # the call is over, or it was written outside the grammar (another rule forced a token)
-            self._state, self._closed = None, True
-            return logits
-        self._state, self._seen = current, n
+        matcher, current = followed
         if self.max_tokens is not None and self.max_tokens - state.step <= FINISH_HORIZON and not self._no_end:
+            self._plan = []              # near the cap the shortest end comes first
             ending = matcher.finish(current)
             self._no_end = ending is None    # no end found: not searched again in this call
             # the tokens left (this one included) barely fit the shortest end: write it, so the call closes. The
             # slack is for a token the model writes meanwhile that lengthens the end (a character begun, a key)
             if ending and len(ending) + FINISH_SLACK >= self.max_tokens - state.step:
-                token = ending[0]
-                wanted = _argmax(logits)
-                if wanted != token:
-                    self.override = (wanted, 1)
-                return force(logits, token)
+                return self._force(logits, ending[0])
             if ending and 2 * len(ending) + FINISH_SLACK >= self.max_tokens - state.step:
                 logits, self.override = matcher.apply(logits, current)
                 return self._within_budget(matcher, logits, current, self.max_tokens - state.step - 1)
+        if self._plan:                   # text the grammar forces: its tokens, one by one
+            return self._force(logits, self._plan[0])
         logits, self.override = matcher.apply(logits, current)
         return logits
+
+    def forced(self, state) -> int | None:
+        """The next token when the grammar leaves no choice (a planned token of forced text), else None: the
+        engine appends it without a forward (jump-forward), and the next forward computes it with the rest."""
+        if not self.jump_forward:
+            return None
+        followed = self._follow(state)
+        if followed is None or not self._plan:
+            return None
+        if self.max_tokens is not None and self.max_tokens - state.step <= FINISH_HORIZON:
+            return None                  # near the cap the shortest end decides, with the logits
+        return self._plan[0]
+
+    def _force(self, logits, token: int):
+        wanted = _argmax(logits)
+        if wanted != token:
+            self.override = (wanted, 1)
+        return force(logits, token)
+
+    def _follow(self, state):
+        """Bring the grammar up to the context (once per context length): (matcher, state) inside a call it
+        follows, or None where it is free. Keeps `_plan`, the tokens of the text the grammar forces next."""
+        n = len(state.context)
+        key = (n, state.in_call, state.alternate)
+        if self._followed_at == key and self._followed_context is state.context:
+            return self._followed
+        self._followed_at, self._followed_context = key, state.context
+        self._followed = followed = self._advance(state, n)
+        return followed
+
+    def _advance(self, state, n: int):
+        shape = None if state.in_call else state.alternate
+        if shape is not None and shape.grammar_closer is None:
+            shape = None                 # a shape the grammar does not follow: free, as text
+        if not state.in_call and shape is None:
+            if self._state is not None or self._closed:
+                self._state, self._closed, self._plan = None, False, []
+            return None
+        if self._run is not shape:       # from one shape to another within a step: start afresh
+            self._run, self._state, self._closed, self._plan = shape, None, False, []
+        if self._closed:
+            return None
+        self._forcing = False
+        context = state.context
+        current = self._state
+        matcher = self.matcher if shape is None else self._shape_matcher(shape)
+        if current is None:
+            if self._version() != self._compiled_version:
+                self.compile()           # tools changed: calls name the tools registered now
+                matcher = self.matcher if shape is None else self._shape_matcher(shape)
+            current = matcher.begin()
+            self._no_end = False
+            self._plan = []
+            tail = (self._after_opener(state) if shape is None else self._after_shape_opener(state, shape)
+                    ) if current is not None else b""
+            if tail:
+                current = matcher.advance_bytes(current, tail)
+        elif n == self._seen + 1:
+            token = context[-1]
+            current = matcher.advance(current, token)
+            if self._plan:
+                self._plan = self._plan[1:] if self._plan[0] == token else []
+        else:
+            current = None               # something other than one sampled token was appended
+        if current is None or matcher.done(current):
+            # the call is over, or it was written outside the grammar (another rule forced a token)
+            self._state, self._closed, self._plan = None, True, []
+            return None
+        self._state, self._seen = current, n
+        if not self._plan:
+            prev = self._tokenizer.token_bytes(context[-1])[-1:] if n > state.generated else b""
+            self._plan = self._forced_tokens(matcher, current, shape, prev)
+        return matcher, current
+
+    def _forced_tokens(self, matcher, current, shape, prev: bytes) -> list[int]:
+        """The tokens of the text the grammar forces from `current` (forced_text), as the tokenizer encodes it,
+        less the last token (which the model may join to what follows); [] when nothing is forced."""
+        grammar = getattr(matcher, "grammar", None)
+        if grammar is None or current is None:
+            return []
+        closer = (self.syntax.closer if shape is None else shape.grammar_closer) or ""
+        text = forced_text(grammar, current, json=self.syntax.name == "json", closer=closer, prev=prev)
+        if not text:
+            return []
+        tokens = list(self._tokenizer.encode(text))[:-1]
+        written = b"".join(self._tokenizer.token_bytes(t) for t in tokens)
+        return tokens if tokens and text.encode("utf-8").startswith(written) else []
 
     def _within_budget(self, matcher, logits, current, left: int):
         """Near the cap, where few tokens are allowed (a name, a key, a literal), rule out those after which the
@@ -457,6 +514,42 @@ class CallConstraint:
         if wanted != token:
             self.override = (wanted, 1)
         return force(logits, token)
+
+
+_SPACE = frozenset(b" \t\n\r")
+
+
+def forced_text(grammar, state, *, json: bool, closer: str = "", prev: bytes = b"", limit: int = 256) -> str:
+    """The text a byte grammar forces from `state`: each next byte while it is the only one allowed.
+
+    In the JSON syntax whitespace between tokens is free, so a byte is forced when it is the only one
+    allowed besides whitespace, and the forced text is written with json.dumps' spacing (a space after
+    ":" and ",", none elsewhere): after a tool's name, `", "arguments": {"`. The walk stops at a choice,
+    at a character beyond ASCII, where the call ends, and before the closer once the object is whole
+    (the model spaces its closer as it likes). `prev` is the last byte already written.
+    """
+    out = bytearray()
+    stop = closer[:1].encode("utf-8")
+    while not state.final and len(out) < limit:
+        allowed = state.allowed
+        solid = allowed - _SPACE if json else allowed
+        if len(solid) != 1:
+            break
+        [byte] = solid
+        last = out[-1:] or prev
+        if byte >= 0x80 or (json and bytes((byte,)) == stop and last in (b"}", b"")):
+            break
+        if json and last in (b":", b",") and 0x20 in allowed:
+            state = grammar.advance(state, 0x20)     # json.dumps' space after ":" and ","
+            out.append(0x20)
+            if state is None or len(state.allowed - _SPACE) != 1:
+                break
+        nxt = grammar.advance(state, byte)
+        if nxt is None:
+            break
+        out.append(byte)
+        state = nxt
+    return out.decode("ascii")
 
 
 def _forbid(logits, tokens: list[int]):

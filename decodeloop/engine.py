@@ -27,6 +27,7 @@ class Step:
     prob: float | None = None      # engines that sample for themselves may report these instead
     top: list[tuple[int, float]] | None = None
     masked: Any = None             # (token the model put first, tokens allowed) when a grammar masked it
+    forced: bool = False           # appended without a forward: the grammar left no choice (jump-forward)
 
 
 class Engine(Protocol):
@@ -59,14 +60,24 @@ class LocalEngine:
         self.uses_state = bool(self.processors)   # only processors read the loop's state
         # a processor with `override` (constrain.CallConstraint) says when its mask changed the model's choice
         self._report = next((p for p in self.processors if hasattr(p, "override")), None)
+        # a processor with `forced` names a token the grammar leaves no choice about: appended without a
+        # forward, so the next forward computes the run of them at once (jump-forward)
+        self._jump = next((p.forced for p in self.processors if hasattr(p, "forced")), None)
 
     def step(self, context: list[int], state: Any) -> Step:
+        step = self._step
+        if self._jump is not None:
+            token = self._jump(state)
+            if token is not None:                            # forced: no forward, no sampling
+                step.token, step.computed, step.cached, step.logits = token, 0, len(context), None
+                step.masked, step.forced = None, True
+                return step
         logits = self._forward(context)                      # 1. forward: only positions not in the cache
         if self.processors:                                  #    logits processors: masks, forced tokens
             for rule in self.processors:
                 logits = rule(logits, state)
-        step = self._step
         step.token = self._sample(logits)                    # 2. sample the next token
+        step.forced = False
         step.computed = computed = self.model.last_computed
         step.cached = len(context) - computed
         step.logits = logits
@@ -78,6 +89,8 @@ class LocalEngine:
         """The token's probability and the n most probable tokens in the distribution it was drawn from
         (the sampler's temperature, top-k, top-p and min-p over the processed logits; at T = 0, the
         model's distribution at temperature 1): for the trace."""
+        if step.forced:
+            return 1.0, [(step.token, 1.0)]
         return self._explain(step.logits, step.token, n)
 
     def stop(self) -> None:

@@ -66,6 +66,7 @@ class Token(Event):
     masked: str | None = None  # --constrain: the token the model put first, which the call grammar masked
     masked_id: int | None = None
     allowed: int | None = None  # --constrain: how many tokens the grammar allowed at this step
+    forced: bool = False       # --constrain: appended without a forward, the grammar left no choice (jump-forward)
     # the distribution `prob` and `top` are of, when the engine says (a local engine does): the sampling
     # temperature (0: greedy, and then `prob`/`top` are the model's softmax at temperature 1, since the
     # draw itself is certain), and top-k / top-p / min-p when they cut it (renormalised over what they keep)
@@ -78,6 +79,8 @@ class Token(Event):
         out = Event.to_json(self)
         if self.masked is None:   # only tokens the grammar changed carry the three fields
             del out["masked"], out["masked_id"], out["allowed"]
+        if not self.forced:
+            del out["forced"]
         # only the settings the engine reported: the temperature, and top-k, top-p and
         # min-p where they cut the distribution
         for name in ("temperature", "top_k", "top_p", "min_p"):

@@ -65,6 +65,8 @@ def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tok
             masked = getattr(step, "masked", None)
             if masked is not None:           # --constrain: the grammar ruled out the model's first choice
                 event.masked, event.masked_id, event.allowed = label(masked[0]), masked[0], masked[1]
+            elif getattr(step, "forced", False):   # jump-forward: no forward for this token
+                event.forced = True
             for name, value in probs_at:
                 setattr(event, name, value)
             emit(event)

@@ -178,6 +178,15 @@ def test_an_opener_that_ends_inside_a_token_feeds_the_rest_to_the_grammar():
     bundle = SimpleNamespace(tokenizer=tokenizer, syntax=JsonSyntax(), opener_id=None, closer_id=None)
     constraint = CallConstraint(bundle, lab_tools, mode="calls")
     context = tokenizer.encode("ok <tool_call") + [tokenizer._ids[b'>{"']]
-    out = constraint(np.zeros(tokenizer.vocab_size), ProcessorState(context, 0, True, len(context)))
+    state = ProcessorState(context, 0, True, len(context))
+    out = constraint(np.zeros(tokenizer.vocab_size), state)
+    allowed = {tokenizer.decode([t]) for t in np.flatnonzero(np.isfinite(out)).tolist()}
+    # after '{"' the grammar forces 'name": "': its tokens as the tokenizer writes them, the first being 'name'
+    assert allowed == {"name"} and constraint.forced(state) == tokenizer._ids[b"name"]
+    constraint.jump_forward = False
+    assert constraint.forced(state) is None
+    # without the plan (its first token written otherwise) the grammar alone decides: "n" is allowed too
+    constraint._plan = []
+    out = constraint(np.zeros(tokenizer.vocab_size), state)
     allowed = {tokenizer.decode([t]) for t in np.flatnonzero(np.isfinite(out)).tolist()}
     assert "name" in allowed and "n" in allowed and '{"' not in allowed and " " not in allowed

@@ -422,7 +422,8 @@ function summary(i) {
     case 'token':
       return String(e.index).padStart(5) + ' ' + label(e.text).padEnd(9) + ' ' + fix(e.prob) +
         '  fwd +' + e.computed + (e.cached ? ' (' + e.cached + ' cached)' : '') + '  ctx ' + e.context +
-        (e.masked !== undefined ? '  \u2298 masked ' + label(e.masked) : '') + '  ' + state(e);
+        (e.masked !== undefined ? '  \u2298 masked ' + label(e.masked) : '') +
+        (e.forced ? '  forced (no forward: the grammar left no choice)' : '') + '  ' + state(e);
     case 'prompt': return '\u2500\u2500 turn ' + turnOf[i] + ': prompt, ' + e.tokens + ' tokens, context ' + e.context;
     case 'stop': return '\u25a0 stop: ' + e.reason;
     case 'tool_call': return '\u2699 call ' + e.name + ' on ' + e.server + shapeNote(e) + ': ' + e.text;

@@ -93,7 +93,10 @@ class TraceView:
 
     def _line(self, e: Token) -> str:
         s = self.style
-        forward = f"+{e.computed}" + (" prefill" if e.computed > 1 else "") + f" ({e.cached} cached)"
+        if e.forced:   # jump-forward: the grammar left no choice, so no forward ran for this token
+            forward = "none: forced"
+        else:
+            forward = f"+{e.computed}" + (" prefill" if e.computed > 1 else "") + f" ({e.cached} cached)"
         sample = s(f"{label(e.text):>9}", "cyan")
         if e.prob is not None:
             sample += f" {e.prob:.3f}"

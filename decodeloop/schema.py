@@ -8,7 +8,17 @@ message the model can act on (`ArgumentError`). Also `did_you_mean` and
 The supported part of JSON Schema:
 
     type                 string, integer, number, boolean, null, object, array,
-                         or a list of these (a value may be any of them)
+                         or a list of these (a value may be any of them).
+                         Python's names, which function-calling datasets (BFCL)
+                         and hand-written tools use, are read as the type they
+                         mean (TYPE_ALIASES): float -> number, int -> integer,
+                         bool -> boolean, str -> string, dict -> object,
+                         list and tuple -> array; any is no type constraint.
+                         Any other type ("datetime") is unknown and the value
+                         may be anything (so is every value of a list of types
+                         holding one): the harness cannot check what it does
+                         not know. `type_notes` says which were read either way,
+                         for a notice when the tools are taken (router.py).
     properties, required checked for the arguments and, recursively, for
                          nested objects
     additionalProperties unknown keys are rejected unless it is true or a
@@ -69,6 +79,10 @@ import urllib.parse
 from typing import Any
 
 _TYPES = ("string", "integer", "number", "boolean", "null", "array", "object")
+# Python's type names, as BFCL's function schemas and hand-written tools write them: the JSON Schema type each
+# means (None: no type constraint). Argument checking and the --constrain grammar both read types through this.
+TYPE_ALIASES = {"float": "number", "int": "integer", "bool": "boolean", "str": "string", "dict": "object",
+                "list": "array", "tuple": "array", "any": None}
 _WANTED = {"string": "a string", "integer": "an integer", "number": "a number",
            "boolean": "true or false", "null": "null", "array": "a JSON array", "object": "a JSON object"}
 _PLURAL = {"string": "strings", "integer": "integers", "number": "numbers", "boolean": "booleans",
@@ -142,15 +156,96 @@ def describe_type(schema: Any, root: Any = None) -> str:
     return " or ".join(words)
 
 
-def _types(schema: Any) -> list[str]:
-    """The known types a schema's own `type` allows, in its order; [] for any."""
+def declared_types(schema: Any) -> list[str]:
+    """The JSON Schema types a schema's own `type` allows, in its order, aliases read; [] for any.
+
+    A type that is neither JSON Schema's nor an alias of one, or `any`, allows any value, and so does a
+    list of types that holds one (see the module docstring).
+    """
     if not isinstance(schema, dict):
         return []
     declared = schema.get("type")
     declared = [declared] if isinstance(declared, str) else declared
     if not isinstance(declared, list):
         return []
-    return [t for t in declared if t in _TYPES]
+    types: list[str] = []
+    for kind in declared:
+        kind = TYPE_ALIASES.get(kind, kind) if isinstance(kind, str) else None
+        if kind not in _TYPES:
+            return []
+        if kind not in types:
+            types.append(kind)
+    return types
+
+
+def type_notes(schema: Any, limit: int = 8) -> list[str]:
+    """How the types of a tool's inputSchema were read, where not as JSON Schema writes them, for a notice.
+
+    At most two lines: the aliases read as JSON Schema types (`"radius" float -> number`) and the types
+    nobody knows (accepted as any value). Each lists at most `limit` places, then how many more; paths
+    and types are shown as JSON with every character past ASCII escaped, and cut short, so a server's
+    text cannot reach a terminal as it is. [] when every type is JSON Schema's.
+    """
+    aliases: list[tuple[str, Any]] = []
+    unknown: list[tuple[str, Any]] = []
+
+    def walk(node: Any, path: str, depth: int) -> None:
+        if not isinstance(node, dict) or depth > MAX_DEPTH or len(aliases) + len(unknown) > 10 * limit:
+            return
+        if "type" in node:
+            declared = node["type"]
+            for kind in declared if isinstance(declared, list) else [declared]:
+                if isinstance(kind, str) and kind in TYPE_ALIASES:
+                    aliases.append((path, kind))
+                elif not (isinstance(kind, str) and kind in _TYPES):
+                    unknown.append((path, kind))
+        properties = node.get("properties")
+        for key, sub in properties.items() if isinstance(properties, dict) else ():
+            walk(sub, f"{path}.{key}" if path else str(key), depth + 1)
+        patterns = node.get("patternProperties")
+        for key, sub in patterns.items() if isinstance(patterns, dict) else ():
+            walk(sub, f"{path}.<{key}>" if path else f"<{key}>", depth + 1)
+        walk(node.get("additionalProperties"), f"{path}.*" if path else "*", depth + 1)
+        items = node.get("items")
+        if isinstance(items, list):
+            for i, sub in enumerate(items):
+                walk(sub, f"{path}[{i}]", depth + 1)
+        else:
+            walk(items, f"{path}[]", depth + 1)
+        for keyword in ("anyOf", "oneOf", "allOf"):
+            branches = node.get(keyword)
+            for sub in branches if isinstance(branches, list) else ():
+                walk(sub, path, depth + 1)
+        for keyword in ("$defs", "definitions"):
+            defs = node.get(keyword)
+            for key, sub in defs.items() if isinstance(defs, dict) and depth == 0 else ():
+                walk(sub, f"#/{keyword}/{key}", depth + 1)
+
+    walk(schema, "", 0)
+
+    def listed(found: list[tuple[str, Any]], show) -> str:
+        shown = ", ".join(show(path, kind) for path, kind in found[:limit])
+        return shown + (f", and {len(found) - limit} more" if len(found) > limit else "")
+
+    lines = []
+    if aliases:
+        lines.append("types read as JSON Schema's: " + listed(aliases, lambda path, kind: (
+            f"{_shown(path or '(arguments)')} {kind} -> {TYPE_ALIASES[kind] or 'any type'}")))
+    if unknown:
+        lines.append("unknown types, so any value is accepted there (by argument checking and the --constrain "
+                     "grammar): " + listed(unknown, lambda path, kind: f"{_shown(path or '(arguments)')} "
+                                                                       f"{_shown(kind)}"))
+    return lines
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A server's text in a notice: a JSON string, ASCII only (every other character escaped), cut short."""
+    if not isinstance(value, str):
+        try:
+            value = json.dumps(value, ensure_ascii=True)
+        except (TypeError, ValueError):
+            value = repr(value)
+    return json.dumps(value[:limit] + ("..." if len(value) > limit else ""), ensure_ascii=True)
 
 
 def _target(ref: str, root: Any) -> Any:
@@ -178,7 +273,7 @@ def _resolved(schema: Any, root: Any) -> Any:
     """`schema` with a chain of bare $refs followed (as far as they resolve, never round a cycle)."""
     seen: set[str] = set()
     while isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and schema["$ref"] not in seen:
-        if _types(schema):
+        if declared_types(schema):
             break  # typed itself: what it says counts as much as where it points
         seen.add(schema["$ref"])
         target = _target(schema["$ref"], root)
@@ -193,7 +288,7 @@ def _kinds(schema: Any, root: Any, depth: int = 0) -> list[str]:
     schema = _resolved(schema, root)
     if not isinstance(schema, dict) or depth > 8:
         return []
-    own = _types(schema)
+    own = declared_types(schema)
     if own:
         return own
     for keyword in ("anyOf", "oneOf"):
@@ -218,7 +313,7 @@ def _array_items(schema: Any, root: Any, depth: int = 0) -> Any:
     schema = _resolved(schema, root)
     if not isinstance(schema, dict) or depth > 8:
         return None
-    if "array" in _types(schema):
+    if "array" in declared_types(schema):
         return schema.get("items")
     for keyword in ("anyOf", "oneOf", "allOf"):
         for branch in schema.get(keyword) if isinstance(schema.get(keyword), list) else []:
@@ -339,7 +434,7 @@ class _Checker:
 
     def _value(self, value: Any, schema: dict, path: str, refs: frozenset) -> Any:
         before = len(self.problems)
-        types = _types(schema)
+        types = declared_types(schema)
         if types:
             value, ok = self.convert(value, types)
             if not ok:
@@ -568,7 +663,7 @@ def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int, 
         target = _target(ref, root)
         if target is not None:
             _check(value, target, path, problems, limit, root, refs | {ref}, depth)
-    types = _types(schema)
+    types = declared_types(schema)
     if types and not any(_has_type(value, t) and not (t == "integer" and isinstance(value, float)
                                                        and not value.is_integer()) for t in types):
         problems.append(f"{path} must be {' or '.join(_WANTED[t] for t in types)}, got {_show(value)}")

@@ -20,6 +20,11 @@ and argument), never dropped silently: unsupported keywords (not enforced),
 patterns the regex layer cannot enforce (not enforced), oneOf branches that
 may overlap (enforced as anyOf), tools that cannot be called validly at all
 (left out of the grammar).
+
+Types are read by `schema.declared_types`, as the validators read them:
+Python's names through `schema.TYPE_ALIASES` (`float` is a number, `dict` an
+object), and a type nobody knows as any JSON value, which the validators
+accept there too; the router's start-up notice says where (`schema.type_notes`).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from decodeloop.grammar.machines import (BARE, CompactArgs, CompactCall, Compact
                                          JsonObject, JsonString, Machine, Nothing, Number, Text, Trie, _Fields,
                                          union)
 from decodeloop.grammar.regex import Dfa, Unsupported, compile_pattern
-from decodeloop.schema import ArgumentError, check_value, numeric_bounds, validate_arguments
+from decodeloop.schema import ArgumentError, check_value, declared_types, numeric_bounds, validate_arguments
 
 KINDS = frozenset({"string", "integer", "float", "boolean", "null", "array", "object"})
 _TYPE_KINDS = {"string": {"string"}, "integer": {"integer"}, "number": {"integer", "float"},
@@ -128,14 +133,6 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _types(schema: dict) -> list[str]:
-    declared = schema.get("type")
-    declared = [declared] if isinstance(declared, str) else declared
-    if not isinstance(declared, list):
-        return []
-    return [t for t in declared if t in _TYPE_KINDS]
-
-
 class _Schemas:
     """Reads one tool's inputSchema into Specs, collecting what it cannot enforce."""
 
@@ -221,7 +218,7 @@ class _Schemas:
             self._refs.pop()
 
     def flat(self, schema: dict, path: list, validator_side: bool, strict: bool) -> Spec:
-        types = _types(schema)
+        types = declared_types(schema)      # Python's type names read as schema.py reads them
         spec = Spec(checks=((schema, validator_side),), path=tuple(path))
         if types:
             spec.kinds = frozenset(k for t in types for k in _TYPE_KINDS[t])

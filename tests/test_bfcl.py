@@ -339,14 +339,14 @@ def calls_text(output: list[dict]) -> str:
     return "\n".join(syntax.render(Call(name, arguments)) for call in output for name, arguments in call.items())
 
 
-def run(bundle, chosen, checker, events=None, **config):
+def run(bundle, chosen, checker, events=None, max_tokens=3000):
     def make_harness(router, emit, system):
         def both(event):
             if events is not None:
                 events.append(event)
             emit(event)
         return Harness(bundle, Sampler(), router, both, system=system,
-                       config=TurnConfig(max_tokens=3000, collect_calls=True, **config))
+                       config=TurnConfig(max_tokens=max_tokens, collect_calls=True))
 
     return run_entries(chosen, checker, make_harness, syntax=bundle.syntax)
 
@@ -400,6 +400,7 @@ def test_malformed_unknown_and_invalid_calls(entries, checker):
         '<tool_call>\n{"name": "math.factorial", "arguments": {"number": 5}\n</tool_call>': (False, 1, 0),
         '<tool_call>\n{"name": "math_factorial", "arguments": {"number": 5}}\n</tool_call>': (False, 1, 0),
         '<tool_call>\n{"name": "math.factorial", "arguments": {"number": "five"}}\n</tool_call>': (False, 1, 0),
+        '<tool_call>\n{"name": "math.factorial", "arguments": {"number": 5': (False, 1, 0),   # ends unclosed
         "The factorial of 5 is 120.": (False, 0, 0),
     }
     for text, (correct, calls, well_formed) in cases.items():
@@ -409,6 +410,11 @@ def test_malformed_unknown_and_invalid_calls(entries, checker):
     [outcome] = run(scripted_bundle({entry.user: list(cases)[1]}), [entry], checker)
     assert outcome.output == [{"math_factorial": {"number": 5}}]
     assert outcome.error == "simple_function_checker:wrong_func_name"
+    # a call the token cap cuts is attempted, and the entry is wrong
+    right = '<tool_call>\n{"name": "math.factorial", "arguments": {"number": 5}}\n</tool_call>'
+    [outcome] = run(scripted_bundle({entry.user: right}), [entry], checker, max_tokens=30)
+    assert (outcome.correct, outcome.calls, outcome.well_formed, outcome.stop, outcome.error) == (
+        False, 1, 0, "max_tokens", "ast_decoder:cut_by_token_cap")
 
 
 def test_irrelevance_is_right_without_a_call_and_a_call_is_a_false_call(entries, checker):

@@ -131,7 +131,8 @@ def test_a_fenced_call_near_the_cap_is_closed_within_it():
         check_shaped(verdict, tools, "fenced_json")
 
 
-@pytest.mark.parametrize("env", ["DECODELOOP_SMOLLM2", "DECODELOOP_QWEN"])
+@pytest.mark.parametrize("env", [pytest.param("DECODELOOP_SMOLLM2", marks=pytest.mark.smollm2),
+                                 pytest.param("DECODELOOP_QWEN", marks=pytest.mark.qwen)])
 def test_lazy_triggers_on_real_vocabularies(env):
     path = os.environ.get(env)
     if not path:

@@ -10,7 +10,9 @@ check and the parser see is exactly the characters the grammar read.
 
 States are interned: `advance` looks up a dict on the state, and only a
 state never seen before costs the machine's work. That is what keeps a
-constrained token within the mask budget (bench/constrain.py).
+constrained token within the mask budget (bench/constrain.py). A grammar that
+is replaced is `release`d: its states link to each other in cycles, which
+only the cycle collector would otherwise free.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ CLOSER_TOKEN = 0x110000
 class ByteState:
     """One state of the byte-level grammar; `next` and `masks` fill in as they are used."""
 
-    __slots__ = ("key", "allowed", "next", "final", "masks")
+    __slots__ = ("key", "allowed", "next", "final", "masks", "__weakref__")
 
     def __init__(self, key, allowed: frozenset, final: bool) -> None:
         self.key = key
@@ -83,6 +85,15 @@ class ByteGrammar:
     @property
     def size(self) -> int:
         return len(self._states)
+
+    def release(self) -> None:
+        """Forget every state: their links and memos are cleared, so the states (which link to each other in
+        cycles) are freed as soon as nobody holds them, not when the cycle collector runs. A state still held
+        keeps working: what it no longer remembers is asked of the machine again."""
+        for state in self._states.values():
+            state.next.clear()
+            state.masks.clear()
+        self._states.clear()
 
     @staticmethod
     def _allowed(chars, pending: bytes) -> frozenset:

@@ -18,12 +18,28 @@ costs an argmax and a copy of the logits with the shorter side of the mask appli
 (bench/constrain_bpe.py).
 Nothing walks the vocabulary in Python per token.
 
+Memory stays bounded however many tool sets one process compiles grammars
+for (`decodeloop eval` over BFCL entries, each with its own functions). A
+mask is 152 KB at Qwen2.5's vocabulary, plus its index array and, on a GPU,
+a bool tensor, so the masks of every matcher in the process share one budget,
+`MASK_MEMORY` bytes, least recently used dropped first (`MASKS`, which holds
+states weakly, so it never keeps a grammar alive): a dropped mask is walked
+again if its state comes back. `start` releases the grammar it replaces at
+once (its masks, and the links between its states), and `release` does so
+for a matcher done with, without waiting for the cycle collector, which in a
+process holding a model may not run for many turns. The tables of a
+vocabulary (every token's bytes as a matrix) are made once per tokenizer and
+shared by its matchers, so a new harness per entry costs no new copy of them.
+
 numpy is imported by whoever builds a TokenMatcher (constrain.py does so only
 for a BPE vocabulary); torch only when torch logits arrive.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import OrderedDict
 from math import inf
 
 import numpy as np
@@ -32,18 +48,87 @@ from decodeloop.grammar.bytes import CLOSER_TOKEN, ByteGrammar, ByteState
 from decodeloop.grammar.compile import call_grammar
 
 _UNKNOWN, _DEAD = -2, -1
-_MAX_MASKS = 2048          # states with memoized masks (49 KB each at 49k, and an index array); oldest dropped first
+MASK_MEMORY = 256 << 20     # bytes of memoized masks in the process, every matcher and grammar together
 
 
-class TokenMatcher:
-    """The constrain.Matcher for multi-byte vocabularies (see the module docstring)."""
+class MaskMemo:
+    """Which grammar states hold memoized masks, in the order they were last used, and the bytes they hold.
 
-    def __init__(self, tokenizer, vocab_size: int | None = None, closer_id: int | None = None) -> None:
-        size = vocab_size or tokenizer.vocab_size
-        self.closer_id = closer_id      # a closer that is one special token: the grammar's CLOSER_TOKEN
-        self.encode = tokenizer.encode
+    One for the process (`MASKS`): past `MASK_MEMORY` bytes the least recently used state's masks are
+    dropped (never the state's table index or its memoized end, which cost no vocabulary-sized memory).
+    States are held weakly: the memo never keeps a grammar alive, and a state freed takes its masks along.
+    """
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict = OrderedDict()   # id(state) -> [weak reference to it, id(its grammar), bytes]
+        self.bytes = 0
+        self._lock = threading.Lock()      # harnesses on threads (eval --concurrency) share it
+        self._freed: list = []             # (id, reference) of states freed since: settled at the next change
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._settle()
+            return len(self._entries)
+
+    def _settle(self) -> None:
+        """Forget the states freed (their masks went with them); a reused id holds another state's entry."""
+        while self._freed:
+            key, ref = self._freed.pop()
+            entry = self._entries.get(key)
+            if entry is not None and entry[0] is ref:
+                del self._entries[key]
+                self.bytes -= entry[2]
+
+    def used(self, state: ByteState) -> None:
+        with self._lock:
+            if id(state) in self._entries:
+                self._entries.move_to_end(id(state))
+
+    def add(self, state: ByteState, grammar: ByteGrammar | None, size: int) -> None:
+        """`state` holds `size` more bytes of masks; older states' masks are dropped while over the budget."""
+        with self._lock:
+            self._settle()
+            key = id(state)
+            entry = self._entries.get(key)
+            if entry is None:
+                # the callback runs wherever the state is freed (even inside the cycle collector): it only appends
+                ref = weakref.ref(state, lambda ref, key=key, freed=self._freed: freed.append((key, ref)))
+                entry = self._entries[key] = [ref, id(grammar), 0]
+            else:
+                self._entries.move_to_end(key)
+            entry[2] += size
+            self.bytes += size
+            while self.bytes > MASK_MEMORY and len(self._entries) > 1:
+                _, (oldest, _, held) = self._entries.popitem(last=False)
+                self.bytes -= held
+                _drop_masks(oldest())
+
+    def release(self, grammar: ByteGrammar) -> None:
+        """Drop the masks of every state of `grammar` (it is being replaced)."""
+        with self._lock:
+            self._settle()
+            gone = [key for key, (_, owner, _) in self._entries.items() if owner == id(grammar)]
+            for key in gone:
+                ref, _, held = self._entries.pop(key)
+                self.bytes -= held
+                _drop_masks(ref())
+
+
+def _drop_masks(state: ByteState | None) -> None:
+    if state is None:
+        return          # freed already, its masks with it
+    for key in [k for k in state.masks if k == "tokens" or (type(k) is tuple and k[0] in ("plan", "torch"))]:
+        del state.masks[key]
+
+
+MASKS = MaskMemo()
+
+
+class _Vocabulary:
+    """A vocabulary's tables for the walk: every token's bytes as rows of a matrix, longest first."""
+
+    def __init__(self, tokenizer, size: int) -> None:
         data = [tokenizer.token_bytes(t) for t in range(size)]
-        self.vocab = size
         self.token_bytes = data
         lengths = np.fromiter((len(b) for b in data), dtype=np.int64, count=size)
         self.order = np.argsort(-lengths, kind="stable")          # row r of the matrix is token order[r]
@@ -58,19 +143,60 @@ class TokenMatcher:
         # walking at column j: rows [0, live[j]) (the tokens longer than j)
         self.live = [int((self.lengths > j).sum()) for j in range(width)]
         # a token for each byte value that has one of its own (every byte-level BPE has all 256)
-        self._byte_token = {}
+        self.byte_token: dict[int, int] = {}
         for token, b in enumerate(data):
-            if len(b) == 1 and b[0] not in self._byte_token:
-                self._byte_token[b[0]] = token
+            if len(b) == 1 and b[0] not in self.byte_token:
+                self.byte_token[b[0]] = token
+
+
+# per tokenizer (while it lives) and size: a harness per entry builds a matcher each time, not its tables
+_VOCABULARIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_VOCABULARIES_LOCK = threading.Lock()
+
+
+def _vocabulary(tokenizer, size: int) -> _Vocabulary:
+    try:
+        with _VOCABULARIES_LOCK:
+            found = _VOCABULARIES.setdefault(tokenizer, {}).get(size)
+    except TypeError:                      # a tokenizer that cannot be weakly referenced: tables of its own
+        return _Vocabulary(tokenizer, size)
+    if found is None:
+        found = _Vocabulary(tokenizer, size)
+        with _VOCABULARIES_LOCK:
+            _VOCABULARIES[tokenizer][size] = found
+    return found
+
+
+class TokenMatcher:
+    """The constrain.Matcher for multi-byte vocabularies (see the module docstring)."""
+
+    def __init__(self, tokenizer, vocab_size: int | None = None, closer_id: int | None = None) -> None:
+        size = vocab_size or tokenizer.vocab_size
+        self.closer_id = closer_id      # a closer that is one special token: the grammar's CLOSER_TOKEN
+        self.encode = tokenizer.encode
+        vocabulary = _vocabulary(tokenizer, size)
+        self.vocab = size
+        self.token_bytes = vocabulary.token_bytes
+        self.order, self.matrix, self.lengths = vocabulary.order, vocabulary.matrix, vocabulary.lengths
+        self.live = vocabulary.live
+        self._byte_token = vocabulary.byte_token
         self.grammar: ByteGrammar | None = None
         self.tools: list[str] = []
         self._reset_tables()
 
+    def __copy__(self) -> "TokenMatcher":
+        """A matcher of the same vocabulary (its tables shared) with no grammar yet: `start` gives it its own."""
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other.grammar, other.tools = None, []
+        other._reset_tables()
+        return other
+
     def _reset_tables(self) -> None:
         self._states: list[ByteState] = []
-        self._final = np.zeros(1024, dtype=bool)
-        self._table = np.full((1024, 256), _UNKNOWN, dtype=np.int32)
-        self._masked: list[ByteState] = []
+        # 64 states to begin with (64 KB), doubled as they are met: a grammar that serves one call stays small
+        self._final = np.zeros(64, dtype=bool)
+        self._table = np.full((64, 256), _UNKNOWN, dtype=np.int32)
 
     # --- the Matcher interface ---------------------------------------------------------------------------
 
@@ -79,10 +205,20 @@ class TokenMatcher:
         if self.closer_id is not None and syntax.name == "json":
             closer = (CLOSER_TOKEN,)
         compiled = call_grammar(tools, syntax.name, closer)
+        self.release()
         self.grammar = ByteGrammar(compiled.machine)
         self.tools = compiled.tools
-        self._reset_tables()
         return compiled.problems
+
+    def release(self) -> None:
+        """Free the grammar now (its masks, its states' links, the table of its states) rather than when the
+        cycle collector finds it: `start` does so for the grammar it replaces; whoever is done with a matcher
+        may too. The grammar is this matcher's alone (a copy starts without one)."""
+        if self.grammar is not None:
+            MASKS.release(self.grammar)
+            self.grammar.release()
+        self.grammar, self.tools = None, []
+        self._reset_tables()
 
     def begin(self) -> ByteState | None:
         return self.grammar.start if self.grammar is not None and self.tools else None
@@ -162,8 +298,7 @@ class TokenMatcher:
         copied into a row of -inf (index arrays memoized per state). Elsewhere (CUDA, half precision) one
         masked_fill with a memoized bool tensor on the logits' device.
         """
-        mask = self.mask(state)
-        count = state.masks["count"]
+        mask, count = self._mask(state)
         if type(logits) is list:
             out, override = self.apply(np.asarray(logits, dtype=np.float64), state)
             return out.tolist(), override
@@ -201,6 +336,7 @@ class TokenMatcher:
             sparse = len(allowed) <= n // 2
             ids = allowed if sparse else np.flatnonzero(~sized)
             plan = state.masks[key] = (sparse, ids.astype(np.int32))
+            MASKS.add(state, self.grammar, plan[1].nbytes)
         return plan
 
     def _apply_masked_fill(self, logits, state: ByteState, mask, count: int):
@@ -211,6 +347,7 @@ class TokenMatcher:
 
             forbidden = torch.from_numpy(~self._sized(mask, len(logits))).to(logits.device)
             state.masks[key] = forbidden
+            MASKS.add(state, self.grammar, forbidden.numel())
         wanted = int(logits.argmax())
         out = logits.masked_fill(forbidden, -inf) if logits.is_floating_point() else \
             logits.float().masked_fill(forbidden, -inf)
@@ -229,17 +366,20 @@ class TokenMatcher:
 
     def mask(self, state: ByteState):
         """The allowed tokens of a state as a bool array over the vocabulary, memoized on the state."""
+        return self._mask(state)[0]
+
+    def _mask(self, state: ByteState):
+        """(mask, how many tokens it allows), memoized on the state within the process's budget (MASKS)."""
         found = state.masks.get("tokens")
         if found is not None:
+            MASKS.used(state)
             return found
         mask = self._walk(state)
         if self.closer_id is not None and 0 <= self.closer_id < self.vocab:
             mask[self.closer_id] = self.grammar.advance_char(state, CLOSER_TOKEN) is not None
-        state.masks["tokens"], state.masks["count"] = mask, int(mask.sum())
-        self._masked.append(state)
-        if len(self._masked) > _MAX_MASKS:
-            self._masked.pop(0).masks.clear()
-        return mask
+        found = state.masks["tokens"] = (mask, int(mask.sum()))
+        MASKS.add(state, self.grammar, mask.nbytes)
+        return found
 
     def _index(self, state: ByteState) -> int:
         index = state.masks.get("index")

@@ -43,7 +43,7 @@ from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.transports.stdio import StdioTransport
 from decodeloop.mcp_config import ConfigError, ServerSpec  # ConfigError is re-exported for callers
 from decodeloop.pins import PinStore, changes, fingerprint
-from decodeloop.schema import did_you_mean
+from decodeloop.schema import did_you_mean, type_notes
 from decodeloop.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_SCHEMA_CHARS, cap_text, cap_tool, visible_line
 
 NAMESPACE_SEPARATOR = "__"
@@ -74,6 +74,7 @@ class Router:
         # a server's text enters every prompt: each tool's description and schema text is capped
         self.max_description_chars = DEFAULT_MAX_DESCRIPTION_CHARS
         self.max_schema_chars = DEFAULT_MAX_SCHEMA_CHARS
+        self._types_noted: set[tuple[str, str]] = set()  # (server, fingerprint): definitions whose types were noted
 
     def add_server(self, server: str, client: McpClient, tools: list[Tool]) -> None:
         if server in self.clients:
@@ -119,7 +120,16 @@ class Router:
                 self.emit(Notice(server, note))
             if capped is not None:
                 kept.append(capped)
+                self._note_types(server, capped)
         return kept
+
+    def _note_types(self, server: str, tool: Tool) -> None:
+        """Say once per definition which parameter types were read as aliases or are unknown (schema.py)."""
+        key = (server, fingerprint(tool))
+        if key not in self._types_noted:
+            self._types_noted.add(key)
+            for line in type_notes(tool.input_schema):
+                self.emit(Notice(server, f"tool {tool.name}: {line}"))
 
     def _expose(self) -> None:
         """Exposed names: a name once given stays with its tool while the server lists it; a new tool gets

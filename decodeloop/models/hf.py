@@ -273,12 +273,12 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     require("jinja2")
     from decodeloop.models import ModelBundle, gguf_cache
 
-    if not on_terminal:
-        transformers.utils.logging.disable_progress_bar()
     _quiet(transformers)
     device = _resolve_device(torch, device)
     torch_dtype = _resolve_dtype(torch, dtype, device)
     directory, gguf, sha, cached = _converted_source(*located)
+    if not on_terminal or not gguf:   # a bar only for the minutes of a conversion, at a terminal
+        transformers.utils.logging.disable_progress_bar()
     weights = None
     if cached:
         try:

@@ -17,7 +17,7 @@ the MCP servers it started: on a busy machine the wall-clock times grow, the CPU
 shown beside it. The MCP servers start and the prompt is prefilled in both. Warm runs: the median of
 --repeats.
 
-    python3 bench/startup.py [--repeats 3] [--models smollm2,qwen] [--python .venv/bin/python]
+    python3 bench/startup.py [--repeats 3] [--models smollm2,qwen] [--threads N] [--python .venv/bin/python]
 """
 
 from __future__ import annotations
@@ -40,10 +40,12 @@ MODELS = {
 QUESTION = "What's the weather in Polson, MT?"
 
 
-def first_token(python: str, gguf: str, cache: str) -> tuple[float, float, float, str]:
+def first_token(python: str, gguf: str, cache: str, threads: int | None) -> tuple[float, float, float, str]:
     """(seconds to the first token event, seconds to the end of the command, its CPU seconds (its own, its
     MCP servers' and every other process it waited for), how the weights were loaded)."""
     env = {**os.environ, "DECODELOOP_CACHE": cache, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ROOT}
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)         # torch's intra-op threads
     start = time.perf_counter()
     process = subprocess.Popen([python, "-m", "decodeloop", "run", "--json", "--max-tokens", "1",
                                 "--model", "hf:" + gguf, QUESTION], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
@@ -86,6 +88,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="warm runs per model; the median counts (default: 3)")
     parser.add_argument("--models", default="smollm2,qwen", help="which: smollm2, qwen (default: both)")
     parser.add_argument("--python", default=sys.executable, help="the Python with the hf extra (default: this one)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="OMP_NUM_THREADS for the runs: torch's threads (default: torch's, one per core)")
     args = parser.parse_args()
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     for name in names:
@@ -93,7 +97,8 @@ def main() -> None:
             sys.exit(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
         if not os.path.exists(MODELS[name][1]):
             sys.exit(f"no {MODELS[name][1]}: run `decodeloop fetch {'smollm2' if name == 'smollm2' else 'qwen2.5-coder-0.5b'}`")
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; "
+    print(f"{os.cpu_count()} CPUs, torch threads {args.threads or 'default'}, "
+          f"load average {os.getloadavg()[0]:.1f} at the start; "
           f"import torch + transformers: {import_seconds(args.python):.1f} s\n")
     print("| model | .gguf | SHA-256: read / remembered | cold: first token (whole run, CPU) | "
           f"warm: first token (whole run, CPU), median of {args.repeats} |")
@@ -105,9 +110,9 @@ def main() -> None:
             read, remembered = hash_seconds(args.python, gguf, cache)
             shutil.rmtree(cache)
             os.makedirs(cache)                       # cold: nothing cached, not even the hash
-            cold = first_token(args.python, gguf, cache)
+            cold = first_token(args.python, gguf, cache, args.threads)
             assert cold[3] == "converted", cold
-            warm = [first_token(args.python, gguf, cache) for _ in range(args.repeats)]
+            warm = [first_token(args.python, gguf, cache, args.threads) for _ in range(args.repeats)]
             assert all(w[3] == "loaded" for w in warm), warm
         finally:
             shutil.rmtree(cache, ignore_errors=True)

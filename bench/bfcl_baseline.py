@@ -56,13 +56,22 @@ HERMES = ("You are a function calling AI model. You are provided with function s
 
 
 def load(path: str, device: str, dtype: str | None):
-    """(model, tokenizer) with transformers: a model directory, or a .gguf file through gguf_file=."""
+    """(model, tokenizer) with transformers: a model directory, or a .gguf file through gguf_file=.
+
+    A .gguf that decodeloop's `hf:` loader has de-quantized before is read from its conversion cache
+    (models/gguf_cache.py: the same float32 weights as safetensors), which only saves the loading time;
+    generation is transformers' own either way."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from decodeloop.models import gguf_cache
 
     path = os.path.expanduser(path)
     directory, gguf = (os.path.dirname(os.path.abspath(path)), os.path.basename(path)) if path.endswith(".gguf") \
         else (path, None)
+    converted = gguf_cache.lookup(gguf_cache.file_sha256(path)) if gguf else None
+    if converted:
+        directory, gguf = converted, None
     tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
     torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if device == "cuda" else torch.float32)
     model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=gguf, local_files_only=True, dtype=torch_dtype,

@@ -339,14 +339,14 @@ def calls_text(output: list[dict]) -> str:
     return "\n".join(syntax.render(Call(name, arguments)) for call in output for name, arguments in call.items())
 
 
-def run(bundle, chosen, checker, events=None, max_tokens=3000):
+def run(bundle, chosen, checker, events=None, max_tokens=3000, call_shapes=None):
     def make_harness(router, emit, system):
         def both(event):
             if events is not None:
                 events.append(event)
             emit(event)
         return Harness(bundle, Sampler(), router, both, system=system,
-                       config=TurnConfig(max_tokens=max_tokens, collect_calls=True))
+                       config=TurnConfig(max_tokens=max_tokens, collect_calls=True, call_shapes=call_shapes))
 
     return run_entries(chosen, checker, make_harness, syntax=bundle.syntax)
 
@@ -415,6 +415,16 @@ def test_malformed_unknown_and_invalid_calls(entries, checker):
     [outcome] = run(scripted_bundle({entry.user: right}), [entry], checker, max_tokens=30)
     assert (outcome.correct, outcome.calls, outcome.well_formed, outcome.stop, outcome.error) == (
         False, 1, 0, "max_tokens", "ast_decoder:cut_by_token_cap")
+
+
+def test_calls_in_an_alternate_shape_are_scored_in_that_shape(entries, checker):
+    entry = by_id(entries, "simple_python_1")
+    # a right call, and one that does not validate: the latter still reaches the checker, read in its shape
+    for number, correct, well_formed, error in ((5, True, 1, ""), ("five", False, 0, "type_error:simple")):
+        fenced = '```json\n{"name": "math.factorial", "arguments": {"number": %s}}\n```' % json.dumps(number)
+        [outcome] = run(scripted_bundle({entry.user: fenced}), [entry], checker, call_shapes="lenient")
+        assert (outcome.correct, outcome.calls, outcome.well_formed, outcome.error) == (correct, 1, well_formed, error)
+        assert outcome.output == [{"math.factorial": {"number": number}}]
 
 
 def test_irrelevance_is_right_without_a_call_and_a_call_is_a_false_call(entries, checker):

@@ -45,6 +45,7 @@ from decodeloop.bfcl.checker import check
 from decodeloop.bfcl.entries import Entry
 from decodeloop.bfcl.tools import mcp_tools
 from decodeloop.calls import ParseError
+from decodeloop.dispatch import parse_call
 
 
 @dataclass
@@ -101,8 +102,8 @@ def score(entry: Entry, events: list, syntax, checker) -> EntryOutcome:
                 undecodable = undecodable or "ast_decoder:decoder_failed"
                 continue
             well_formed += event.stage in ("repeat", "policy")   # these passed validation
-            try:
-                parsed = syntax.parse(event.text)
+            try:   # in the shape it was written in (--call-shapes lenient reads fenced blocks and others)
+                parsed = parse_call(event.text, syntax, getattr(event, "shape", None))
             except ParseError:
                 undecodable = undecodable or "ast_decoder:decoder_failed"
                 continue

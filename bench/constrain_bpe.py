@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""What --constrain costs per token at a 49k BPE vocabulary: decodeloop's TokenMatcher beside llguidance.
+"""What --constrain costs per token at a real BPE vocabulary: decodeloop's TokenMatcher beside llguidance.
 
-SmolLM2-135M-Instruct (the real model, greedy, CPU) answers held-out lab questions with --constrain required
+SmolLM2-135M-Instruct (49,152 tokens) or Qwen2.5-Coder-0.5B-Instruct (151,936; --gguf) (the real model, greedy,
+CPU) answers held-out lab questions with --constrain required
 in the JSON syntax; the processor is timed on every token inside a call (advance the grammar, say whether the
 mask overrode the model, apply the mask to the model's torch logits). Two passes over the same questions on
 one processor: cold (every grammar state's mask is built when first met) and warm (memoized). Then the same
@@ -10,6 +11,7 @@ its grammar the same tools' schemas between `<tool_call>` and `</tool_call>`: pe
 computed and applied to the same kind of logits (torch float32, 49,152). Grammar set-up is reported apart.
 
 Run: DECODELOOP_SMOLLM2=models/SmolLM2-135M-Instruct.Q4_1.gguf python3 bench/constrain_bpe.py [--questions N]
+     python3 bench/constrain_bpe.py --gguf models/qwen2.5-coder-0.5b-instruct.gguf
 """
 
 from __future__ import annotations
@@ -104,10 +106,12 @@ def llguidance_rows(bundle, tools, bodies, path: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=8, help="held-out questions per pass (default: 8)")
+    parser.add_argument("--gguf", default=os.environ.get("DECODELOOP_SMOLLM2"),
+                        help="the model's .gguf (default: $DECODELOOP_SMOLLM2)")
     args = parser.parse_args()
-    path = os.environ.get("DECODELOOP_SMOLLM2")
+    path = args.gguf
     if not path or not os.path.exists(path):
-        sys.exit("set DECODELOOP_SMOLLM2 to SmolLM2-135M-Instruct's .gguf (scripts/fetch-smollm2 fetches it)")
+        sys.exit("name a model's .gguf with --gguf or DECODELOOP_SMOLLM2 (decodeloop fetch smollm2 fetches one)")
 
     from decodeloop.models import load_model
     from decodeloop.train.corpus import episodes
@@ -130,7 +134,7 @@ def main() -> None:
     measured, why = llguidance_rows(bundle, tools, bodies, path)
 
     vocab = bundle.tokenizer.vocab_size
-    print(f"µs per constrained token at a {vocab:,}-token vocabulary (SmolLM2-135M-Instruct, torch float32 logits "
+    print(f"µs per constrained token at a {vocab:,}-token vocabulary ({os.path.basename(path)}, torch float32 logits "
           f"on CPU), {len(questions)} held-out questions, JSON syntax, --constrain required")
     print()
     print("| engine | calls | constrained tokens | median | p90 | p99 | max |")

@@ -122,7 +122,7 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     evaluate.add_argument("--bfcl-wheel", default=None, metavar="PATH",
                           help="--suite bfcl: the bfcl-eval wheel to read (default: $DECODELOOP_BFCL_WHEEL, else "
                                "$DECODELOOP_CACHE/bfcl, downloaded there with pip download --no-deps if missing)")
-    # --call-shapes (strict|lenient) belongs beside these: --suite runs every turn with the same TurnConfig
+    # --suite runs every entry's turn with the turn options below (--call-shapes, --constrain, --max-tokens...)
     _sampling_options(evaluate, seed=0)
     _turn_options(evaluate, max_tokens=400)
     evaluate.add_argument("--json", action="store_true", help="print one JSON summary object")

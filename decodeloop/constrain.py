@@ -464,6 +464,15 @@ class CallConstraint:
             return logits
         return _forbid(logits, too_long)
 
+    def release(self) -> None:
+        """Free the grammars now (their masks and states), not when the cycle collector finds this processor
+        and its harness: for a process that runs many tool sets one after another (eval over BFCL)."""
+        for matcher in (self.matcher, *self._shape_matchers.values()):
+            release = getattr(matcher, "release", None)
+            if release is not None:
+                release()
+        self._shape_matchers, self._state, self._plan = {}, None, []
+
     def _shape_matcher(self, shape) -> "Matcher":
         """The grammar of a call in an alternate shape: the same tools, its own closer (compiled once per
         closer and tools version; the vocabulary's tables are shared with the main matcher)."""

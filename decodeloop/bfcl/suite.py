@@ -173,6 +173,8 @@ def run_entries(entries: list[Entry], checker, make_harness: Callable, *, syntax
                 except _FirstMessageOver:
                     result = None
                 seconds = time.perf_counter() - started
+                if getattr(harness, "constraint", None) is not None:
+                    harness.constraint.release()   # this entry's grammar, freed now: memory stays bounded
             if result is not None and result.reason == "interrupted":
                 raise KeyboardInterrupt
             outcome = score(entry, recorded, syntax, checker)

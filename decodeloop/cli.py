@@ -691,6 +691,7 @@ def _suite_command(args, parser, sampler, processors, config) -> int:
         print("\ninterrupted.", file=sys.stderr)
         return EXIT_INTERRUPTED
     context = {"model": args.model, "syntax": bundle.syntax.name, "constrain": args.constrain,
+               "call_shapes": args.call_shapes or getattr(bundle.chat, "call_shapes", "strict"),
                "temperature": args.temperature, "seed": args.seed, "max_tokens": args.max_tokens,
                "entries_per_category": args.entries}
     if args.json:

@@ -190,3 +190,20 @@ def test_an_opener_that_ends_inside_a_token_feeds_the_rest_to_the_grammar():
     out = constraint(np.zeros(tokenizer.vocab_size), state)
     allowed = {tokenizer.decode([t]) for t in np.flatnonzero(np.isfinite(out)).tolist()}
     assert "name" in allowed and "n" in allowed and '{"' not in allowed and " " not in allowed
+
+
+def test_a_free_form_object_key_does_not_make_a_state_per_token():
+    """Inside a key of a free-form object ({"type": "object"} with no properties, BFCL's `dict`), walking a large
+    vocabulary makes a handful of grammar states, not one per prefix of every token."""
+    rng = random.Random(0)
+    words = {"".join(rng.choice("abcdefghijklmnopqrstuvwxyz_") for _ in range(rng.randint(2, 12))) for _ in range(5000)}
+    tokenizer = PieceTokenizer(PIECES + sorted(words))
+    matcher = TokenMatcher(tokenizer)
+    tools = [SimpleNamespace(name="average", input_schema={
+        "type": "object", "properties": {"grades": {"type": "dict"}, "name": {"type": "string"}},
+        "required": ["grades"]})]
+    matcher.start(tools, JsonSyntax())
+    state = matcher.advance_bytes(matcher.begin(), b'{"name": "average", "arguments": {"grades": {"')
+    before = matcher.grammar.size
+    assert matcher.mask(state).sum() > 1000          # any word may begin a free key
+    assert matcher.grammar.size - before < 200

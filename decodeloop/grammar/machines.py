@@ -490,8 +490,15 @@ class CompactValue(Machine):
         return phase == 3 or (phase == 1 and self.bare.final(x))
 
 
+OTHER_KEY = ("other key",)   # the state of a free key once it can no longer be a declared or excluded one
+
+
 class KeyMachine(Machine):
-    """An object key: one of `names`, or (with `free`) any other key not in `excluded`. State: the text so far."""
+    """An object key: one of `names`, or (with `free`) any other key not in `excluded`. State: the text so far,
+    until a free key can no longer become a declared or excluded one: then OTHER_KEY, whatever follows. Keeping
+    every free key's text would make a state of every prefix of every token in a BPE vocabulary (millions at
+    152k tokens, each with its row of the token table); so two free keys of one object may be the same (the
+    JSON reader then reports the repeated key), as in free-form JSON values."""
 
     def __init__(self, names: Iterable[str], free: bool, excluded: Iterable[str] = (), first: Ranges = TEXT,
                  rest: Ranges = TEXT, min_len: int = 0) -> None:
@@ -504,21 +511,32 @@ class KeyMachine(Machine):
             for i in range(len(name)):
                 nxt.setdefault(name[:i], set()).add(ord(name[i]))
         self._next = {prefix: cs.normalize((c, c) for c in chars) for prefix, chars in nxt.items()}
+        # texts a key must keep: the prefixes (and whole) of declared and excluded keys
+        self._kept = frozenset(k[:i] for k in self.names | self.excluded for i in range(len(k) + 1))
         self.start = ""
 
     def empty(self) -> bool:
         return not self.names and not self.free
 
     def chars(self, t):
+        if t is OTHER_KEY:
+            return self.rest
         named = self._next.get(t, EMPTY)
         if self.free:
             return cs.union(named, self.first if t == "" else self.rest)
         return named
 
     def step(self, t, c):
-        return t + chr(c)
+        if t is OTHER_KEY:
+            return t
+        t += chr(c)
+        if self.free and t not in self._kept and len(t) >= self.min_len:
+            return OTHER_KEY
+        return t
 
     def final(self, t):
+        if t is OTHER_KEY:
+            return True
         if t in self.names:
             return True
         return self.free and len(t) >= self.min_len and t not in self.excluded
@@ -654,7 +672,7 @@ class JsonObject(Machine):
             sub = ks.step(sub, c)
             if ks.final(sub):
                 key = sub[1]
-                return (self.COLON, seen | {key}, key, 0)
+                return (self.COLON, seen if key is OTHER_KEY else seen | {key}, key, 0)
             return (self.KEY, seen, sub, 0)
         if phase == self.VALUE:
             key, v = sub
@@ -827,7 +845,7 @@ class CompactArgs(Machine):
         if phase == self.KEY:
             if c == ord("="):
                 vm = f.value(sub)
-                return (self.VALUE, seen | {sub}, (sub, vm.start), 0)
+                return (self.VALUE, seen if sub is OTHER_KEY else seen | {sub}, (sub, vm.start), 0)
             return (self.KEY, seen, self.key_machine(seen).step(sub, c), 0)
         if phase == self.VALUE:
             key, v = sub

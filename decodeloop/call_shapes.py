@@ -38,6 +38,7 @@ CANONICAL = "tool_call"     # the JSON syntax's own shape, for the events
 _ARGUMENT_KEYS = ("arguments", "parameters")
 _ALLOWED_KEYS = frozenset({"name", "type", *_ARGUMENT_KEYS})
 _WHITESPACE = " \t\n\r"
+_CALL_HEAD = '{"name"'     # how a call's object begins: where --constrain's lazy grammar starts
 
 
 @dataclass(frozen=True)
@@ -102,15 +103,19 @@ class SpanScanner:
         self._expect = {"{": '"}', "[": "{"}.get(shape.opener, "{[")
         self._in_string = self._escaped = False
         self._tail = ""                  # the end of the text outside strings, as long as the closer
+        self._head = "{" if shape.opener == "{" else ""   # the body's first characters, whitespace left out
 
     @property
     def begun(self) -> bool:
-        """The body has begun as a call's would (its first character was one a call can start with)."""
-        return not self._expect and not self._naming and not self.abandoned
+        """The body has begun as a call's does: the model itself wrote `{"name"` (JSON data such as
+        `{"result": 3}` has not), so the --constrain grammar may take it from there."""
+        return self._head == _CALL_HEAD and not self.abandoned
 
     def feed(self, piece: str) -> int | None:
         closer = self.closer
         for i, ch in enumerate(piece):
+            if len(self._head) < len(_CALL_HEAD) and not self._naming and ch not in _WHITESPACE:
+                self._head += ch
             if self._naming:
                 if ch == ">":
                     self._naming = False

@@ -7,8 +7,8 @@
                            after the closer, free again
     (lazy triggers)        with --call-shapes lenient, the grammar also starts at
                            the opener of an alternate shape (call_shapes.py) the
-                           stop check is holding: a ```json or ``` block, <tools>,
-                           bare JSON's "{". The call then follows the grammar and
+                           stop check is holding (a ```json or ``` block, <tools>,
+                           bare JSON) once the model wrote {"name". The call then follows the grammar and
                            the shape is closed as it opened (the fence's ```); an
                            array of calls and <function=NAME> are not followed
     --constrain required   as `calls`, and the turn's first tokens are forced to

@@ -229,3 +229,12 @@ def test_calls_of_one_message_in_two_shapes_run_together(events):
                          config=TurnConfig(call_shapes="lenient")).run(QUESTION)
     assert result.answer == "Both done." and [c.shape for c in events.of("tool_call")] == ["tool_call",
                                                                                           "fenced_json"]
+
+
+def test_the_lazy_grammar_may_start_only_once_the_model_wrote_a_call_objects_first_key():
+    for text, begun in (('```json\n{"result": 3', False), ("```json\n{", False), ('```json\n{ "name"', True),
+                        ('{"name": "get_weather"', True), ('{"temperature"', False), ('<tools>{"name"', True)):
+        s = stops()
+        for ch in text:
+            s.check(1, ch)
+        assert (s.alternate is not None) == begun, text

@@ -27,8 +27,10 @@ from decodeloop.stops import Stops
 from decodeloop.tokenize import StreamDecoder
 
 FENCE_PIECES = ["```", "```json", "json\n", "\n```", "```\n", "<tools>", "</tools>", "tools", "\n{"]
-# the grammar starts once the body begins as a call's does (the "{"): whitespace or prose before it is free
-OPENINGS = {"fenced_json": "```json\n{", "fenced": "```\n {", "tools_tag": "<tools>{", "bare_json": '{"'}
+# the grammar starts once the model itself has begun the call's object ({"name"): before that it is free, so
+# JSON data (`{"result": 3}`) or a code block is never forced into a call
+OPENINGS = {"fenced_json": '```json\n{"name"', "fenced": '```\n {"name"', "tools_tag": '<tools>{"name"',
+            "bare_json": '{"name"'}
 CLOSINGS = {"fenced_json": "```", "fenced": "```", "tools_tag": "</tools>", "bare_json": "}"}
 
 
@@ -110,7 +112,7 @@ def test_without_the_lazy_trigger_random_logits_break_the_same_fence():
     calls = 0
     for seed in range(20):
         engine = LocalEngine(NumpyRandomLogits(seed, tokenizer.vocab_size, 3.0), Sampler(temperature=1.0, seed=seed),
-                             [Opening(tokenizer.encode("```json\n{"))])
+                             [Opening(tokenizer.encode('```json\n{"name"'))])
         stops = Stops(eos_ids={tokenizer.eos_id}, opener=syntax.opener, scanner_factory=syntax.scanner,
                       max_tokens=200, alternates=ALTERNATES, known={t.name for t in tools}.__contains__)
         context = Context()
@@ -126,7 +128,7 @@ def test_a_fenced_call_near_the_cap_is_closed_within_it():
     tokenizer = PieceTokenizer(PIECES + FENCE_PIECES)
     tools = lab_tools()
     for seed in range(10):
-        verdict, _, tokens = lazy_turn(tools, tokenizer, "```json\n{", seed, 3.0, max_tokens=90)
+        verdict, _, tokens = lazy_turn(tools, tokenizer, '```json\n{"name"', seed, 3.0, max_tokens=90)
         assert len(tokens) <= 90
         check_shaped(verdict, tools, "fenced_json")
 

@@ -38,7 +38,9 @@ CANONICAL = "tool_call"     # the JSON syntax's own shape, for the events
 _ARGUMENT_KEYS = ("arguments", "parameters")
 _ALLOWED_KEYS = frozenset({"name", "type", *_ARGUMENT_KEYS})
 _WHITESPACE = " \t\n\r"
-_CALL_HEAD = '{"name"'     # how a call's object begins: where --constrain's lazy grammar starts
+# how a call's object begins, up to its whole name: where --constrain's lazy grammar may start
+_CALL_HEAD = re.compile(r'[ \t\n\r]*\{[ \t\n\r]*"name"[ \t\n\r]*:[ \t\n\r]*"([^"\\\n]{1,128})"')
+_HEAD_CHARS = 200               # a body that has not named a tool by then is not read for a name
 
 
 @dataclass(frozen=True)
@@ -103,19 +105,30 @@ class SpanScanner:
         self._expect = {"{": '"}', "[": "{"}.get(shape.opener, "{[")
         self._in_string = self._escaped = False
         self._tail = ""                  # the end of the text outside strings, as long as the closer
-        self._head = "{" if shape.opener == "{" else ""   # the body's first characters, whitespace left out
+        self._head = "{" if shape.opener == "{" else ""   # the body's first characters, while they may name
+        self._named: str | None = None
 
     @property
-    def begun(self) -> bool:
-        """The body has begun as a call's does: the model itself wrote `{"name"` (JSON data such as
-        `{"result": 3}` has not), so the --constrain grammar may take it from there."""
-        return self._head == _CALL_HEAD and not self.abandoned
+    def named(self) -> str | None:
+        """The name the body gives once it has begun as a call's does, `{"name": "NAME"` with the name's
+        closing quote written (JSON data such as `{"result": 3}` never has one), else None."""
+        return None if self.abandoned else self._named
+
+    def _read_head(self, ch: str) -> None:
+        self._head += ch
+        if ch == '"':
+            found = _CALL_HEAD.match(self._head)
+            if found:
+                self._named, self._head = found.group(1), None
+                return
+        if len(self._head) > _HEAD_CHARS:
+            self._head = None
 
     def feed(self, piece: str) -> int | None:
         closer = self.closer
         for i, ch in enumerate(piece):
-            if len(self._head) < len(_CALL_HEAD) and not self._naming and ch not in _WHITESPACE:
-                self._head += ch
+            if self._head is not None and not self._naming:
+                self._read_head(ch)
             if self._naming:
                 if ch == ">":
                     self._naming = False
@@ -158,12 +171,13 @@ class SpanScanner:
 
 class NotACall(ValueError):
     """A span that is not a call after all: `near_miss` names the tool it looked like a call to (or is
-    ""), `broken` says its JSON did not parse."""
+    ""), `broken` says its JSON did not parse, `unknown` is the name of a whole call to no tool."""
 
-    def __init__(self, message: str, near_miss: str = "", broken: bool = False) -> None:
+    def __init__(self, message: str, near_miss: str = "", broken: bool = False, unknown: str = "") -> None:
         super().__init__(message)
         self.near_miss = near_miss
         self.broken = broken
+        self.unknown = unknown
 
 
 def read(shape: Shape, span: str, known: Callable[[str], bool], closed: bool = True) -> list[str]:
@@ -272,7 +286,7 @@ def _call(shape: Shape, item: Any, known: Callable[[str], bool]) -> Call:
     if not isinstance(arguments, dict):
         raise NotACall("arguments are not a JSON object", near)
     if not _NAME_RE.match(name) or not known(name):
-        raise NotACall(f"{name!r} is not a tool", "")
+        raise NotACall(f"{name[:64]!r} is not a tool", "", unknown=name[:64])
     return Call(name, arguments)
 
 

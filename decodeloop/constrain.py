@@ -8,7 +8,9 @@
     (lazy triggers)        with --call-shapes lenient, the grammar also starts at
                            the opener of an alternate shape (call_shapes.py) the
                            stop check is holding (a ```json or ``` block, <tools>,
-                           bare JSON) once the model wrote {"name". The call then follows the grammar and
+                           bare JSON) once the model wrote {"name": "NAME" for a tool
+                           that exists (a call to one that does not is left alone,
+                           not bent into one that does). The call then follows the grammar and
                            the shape is closed as it opened (the fence's ```); an
                            array of calls and <function=NAME> are not followed
     --constrain required   as `calls`, and the turn's first tokens are forced to

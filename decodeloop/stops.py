@@ -159,9 +159,13 @@ class Stops:
 
     @property
     def alternate(self) -> Shape | None:
-        """The alternate shape whose span is being written (not yet read) once its body has begun as a call's
-        would (a fence's "{"), or None: where --constrain's lazy triggers start the grammar."""
-        return self._alt if self._alt is not None and self._alt_scanner.begun else None
+        """The alternate shape whose span is being written (not yet read) once its body has begun as a call to
+        a tool that exists (`{"name": "get_weather"`), or None: where --constrain's lazy triggers start the
+        grammar. Not sooner: a model that means a tool that does not exist is not bent into one that does."""
+        if self._alt is None:
+            return None
+        name = self._alt_scanner.named
+        return self._alt if name is not None and self.known(name) else None
 
     @property
     def in_call(self) -> bool:
@@ -414,7 +418,10 @@ class Stops:
         return verdict
 
     def _near_miss(self, shape: Shape, span: str, error: NotACall) -> str | None:
-        """A note for text that looked like a call (it names a tool), or None for ordinary text."""
+        """A note for text that looked like a call (it names a tool, or is a whole call to a tool that does not
+        exist), or None for ordinary text."""
+        if error.unknown:
+            return f"text written as a call in {shape.name} is not one: {error}; it stays text"
         tool = error.near_miss or (mentions_tool(span, self.known) if error.broken else "")
         if not tool:
             return None

@@ -136,9 +136,15 @@ def test_a_near_miss_stays_text_with_a_notice_that_says_why(text, why):
     assert "get_weather" in notice and why in notice
 
 
-def test_a_name_that_is_no_tool_is_text_without_a_notice():
+def test_a_whole_call_to_a_tool_that_does_not_exist_is_text_with_a_notice():
     text = '```json\n{"name": "send_money", "arguments": {"to": "me"}}\n```'
-    assert feed(text)[:5] == ("eos", (), (), text, [])
+    reason, calls, shapes, shown, [notice], _ = feed(text)
+    assert (reason, calls, shapes, shown) == ("eos", (), (), text)
+    assert "'send_money' is not a tool" in notice and "fenced_json" in notice and "stays text" in notice
+    # the model's name is quoted, control characters escaped and its length capped
+    hostile = '{"name": "x\\u001b[31m' + "y" * 500 + '", "arguments": {}}'
+    [notice] = feed(hostile)[4]
+    assert "\x1b" not in notice and "\\x1b" in notice and len(notice) < 200
 
 
 def test_strict_reads_only_the_syntax_own_shape():
@@ -231,9 +237,12 @@ def test_calls_of_one_message_in_two_shapes_run_together(events):
                                                                                           "fenced_json"]
 
 
-def test_the_lazy_grammar_may_start_only_once_the_model_wrote_a_call_objects_first_key():
-    for text, begun in (('```json\n{"result": 3', False), ("```json\n{", False), ('```json\n{ "name"', True),
-                        ('{"name": "get_weather"', True), ('{"temperature"', False), ('<tools>{"name"', True)):
+def test_the_lazy_grammar_may_start_only_once_the_model_named_a_tool_that_exists():
+    for text, begun in (('```json\n{"result": 3', False), ("```json\n{", False), ('```json\n{ "name"', False),
+                        ('```json\n{ "name": "get_weather', False), ('```json\n{ "name": "get_weather"', True),
+                        ('{"name": "get_weather"', True), ('{"name": "get_weather_now"', False),
+                        ('{"name": "calculate_triangle_area"', False), ('{"temperature"', False),
+                        ('<tools>{"name":"math.factorial"', True), ('```json\n{"data": {"name": "get_weather"', False)):
         s = stops()
         for ch in text:
             s.check(1, ch)

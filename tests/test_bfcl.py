@@ -427,6 +427,16 @@ def test_calls_in_an_alternate_shape_are_scored_in_that_shape(entries, checker):
         assert outcome.output == [{"math.factorial": {"number": number}}]
 
 
+def test_a_call_shaped_block_to_a_function_that_does_not_exist_is_text_and_counted_apart(entries, checker):
+    entry = entries["irrelevance"][0]
+    fenced = '```json\n{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}\n```'
+    [outcome] = run(scripted_bundle({entry.user: fenced}), [entry], checker, call_shapes="lenient")
+    assert (outcome.correct, outcome.calls, outcome.near_misses) == (True, 0, 1)
+    summary = summarize("irrelevance", [outcome])
+    assert (summary.false_calls, summary.near_misses) == (0, 1)
+    assert table([summary])[1].split()[5:7] == ["0/1", "1/1"]
+
+
 def test_irrelevance_is_right_without_a_call_and_a_call_is_a_false_call(entries, checker):
     chosen = entries["irrelevance"][:2]
     first, second = chosen
@@ -439,7 +449,8 @@ def test_irrelevance_is_right_without_a_call_and_a_call_is_a_false_call(entries,
     assert (summary.accuracy, summary.false_calls) == (0.5, 1)
     assert name  # the tools were listed from the entry's functions
     lines = table([summary])
-    assert lines[0].split() == ["category", "entries", "accuracy", "well-formed", "false", "calls", "s/entry"]
+    assert lines[0].split() == ["category", "entries", "accuracy", "well-formed", "false", "calls", "call-like", "text",
+                                 "s/entry"]
     assert lines[1].split()[:5] == ["irrelevance", "2", "50.0%", "(1)", "0.0%"]
 
 
@@ -480,8 +491,9 @@ def test_eval_suite_table(wheel_path):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "table, BFCL irrelevance (first 1 entries each), temperature 0"
-    assert lines[1].split() == ["category", "entries", "accuracy", "well-formed", "false", "calls", "s/entry"]
-    assert lines[2].split()[:6] == ["irrelevance", "1", "100.0%", "(1)", "-", "0/1"]
+    assert lines[1].split() == ["category", "entries", "accuracy", "well-formed", "false", "calls", "call-like", "text",
+                                 "s/entry"]
+    assert lines[2].split()[:7] == ["irrelevance", "1", "100.0%", "(1)", "-", "0/1", "0/1"]
 
 
 @pytest.mark.parametrize("args, message", [

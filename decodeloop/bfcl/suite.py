@@ -58,6 +58,7 @@ class EntryOutcome:
     output: list = field(default_factory=list)   # the decoded calls the checker saw
     error: str = ""             # the checker's error type (or why the output did not decode)
     stop: str = ""              # how the first message ended: tool_call, eos, max_tokens, ...
+    near_misses: int = 0        # text that looked like a call and was left as text (a notice each)
     tokens: int = 0
     seconds: float = 0.0
 
@@ -72,6 +73,7 @@ class CategorySummary:
     well_formed: int
     well_formed_rate: float | None   # None: no call was attempted
     false_calls: int | None          # irrelevance only: entries with a call
+    near_misses: int                 # entries whose first message had text that looked like a call, left as text
     seconds_per_entry: float
     tokens_per_entry: float
 
@@ -83,7 +85,7 @@ class _FirstMessageOver(Exception):
 def score(entry: Entry, events: list, syntax, checker) -> EntryOutcome:
     """The outcome of one entry from its turn's events (up to the end of the first message's dispatch)."""
     output: list[dict] = []
-    calls = well_formed = tokens = 0
+    calls = well_formed = tokens = near_misses = 0
     undecodable = ""
     stop, last_token = "", None
     for event in events:
@@ -92,6 +94,8 @@ def score(entry: Entry, events: list, syntax, checker) -> EntryOutcome:
             tokens, last_token = tokens + 1, event
         elif kind == "stop" and not stop:
             stop = event.reason
+        elif kind == "notice" and event.source == "calls":   # a call-like text the stop check let go
+            near_misses += 1
         elif kind == "tool_call":
             calls += 1
             well_formed += 1
@@ -113,7 +117,8 @@ def score(entry: Entry, events: list, syntax, checker) -> EntryOutcome:
     if stop == "max_tokens" and last_token is not None and last_token.in_call:
         calls += 1                       # a call cut by the cap: attempted, never closed
         undecodable = undecodable or "ast_decoder:cut_by_token_cap"
-    outcome = EntryOutcome(entry.id, entry.category, False, calls, well_formed, output, stop=stop, tokens=tokens)
+    outcome = EntryOutcome(entry.id, entry.category, False, calls, well_formed, output, stop=stop, tokens=tokens,
+                           near_misses=near_misses)
     if entry.category == "irrelevance":
         outcome.correct = calls == 0
         outcome.error = "" if outcome.correct else "irrelevance_error:call_made"
@@ -218,11 +223,12 @@ def summarize(category: str, outcomes: list[EntryOutcome]) -> CategorySummary:
         category=category, entries=n, correct=correct, accuracy=correct / n if n else 0.0,
         calls=calls, well_formed=well_formed, well_formed_rate=well_formed / calls if calls else None,
         false_calls=sum(o.calls > 0 for o in outcomes) if category == "irrelevance" else None,
+        near_misses=sum(o.near_misses > 0 for o in outcomes),
         seconds_per_entry=sum(o.seconds for o in outcomes) / n if n else 0.0,
         tokens_per_entry=sum(o.tokens for o in outcomes) / n if n else 0.0)
 
 
-COLUMNS = ("category", "entries", "accuracy", "well-formed", "false calls", "s/entry")
+COLUMNS = ("category", "entries", "accuracy", "well-formed", "false calls", "call-like text", "s/entry")
 
 
 def table(summaries: list[CategorySummary]) -> list[str]:
@@ -233,7 +239,7 @@ def table(summaries: list[CategorySummary]) -> list[str]:
             s.category, str(s.entries), f"{s.accuracy:.1%} ({s.correct})",
             "-" if s.well_formed_rate is None else f"{s.well_formed_rate:.1%} ({s.well_formed}/{s.calls})",
             "-" if s.false_calls is None else f"{s.false_calls}/{s.entries}",
-            f"{s.seconds_per_entry:.2f}"))
+            f"{s.near_misses}/{s.entries}", f"{s.seconds_per_entry:.2f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
             .rstrip() for row in rows]
@@ -243,4 +249,5 @@ def summary_json(summaries: list[CategorySummary], outcomes: list[EntryOutcome],
     """One JSON object: the run's settings, each category's figures, and each entry's verdict."""
     return {**context, "suite": "bfcl", "categories": {s.category: asdict(s) for s in summaries},
             "entries": [{"id": o.id, "correct": o.correct, "calls": o.calls, "well_formed": o.well_formed,
-                         "error": o.error, "stop": o.stop, "output": o.output} for o in outcomes]}
+                         "error": o.error, "stop": o.stop, "output": o.output,
+                         "near_misses": o.near_misses} for o in outcomes]}

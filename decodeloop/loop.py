@@ -73,7 +73,7 @@ def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tok
             if verdict.delta:
                 shown.append(verdict.delta)
             if verdict.notice is not None:   # text that looked like a call in another shape, and why it is not
-                emit(Notice("calls", verdict.notice))
+                emit(Notice("near_miss", verdict.notice))
             if verdict.reason is not None:
                 return verdict
     finally:

@@ -424,6 +424,7 @@ def test_calls_in_an_alternate_shape_are_scored_in_that_shape(entries, checker):
         fenced = '```json\n{"name": "math.factorial", "arguments": {"number": %s}}\n```' % json.dumps(number)
         [outcome] = run(scripted_bundle({entry.user: fenced}), [entry], checker, call_shapes="lenient")
         assert (outcome.correct, outcome.calls, outcome.well_formed, outcome.error) == (correct, 1, well_formed, error)
+        assert outcome.near_misses == 0   # a block read as a call is no near miss
         assert outcome.output == [{"math.factorial": {"number": number}}]
 
 

@@ -94,7 +94,7 @@ def score(entry: Entry, events: list, syntax, checker) -> EntryOutcome:
             tokens, last_token = tokens + 1, event
         elif kind == "stop" and not stop:
             stop = event.reason
-        elif kind == "notice" and event.source == "calls":   # a call-like text the stop check let go
+        elif kind == "notice" and event.source == "near_miss":   # call-like text the stop check let go
             near_misses += 1
         elif kind == "tool_call":
             calls += 1

@@ -12,10 +12,14 @@ it: a tool added later never takes it away. A name outside the MCP character set
 is refused. When a server announces notifications/tools/list_changed, `refresh()`
 lists its tools again (the harness calls it between steps, on its own thread).
 
-Pinning: each tool's definition (title, description, schemas) is pinned when
-the router first takes it (pins.py); a changed definition is held, not used,
-until `approve(name)`, and the ToolsChanged event says exactly what changed and
-whether the server had declared listChanged.
+Pinning: each tool's definition (title, description, schemas, annotations) is
+pinned when the router first takes it (pins.py); a changed definition is held,
+not used, until `approve(name)`, and the ToolsChanged event says exactly what
+changed and whether the server had declared listChanged. A pin outlives the
+listing: a tool that a server stops listing keeps its pin (in the pin store
+too), and when it is listed again it is compared with it, so removing a tool
+and listing it again with a new description, a new required argument or a
+`readOnlyHint` is held exactly like a change in place.
 
 Environment: a stdio server gets the transport's small default set from the
 harness (HOME, LOGNAME, PATH, SHELL, TERM, USER), PYTHONPATH for the bundled
@@ -43,7 +47,7 @@ from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.transports.stdio import StdioTransport
 from decodeloop.mcp_config import ConfigError, ServerSpec  # ConfigError is re-exported for callers
 from decodeloop.pins import PinStore, changes, fingerprint
-from decodeloop.schema import did_you_mean, type_notes
+from decodeloop.schema import did_you_mean, pattern_notes, type_notes
 from decodeloop.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_SCHEMA_CHARS, cap_text, cap_tool, visible_line
 
 NAMESPACE_SEPARATOR = "__"
@@ -63,7 +67,9 @@ class Router:
         self.remote: dict[str, str] = {}        # exposed name -> the name on its server
         self.clients: dict[str, McpClient] = {}
         self.served: dict[str, list[Tool]] = {}  # server -> its tools as taken: capped, at their pinned definitions
-        self.pins: dict[tuple[str, str], str] = {}      # (server, name) -> fingerprint of the definition in use
+        # (server, name) -> the definition pinned for it, kept while the server does not list it: a tool that
+        # goes and comes back is compared with its pin, as a tool changed in place is
+        self.pinned: dict[tuple[str, str], Tool] = {}
         self.pending: dict[tuple[str, str], Tool] = {}  # (server, name) -> a changed definition, held until approved
         self.reserved: set[str] = set()          # every configured server's name: no other server may use its prefix
         self.specs: list[ServerSpec] = []        # what start_servers started (the policy reads their rules)
@@ -84,6 +90,8 @@ class Router:
         taken = self._take(server, tools)
         if self.pin_store is not None:   # pins from an earlier run: a definition changed since is held
             stored = self.pin_store.load(server, _stored_tool)
+            for name, tool in stored.items():   # pins of tools not listed now are kept for their return
+                self.pinned[(server, name)] = tool
             for n, tool in enumerate(taken):
                 old = stored.get(tool.name)
                 if old is not None and fingerprint(old) != fingerprint(tool):
@@ -94,13 +102,14 @@ class Router:
                                              + "; ".join(changes(old, tool))))
         self.served[server] = taken
         for tool in taken:
-            self.pins[(server, tool.name)] = fingerprint(tool)
+            self.pinned[(server, tool.name)] = tool
         self._save_pins(server)
         self._expose()
 
     def _save_pins(self, server: str) -> None:
+        """Store the server's pins, those of tools it does not list now included."""
         if self.pin_store is not None:
-            self.pin_store.save(server, self.served[server])
+            self.pin_store.save(server, [tool for (owner, _), tool in self.pinned.items() if owner == server])
 
     def _take(self, server: str, tools: list[Tool]) -> list[Tool]:
         """The tools a server listed that may be offered: valid names, once each, text within the caps."""
@@ -124,11 +133,14 @@ class Router:
         return kept
 
     def _note_types(self, server: str, tool: Tool) -> None:
-        """Say once per definition which parameter types were read as aliases or are unknown (schema.py)."""
+        """Say once per definition which parameter types were read as aliases or are unknown, and which
+        patterns the harness does not check (schema.py)."""
         key = (server, fingerprint(tool))
         if key not in self._types_noted:
             self._types_noted.add(key)
-            for line in type_notes(tool.input_schema):
+            lines = [*type_notes(tool.input_schema), *pattern_notes(tool.input_schema)]
+            lines += [f"in its outputSchema, {line}" for line in pattern_notes(tool.output_schema)]
+            for line in lines:
                 self.emit(Notice(server, f"tool {tool.name}: {line}"))
 
     def _expose(self) -> None:
@@ -192,14 +204,13 @@ class Router:
                 self.emit(Notice(server, f"could not list the changed tools: {exc}"))
                 continue
             before = set(self.tools)
-            pinned = {tool.name: tool for tool in self.served[server]}
             kept, held, details = [], [], []
             for tool in self._take(server, tools):
                 key = (server, tool.name)
-                old = pinned.get(tool.name)
-                if old is None or fingerprint(tool) == self.pins.get(key):
+                old = self.pinned.get(key)     # listed now or not: a tool that went and came back is no new tool
+                if old is None or fingerprint(tool) == fingerprint(old):
                     kept.append(tool)
-                    self.pins[key] = fingerprint(tool)
+                    self.pinned[key] = tool
                     self.pending.pop(key, None)
                     continue
                 kept.append(old)       # the definition the model was shown stays in force
@@ -226,10 +237,10 @@ class Router:
         if tool is None:
             return False
         self.served[server] = [tool if t.name == remote else t for t in self.served[server]]
-        self.pins[(server, remote)] = fingerprint(tool)
+        self.pinned[(server, remote)] = tool
         self._save_pins(server)
         self._expose()
-        self.emit(Notice(server, f"approved the changed definition of {name} ({self.pins[(server, remote)]})"))
+        self.emit(Notice(server, f"approved the changed definition of {name} ({fingerprint(tool)})"))
         return True
 
     def resolve(self, name: str) -> Tool:

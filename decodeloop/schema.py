@@ -31,7 +31,12 @@ The supported part of JSON Schema:
     minimum, maximum, exclusiveMinimum, exclusiveMaximum
                          (also the draft 4 form: exclusiveMinimum: true)
     minLength, maxLength in characters
-    pattern              re.search, so unanchored unless the pattern anchors
+    pattern              re.search's answer, so unanchored unless the pattern
+                         anchors, worked out by grammar/regex.py in time linear
+                         in the value (never Python's backtracking matcher, which
+                         a server's ^(a+)+$ would hang): a value whose check
+                         passes a step budget is refused with that reason
+
     items, minItems, maxItems
                          items as one schema for every element, or a list of
                          schemas for the elements by position
@@ -49,7 +54,8 @@ The supported part of JSON Schema:
                          once. A recursive schema is followed MAX_DEPTH levels.
 
 Every other keyword (format, if/then/else, remote $refs, ...) is ignored, and so
-is a pattern that Python cannot compile: those are the server's to enforce. An empty or
+is a pattern the harness does not read (a lookahead, a backreference, one Python
+cannot compile; `pattern_notes` lists them for a notice): those are the server's to enforce. An empty or
 missing schema accepts any arguments; any other schema names every argument
 the tool takes, so {"type": "object"} alone means it takes none. `default` is
 never filled in: the server applies its own defaults.
@@ -78,6 +84,8 @@ import re
 import urllib.parse
 from typing import Any
 
+from decodeloop.grammar import regex
+
 _TYPES = ("string", "integer", "number", "boolean", "null", "array", "object")
 # Python's type names, as BFCL's function schemas and hand-written tools write them: the JSON Schema type each
 # means (None: no type constraint). Argument checking and the --constrain grammar both read types through this.
@@ -91,6 +99,22 @@ _INTEGER_RE = re.compile(r"[+-]?[0-9]+\Z")
 _NUMBER_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
 _NO_MATCH = object()
 MAX_DEPTH = 64  # levels of a value checked against a schema (only a recursive schema goes this deep)
+# Schemas one check may visit: a server's anyOf of $refs to anyOfs multiplies the work at each level, so
+# a check that would pass this fails, with _OVER_BUDGET, rather than run for minutes.
+MAX_SCHEMA_STEPS = 100_000
+_KINDS_STEPS = 2_000          # schemas one reading of a schema's types may visit
+_OVER_BUDGET = (f"checking it against the tool's schema would take more than {MAX_SCHEMA_STEPS:,} steps "
+                "(its anyOf branches and $refs multiply), so the harness refused it")
+
+
+class _OverBudget(Exception):
+    """A check that passed MAX_SCHEMA_STEPS."""
+
+
+def _spend(steps: list[int], n: int = 1) -> None:
+    steps[0] -= n
+    if steps[0] < 0:
+        raise _OverBudget
 
 
 class ArgumentError(ValueError):
@@ -129,8 +153,10 @@ def validate_arguments(tool_name: str, arguments: dict, schema: dict | None) -> 
     if not schema or not isinstance(schema, dict):
         return dict(arguments)
     check = _Checker(tool_name, root=schema)
-    # the arguments themselves are always an object whose keys the schema names
-    converted = check.object(arguments, schema, "", strict=True)
+    try:   # the arguments themselves are always an object whose keys the schema names
+        converted = check.object(arguments, schema, "", strict=True)
+    except _OverBudget:
+        raise ArgumentError(tool_name, [f"the arguments could not be checked: {_OVER_BUDGET}"]) from None
     if check.problems:
         raise ArgumentError(tool_name, check.problems)
     return converted
@@ -178,6 +204,40 @@ def declared_types(schema: Any) -> list[str]:
     return types
 
 
+def _subschemas(schema: Any, limit: int = 10_000):
+    """(path, node) for `schema` and every schema inside it (properties, patternProperties,
+    additionalProperties, items, anyOf/oneOf/allOf branches, top-level $defs), at most `limit` of them,
+    MAX_DEPTH levels deep; path as in argument errors ("" for the arguments themselves)."""
+    todo = [(schema, "", 0)]
+    while todo and limit > 0:
+        node, path, depth = todo.pop()
+        if not isinstance(node, dict) or depth > MAX_DEPTH:
+            continue
+        limit -= 1
+        yield path, node
+        found = []
+        properties = node.get("properties")
+        for key, sub in properties.items() if isinstance(properties, dict) else ():
+            found.append((sub, f"{path}.{key}" if path else str(key)))
+        patterns = node.get("patternProperties")
+        for key, sub in patterns.items() if isinstance(patterns, dict) else ():
+            found.append((sub, f"{path}.<{key}>" if path else f"<{key}>"))
+        found.append((node.get("additionalProperties"), f"{path}.*" if path else "*"))
+        items = node.get("items")
+        if isinstance(items, list):
+            found.extend((sub, f"{path}[{i}]") for i, sub in enumerate(items))
+        else:
+            found.append((items, f"{path}[]"))
+        for keyword in ("anyOf", "oneOf", "allOf"):
+            branches = node.get(keyword)
+            found.extend((sub, path) for sub in (branches if isinstance(branches, list) else ()))
+        for keyword in ("$defs", "definitions"):
+            defs = node.get(keyword)
+            found.extend((sub, f"#/{keyword}/{key}")
+                         for key, sub in (defs.items() if isinstance(defs, dict) and depth == 0 else ()))
+        todo.extend((sub, sub_path, depth + 1) for sub, sub_path in reversed(found))
+
+
 def type_notes(schema: Any, limit: int = 8) -> list[str]:
     """How the types of a tool's inputSchema were read, where not as JSON Schema writes them, for a notice.
 
@@ -188,10 +248,9 @@ def type_notes(schema: Any, limit: int = 8) -> list[str]:
     """
     aliases: list[tuple[str, Any]] = []
     unknown: list[tuple[str, Any]] = []
-
-    def walk(node: Any, path: str, depth: int) -> None:
-        if not isinstance(node, dict) or depth > MAX_DEPTH or len(aliases) + len(unknown) > 10 * limit:
-            return
+    for path, node in _subschemas(schema):
+        if len(aliases) + len(unknown) > 10 * limit:
+            break
         if "type" in node:
             declared = node["type"]
             for kind in declared if isinstance(declared, list) else [declared]:
@@ -199,29 +258,6 @@ def type_notes(schema: Any, limit: int = 8) -> list[str]:
                     aliases.append((path, kind))
                 elif not (isinstance(kind, str) and kind in _TYPES):
                     unknown.append((path, kind))
-        properties = node.get("properties")
-        for key, sub in properties.items() if isinstance(properties, dict) else ():
-            walk(sub, f"{path}.{key}" if path else str(key), depth + 1)
-        patterns = node.get("patternProperties")
-        for key, sub in patterns.items() if isinstance(patterns, dict) else ():
-            walk(sub, f"{path}.<{key}>" if path else f"<{key}>", depth + 1)
-        walk(node.get("additionalProperties"), f"{path}.*" if path else "*", depth + 1)
-        items = node.get("items")
-        if isinstance(items, list):
-            for i, sub in enumerate(items):
-                walk(sub, f"{path}[{i}]", depth + 1)
-        else:
-            walk(items, f"{path}[]", depth + 1)
-        for keyword in ("anyOf", "oneOf", "allOf"):
-            branches = node.get(keyword)
-            for sub in branches if isinstance(branches, list) else ():
-                walk(sub, path, depth + 1)
-        for keyword in ("$defs", "definitions"):
-            defs = node.get(keyword)
-            for key, sub in defs.items() if isinstance(defs, dict) and depth == 0 else ():
-                walk(sub, f"#/{keyword}/{key}", depth + 1)
-
-    walk(schema, "", 0)
 
     def listed(found: list[tuple[str, Any]], show) -> str:
         shown = ", ".join(show(path, kind) for path, kind in found[:limit])
@@ -236,6 +272,49 @@ def type_notes(schema: Any, limit: int = 8) -> list[str]:
                      "grammar): " + listed(unknown, lambda path, kind: f"{_shown(path or '(arguments)')} "
                                                                        f"{_shown(kind)}"))
     return lines
+
+
+def pattern_notes(schema: Any, limit: int = 4) -> list[str]:
+    """The patterns in `schema` (`pattern`, `patternProperties` keys) the harness does not check, for a
+    notice: one line, or [] when it reads them all.
+
+    Patterns are checked by grammar/regex.py's `search`, never by Python's backtracking matcher; one it
+    does not read (a lookahead, a backreference, one Python cannot compile, a very long one) is left to
+    the server: a value is not refused for it, and a patternProperties key matches no key. Shown as
+    JSON, escaped and cut short, as in `type_notes`.
+    """
+    unread = []
+    for path, node in _subschemas(schema):
+        patterns = node.get("patternProperties")
+        keys = [p for p in (patterns if isinstance(patterns, dict) else ()) if isinstance(p, str)]
+        for pattern, where in [(node.get("pattern"), path), *((key, f"{path}.<{key}>" if path else f"<{key}>")
+                                                              for key in keys)]:
+            if not isinstance(pattern, str):
+                continue
+            try:
+                regex.search(pattern, "")
+            except regex.Unsupported as e:
+                unread.append(f"{_shown(where or '(arguments)')} ({_shown(str(e))})")
+            if len(unread) > limit:
+                break
+    if not unread:
+        return []
+    more = ", and more" if len(unread) > limit else ""
+    return ["patterns not checked by the harness (the server's to enforce): " + ", ".join(unread[:limit]) + more]
+
+
+def _matches(pattern: str, text: str) -> bool | None:
+    """Whether re.search(pattern, text) matches, worked out in linear time (grammar/regex.py); None when
+    the pattern is one the harness does not read (pattern_notes says so at start-up).
+
+    Raises regex.TooCostly when the check of this value would exceed the step budget.
+    """
+    try:
+        return regex.search(pattern, text)
+    except regex.TooCostly:
+        raise
+    except regex.Unsupported:
+        return None
 
 
 def _shown(value: Any, limit: int = 60) -> str:
@@ -283,10 +362,13 @@ def _resolved(schema: Any, root: Any) -> Any:
     return schema
 
 
-def _kinds(schema: Any, root: Any, depth: int = 0) -> list[str]:
-    """The types a schema allows, through $ref, anyOf, oneOf and allOf, in order; [] for any."""
+def _kinds(schema: Any, root: Any, depth: int = 0, budget: list[int] | None = None) -> list[str]:
+    """The types a schema allows, through $ref, anyOf, oneOf and allOf, in order; [] for any (also when
+    the walk would pass `budget`, by default _KINDS_STEPS schemas: branches of branches multiply)."""
+    budget = [_KINDS_STEPS] if budget is None else budget
+    budget[0] -= 1
     schema = _resolved(schema, root)
-    if not isinstance(schema, dict) or depth > 8:
+    if not isinstance(schema, dict) or depth > 8 or budget[0] < 0:
         return []
     own = declared_types(schema)
     if own:
@@ -296,28 +378,31 @@ def _kinds(schema: Any, root: Any, depth: int = 0) -> list[str]:
         if isinstance(branches, list) and branches:
             kinds: list[str] = []
             for branch in branches:
-                branch_kinds = _kinds(branch, root, depth + 1)
+                branch_kinds = _kinds(branch, root, depth + 1, budget)
                 if not branch_kinds:
                     return []  # a branch of any type: the whole is of any type
                 kinds += [kind for kind in branch_kinds if kind not in kinds]
             return kinds
     for branch in schema.get("allOf") if isinstance(schema.get("allOf"), list) else []:
-        kinds = _kinds(branch, root, depth + 1)
+        kinds = _kinds(branch, root, depth + 1, budget)
         if kinds:
             return kinds
     return []
 
 
-def _array_items(schema: Any, root: Any, depth: int = 0) -> Any:
-    """The items schema of the array a schema allows (looking through $ref, anyOf and oneOf)."""
+def _array_items(schema: Any, root: Any, depth: int = 0, budget: list[int] | None = None) -> Any:
+    """The items schema of the array a schema allows (looking through $ref, anyOf and oneOf); None when
+    there is none, or when finding it would pass `budget` (as in `_kinds`)."""
+    budget = [_KINDS_STEPS] if budget is None else budget
+    budget[0] -= 1
     schema = _resolved(schema, root)
-    if not isinstance(schema, dict) or depth > 8:
+    if not isinstance(schema, dict) or depth > 8 or budget[0] < 0:
         return None
     if "array" in declared_types(schema):
         return schema.get("items")
     for keyword in ("anyOf", "oneOf", "allOf"):
         for branch in schema.get(keyword) if isinstance(schema.get(keyword), list) else []:
-            items = _array_items(branch, root, depth + 1)
+            items = _array_items(branch, root, depth + 1, budget)
             if items is not None:
                 return items
     return None
@@ -409,11 +494,13 @@ class _Checker:
     are taken as they are (the first pass over anyOf/oneOf branches).
     """
 
-    def __init__(self, tool_name: str, root: Any = None, convert: bool = True, depth: int = 0) -> None:
+    def __init__(self, tool_name: str, root: Any = None, convert: bool = True, depth: int = 0,
+                 steps: list[int] | None = None) -> None:
         self.tool_name = tool_name
         self.root = root
         self.converts = convert
         self.depth = depth
+        self.steps = [MAX_SCHEMA_STEPS] if steps is None else steps   # shared with the sub-checkers
         self.problems: list[str] = []
 
     def value(self, value: Any, schema: Any, path: str, refs: frozenset = frozenset()) -> Any:
@@ -423,6 +510,7 @@ class _Checker:
             return value
         if not isinstance(schema, dict):
             return value
+        _spend(self.steps)
         if self.depth >= MAX_DEPTH:
             self.problems.append(f'argument "{path}" is nested more than {MAX_DEPTH} levels deep')
             return value
@@ -482,7 +570,7 @@ class _Checker:
         for convert in (False, True) if self.converts else (False,):
             tried = []
             for branch in branches:
-                sub = _Checker(self.tool_name, self.root, convert, self.depth)
+                sub = _Checker(self.tool_name, self.root, convert, self.depth, self.steps)
                 converted = sub.value(value, branch, path, refs)
                 if not sub.problems:
                     return converted
@@ -490,7 +578,7 @@ class _Checker:
         # None fits: the problems of the first branch of the value's type, else the types wanted.
         kinds: list[tuple[str, Any]] = []
         for branch, problems in tried:
-            branch_kinds = _kinds(branch, self.root)
+            branch_kinds = _kinds(branch, self.root, budget=self.steps)
             if not branch_kinds or self.convert(value, branch_kinds)[1]:
                 self.problems.extend(problems)
                 return value
@@ -542,10 +630,11 @@ class _Checker:
         pattern = schema.get("pattern")
         if isinstance(pattern, str):
             try:
-                matched = re.search(pattern, value)
-            except re.error:
-                return          # the schema's mistake, not the model's
-            if not matched:
+                matched = _matches(pattern, value)
+            except regex.TooCostly as e:
+                self.problems.append(f'argument "{path}" could not be checked against its pattern: {e}')
+                return
+            if matched is False:    # None: a pattern the harness does not read, the server's to enforce
                 self.problems.append(f'argument "{path}" must match the pattern {pattern}, got {_show(value)}')
 
     def number(self, value: float, schema: dict, path: str) -> None:
@@ -616,9 +705,10 @@ class _Checker:
 
 
 def _search(pattern: str, key: str) -> bool:
+    """Whether a patternProperties pattern matches a key (a pattern the harness cannot check matches none)."""
     try:
-        return re.search(pattern, key) is not None
-    except re.error:
+        return bool(_matches(pattern, key))
+    except regex.TooCostly:
         return False
 
 
@@ -643,14 +733,19 @@ def check_value(value: Any, schema: Any, path: str = "", limit: int = 5, root: A
     default `schema` itself). At most `limit` problems are reported.
     """
     problems: list[str] = []
-    _check(value, schema, path or "$", problems, limit, schema if root is None else root, frozenset(), 0)
+    try:
+        _check(value, schema, path or "$", problems, limit, schema if root is None else root, frozenset(), 0,
+               [MAX_SCHEMA_STEPS])
+    except _OverBudget:
+        problems = [f"{path or '$'} could not be checked: {_OVER_BUDGET}"]
     return problems[:limit]
 
 
 def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int, root: Any,
-           refs: frozenset, depth: int) -> None:
+           refs: frozenset, depth: int, steps: list[int]) -> None:
     if len(problems) >= limit or schema is True or not isinstance(schema, (dict, bool)):
         return
+    _spend(steps)
     if schema is False:
         problems.append(f"{path} is not allowed")
         return
@@ -662,7 +757,7 @@ def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int, 
     if isinstance(ref, str) and ref not in refs:
         target = _target(ref, root)
         if target is not None:
-            _check(value, target, path, problems, limit, root, refs | {ref}, depth)
+            _check(value, target, path, problems, limit, root, refs | {ref}, depth, steps)
     types = declared_types(schema)
     if types and not any(_has_type(value, t) and not (t == "integer" and isinstance(value, float)
                                                        and not value.is_integer()) for t in types):
@@ -679,20 +774,28 @@ def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int, 
         results: list[list[str]] = []
         for branch in branches:
             results.append([])
-            _check(value, branch, path, results[-1], 1, root, refs, depth)
-        passed = sum(not r for r in results)
+            _check(value, branch, path, results[-1], 1, root, refs, depth, steps)
+            passed = sum(not r for r in results)
+            if (key == "anyOf" and passed) or (key == "oneOf" and passed > 1):
+                break        # the answer is known: the other branches would only cost time
         if key == "allOf":
             for r in results:
                 problems.extend(r)
-        elif (key == "anyOf" and passed == 0) or (key == "oneOf" and passed != 1):
-            problems.append(f"{path} matches {passed} of the {key} alternatives")
+        elif key == "oneOf" and passed > 1:
+            problems.append(f"{path} matches more than one of the oneOf alternatives")
+        elif passed == 0:
+            problems.append(f"{path} matches 0 of the {key} alternatives")
     if isinstance(value, str):
         if isinstance(schema.get("minLength"), int) and len(value) < schema["minLength"]:
             problems.append(f"{path} must have at least {schema['minLength']} characters")
         if isinstance(schema.get("maxLength"), int) and len(value) > schema["maxLength"]:
             problems.append(f"{path} must have at most {schema['maxLength']} characters")
-        if isinstance(schema.get("pattern"), str) and not _search(schema["pattern"], value):
-            problems.append(f"{path} must match {schema['pattern']}")
+        if isinstance(schema.get("pattern"), str):
+            try:
+                if _matches(schema["pattern"], value) is False:
+                    problems.append(f"{path} must match {schema['pattern']}")
+            except regex.TooCostly as e:
+                problems.append(f"{path} could not be checked against its pattern: {e}")
     elif _number(value):
         low, high, low_open, high_open = numeric_bounds(schema)
         if _number(low) and value < low or _number(low_open) and value <= low_open:
@@ -708,7 +811,7 @@ def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int, 
         for i, item in enumerate(value):
             branch = items[i] if isinstance(items, list) and i < len(items) else items
             if isinstance(branch, (dict, bool)):
-                _check(item, branch, f"{path}[{i}]", problems, limit, root, frozenset(), depth)
+                _check(item, branch, f"{path}[{i}]", problems, limit, root, frozenset(), depth, steps)
     elif isinstance(value, dict):
         properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         for key in schema.get("required") or []:
@@ -718,10 +821,11 @@ def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int, 
         patterns = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
         for key, item in value.items():
             if key in properties:
-                _check(item, properties[key], f"{path}.{key}", problems, limit, root, frozenset(), depth)
+                _check(item, properties[key], f"{path}.{key}", problems, limit, root, frozenset(), depth, steps)
                 continue
+            _spend(steps, len(patterns))
             matched = [p for p in patterns if _search(p, key)]
             for p in matched:
-                _check(item, patterns[p], f"{path}.{key}", problems, limit, root, frozenset(), depth)
+                _check(item, patterns[p], f"{path}.{key}", problems, limit, root, frozenset(), depth, steps)
             if not matched and extra is not True:
-                _check(item, extra, f"{path}.{key}", problems, limit, root, frozenset(), depth)
+                _check(item, extra, f"{path}.{key}", problems, limit, root, frozenset(), depth, steps)

@@ -4,7 +4,8 @@ Layers, bottom up:
 
     charset.py    sets of characters as code point ranges
     regex.py      a schema `pattern` as a DFA (a subset of what re.search accepts; what
-                  it cannot enforce it names)
+                  it cannot enforce it names), and `search`, re.search's answer in linear
+                  time, which schema.py checks values with
     machines.py   character machines: strings (length, pattern, enum), numbers within
                   bounds, JSON strings, objects, arrays, compact values and arguments,
                   the two call syntaxes after their openers; none ever leads into a dead end
@@ -15,9 +16,7 @@ Layers, bottom up:
 
 decodeloop/constrain.py puts them behind the logits-processor hook and documents the
 matcher interface a BPE engine (llguidance, later) would implement. Standard library only.
+
+The package itself imports nothing, so schema.py can use regex.py while compile.py uses schema.py:
+import the module you need (`from decodeloop.grammar.compile import call_grammar`).
 """
-
-from decodeloop.grammar.bytes import ByteGrammar, ByteState
-from decodeloop.grammar.compile import CallGrammar, call_grammar
-
-__all__ = ["ByteGrammar", "ByteState", "CallGrammar", "call_grammar"]

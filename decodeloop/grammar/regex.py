@@ -1,4 +1,10 @@
-"""A JSON Schema `pattern` as a DFA over characters, for the string grammar.
+"""A JSON Schema `pattern` read without Python's backtracking matcher: a DFA for the string grammar, and
+`search` for checking values.
+
+`search(pattern, text)` gives re.search's answer in time linear in the text (a
+lazily built automaton over the exact sets Python uses, with a step budget), so
+a server's `^(a+)+$` cannot hang the harness; schema.py checks every `pattern`
+and `patternProperties` key with it.
 
 schema.py checks a pattern with Python's `re.search`, so a pattern stands for
 every string that contains a match (unless anchored). This module compiles a
@@ -34,6 +40,10 @@ from decodeloop.grammar.charset import TEXT, Ranges
 MAX_COUNT = 1000        # the largest {m,n} count expanded
 MAX_NFA_STATES = 20_000
 MAX_DFA_STATES = 4_096
+MAX_PATTERN_CHARS = 4_096     # a server's pattern longer than this is not read
+SEARCH_STEPS = 2_000_000      # NFA states visited on one value's cache misses before TooCostly
+_SEARCH_STATES = 4_096        # cached automaton states per pattern; the cache starts over beyond
+_SEARCHERS_KEPT = 256         # patterns whose searchers are kept (the oldest goes first)
 
 
 class Unsupported(ValueError):
@@ -62,9 +72,13 @@ EMPTY_NODE = ("cat", [])
 
 
 class _Parser:
-    def __init__(self, pattern: str) -> None:
+    """A pattern read as an AST. `exact`: the sets as Python's `re` reads them (for `search`), not a subset."""
+
+    def __init__(self, pattern: str, exact: bool = False) -> None:
         self.p = pattern
         self.i = 0
+        self.exact = exact
+        self.universe = cs.ALL if exact else TEXT
 
     def error(self, reason: str) -> Unsupported:
         return Unsupported(f"{reason} (at position {self.i} of the pattern)")
@@ -74,23 +88,28 @@ class _Parser:
         return self.p[j] if j < len(self.p) else ""
 
     def parse(self) -> list[tuple]:
-        """Top-level alternatives as (node, anchored_start, anchored_end)."""
+        """Top-level alternatives as (node, anchored_start, anchored_end, end_before_newline).
+
+        end_before_newline: the alternative ends in `$` (not `\\Z`), which Python also matches before
+        a final newline; only the exact reading uses it (the grammar's subset takes `$` as the end).
+        """
         alternatives = self.alternatives()
         if self.i < len(self.p):
             raise self.error("unbalanced parenthesis")
         out = []
         for items in alternatives:
             bol = eol = False
+            before_newline = True
             while items and items[0] == ("bol",):
                 items.pop(0)
                 bol = True
-            while items and items[-1] == ("eol",):
-                items.pop()
+            while items and items[-1][0] == "eol":
+                before_newline = before_newline and items.pop()[1] == "$"
                 eol = True
             node = ("cat", items)
             if _has_anchor(node):
                 raise Unsupported("an anchor (^, $, \\A, \\Z) that is not at the start or end of the pattern")
-            out.append((node, bol, eol))
+            out.append((node, bol, eol, eol and before_newline and self.exact))
         return out
 
     def alternatives(self) -> list[list]:
@@ -145,11 +164,11 @@ class _Parser:
             return ("chars", self.char_class())
         self.i += 1
         if ch == ".":
-            return ("chars", cs.subtract(TEXT, cs.of("\n")))
+            return ("chars", cs.subtract(self.universe, cs.of("\n")))
         if ch == "^":
             return ("bol",)
         if ch == "$":
-            return ("eol",)
+            return ("eol", "$")
         if ch == "\\":
             return self.escape(in_class=False)
         return ("chars", cs.of(ch))
@@ -186,6 +205,8 @@ class _Parser:
             raise self.error("a trailing backslash")
         self.i += 1
         if ch in _SHORTHAND:
+            if self.exact:
+                return ("chars", _exact_shorthand(ch))
             under, over = _SHORTHAND[ch]
             return ("chars", cs.intersect(over if negated else under, TEXT))
         if ch in _SIMPLE_ESCAPES:
@@ -199,7 +220,7 @@ class _Parser:
         if ch in "AZ":
             if in_class:
                 raise self.error(f"\\{ch} in a class")
-            return ("bol",) if ch == "A" else ("eol",)
+            return ("bol",) if ch == "A" else ("eol", "Z")
         if ch in "xuU":
             n = {"x": 2, "u": 4, "U": 8}[ch]
             digits = self.p[self.i:self.i + n]
@@ -252,7 +273,7 @@ class _Parser:
                 self.i = save
             items.append(lo_set)
         found = cs.union(*items)
-        return cs.intersect(cs.complement(found), TEXT) if negated else cs.intersect(found, TEXT)
+        return cs.intersect(cs.complement(found) if negated else found, self.universe)
 
     def class_item(self, negated: bool) -> Ranges:
         ch = self.peek()
@@ -468,6 +489,48 @@ def _determinize(nfa: _Nfa, start: int, accepts: set[int], alphabet: Ranges) -> 
 _CACHE: dict = {}
 
 
+def _nfa(pattern: str, exact: bool) -> tuple[_Nfa, int, set[int], set[int]]:
+    """The pattern's NFA for re.search: (nfa, start, accepting states, accepting states that stay so).
+
+    Raises Unsupported, naming the construct, for what it cannot read (Python's own errors included).
+    """
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise Unsupported(f"it is {len(pattern):,} characters long (at most {MAX_PATTERN_CHARS:,} are read)")
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise Unsupported(f"Python cannot compile it ({e}), so schema.py does not check it either") from None
+    try:
+        alternatives = _Parser(pattern, exact).parse()
+        nfa = _Nfa()
+        start = nfa.new()
+        anything = cs.ALL if exact else TEXT
+        accepts: set[int] = set()
+        sticky: set[int] = set()
+        for node, bol, eol, before_newline in alternatives:
+            s0 = nfa.new()
+            nfa.eps[start].append(s0)
+            if not bol:
+                nfa.edges[s0].append((anything, s0))
+            a, b = nfa.build(node)
+            nfa.eps[s0].append(a)
+            acc = nfa.new()
+            nfa.eps[b].append(acc)
+            accepts.add(acc)
+            if not eol:
+                nfa.edges[acc].append((anything, acc))
+                sticky.add(acc)
+            elif before_newline:
+                last = nfa.new()
+                nfa.edges[acc].append((cs.of("\n"), last))
+                accepts.add(last)
+    except Unsupported:
+        raise
+    except (ValueError, KeyError, IndexError, RecursionError) as e:   # a construct the parser misread: refuse it
+        raise Unsupported(f"a construct the grammar does not read ({type(e).__name__}: {e})") from None
+    return nfa, start, accepts, sticky
+
+
 def compile_pattern(pattern: str, alphabet: Ranges = TEXT) -> Dfa:
     """The DFA of the strings over `alphabet` in which re.search(pattern) finds a match (a subset, see above).
 
@@ -480,35 +543,115 @@ def compile_pattern(pattern: str, alphabet: Ranges = TEXT) -> Dfa:
             raise found
         return found
     try:
-        re.compile(pattern)
-    except re.error as e:
-        error = Unsupported(f"Python cannot compile it ({e}), so schema.py does not check it either")
-        _CACHE[key] = error
-        raise error from None
-    try:
-        alternatives = _Parser(pattern).parse()
-        nfa = _Nfa()
-        start = nfa.new()
-        accepts: set[int] = set()
-        for node, bol, eol in alternatives:
-            s0 = nfa.new()
-            nfa.eps[start].append(s0)
-            if not bol:
-                nfa.edges[s0].append((TEXT, s0))
-            a, b = nfa.build(node)
-            nfa.eps[s0].append(a)
-            acc = nfa.new()
-            nfa.eps[b].append(acc)
-            if not eol:
-                nfa.edges[acc].append((TEXT, acc))
-            accepts.add(acc)
+        nfa, start, accepts, _ = _nfa(pattern, exact=False)
         dfa = _determinize(nfa, start, accepts, alphabet)
     except Unsupported as e:
         _CACHE[key] = e
         raise
-    except (ValueError, KeyError, IndexError) as e:   # a construct the parser misread: refuse it
-        error = Unsupported(f"a construct the grammar does not read ({e})")
-        _CACHE[key] = error
-        raise error from None
     _CACHE[key] = dfa
     return dfa
+
+
+# Checking a value against a server's pattern: re.search's answer, in time linear in the value.
+
+class TooCostly(Unsupported):
+    """A value whose check would take more than the step budget; the check fails rather than run on."""
+
+
+_EXACT_SETS: dict[str, Ranges] = {}
+
+
+def _exact_shorthand(ch: str) -> Ranges:
+    """\\d \\w \\s (or \\D \\W \\S) exactly as Python's str patterns read them (Unicode, whole range)."""
+    kind = ch.lower()
+    if kind not in _EXACT_SETS:
+        member = {"d": str.isdecimal, "w": lambda c: c.isalnum() or c == "_", "s": str.isspace}[kind]
+        ranges: list[tuple[int, int]] = []
+        for code in range(cs.MAX_CP + 1):
+            if member(chr(code)):
+                if ranges and ranges[-1][1] == code - 1:
+                    ranges[-1] = (ranges[-1][0], code)
+                else:
+                    ranges.append((code, code))
+        _EXACT_SETS[kind] = tuple(ranges)
+    return _EXACT_SETS[kind] if ch == kind else cs.complement(_EXACT_SETS[kind])
+
+
+class _Searcher:
+    """re.search over one pattern's NFA, as an automaton built lazily: one state per set of NFA states met.
+
+    Linear in the value: each character is one cached step, or, the first time a (state, character)
+    pair is met, one pass over the NFA states of that set (counted against the step budget).
+    """
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.nfa, start, self.accepts, self.sticky = _nfa(pattern, exact=True)
+        self.start = self.nfa.closure([start])
+        self._reset()
+
+    def _reset(self) -> None:
+        self.sets: list[frozenset] = []
+        self.index: dict[frozenset, int] = {}
+        self.moves: dict[tuple[int, int], int] = {}
+
+    def _state(self, states: frozenset) -> int:
+        found = self.index.get(states)
+        if found is None:
+            found = self.index[states] = len(self.sets)
+            self.sets.append(states)
+        return found
+
+    def search(self, text: str, budget: int = SEARCH_STEPS) -> bool:
+        if len(self.sets) > _SEARCH_STATES:
+            self._reset()
+        nfa, moves = self.nfa, self.moves
+        d = self._state(self.start)
+        for ch in text:
+            current = self.sets[d]
+            if current & self.sticky:
+                return True                       # a match was found; what follows cannot undo it
+            key = (d, ord(ch))
+            nxt = moves.get(key)
+            if nxt is None:
+                code = key[1]
+                targets = [t for s in current for r, t in nfa.edges[s] if cs.contains(r, code)]
+                reached = nfa.closure(targets)
+                budget -= len(current) + len(reached)
+                if budget < 0:
+                    raise TooCostly(f"checking a value of {len(text):,} characters against it took more than "
+                                    f"{SEARCH_STEPS:,} steps")
+                if len(self.sets) > _SEARCH_STATES:   # a pattern with too many states: start the cache over
+                    self._reset()
+                    moves = self.moves
+                    d = self._state(current)
+                nxt = moves[(d, code)] = self._state(reached)
+            d = nxt
+            if not self.sets[d]:
+                return False                      # nothing left that could match
+        return bool(self.sets[d] & self.accepts)
+
+
+_SEARCHERS: dict[str, object] = {}
+
+
+def search(pattern: str, text: str) -> bool:
+    """Whether `re.search(pattern, text)` finds a match, without running Python's backtracking matcher.
+
+    The same answer as `re` for every pattern it reads (Unicode \\d \\w \\s, `$` before a final newline),
+    in time linear in `text`, so a server's `^(a+)+$` cannot hang the harness. Raises Unsupported for a
+    pattern it does not read (lookarounds, backreferences, ...: see the module docstring), and TooCostly
+    when one value's check exceeds the step budget.
+    """
+    found = _SEARCHERS.pop(pattern, None)
+    if found is None:
+        try:
+            found = _Searcher(pattern)
+        except Unsupported as e:
+            found = e
+        if len(_SEARCHERS) >= _SEARCHERS_KEPT:
+            _SEARCHERS.pop(next(iter(_SEARCHERS)))
+    _SEARCHERS[pattern] = found                   # most recently used last
+    if isinstance(found, Unsupported):
+        raise found
+    return found.search(text)

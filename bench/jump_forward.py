@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from decodeloop.loop import Harness, TurnConfig  # noqa: E402
 from decodeloop.models import default_servers, load_model  # noqa: E402
+from decodeloop.policy import Policy  # noqa: E402
 from decodeloop.router import start_stdio_servers  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402
 from decodeloop.train.corpus import episodes  # noqa: E402
@@ -39,7 +40,8 @@ def run(bundle, questions, jump: bool, servers, max_tokens: int):
             stamps.append(time.perf_counter())
 
         with start_stdio_servers(servers, lambda e: None, timeout=60) as router:
-            harness = Harness(bundle, Sampler(), router, emit,
+            # policy off: the calls run, as the CLI runs the bundled servers' read-only tools (it trusts them)
+            harness = Harness(bundle, Sampler(), router, emit, policy=Policy.off(),
                               config=TurnConfig(constrain="required", max_tokens=max_tokens, detail=False))
             harness.constraint.jump_forward = jump
             harness.run(question)

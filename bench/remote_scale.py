@@ -45,6 +45,7 @@ from decodeloop.loop import Harness, TurnConfig  # noqa: E402
 from decodeloop.models import ModelBundle  # noqa: E402
 from decodeloop.models.openai import OpenAIEngine  # noqa: E402
 from decodeloop.models.openai_wire import Endpoint  # noqa: E402
+from decodeloop.policy import Policy  # noqa: E402
 from decodeloop.router import start_stdio_servers  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402
 from decodeloop.servers import command  # noqa: E402
@@ -101,7 +102,9 @@ def workers(bundle, k: int, servers: list[list[str]], max_tokens: int = 4096):
         @contextlib.contextmanager
         def open_worker(emit):
             router = free.pop()
-            yield Harness(bundle, Sampler(), router, emit, config=TurnConfig(max_tokens=max_tokens, max_repeats=10))
+            # policy off: the calls run, as the CLI runs the bundled servers' read-only tools (it trusts them)
+            yield Harness(bundle, Sampler(), router, emit, config=TurnConfig(max_tokens=max_tokens, max_repeats=10),
+                          policy=Policy.off())
         yield open_worker
 
 

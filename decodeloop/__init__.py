@@ -14,6 +14,9 @@ The library in a few lines:
         print(chat.run("What's the weather in Polson, MT?").answer)
         print(chat.run("And in Boise, ID?").answer)            # the same conversation
 
+The policy is the CLI's, `Policy("confirm", router.specs, None)`, unless `policy=` says otherwise;
+`policy=Policy.off()` runs every call, and a notice says so.
+
 Names are imported on first use, so `import decodeloop` stays cheap.
 """
 
@@ -25,6 +28,7 @@ _EXPORTS = {
     "load_model": "decodeloop.models", "ModelBundle": "decodeloop.models",
     "start_servers": "decodeloop.router", "Router": "decodeloop.router",
     "load_config": "decodeloop.mcp_config", "ServerSpec": "decodeloop.mcp_config",
+    "Policy": "decodeloop.policy",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -24,11 +24,14 @@ from decodeloop.dispatch import (DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESU
 from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop, Token
 from decodeloop.provenance import origins, provenance
 from decodeloop.markers import for_bundle
-from decodeloop.policy import MASKED_REQUEST
+from decodeloop.policy import MASKED_REQUEST, Policy
 from decodeloop.processors import ProcessorState
 from decodeloop.router import ConfigError, Router
 from decodeloop.stops import Stops, Verdict
 from decodeloop.tokenize import StreamDecoder
+
+# Harness's `policy` when none is given: confirm mode over the router's server rules, nobody to ask
+DEFAULT_POLICY = object()
 
 
 def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tokenizer, emit: Emit,
@@ -111,11 +114,16 @@ class Harness:
 
     def __init__(self, bundle, sampler, router: Router, emit: Emit, *, config: TurnConfig | None = None,
                  tools: list[str] | None = None, system: str | None = None, processors=(),
-                 engine=None, policy=None) -> None:
+                 engine=None, policy: Policy | None | object = DEFAULT_POLICY) -> None:
         self.bundle, self.router, self.emit = bundle, router, emit
         self.tokenizer, self.chat, self.syntax = bundle.tokenizer, bundle.chat, bundle.syntax
         self.config = config or TurnConfig()
         self.markers = for_bundle(bundle, self.config.stop_strings)  # what data may not spell (markers.py)
+        if policy is DEFAULT_POLICY:   # as the CLI: confirm, and with nobody to ask, a confirmation is a denial
+            policy = Policy("confirm", router.specs, None)
+        elif policy is None or policy.mode == "off":
+            emit(Notice("policy", "no policy: every call the model writes runs, whatever a tool result asked "
+                                  "for (policy=None or Policy.off() was given)"))
         self.policy = policy if policy is not None and policy.mode != "off" else None  # policy.Policy
         self.system = system             # the system prompt's preamble; None: the chat format's own
         names = list(router.tools) if tools is None else tools

@@ -12,7 +12,7 @@ side-effecting (an untrusted server's hints are not believed).
 
 Modes:
 - `off`: every call runs; no decisions are made.
-- `confirm` (the CLI's default): a read-only call runs. A side-effecting call runs
+- `confirm` (the default of the CLI and of `Harness`): a read-only call runs. A side-effecting call runs
   freely until the context holds untrusted content (any tool result that came
   from a server); after that it runs only if the config allows it (`allow`) or
   the user confirms it at a terminal; with no terminal to ask, it is denied.
@@ -70,6 +70,11 @@ class Policy:
         self.mode = mode
         self.rules = {spec.name: spec for spec in specs}   # ServerSpecs: trusted, read_only, ... per server
         self.confirm = confirm   # asks the user; None: nobody to ask, so a confirmation is a denial
+
+    @classmethod
+    def off(cls) -> "Policy":
+        """No decisions: every call runs (what `Harness(..., policy=Policy.off())` asks for explicitly)."""
+        return cls("off")
 
     def classify(self, server: str, remote: str, tool: Any) -> tuple[str, str]:
         """The tool's class and why."""

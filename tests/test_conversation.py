@@ -10,6 +10,7 @@ from decodeloop.context import Context
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.models import ModelBundle, lab_bundle
 from decodeloop.models.table import TableModel
+from decodeloop.policy import Policy
 from decodeloop.router import start_stdio_servers
 from decodeloop.sampling import Sampler
 from decodeloop.stops import Stops
@@ -23,7 +24,7 @@ BOISE = "Boise, ID: "
 def harness(events, table, router, **config):
     tokenizer = CharTokenizer()
     return Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events,
-                   config=TurnConfig(**config))
+                   config=TurnConfig(**config), policy=Policy.off())
 
 
 def test_a_conversation_keeps_its_context_and_the_cache(events):
@@ -154,7 +155,7 @@ def test_parallel_calls_to_two_servers_run_and_come_back_in_order(events):
              "<|tool|>2 words<|assistant|>": "Both done.<|eos|>"}
     bundle = ModelBundle("table", tokenizer, LabChat(tokenizer, syntax), syntax, model=TableModel(tokenizer, table))
     with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
-        result = Harness(bundle, Sampler(), router, events).run(QUESTION)
+        result = Harness(bundle, Sampler(), router, events, policy=Policy.off()).run(QUESTION)
     assert result.answer == "Both done." and result.tool_calls == 2
     assert [c.name for c in events.of("tool_call")] == ["get_weather", "count_words"]
     [inject] = events.of("inject")
@@ -180,7 +181,7 @@ def test_json_calls_in_one_message_all_run_when_the_message_ends(events):
     table = {"<|user|>" + QUESTION + "<|assistant|>": W + "\n" + C + "<|eos|>",
              "<|tool|>2 words<|assistant|>": "Both done.<|eos|>"}
     with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
-        result = Harness(_json_bundle(table), Sampler(), router, events).run(QUESTION)
+        result = Harness(_json_bundle(table), Sampler(), router, events, policy=Policy.off()).run(QUESTION)
     assert result.answer == "Both done." and result.tool_calls == 2
     assert [c.arguments for c in events.of("tool_call")] == [{"city": "Polson", "state": "MT"}, {"text": "a b"}]
     assert [s.reason for s in events.of("stop")] == ["tool_call", "eos"]
@@ -194,7 +195,7 @@ def test_json_calls_can_run_one_at_a_time(events):
              "<|tool|>2 words<|assistant|>": "Both done.<|eos|>"}
     with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
         result = Harness(_json_bundle(table), Sampler(), router, events,
-                         config=TurnConfig(collect_calls=False)).run(QUESTION)
+                         config=TurnConfig(collect_calls=False), policy=Policy.off()).run(QUESTION)
     assert result.answer == "Both done." and result.tool_calls == 2
     assert [s.reason for s in events.of("stop")] == ["tool_call", "tool_call", "eos"]
     assert [i.text for i in events.of("inject")] == [f"<|tool|>{RESULT}<|assistant|>", "<|tool|>2 words<|assistant|>"]
@@ -206,7 +207,7 @@ def test_a_malformed_json_call_gets_an_error_and_a_retry(events):
              "<|assistant|>": W + "<|eos|>",   # after the error message: the call again, well formed
              "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>"}
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
-        result = Harness(_json_bundle(table), Sampler(), router, events).run(QUESTION)
+        result = Harness(_json_bundle(table), Sampler(), router, events, policy=Policy.off()).run(QUESTION)
     [error] = events.of("tool_error")
     assert error.stage == "parse" and "invalid JSON" in error.message and "column" in error.message
     assert result.answer == "33°F." and result.tool_calls == 2
@@ -235,7 +236,7 @@ def test_ctrl_c_ends_the_turn_and_the_conversation_goes_on(events):
     tokenizer = CharTokenizer()
     model = _InterruptAt(TableModel(tokenizer, table), at=10)   # in the middle of writing the call
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
-        h = Harness(lab_bundle(model, tokenizer), Sampler(), router, events)
+        h = Harness(lab_bundle(model, tokenizer), Sampler(), router, events, policy=Policy.off())
         stopped = h.run(QUESTION)
         assert stopped.reason == "interrupted" and events.of("stop")[-1].reason == "interrupted"
         assert events.of("done")[-1].reason == "interrupted"

@@ -30,15 +30,16 @@ import time
 import pytest
 from conftest import ROOT
 
-from decodeloop.models import lab_bundle
+from decodeloop.calls import describe_tool
 from decodeloop.dispatch import output_problem
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.mcp import McpClient
 from decodeloop.mcp.transports.http import StreamableHttpTransport
 from decodeloop.mcp.transports.sse_legacy import SseLegacyTransport
 from decodeloop.mcp_config import load_config
-from decodeloop.calls import describe_tool
+from decodeloop.models import lab_bundle
 from decodeloop.models.table import TableModel
+from decodeloop.policy import Policy
 from decodeloop.router import start_servers
 from decodeloop.sampling import Sampler
 from decodeloop.schema import ArgumentError, validate_arguments
@@ -284,7 +285,7 @@ def test_several_servers_from_a_config_file_through_the_harness(everything, serv
         assert {"echo", "sdk__echo", "tiny_image", "get-sum", "get_current_time"} <= set(router.tools)
         assert router.owner["echo"] == "everything" and "everything__echo" not in router.tools
         result = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events,
-                         config=TurnConfig(max_tokens=400)).run(question)
+                         config=TurnConfig(max_tokens=400), policy=Policy.off()).run(question)
     assert [(c.name, c.server) for c in events.of("tool_call")] == [
         ("sdk__echo", "sdk"), ("tiny_image", "sdk"), ("count", "sdk"), ("weather", "sdk")]
     progress = [e.message for e in events.of("notice") if e.source == "sdk" and e.message.startswith("progress")]

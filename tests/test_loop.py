@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import FAULTY, WEATHER
 
-from decodeloop.models import lab_bundle
 from decodeloop.loop import Harness, TurnConfig
+from decodeloop.models import lab_bundle
 from decodeloop.models.table import TableModel
+from decodeloop.policy import Policy
 from decodeloop.router import ConfigError, start_stdio_servers
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import get_weather
@@ -20,7 +21,8 @@ def run_turn(events, table=None, servers=(WEATHER,), question=QUESTION, **config
     tokenizer = CharTokenizer()
     model = TableModel(tokenizer, table)
     with start_stdio_servers([list(s) for s in servers], events, timeout=config.pop("timeout", 10)) as router:
-        harness = Harness(lab_bundle(model, tokenizer), Sampler(), router, events, config=TurnConfig(**config))
+        harness = Harness(lab_bundle(model, tokenizer), Sampler(), router, events, config=TurnConfig(**config),
+                          policy=Policy.off())
         return harness.run(question)
 
 
@@ -175,7 +177,8 @@ def test_a_tool_described_but_not_routable_is_a_startup_error(events):
     tokenizer = CharTokenizer()
     with start_stdio_servers([WEATHER], events) as router:
         with pytest.raises(ConfigError, match="get_time"):
-            Harness(lab_bundle(TableModel(tokenizer), tokenizer), Sampler(), router, events, tools=["get_weather", "get_time"])
+            Harness(lab_bundle(TableModel(tokenizer), tokenizer), Sampler(), router, events, tools=["get_weather", "get_time"],
+                    policy=Policy.off())
 
 
 def test_same_tool_on_two_servers_keeps_its_name_on_the_first_and_is_namespaced_on_the_next(events):
@@ -206,7 +209,8 @@ def test_tools_list_changed_routes_at_once_and_reaches_the_prompt_of_the_next_co
              "<|user|>again<|assistant|>": "Bye.<|eos|>"}
     tokenizer = CharTokenizer()
     with start_stdio_servers([FAULTY], events, timeout=10) as router:
-        harness = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events)
+        harness = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events,
+                          policy=Policy.off())
         first = harness.run(QUESTION)
         [changed] = events.of("tools_changed")
         assert (changed.server, changed.added, changed.removed) == ("faulty", ["shout"], [])

@@ -325,3 +325,20 @@ def test_masked_without_a_rerun_falls_back_to_asking():
     other = policy.check("send_money", "bank", "send_money", None, {"to": "DE89370400440532013000"},
                          lambda: seen, lambda: [("send_money", {"to": "attacker"}), ("read", {"x": "DE89"})])
     assert other.verdict == "allow"
+
+
+def test_the_library_default_is_the_cli_s_confirm_and_running_everything_is_explicit(events):
+    tokenizer = CharTokenizer()
+    specs = [ServerSpec("hostile", command=HOSTILE, transport="stdio")]
+    with start_servers(specs, events, timeout=30) as router:
+        # no policy given: confirm with nobody to ask, so the injected send_money is denied
+        Harness(lab_bundle(TableModel(tokenizer, OBEYS), tokenizer), Sampler(), router, events).run(QUESTION)
+        assert sent_calls(events) == ["inbox"] and events.of("policy")[1].verdict == "deny"
+        assert not [n for n in events.of("notice") if n.source == "policy"]
+        for off in (Policy.off(), None):
+            events.clear()
+            Harness(lab_bundle(TableModel(tokenizer, OBEYS), tokenizer), Sampler(), router, events,
+                    policy=off).run(QUESTION)
+            assert sent_calls(events) == ["inbox", "send_money"] and not events.of("policy")
+            [note] = [n.message for n in events.of("notice") if n.source == "policy"]
+            assert note.startswith("no policy: every call the model writes runs")

@@ -15,6 +15,7 @@ from decodeloop.loop import Harness, TurnConfig
 from decodeloop.mcp.client import Tool
 from decodeloop.models import lab_bundle
 from decodeloop.models.table import TableModel
+from decodeloop.policy import Policy
 from decodeloop.router import start_stdio_servers
 from decodeloop.sampling import Sampler
 from decodeloop.tokenize import CharTokenizer
@@ -29,7 +30,7 @@ def run_turn(events, table, servers=(HOSTILE,), **config):
     tokenizer = CharTokenizer()
     with start_stdio_servers([list(s) for s in servers], events, timeout=30) as router:
         harness = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events,
-                          config=TurnConfig(**config))
+                          config=TurnConfig(**config), policy=Policy.off())
         return harness.run(QUESTION)
 
 
@@ -268,7 +269,8 @@ def test_a_changed_definition_is_held_at_the_pinned_one_reported_and_applied_onl
              "<|assistant|>": "Ok.<|eos|>"}
     tokenizer = CharTokenizer()
     with start_stdio_servers([[*HOSTILE, "--name", "get_weather"]], both, timeout=30) as router:
-        harness = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, both)
+        harness = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, both,
+                          policy=Policy.off())
         harness.run(QUESTION)
         [changed] = events.of("tools_changed")
         assert (changed.added, changed.removed, changed.held) == ([], [], ["get_weather"])
@@ -336,7 +338,8 @@ def test_chat_shows_a_held_change_and_approve_puts_it_in_force(events):
     out = io.StringIO()
     view = ChatView(out, color=False)
     with start_stdio_servers([[*HOSTILE, "--name", "get_weather"]], view, timeout=30) as router:
-        harness = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, view)
+        harness = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, view,
+                          policy=Policy.off())
         stdin = io.StringIO("Go.\n/tools\n/approve get_weather\n/approve get_weather\n")
         assert ChatSession(harness, stdin=stdin, out=out).loop() == 0
         assert router.tools["get_weather"].description.startswith("IMPORTANT")

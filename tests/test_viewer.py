@@ -19,6 +19,7 @@ from conftest import FAULTY, ROOT, Recorder
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.models import lab_bundle
 from decodeloop.models.table import TableModel
+from decodeloop.policy import Policy
 from decodeloop.router import start_stdio_servers
 from decodeloop.sampling import Sampler
 from decodeloop.tokenize import CharTokenizer
@@ -46,7 +47,7 @@ def library_turn(table: dict, servers=(FAULTY,), question: str = QUESTION, **con
     tokenizer = CharTokenizer()
     with start_stdio_servers([list(s) for s in servers], events, timeout=config.pop("timeout", 20)) as router:
         Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events,
-                config=TurnConfig(**config)).run(question)
+                config=TurnConfig(**config), policy=Policy.off()).run(question)
     return events
 
 

@@ -338,7 +338,8 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
             router.add_server(start.spec.name, start.client, start.tools)
             info = start.client.server_info or {}
             emit(ServerReady(start.spec.name, start.client.protocol_version or "",
-                             str(info.get("name", start.spec.name)), [t.name for t in start.tools]))
+                             str(info.get("name", start.spec.name)),
+                             [t.name for t in router.served[start.spec.name]]))   # refused names left out
     except BaseException:
         opened.close_all()  # the servers still starting end too: their handshakes fail at once
         raise

@@ -66,7 +66,7 @@ class TraceView:
     # -- start-up -----------------------------------------------------------
     def on_server(self, e: ServerReady) -> str:
         s = self.style
-        return (s("● ", "blue") + s(e.server, "bold") + f": MCP {e.protocol_version}, server "
+        return (s("● ", "blue") + s(visible_line(e.server), "bold") + f": MCP {e.protocol_version}, server "
                 f"{show(e.server_name)}, tools: {names(e.tools) or 'none'}")
 
     def on_prompt(self, e: Prompt) -> str:
@@ -166,7 +166,7 @@ class TraceView:
         if len(text) > RPC_PREVIEW:
             text = text[:RPC_PREVIEW] + f"… ({len(text):,} chars)"
         text = visible(text)
-        return self.style(f"  {arrow} {e.server} ", "magenta") + text
+        return self.style(f"  {arrow} {visible_line(e.server)} ", "magenta") + text
 
     def on_tool_result(self, e: ToolResult) -> str:
         label = "✗ error result: " if e.is_error else "✓ result: "
@@ -182,7 +182,7 @@ class TraceView:
         change = " ".join([*(f"+{visible_line(name)}" for name in e.added),
                            *(f"-{visible_line(name)}" for name in e.removed),
                            *(f"~{visible_line(name)} held" for name in e.held)]) or "nothing changed"
-        line = (self.style(f"⟳ {e.server}: tools changed ", "blue") + f"({change}); calls route to them now, "
+        line = (self.style(f"⟳ {visible_line(e.server)}: tools changed ", "blue") + f"({change}); calls route to them now, "
                 "the system prompt describes them from the next conversation")
         if e.held:
             line += "; a changed definition is held at the pinned one until approved"

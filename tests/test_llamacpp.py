@@ -81,6 +81,7 @@ def call_turn(bundle, log, call: str, events):
     """One turn whose call `call` is written under a llama.cpp grammar; the answer is the model's own.
     Returns the turn's result and the server's log lines of what its cache served, per request."""
     from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.policy import Policy
     from decodeloop.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
@@ -93,7 +94,7 @@ def call_turn(bundle, log, call: str, events):
             harness.engine.extra.pop("grammar", None)
 
     with start_stdio_servers([WEATHER], emit, timeout=30) as router:
-        harness = Harness(bundle, Sampler(), router, emit, config=TurnConfig(max_tokens=64))
+        harness = Harness(bundle, Sampler(), router, emit, config=TurnConfig(max_tokens=64), policy=Policy.off())
         harness.engine.extra["grammar"] = gbnf(call)
         result = harness.run(QUESTION)
     [tool_call] = events.of("tool_call")
@@ -138,12 +139,13 @@ def test_where_the_server_reads_the_text_as_other_tokens_the_trace_names_it(serv
 
 def test_a_conversation_turn_reuses_the_server_cache(server, smol_bundle, events):
     from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.policy import Policy
     from decodeloop.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
     url, log = server
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
-        harness = Harness(smol_bundle, Sampler(), router, events, config=TurnConfig(max_tokens=24))
+        harness = Harness(smol_bundle, Sampler(), router, events, config=TurnConfig(max_tokens=24), policy=Policy.off())
         first = harness.run("Say hello.")
         before = len(hits(log))
         events.clear()

@@ -55,6 +55,7 @@ def test_strict_prints_the_call_as_the_answer():
 
 def test_qwen_answers_from_a_result_with_the_call_forced():
     from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.policy import Policy
     from decodeloop.models import load_model
     from decodeloop.router import start_stdio_servers
     from decodeloop.sampling import Sampler
@@ -63,7 +64,7 @@ def test_qwen_answers_from_a_result_with_the_call_forced():
     events = []
     with start_stdio_servers([WEATHER], events.append, timeout=30) as router:
         result = Harness(bundle, Sampler(), router, events.append,
-                         config=TurnConfig(constrain="required", max_tokens=160)).run(QUESTION)
+                         config=TurnConfig(constrain="required", max_tokens=160), policy=Policy.off()).run(QUESTION)
     calls = [e for e in events if e.kind == "tool_call"]
     assert calls and calls[0].shape == "tool_call" and calls[0].arguments == {"city": "Polson", "state": "MT"}
     assert result.reason in ("eos", "repeated_call")

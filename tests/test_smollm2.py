@@ -50,11 +50,12 @@ def test_greedy_tokens_equal_a_bare_torch_loop(smol):
 
 def test_a_conversation_prefills_only_each_new_turn(smol, events):
     from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.policy import Policy
     from decodeloop.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
-        chat = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=60))
+        chat = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=60), policy=Policy.off())
         first = chat.run(QUESTION)
         events.clear()
         second = chat.run("And in Boise, ID?")
@@ -89,14 +90,17 @@ def test_constrained_required_makes_smollm2_call_the_tool_and_answer_from_the_re
     # it writes a valid get_weather call for the city asked about, then answers from the server's result
     from decodeloop.grammar.tokens import TokenMatcher
     from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.policy import Policy
     from decodeloop.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
-        free = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=80)).run(QUESTION)
+        free = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=80),
+                       policy=Policy.off()).run(QUESTION)
         assert free.tool_calls == 0
         events.clear()
-        chat = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=120, constrain="required"))
+        chat = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=120, constrain="required"),
+                       policy=Policy.off())
         result = chat.run(QUESTION)
     assert isinstance(chat.constraint.matcher, TokenMatcher)
     [call] = events.of("tool_call")

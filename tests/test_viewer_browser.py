@@ -262,6 +262,7 @@ def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
     from decodeloop.calls_json import JsonSyntax
     from decodeloop.chat import LabChat
     from decodeloop.loop import Harness
+    from decodeloop.policy import Policy
     from decodeloop.models import ModelBundle
     from decodeloop.models.table import TableModel
     from decodeloop.router import start_stdio_servers
@@ -275,7 +276,7 @@ def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
     tokenizer, syntax, events = CharTokenizer(), JsonSyntax(), Recorder()
     bundle = ModelBundle("table", tokenizer, LabChat(tokenizer, syntax), syntax, model=TableModel(tokenizer, table))
     with start_stdio_servers([WEATHER, FAULTY], events, timeout=20) as router:
-        assert Harness(bundle, Sampler(), router, events).run(QUESTION).tool_calls == 2
+        assert Harness(bundle, Sampler(), router, events, policy=Policy.off()).run(QUESTION).tool_calls == 2
     browser.events.clear()
     browser.open(write(events, tmp_path / "two.html"))
     browser.key("t")

@@ -48,13 +48,15 @@ def _complete(prompt: list[int], n: int) -> list[int]:
 
 def test_a_tool_call_goes_out_as_ids_comes_back_as_ids_and_the_cache_serves_the_prefix(events):
     from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.policy import Policy
     from decodeloop.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
     with start_stdio_servers([WEATHER], events, timeout=60) as router:
         # a system prompt no earlier run sent: the server's cache holds nothing of this conversation yet
         system = f"You are a helpful assistant ({uuid.uuid4().hex})."
-        harness = Harness(_bundle(64), Sampler(), router, events, config=TurnConfig(max_tokens=64), system=system)
+        harness = Harness(_bundle(64), Sampler(), router, events, config=TurnConfig(max_tokens=64), system=system,
+                          policy=Policy.off())
         result = harness.run("What's the weather in Polson, MT?")
     [call] = events.of("tool_call")
     assert (call.name, call.arguments) == ("get_weather", {"city": "Polson", "state": "MT"})

@@ -36,7 +36,6 @@ The supported part of JSON Schema:
                          in the value (never Python's backtracking matcher, which
                          a server's ^(a+)+$ would hang): a value whose check
                          passes a step budget is refused with that reason
-
     items, minItems, maxItems
                          items as one schema for every element, or a list of
                          schemas for the elements by position
@@ -55,8 +54,8 @@ The supported part of JSON Schema:
 
 Every other keyword (format, if/then/else, remote $refs, ...) is ignored, and so
 is a pattern the harness does not read (a lookahead, a backreference, one Python
-cannot compile; `pattern_notes` lists them for a notice): those are the server's to enforce. An empty or
-missing schema accepts any arguments; any other schema names every argument
+cannot compile; `pattern_notes` lists them for a notice): those are the server's
+to enforce. An empty or missing schema accepts any arguments; any other schema names every argument
 the tool takes, so {"type": "object"} alone means it takes none. `default` is
 never filled in: the server applies its own defaults.
 

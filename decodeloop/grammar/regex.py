@@ -18,7 +18,8 @@ Supported: literals and escapes (\\n \\t \\xhh \\uhhhh \\N{...} ...), `.`, class
 {,n} {m,n} (lazy forms too: the language is the same), and the anchors ^ \\A
 at the start and $ \\Z at the end of a top-level alternative. Not supported
 (reported): lookarounds, backreferences, \\b, anchors elsewhere, inline flags,
-possessive and atomic forms, conditionals, counts above 1000.
+possessive and atomic forms, conditionals, counts above 1000, patterns over
+MAX_PATTERN_CHARS (4,096) characters.
 
 Where the automaton is stricter than `re.search`, the grammar is stricter too,
 which keeps the guarantee (whatever the grammar allows, schema.py accepts):

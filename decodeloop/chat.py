@@ -43,7 +43,7 @@ Pieces = list[tuple[list[int], str]]   # (ids, source) in order
 class ToolReply:
     """One call's outcome as a chat format renders it."""
     name: str              # the tool the model called (its exposed name)
-    server: str | None     # the server that answered; None when the call never reached one
+    server: str | None     # the server whose text `text` carries; None for the harness's own words alone
     text: str              # what the model is told (already rendered by the call syntax)
     is_error: bool = False
 

@@ -40,7 +40,7 @@ class Outcome:
     text: str        # what the tool message will say (before the syntax renders it)
     is_error: bool
     name: str | None = None      # the tool the call named, once it parsed
-    server: str | None = None    # the server that answered, once the call reached one
+    server: str | None = None    # the server whose text the message carries: it answered, or its schema is quoted
     stage: str | None = None     # for errors: "parse", "route", "arguments", "repeat" or "call"
     key: str | None = None       # the call's identity (tool and converted arguments), once validated
 
@@ -131,7 +131,10 @@ def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered, polic
     try:
         arguments = validate_arguments(call.name, call.arguments, tool.input_schema)
     except ArgumentError as e:
-        return failed(str(e), "arguments", call.name)
+        # it quotes the server's schema (property names, descriptions, enum values): the server's text, capped
+        # like it and marked with the server, so the policy and the marker escape treat it as data
+        return _failed(emit, cap_text(str(e), max_chars, "error"), call_text, "arguments", call.name,
+                       router.owner[call.name], shape=shape)
     key = call_key(call.name, arguments)
     if key in answered:
         # the commonest small-model failure: the same call again after its result (in any shape); the

@@ -345,7 +345,7 @@ class Harness:
                 turn.error = f"gave up after {what}; last error: {outcomes[-1].text}"
                 emit(Stop(turn.reason))
                 break
-            # what a server sent is data; the harness's own errors (no server answered) are left as written
+            # what a server sent or wrote is data; the harness's own errors (no server's text) are left as written
             replies = [ToolReply(o.name or "", o.server, self.syntax.render_result(
                 self._data(o.text, f"the result of {o.name}") if o.server else o.text, o.is_error), o.is_error)
                 for o in outcomes]

@@ -55,7 +55,8 @@ def provenance(context, tokenizer) -> Provenance:
 
 
 def untrusted_source(source: str) -> bool:
-    """A tool message with a server's text in it (`tool:-/NAME` is the harness's own error about a call)."""
+    """A tool message with a server's text in it: its result, its error, or a harness error quoting its schema
+    (`tool:-/NAME` is the harness's own words alone about a call)."""
     return source.startswith("tool:") and not source.startswith("tool:-/")
 
 

@@ -236,6 +236,9 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
     group.add_argument("--max-turn-result-chars", type=int, default=64_000,
                        help="characters of tool results one turn may inject, all calls together; past it each "
                             "result keeps 200 (default: 64000)")
+    group.add_argument("--max-tool-tokens", type=int, default=16_384, metavar="N",
+                       help="tokens the tools' descriptions may take in the prompt, every server together; more "
+                            "is refused, naming the servers (default: 16384)")
     group.add_argument("--constrain", choices=("off", "calls", "required"), default="off",
                        help="calls: once the model opens a call, mask every token that cannot continue a valid "
                             "call (a registered tool, arguments that fit its inputSchema); required: also make "
@@ -318,6 +321,8 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
                         ("--max-repeats", args.max_repeats),
                         ("--max-result-chars", args.max_result_chars),
                         ("--max-turn-result-chars", args.max_turn_result_chars),
+                        ("--max-tool-tokens", args.max_tool_tokens),
+                        ("--max-tools", getattr(args, "max_tools", 1)),
                         ("--order", 1 if args.order is None else args.order),
                         ("--episodes", getattr(args, "episodes", 1))):
         if value < 1:
@@ -348,6 +353,7 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     config = TurnConfig(max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
                         max_retries=args.max_retries, max_repeats=args.max_repeats, timeout=args.timeout,
                         max_result_chars=args.max_result_chars, max_turn_result_chars=args.max_turn_result_chars,
+                        max_tool_tokens=args.max_tool_tokens,
                         collect_calls=collect, constrain=args.constrain, call_shapes=args.call_shapes,
                         detail=not ((getattr(args, "quiet", False) and not getattr(args, "html", None))
                                     or args.command == "eval"
@@ -406,6 +412,8 @@ def _announce(bundle, emit, detail: bool = True) -> None:
 
 
 def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
+    from decodeloop.router import DEFAULT_MAX_TOOLS
+
     group = parser.add_argument_group("MCP servers over HTTP and from a config file")
     group.add_argument("--mcp-url", action="append", default=[], metavar="URL",
                        help="an MCP server over HTTP: Streamable HTTP, falling back to legacy SSE; "
@@ -428,6 +436,9 @@ def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
                        help="keep each server's tool definitions between runs in DIR/SERVER.json: a definition "
                             "changed since is held at the pinned one until approved (default: pins last the "
                             "session)")
+    group.add_argument("--max-tools", type=int, default=DEFAULT_MAX_TOOLS, metavar="N",
+                       help=f"offer the model at most N tools of each server, the first it lists (default "
+                            f"{DEFAULT_MAX_TOOLS}); a notice says how many more a server listed")
 
 
 def _server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list:
@@ -475,7 +486,8 @@ def _started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, de
     if emit is not None:
         _announce(bundle, emit, detail)
     with start_servers(specs, emit, timeout=args.timeout, verbose=getattr(args, "verbose", False),
-                       protocol=getattr(args, "mcp_protocol", "auto"), pin_store=args.pin_store) as router:
+                       protocol=getattr(args, "mcp_protocol", "auto"), pin_store=args.pin_store,
+                       max_tools=args.max_tools) as router:
         yield bundle, router
 
 
@@ -719,7 +731,7 @@ def _eval_concurrently(args, parser, held_out, sampler, processors, config):
     if reason:
         print(f"decodeloop: --concurrency {args.concurrency}: {reason}", file=sys.stderr)
         with start_servers(specs, None, timeout=args.timeout, protocol=getattr(args, "mcp_protocol", "auto"),
-                           pin_store=args.pin_store) as router:
+                           pin_store=args.pin_store, max_tools=args.max_tools) as router:
             summary, _ = evaluate(lambda emit: _harness(args, bundle, router, emit, sampler, processors, config),
                                   held_out, ProgressBar(f"eval {args.model}"))
         return summary, bundle
@@ -727,7 +739,7 @@ def _eval_concurrently(args, parser, held_out, sampler, processors, config):
     @contextlib.contextmanager
     def worker(emit):
         with start_servers(specs, None, timeout=args.timeout, protocol=getattr(args, "mcp_protocol", "auto"),
-                           pin_store=args.pin_store) as router:
+                           pin_store=args.pin_store, max_tools=args.max_tools) as router:
             # a sampler and processors of its own: their state (an rng, tokens seen) is per conversation
             yield _harness(args, bundle, router, emit, copy.deepcopy(sampler), copy.deepcopy(processors), config)
 

@@ -29,6 +29,7 @@ from decodeloop.processors import ProcessorState
 from decodeloop.router import ConfigError, Router
 from decodeloop.stops import Stops, Verdict
 from decodeloop.tokenize import StreamDecoder
+from decodeloop.tool_budget import DEFAULT_MAX_TOOL_TOKENS, check_tools
 
 # Harness's `policy` when none is given: confirm mode over the router's server rules, nobody to ask
 DEFAULT_POLICY = object()
@@ -92,6 +93,7 @@ class TurnConfig:
     timeout: float | None = None     # per tool call; None: the client's default
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     max_turn_result_chars: int = DEFAULT_MAX_TURN_RESULT_CHARS  # all tool-result text one turn may inject
+    max_tool_tokens: int = DEFAULT_MAX_TOOL_TOKENS  # the tools' descriptions in the prompt (tool_budget.py)
     detail: bool = True              # probabilities in token events (one softmax per token)
     collect_calls: bool | None = None  # run every call of a message (None: the call syntax's default)
     constrain: str = "off"           # "calls": calls follow the grammar of valid calls; "required": and open the turn
@@ -132,6 +134,7 @@ class Harness:
             # a tool the model is told about but cannot reach would fail silently at call time
             raise ConfigError(f"tools described to the model but served by no server: {', '.join(unroutable)}")
         self._named = tools                    # the tools asked for by name, or None for all
+        self._check_tools([router.tools[name] for name in names])
         self.tools = [router.tools[name] for name in names]
         self._tools_version = router.version
         self.context: Context | None = None    # the conversation so far; None before its first turn
@@ -204,9 +207,15 @@ class Harness:
         self.router.refresh()
         if self.router.version == self._tools_version:
             return
-        self._tools_version = self.router.version
         names = list(self.router.tools) if self._named is None else [n for n in self._named if n in self.router.tools]
-        self.tools = [self.router.tools[name] for name in names]
+        tools = [self.router.tools[name] for name in names]
+        self._check_tools(tools)   # raises, and the next new conversation checks again
+        self.tools, self._tools_version = tools, self.router.version
+
+    def _check_tools(self, tools: list) -> None:
+        """Refuse tools whose descriptions overfill the prompt (ToolSurfaceError names the servers)."""
+        check_tools(self.chat, tools, self.router.owner, self.system, max_tool_tokens=self.config.max_tool_tokens,
+                    context_length=self.bundle.context_length, max_tokens=self.config.max_tokens)
 
     def run(self, user: str) -> TurnResult:
         """One user message and the assistant's turn answering it, with every tool call it makes.

@@ -21,6 +21,11 @@ too), and when it is listed again it is compared with it, so removing a tool
 and listing it again with a new description, a new required argument or a
 `readOnlyHint` is held exactly like a change in place.
 
+Caps: a server's tools are taken in the order it lists them, at most
+`max_tools` of them (DEFAULT_MAX_TOOLS); a notice says how many more it listed.
+Each tool's text is capped when it is taken (untrusted.cap_tool); the tokens
+all of them take in the prompt are the harness's to check (tool_budget.py).
+
 Environment: a stdio server gets the transport's small default set from the
 harness (HOME, LOGNAME, PATH, SHELL, TERM, USER), PYTHONPATH for the bundled
 servers, and what its config's `env` names; nothing else.
@@ -52,6 +57,7 @@ from decodeloop.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_SCHE
 
 NAMESPACE_SEPARATOR = "__"
 MAX_TOOL_NAME = 128
+DEFAULT_MAX_TOOLS = 128   # per server: OpenAI's limit for one request, and more than any model uses well
 MAX_NOTICE_CHARS = 4_000  # a server's notification or log line, as a notice
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+\Z")
 
@@ -80,6 +86,7 @@ class Router:
         # a server's text enters every prompt: each tool's description and schema text is capped
         self.max_description_chars = DEFAULT_MAX_DESCRIPTION_CHARS
         self.max_schema_chars = DEFAULT_MAX_SCHEMA_CHARS
+        self.max_tools = DEFAULT_MAX_TOOLS         # per server
         self._types_noted: set[tuple[str, str]] = set()  # (server, fingerprint): definitions whose types were noted
 
     def add_server(self, server: str, client: McpClient, tools: list[Tool]) -> None:
@@ -112,10 +119,16 @@ class Router:
             self.pin_store.save(server, [tool for (owner, _), tool in self.pinned.items() if owner == server])
 
     def _take(self, server: str, tools: list[Tool]) -> list[Tool]:
-        """The tools a server listed that may be offered: valid names, once each, text within the caps."""
+        """The tools a server listed that may be offered: valid names, once each, text within the caps, at most
+        `max_tools` of them."""
         kept: list[Tool] = []
         seen: set[str] = set()
-        for tool in tools:
+        for n, tool in enumerate(tools):
+            if len(kept) >= self.max_tools:
+                self.emit(Notice(server, f"lists {len(tools):,} tools; the first {self.max_tools:,} it could offer "
+                                         f"are taken, the other {len(tools) - n:,} are not (--max-tools "
+                                         f"{self.max_tools})"))
+                break
             if not _NAME_CHARS.match(tool.name) or len(tool.name) > MAX_TOOL_NAME:
                 self.emit(Notice(server, f"tool name {visible_line(repr(tool.name))} refused: not 1-{MAX_TOOL_NAME} "
                                          "of the MCP tool-name characters A-Z a-z 0-9 _ - ."))
@@ -285,7 +298,7 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
                   verbose: bool = False, stderr: Callable[[str], None] | None = None,
                   max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, reset_timeout_on_progress: bool = False,
                   max_total_timeout: float | None = None, protocol: str = "auto",
-                  pin_store: str | None = None) -> Router:
+                  pin_store: str | None = None, max_tools: int = DEFAULT_MAX_TOOLS) -> Router:
     """Connect to each server (stdio or HTTP), open its session, list its tools, and route to them.
 
     The servers start concurrently, one thread each, but everything that can be
@@ -299,7 +312,7 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
     `max_message_bytes` caps one message from a server; `reset_timeout_on_progress`
     and `max_total_timeout` let progress notifications extend a call's timeout
     (see McpClient). `pin_store` is a directory that keeps each server's tool
-    definitions between runs (pins.PinStore). `protocol` is the MCP revision for servers whose spec pins
+    definitions between runs (pins.PinStore). `max_tools` caps the tools taken from one server. `protocol` is the MCP revision for servers whose spec pins
     none: "auto" (server/discover, then initialize) or a version (McpClient's
     `protocol`); the ServerReady event says which one each server speaks.
     """
@@ -307,6 +320,7 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
     router = Router(emit)
     router.specs = unique_names(specs)
     router.pin_store = PinStore(pin_store) if pin_store else None
+    router.max_tools = max_tools
     router.reserved.update(spec.name for spec in router.specs)  # no server takes another's prefix
     options = dict(timeout=timeout, reset_timeout_on_progress=reset_timeout_on_progress,
                    max_total_timeout=max_total_timeout, protocol=protocol)

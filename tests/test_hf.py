@@ -366,3 +366,24 @@ def test_a_masked_rerun_leaves_the_conversation_and_its_cache_as_they_were(bundl
             chat.run("And tomorrow?")
             runs.append(chat.context.ids)
         assert runs[0] == runs[1]
+
+
+def test_a_prompt_over_the_models_context_is_refused_naming_the_server(bundle, events):
+    # the tiny model attends to 1,024 positions (its config's max_position_embeddings); a real server whose
+    # tools' descriptions fill more than that, each tool within its own caps
+    from conftest import ROOT
+
+    from decodeloop.loop import Harness
+    from decodeloop.mcp_config import ServerSpec
+    from decodeloop.policy import Policy
+    from decodeloop.router import start_servers
+    from decodeloop.sampling import Sampler
+    from decodeloop.tool_budget import ToolSurfaceError
+
+    assert bundle.context_length == 1024
+    wide = [sys.executable, os.path.join(ROOT, "tests", "servers", "wide.py"), "--tools", "8",
+            "--description-chars", "400"]
+    with start_servers([ServerSpec("wide", command=wide, transport="stdio")], events, timeout=30) as router:
+        with pytest.raises(ToolSurfaceError, match=r"over the model's context of 1,024 tokens\. The tools take "
+                                                   r"[\d,]+: wide [\d,]+ tokens in 8 tools"):
+            Harness(bundle, Sampler(), router, events, policy=Policy.off())

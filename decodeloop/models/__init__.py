@@ -40,6 +40,7 @@ class ModelBundle:
     opener_id: int | None = None          # the call opener as one special token, if the vocabulary has it
     closer_id: int | None = None
     info: dict = field(default_factory=dict)   # what was loaded, for the trace (path, device, dtype, ...)
+    context_length: int | None = None     # the most tokens the model attends to, when known
 
     def engine(self, sampler, processors: Sequence = ()):
         if self.make_engine is not None:

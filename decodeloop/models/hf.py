@@ -323,6 +323,7 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
         name=f"hf:{name}", tokenizer=tokenizer, chat=chat, syntax=call_syntax,
         model=HFModel(model, name=name, vocab_size=tokenizer.vocab_size),
         opener_id=specials.get(call_syntax.opener), closer_id=specials.get(call_syntax.closer),
+        context_length=getattr(model.config, "max_position_embeddings", None),
         info={**info, "device": device, "dtype": str(torch_dtype).removeprefix("torch."),
               "vocab": tokenizer.vocab_size, "template tools": chat.uses_template_tools})
 

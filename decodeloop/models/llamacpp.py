@@ -87,6 +87,7 @@ def load_gguf(path: str, syntax: str | None = None, n_ctx: int = 4096, threads: 
     name = os.path.basename(path)
     bundle.model = LlamaCppModel(llama, name)
     bundle.name = f"gguf:{name}"
+    bundle.context_length = llama.n_ctx()
     bundle.info = {"path": os.path.abspath(path), "n_ctx": llama.n_ctx(), "vocab": bundle.tokenizer.vocab_size,
                    "llama.cpp": getattr(lib, "__version__", "?"), "template tools": bundle.info.get("template tools")}
     return bundle

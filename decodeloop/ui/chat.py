@@ -20,6 +20,7 @@ import sys
 from typing import TextIO
 
 from decodeloop.events import Event
+from decodeloop.tool_budget import ToolSurfaceError
 from decodeloop.ui.style import Style, use_color
 from decodeloop.untrusted import visible, visible_line
 
@@ -136,7 +137,10 @@ class ChatSession:
                     if not self.command(line):
                         break
                     continue
-                self.harness.run(line)
+                try:
+                    self.harness.run(line)
+                except ToolSurfaceError as e:   # a server's tools grew past what the prompt can hold
+                    print(f"decodeloop: not sent: {visible(str(e))}", file=sys.stderr if self.quiet else self.out)
         finally:
             if history is not None:
                 history()

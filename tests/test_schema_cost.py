@@ -118,3 +118,12 @@ def test_a_value_past_the_step_budget_is_refused_with_the_reason():
     text = "".join(rng.choice("ab") for _ in range(20_000))
     with pytest.raises(regex.TooCostly, match="20,000 characters against it took more than 2,000,000 steps"):
         regex.search("^[ab]*a[ab]{500}$", text)
+
+
+def test_compiled_patterns_are_kept_within_a_bound():
+    # a long session meets a server's patterns as they come and go: the caches keep the recent ones only
+    for n in range(regex._PATTERNS_KEPT + 50):
+        regex.compile_pattern(f"^x{n}$")
+        regex.search(f"^y{n}$", f"y{n}")
+    assert len(regex._CACHE) <= regex._PATTERNS_KEPT and len(regex._SEARCHERS) <= regex._PATTERNS_KEPT
+    assert regex.compile_pattern("^x0$") is regex.compile_pattern("^x0$")     # compiled again, then kept

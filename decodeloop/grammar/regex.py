@@ -44,7 +44,7 @@ MAX_DFA_STATES = 4_096
 MAX_PATTERN_CHARS = 4_096     # a server's pattern longer than this is not read
 SEARCH_STEPS = 2_000_000      # NFA states visited on one value's cache misses before TooCostly
 _SEARCH_STATES = 4_096        # cached automaton states per pattern; the cache starts over beyond
-_SEARCHERS_KEPT = 256         # patterns whose searchers are kept (the oldest goes first)
+_PATTERNS_KEPT = 256          # patterns whose searchers, and whose grammar DFAs, are kept (the oldest goes first)
 
 
 class Unsupported(ValueError):
@@ -487,7 +487,7 @@ def _determinize(nfa: _Nfa, start: int, accepts: set[int], alphabet: Ranges) -> 
     return Dfa(trans, accepting, 0)
 
 
-_CACHE: dict = {}
+_CACHE: dict = {}   # (pattern, alphabet) -> its Dfa or why not; at most _PATTERNS_KEPT
 
 
 def _nfa(pattern: str, exact: bool) -> tuple[_Nfa, int, set[int], set[int]]:
@@ -543,6 +543,8 @@ def compile_pattern(pattern: str, alphabet: Ranges = TEXT) -> Dfa:
         if isinstance(found, Unsupported):
             raise found
         return found
+    if len(_CACHE) >= _PATTERNS_KEPT:   # a server's patterns come and go: keep the recent ones
+        _CACHE.pop(next(iter(_CACHE)))
     try:
         nfa, start, accepts, _ = _nfa(pattern, exact=False)
         dfa = _determinize(nfa, start, accepts, alphabet)
@@ -650,7 +652,7 @@ def search(pattern: str, text: str) -> bool:
             found = _Searcher(pattern)
         except Unsupported as e:
             found = e
-        if len(_SEARCHERS) >= _SEARCHERS_KEPT:
+        if len(_SEARCHERS) >= _PATTERNS_KEPT:
             _SEARCHERS.pop(next(iter(_SEARCHERS)))
     _SEARCHERS[pattern] = found                   # most recently used last
     if isinstance(found, Unsupported):

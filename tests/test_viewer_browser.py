@@ -15,6 +15,7 @@ from cdp import Browser
 from test_viewer import HOSTILE, QUESTION, cli, embedded, hostile_events, library_turn, tiny_hf_jsonl
 
 from decodeloop.ui.html import HtmlView, page
+from decodeloop.untrusted import visible
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     not os.environ.get("DECODELOOP_CHROMIUM"),
@@ -306,7 +307,7 @@ def test_a_hugging_face_models_page(browser, tiny_hf_trace, tmp_path):
     n = visit_every_event(browser)
     assert cursor(browser) == n - 1 and browser.errors() == []
     done = json.loads(tiny_hf_trace.read_text(encoding="utf-8").splitlines()[-1])
-    assert done["answer"] in text(browser, "step")     # the answer, control characters and all, as text
+    assert visible(done["answer"]) in text(browser, "step")   # the answer as text, control characters escaped
 
 
 def test_a_new_conversation_starts_the_context_again(browser, tmp_path):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from typing import Any
 
 # (singular, plural, code point ranges): the order is the order of a notice
@@ -71,8 +72,11 @@ class Removed:
         return sum(self.counts)
 
     def add(self, chars: list[str]) -> None:
+        for char, count in Counter(chars).items():   # few distinct characters, however many in all
+            self.counts[kind_of(char)] += count
         for char in chars:
-            self.counts[kind_of(char)] += 1
+            if len(self.spelled) > SPELLED_CHARS:    # enough to quote
+                break
             code = ord(char) - 0xE0000
             if 0x20 <= code <= 0x7E:   # a tag character for a printable ASCII character
                 self.spelled.append(chr(code))

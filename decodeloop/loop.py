@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from decodeloop import invisible
 from decodeloop.call_shapes import CANONICAL, DESCRIBED
 from decodeloop.calls import ParseError
 from decodeloop.chat import ToolReply, pieces_ids
@@ -172,15 +173,30 @@ class Harness:
                                  lambda: provenance(context, self.tokenizer),
                                  self._masked_calls if self.policy.mode == "masked" else None)
 
-    def _data(self, text: str, what: str) -> str:
-        """Text that is data, with every forged marker escaped (markers.py); a notice says what was."""
-        text, found = self.markers.neutralize(text or "")
+    def _data(self, text: str, what: str, markers: bool = True) -> str:
+        """Text that is data, without invisible characters (invisible.py) and, unless `markers` is false, with
+        every forged marker escaped (markers.py); a notice says what was done."""
+        text = self._visible(text or "", what)
+        if not markers:
+            return text
+        text, found = self.markers.neutralize(text)
         if found:
             self.emit(Notice("harness", f"escaped {len(found)} marker(s) in {what}: {', '.join(sorted(set(found)))}"))
         return text
 
+    def _visible(self, text: str, what: str) -> str:
+        """The text without its invisible characters: what the user never saw stays out of the context."""
+        text, removed = invisible.strip(text)
+        if removed:
+            self.emit(Notice("harness", invisible.notice(removed, what)))
+        return text
+
     def _tool_data(self, tool):
-        """A tool as the prompt describes it: its title, description and inputSchema are data (markers.py)."""
+        """A tool as the prompt describes it: its title, description and inputSchema are data (invisible.py,
+        markers.py)."""
+        tool, removed = invisible.strip_tool(tool)
+        if removed:
+            self.emit(Notice("harness", invisible.notice(removed, f"the definition of {tool.name}")))
         tool, found = self.markers.neutralize_tool(tool)
         if found:
             self.emit(Notice("harness", f"escaped {len(found)} marker(s) in the definition of {tool.name}: "
@@ -354,9 +370,11 @@ class Harness:
                 turn.error = f"gave up after {what}; last error: {outcomes[-1].text}"
                 emit(Stop(turn.reason))
                 break
-            # what a server sent or wrote is data; the harness's own errors (no server's text) are left as written
+            # what a server sent or wrote is data; the harness's own errors (no server's text) keep their
+            # markers, but lose invisible characters as all text does
             replies = [ToolReply(o.name or "", o.server, self.syntax.render_result(
-                self._data(o.text, f"the result of {o.name}") if o.server else o.text, o.is_error), o.is_error)
+                self._data(o.text, f"the {'error for' if o.is_error else 'result of'} {o.name or 'a call'}",
+                           markers=bool(o.server)), o.is_error), o.is_error)
                 for o in outcomes]
             at = len(context)
             context.extend_pieces(chat.tool_results(replies, verdict.ended))

@@ -19,10 +19,14 @@ turn's stop strings that hold more than letters, digits and spaces (`Observation
 not `overcast`). The harness's own messages (an error about a call no server
 answered) are not data and are left as written. Occurrences are found in a normalised view of the text,
 so disguises are caught too: letter case, compatibility forms (fullwidth `＜`,
-small `﹤`: NFKC), a few look-alikes NFKC keeps (Cyrillic letters, bars and
-angle brackets), zero-width and other format characters inside a marker, and
-JSON `\\uXXXX` or HTML `&lt;` escapes spelling one of its characters. The
-whole disguised span is replaced by the escaped marker.
+small `﹤`: NFKD), accents, a few look-alikes NFKD keeps (Cyrillic letters, bars and
+angle brackets), characters inside a marker that show nothing or next to nothing
+(zero-width and other format characters, tag characters, combining marks such as
+variation selectors and the combining grapheme joiner, the Hangul fillers), and
+escapes spelling one of its characters: JSON `\\uXXXX`, and HTML character
+references however a browser would still read them (`&lt;`, `&LT;`, `&lt`,
+`&#60`, `&#X3C;`, `&vert;`). The whole disguised span is replaced by the escaped
+marker.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import unicodedata
+from html.entities import html5
 from typing import Any, Iterable
 
 HERMES_TAGS = ("<tools>", "</tools>", "<tool_response>", "</tool_response>")
@@ -37,8 +42,11 @@ HERMES_TAGS = ("<tools>", "</tools>", "<tool_response>", "</tool_response>")
 LOOK_ALIKES = {"а": "a", "с": "c", "е": "e", "о": "o", "р": "p", "х": "x", "і": "i", "ӏ": "l", "ѕ": "s",
                "ԁ": "d", "ⅼ": "l", "ǀ": "|", "∣": "|", "│": "|", "‖": "|", "‹": "<", "›": ">", "〈": "<",
                "〉": ">", "⟨": "<", "⟩": ">", "❬": "<", "❭": ">"}
-_ESCAPES = re.compile(r"\\u([0-9a-fA-F]{4})|&(lt|gt|#0*60|#0*62|#x0*3[cCeE]);")
-_ENTITIES = {"lt": "<", "gt": ">"}
+# a JSON escape; an HTML character reference, numeric or named, with or without its semicolon
+_ESCAPES = re.compile(r"\\u([0-9a-fA-F]{4})|&#([0-9]{1,7}|[xX][0-9a-fA-F]{1,6});?|&([A-Za-z][A-Za-z0-9]{0,31})(;?)")
+_LEGACY_ENTITY_CHARS = max(len(name) for name in html5 if not name.endswith(";"))  # `&lt` with no `;`
+HIDDEN_CATEGORIES = {"Cf", "Mn", "Me"}   # format characters and combining marks: nothing, or a mark, on screen
+HANGUL_FILLERS = "\u115f\u1160\u3164\uffa0"  # letters to Unicode, blank to the eye
 
 
 def escape(marker: str) -> str:
@@ -52,27 +60,39 @@ def fold(text: str) -> tuple[str, list[int]]:
     where: list[int] = []
     at = 0
     while at < len(text):
-        match = _ESCAPES.match(text, at) if text[at] in "\\&" else None
-        if match:
-            char, end = _unescape(match), match.end()
-        else:
-            char, end = text[at], at + 1
-        if unicodedata.category(char) != "Cf":        # zero-width and other format characters vanish
-            for folded in unicodedata.normalize("NFKC", LOOK_ALIKES.get(char, char)).casefold():
+        decoded = _unescape(text, at) if text[at] in "\\&" else None
+        chars, end = decoded if decoded is not None else (text[at], at + 1)
+        for char in chars:
+            for folded in unicodedata.normalize("NFKD", LOOK_ALIKES.get(char, char)).casefold():
+                if unicodedata.category(folded) in HIDDEN_CATEGORIES or folded in HANGUL_FILLERS:
+                    continue   # shows nothing inside a marker, or only a mark on one of its characters
                 out.append(LOOK_ALIKES.get(folded, folded))
                 where.append(at)
         at = end
     return "".join(out), where
 
 
-def _unescape(match: re.Match) -> str:
+def _unescape(text: str, at: int) -> tuple[str, int] | None:
+    """The text an escape at `at` spells and where it ends, or None when none starts there."""
+    match = _ESCAPES.match(text, at)
+    if match is None:
+        return None
     if match.group(1):
-        return chr(int(match.group(1), 16))
-    entity = match.group(2).lower()
-    if entity in _ENTITIES:
-        return _ENTITIES[entity]
-    number = entity.lstrip("#")
-    return chr(int(number[1:], 16) if number.startswith("x") else int(number))
+        return chr(int(match.group(1), 16)), match.end()
+    if match.group(2):
+        number = match.group(2)
+        code = int(number[1:], 16) if number[0] in "xX" else int(number)
+        return (chr(code), match.end()) if code <= 0x10FFFF else None
+    name, semicolon = match.group(3), match.group(4)
+    for key in (name + semicolon, (name + semicolon).lower()):
+        if semicolon and key in html5:
+            return html5[key], match.end()
+    # no `;` (or no such name): the longest legacy entity the name starts with, as a browser reads `&ltfoo`
+    for length in range(min(len(name), _LEGACY_ENTITY_CHARS), 1, -1):
+        for key in (name[:length], name[:length].lower()):
+            if key in html5:
+                return html5[key], at + 1 + length
+    return None
 
 
 class Markers:
@@ -99,8 +119,8 @@ class Markers:
             start = match.start() if where is None else where[match.start()]
             end = match.end() if where is None else where[match.end() - 1] + 1
             if where is not None:   # an escape sequence spelling the marker's last character ends after it
-                escaped = _ESCAPES.match(text, end - 1) if text[end - 1] in "\\&" else None
-                end = escaped.end() if escaped else end
+                escaped = _unescape(text, end - 1) if text[end - 1] in "\\&" else None
+                end = escaped[1] if escaped else end
             marker = self.markers[match.group()]
             out += [text[last:start], escape(marker)]
             found.append(marker)

@@ -8,10 +8,12 @@ descriptions and schemas. This module owns what such text may become:
   inside a JSON value (the JSON Lines' copy of a message); `cap_tool` bounds
   a tool's description and schema before they are rendered into a prompt.
 - terminal safety: `visible` spells control and format characters as escapes
-  (ESC as \\x1b, a right-to-left override as \\u202e), so a result cannot
-  retitle, recolour or rewrite a terminal; `quoted` also puts a margin before
+  (ESC as \\x1b, a right-to-left override as \\u202e, a tag character as
+  \\U000e0041), so a result cannot retitle, recolour or rewrite a terminal, nor
+  hide text in it (invisible.py); `quoted` also puts a margin before
   every line after the first, so server text can never start a line the way
-  the harness's own lines start.
+  the harness's own lines start. `json_escaped` writes the same characters as
+  JSON escapes, for the JSON Lines and the viewer's page.
 """
 
 from __future__ import annotations
@@ -21,26 +23,51 @@ import json
 import re
 from typing import Any
 
+from decodeloop import invisible
+
 DEFAULT_MAX_DESCRIPTION_CHARS = 4_000   # a tool's description, and each description or title in its schemas
 DEFAULT_MAX_SCHEMA_CHARS = 16_000       # a tool's inputSchema as JSON, after its descriptions are capped
 MARGIN = "  │ "                         # starts every continuation line of server text in a terminal view
 
-# C0 controls but newline and tab, DEL, C1 controls (0x9b is a one-byte CSI to some terminals), and the
-# format characters that reorder or hide text (bidi overrides and isolates, zero-width characters, BOM)
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e"
-                     "\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb]")
+# C0 controls but newline and tab, DEL, C1 controls (0x9b is a one-byte CSI to some terminals), the
+# format characters that reorder text (bidi marks, overrides and isolates), line and paragraph separators,
+# interlinear annotation marks, and every invisible character (invisible.py: tag characters, variation
+# selectors, zero-width characters, soft hyphen...)
+UNSAFE_RANGES = ((0x00, 0x08), (0x0B, 0x1F), (0x7F, 0x9F), (0x061C, 0x061C), (0x200E, 0x200F), (0x2028, 0x202E),
+                 (0x2066, 0x2069), (0xFFF9, 0xFFFB), *invisible.RANGES)
+UNSAFE = re.compile(invisible.char_class(UNSAFE_RANGES))
 _NAMED = {"\r": "\\r", "\x1b": "\\x1b"}
 
 
-def _escape(match: re.Match) -> str:
-    char = match.group()
+def escaped(char: str) -> str:
+    """One character as the views spell it: \\r, \\x1b, \\x9b, \\u202e, \\U000e0041."""
     code = ord(char)
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    if char in _NAMED:
+        return _NAMED[char]
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _escape(match: re.Match) -> str:
+    return escaped(match.group())
 
 
 def visible(text: str) -> str:
     """The text with every control and format character but newline and tab spelled as an escape."""
-    return _UNSAFE.sub(_escape, text)
+    return UNSAFE.sub(_escape, text)
+
+
+def json_escaped(dumped: str) -> str:
+    """JSON text (`json.dumps`) with every unsafe character written as a \\u escape: the same JSON, no raw
+    control, format or invisible character for a viewer to render (a surrogate pair above U+FFFF)."""
+    return UNSAFE.sub(_json_escape, dumped)
+
+
+def _json_escape(match: re.Match) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def visible_line(text: str) -> str:

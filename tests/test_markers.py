@@ -29,6 +29,8 @@ CHATML_MARKERS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", 
                   "</tool_response>"]
 CYRILLIC = str.maketrans({"a": "а", "c": "с", "e": "е", "o": "о", "p": "р"})
 FULLWIDTH = str.maketrans({"<": "＜", ">": "＞", "|": "｜", "[": "［", "/": "／"})
+ACCENTED = str.maketrans({"a": "á", "e": "ë", "o": "ô", "i": "ì", "u": "ũ"})
+NAMED_REFERENCES = str.maketrans({"<": "&LT", "|": "&vert;", "[": "&lsqb;", "/": "&sol;", "_": "&lowbar;"})
 
 
 def disguises(marker: str) -> dict[str, str]:
@@ -40,9 +42,21 @@ def disguises(marker: str) -> dict[str, str]:
         "zero-width space inside": marker[:middle] + "\u200b" + marker[middle:],
         "word joiner and BOM inside": marker[:1] + "\u2060" + marker[1:middle] + "\ufeff" + marker[middle:],
         "soft hyphen inside": marker[:middle] + "\u00ad" + marker[middle:],
+        "variation selector inside": marker[:middle] + "\ufe0f" + marker[middle:],
+        "combining grapheme joiner inside": marker[:middle] + "\u034f" + marker[middle:],
+        "zero-width joiner and non-joiner inside": marker[:1] + "\u200d" + marker[1:middle] + "\u200c" + marker[middle:],
+        "tag characters inside": marker[:middle] + "\U000e0041\U000e007f" + marker[middle:],
+        "combining marks inside": marker[:middle] + "\u0301\u20dd" + marker[middle:],
+        "accented letters": marker.translate(ACCENTED),
+        "Hangul fillers inside": marker[:1] + "\u3164" + marker[1:middle] + "\u115f\u1160\uffa0" + marker[middle:],
         "fullwidth look-alikes": marker.translate(FULLWIDTH),
         "JSON escapes": marker.replace("<", "\\u003c").replace(">", "\\u003E").replace("|", "\\u007c"),
         "HTML entities": marker.replace("<", "&lt;").replace(">", "&gt;"),
+        "upper-case HTML entities": marker.replace("<", "&LT;").replace(">", "&GT;"),
+        "HTML entities without semicolons": marker.replace("<", "&lt").replace(">", "&gt"),
+        "numeric references without semicolons": "".join(f"&#{ord(c)}" if c in "<>|[/" else c for c in marker),
+        "upper-case hex references": "".join(f"&#X{ord(c):X};" if c in "<>|[/" else c for c in marker),
+        "named references": marker.translate(NAMED_REFERENCES),
         "nested quotes": f"{{\"text\": \"say \\\"{marker}\\\" now\"}}",
         "twice, back to back": marker + marker,
     }
@@ -58,7 +72,7 @@ CHATML_CASES = [(marker, name, text) for marker in CHATML_MARKERS for name, text
 
 
 def test_the_corpus_is_large_enough():
-    assert len(LAB_CASES) >= 50 and len(CHATML_CASES) >= 50
+    assert len(LAB_CASES) >= 100 and len(CHATML_CASES) >= 100
 
 
 @pytest.mark.parametrize("marker, name, text", LAB_CASES + CHATML_CASES,
@@ -107,7 +121,9 @@ def test_forged_markers_in_results_never_run_end_or_open_anything(hostile):
         assert not specials & set(ids), case                                 # no role opened, no special id
         data = tokenizer.decode(ids)
         assert escape(marker) in data and markers.neutralize(data)[1] == [], case
-        assert any(e.kind == "notice" and e.source == "harness" and "escaped" in e.message for e in events), case
+        # flagged as the plain marker is: a notice names it
+        assert any(e.kind == "notice" and e.source == "harness" and "escaped" in e.message and marker in e.message
+                   for e in events), case
 
 
 def test_the_harness_own_errors_and_plain_results_are_left_as_written(hostile):

@@ -185,6 +185,7 @@ def test_json_lines_escape_control_characters(events):
     run_turn(both, {"<|user|>" + QUESTION + "<|assistant|>": "[call escape]", "<|assistant|>": "Ok.<|eos|>"})
     text = out.getvalue()
     assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "\\u001b]0;pwned" in text
+    assert "\u202e" not in text and "\\u202eevil" in text   # a bidi override too: no viewer reorders the line
     lines = text.split("\n")
     assert lines[-1] == "" and all(json.loads(line)["event"] for line in lines[:-1])
     [result] = [json.loads(line) for line in lines[:-1] if json.loads(line)["event"] == "tool_result"]

@@ -15,6 +15,7 @@ from cdp import Browser
 from test_viewer import HOSTILE, QUESTION, cli, embedded, hostile_events, library_turn, tiny_hf_jsonl
 
 from decodeloop.ui.html import HtmlView, page
+from decodeloop.untrusted import visible
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     not os.environ.get("DECODELOOP_CHROMIUM"),
@@ -163,6 +164,27 @@ def test_hostile_text_is_inert(browser, tmp_path):
     assert browser.errors() == []
 
 
+def test_invisible_characters_are_shown_escaped(browser, tmp_path):
+    """A result that hides an instruction in tag characters (tests/servers/smuggler.py): every panel spells them."""
+    from test_invisible import INVISIBLE, turn
+
+    table = {"<|user|>Weather?<|assistant|>": '[call get_weather city="Polson"]', "<|assistant|>": "Cold.<|eos|>"}
+    events = turn(table)[0]
+    browser.open(write(events, tmp_path / "smuggled.html", {"title": "Weather?\U000e0041"}))
+    shown = []
+    for i, event in enumerate(events):
+        browser.evaluate(f"go({i})")
+        shown.append(browser.evaluate("document.body.textContent + [...document.querySelectorAll('[title]')]"
+                                      ".map(e => e.title).join('')"))
+        if event.kind == "tool_result":
+            step = text(browser, "step")
+            assert "over\\xadcast \u2601\\ufe0f, w\\u034find 5\\u200b mph" in step
+            assert "\\U000e0001\\U000e0049\\U000e0067" in step and "\\U000e0049" in text(browser, "round")
+    assert not INVISIBLE & set("".join(shown))
+    assert text(browser, "title") == browser.evaluate("document.title") == "Weather?\\U000e0041"
+    assert browser.errors() == []
+
+
 def test_text_held_back_for_a_stop_string(browser, tmp_path):
     p = cli("run", "--html", str(tmp_path / "stop.html"), "--stop", "overcast", QUESTION)
     assert p.returncode == 0, p.stderr
@@ -306,7 +328,7 @@ def test_a_hugging_face_models_page(browser, tiny_hf_trace, tmp_path):
     n = visit_every_event(browser)
     assert cursor(browser) == n - 1 and browser.errors() == []
     done = json.loads(tiny_hf_trace.read_text(encoding="utf-8").splitlines()[-1])
-    assert done["answer"] in text(browser, "step")     # the answer, control characters and all, as text
+    assert visible(done["answer"]) in text(browser, "step")   # the answer as text, control characters escaped
 
 
 def test_a_new_conversation_starts_the_context_again(browser, tmp_path):

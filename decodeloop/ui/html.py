@@ -4,7 +4,9 @@
 reads JSON Lines (`--json`) with `read_jsonl`. Both write `page(events, meta)`: inline CSS and JavaScript,
 no network, no build step. The events go into the page as JSON in a `<script type="application/json">`
 with `<`, `>` and `&` written as \\u escapes, so no text in them (a tool result is server-controlled) can
-close the script element; the script renders every string with `textContent`, never as markup.
+close the script element; the script renders every string with `textContent`, never as markup, and with
+every control, format and invisible character spelled as the terminal spells it (untrusted.py: `\\x1b`,
+`\\u202e`, a tag character as `\\U000e0041`), so no text hides in the page or reorders it.
 
 Strings longer than `MAX_STRING` characters (a 20 MB tool result) are cut in the page, with a note of
 their full length; the page is a view, the JSON Lines keep everything.
@@ -18,6 +20,7 @@ import math
 from typing import Any, Iterable
 
 from decodeloop.events import Event
+from decodeloop.untrusted import UNSAFE_RANGES, json_escaped, visible
 
 MAX_STRING = 20_000  # characters of one string the page keeps
 CUT = "\u2026 [cut for the page: {:,} characters in all]"
@@ -146,16 +149,15 @@ def _fit(value: Any) -> Any:
 
 def embed(data: Any) -> str:
     """JSON safe inside a <script> element: no '<', '>' or '&' left to end it or open a comment."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    text = json_escaped(json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def page(events: list[dict[str, Any]], meta: dict[str, Any] | None = None) -> str:
     """The whole page for a list of events (their JSON form) and what is known of the run."""
     meta = dict(meta or {})
     title = meta.get("title") or "decodeloop trace"
-    return (TEMPLATE.replace("__TITLE__", html.escape(str(title)))
+    return (TEMPLATE.replace("__TITLE__", html.escape(visible(str(title))))
             .replace("__CSS__", CSS).replace("__JS__", JS)
             .replace("__DATA__", embed({"meta": meta, "events": [_fit(e) for e in events]})))
 
@@ -287,12 +289,23 @@ const DATA = JSON.parse(document.getElementById('data').textContent);
 const META = DATA.meta || {}, EV = DATA.events || [];
 const N = EV.length, ROW = 20;
 const $ = id => document.getElementById(id);
+// control, format and invisible characters (untrusted.UNSAFE_RANGES), spelled as the terminal spells them
+const UNSAFE = /__UNSAFE__/gu;
+function hex(n, width) { return n.toString(16).padStart(width, '0'); }
+function vis(s) {
+  return String(s).replace(UNSAFE, c => {
+    const n = c.codePointAt(0);
+    if (c === '\r') return '\\r';
+    return n < 0x100 ? '\\x' + hex(n, 2) : n < 0x10000 ? '\\u' + hex(n, 4) : '\\U' + hex(n, 8);
+  });
+}
 function el(tag, cls, text) {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
-  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (text !== undefined && text !== null) e.textContent = vis(text);
   return e;
 }
+function textNode(s) { return document.createTextNode(vis(s)); }
 function show(s) { return JSON.stringify(s === undefined || s === null ? '' : String(s)); }
 function label(s) { return "'" + s + "'"; }
 function fix(p, d) { return (typeof p === 'number') ? p.toFixed(d === undefined ? 3 : d) : '-'; }
@@ -389,7 +402,7 @@ function sourceName(src) {
 
 // ---- header ---------------------------------------------------------------------------
 function header() {
-  $('title').textContent = META.title || 'decodeloop trace';
+  $('title').textContent = vis(META.title || 'decodeloop trace');
   const bits = [];
   for (const key of ['model', 'temperature', 'top_p', 'top_k', 'min_p', 'seed', 'constrain', 'source'])
     if (META[key] !== undefined && META[key] !== null) bits.push(key.replace('_', '-') + ' ' + META[key]);
@@ -397,14 +410,14 @@ function header() {
   bits.push(num(tokens.length) + ' tokens', calls.length + ' call(s)', rounds.length + ' call round(s)',
             turn + ' turn(s)', num(N) + ' events');
   if (done.length) bits.push('ended: ' + done.map(d => d.reason).join(', '));
-  $('meta').textContent = bits.join(' \u00b7 ');
+  $('meta').textContent = vis(bits.join(' \u00b7 '));
   $('probnote').textContent = probNote();
   const seen = [];
   for (const s of spans) if (!seen.includes(s.source)) seen.push(s.source);
   for (const src of seen) {
     const sw = el('span', 'sw'), i = el('i');
     i.style.background = sourceColor(src);
-    sw.append(i, document.createTextNode(src + ': ' + sourceName(src)));
+    sw.append(i, textNode(src + ': ' + sourceName(src)));
     $('legend').append(sw);
   }
 }
@@ -485,7 +498,7 @@ rowsEl.addEventListener('click', ev => {
 function kv(grid, name, ...content) {
   grid.append(el('div', 'n', name));
   const d = el('div');
-  for (const c of content) d.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  for (const c of content) d.append(typeof c === 'string' ? textNode(c) : c);
   grid.append(d);
 }
 function pre(text, cls) { return el('pre', cls || 'box', text); }
@@ -618,7 +631,7 @@ function spanTable(list) {
   const t = el('table', 'spans');
   for (const s of list) {
     const tr = el('tr'), sw = el('i');
-    const td = el('td', 'sw'); sw.style.background = sourceColor(s.source); td.append(sw, document.createTextNode(s.source));
+    const td = el('td', 'sw'); sw.style.background = sourceColor(s.source); td.append(sw, textNode(s.source));
     tr.append(el('td', 'mono', s.start + '\u2013' + s.end), el('td', null, (s.end - s.start) + ' tok'), td,
               el('td', 'note', sourceName(s.source)));
     if (s.at === cursor || (EV[cursor].event === 'token' && EV[cursor].context - 1 >= s.start && EV[cursor].context - 1 < s.end)) tr.className = 'cur';
@@ -655,7 +668,7 @@ function roundView(r) {
     if (n) chain.append(el('span', 'arrow', '\u2192'));
     const node = el('div', 'node' + (i === cursor ? ' cur' : '') + (err ? ' err' : ''));
     node.append(el('b', null, kind), el('span', null, clip(text, 200)));
-    node.title = clip(text, 2000);
+    node.title = vis(clip(text, 2000));
     node.addEventListener('click', () => go(i));
     chain.append(node);
   });
@@ -681,7 +694,7 @@ function contextView() {
     const d = el('div', 'seg');
     d.style.width = (100 * (s.end - s.start) / Math.max(1, last)) + '%';
     d.style.background = sourceColor(s.source);
-    d.title = s.start + '\u2013' + s.end + ': ' + sourceName(s.source);
+    d.title = vis(s.start + '\u2013' + s.end + ': ' + sourceName(s.source));
     d.addEventListener('click', () => go(s.at));
     map.append(d);
   }
@@ -709,7 +722,7 @@ function contextView() {
       if (matchSet.has(i)) cls += ' match';
       if (e.in_call) cls += ' call';
       const s = el('span', cls, text);
-      s.title = '#' + e.index + ' ' + label(e.text) + ' p ' + fix(e.prob);
+      s.title = vis('#' + e.index + ' ' + label(e.text) + ' p ' + fix(e.prob));
       s.addEventListener('click', () => go(i));
       strip.append(s);
     }
@@ -741,7 +754,7 @@ function attention(e) {
     h.weights.forEach((w, j) => {
       const s = el('span', null, keys[j] === '\n' ? '\u21b5' : keys[j]);
       s.style.background = 'rgba(47,111,214,' + (w / max).toFixed(3) + ')';
-      s.title = 'position ' + (a.start + j) + ' ' + label(keys[j]) + ': ' + w.toFixed(4);
+      s.title = vis('position ' + (a.start + j) + ' ' + label(keys[j]) + ': ' + w.toFixed(4));
       out.append(s);
     });
   }
@@ -847,4 +860,5 @@ header();
 if (N) render(); else $('step').textContent = 'This trace has no events.';
 document.body.dataset.readyMs = performance.now().toFixed(1);  // since navigation began
 document.body.dataset.ready = '1';
-"""
+""".replace("__UNSAFE__", "[" + "".join(f"\\u{{{a:x}}}" + ("" if a == b else f"-\\u{{{b:x}}}")
+                                       for a, b in UNSAFE_RANGES) + "]")

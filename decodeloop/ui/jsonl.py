@@ -3,8 +3,11 @@
 What a server sent is capped here as in the context: every string longer than
 `max_chars` in a JSON-RPC message (`rpc`) or in a result's content items
 (`tool_result`) is cut with a note giving its length, so a huge result costs
-a few copies of the cap, not of the result. U+2028 and U+2029 are written as
-escapes, so a server's text cannot split a line for a reader that splits on them.
+a few copies of the cap, not of the result. Every control, format and invisible
+character (untrusted.py) is written as a JSON \\u escape: U+2028 and U+2029 cannot
+split a line for a reader that splits on them, and a tag character or a bidi
+override is not rendered raw by whatever shows the file. Read as JSON, the text
+is exactly the server's.
 """
 
 from __future__ import annotations
@@ -14,12 +17,10 @@ import sys
 from typing import TextIO
 
 from decodeloop.events import Event
-from decodeloop.untrusted import cap_strings, visible
+from decodeloop.untrusted import cap_strings, json_escaped, visible
 
 DEFAULT_MAX_CHARS = 16_000
 CAPPED = {"rpc": "message", "tool_result": "content"}  # the field of each event that holds a server's raw text
-# U+2028 and U+2029 are valid raw in JSON strings, but line-based readers split on them: always escaped
-_LINE_SEPARATORS = {0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
 class JsonlView:
@@ -32,7 +33,7 @@ class JsonlView:
         field = CAPPED.get(event.kind)
         if field is not None:
             data[field] = cap_strings(data[field], self.max_chars)
-        self.out.write(json.dumps(data, ensure_ascii=False).translate(_LINE_SEPARATORS) + "\n")
+        self.out.write(json_escaped(json.dumps(data, ensure_ascii=False)) + "\n")
         self.out.flush()
 
 

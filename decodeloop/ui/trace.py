@@ -32,8 +32,8 @@ _MARKER = re.compile(r"(?<!\n)<\|")  # a marker like <|user|> or <|im_start|> no
 
 
 def label(token_text: str) -> str:
-    """A token in single quotes, as the tokenizer labels it ('a', '\\n', '<|eos|>')."""
-    return f"'{token_text}'"
+    """A token in single quotes, as the tokenizer labels it ('a', '\\n', '<|eos|>'), nothing in it invisible."""
+    return f"'{visible_line(token_text)}'"
 
 
 def show(text: str) -> str:

@@ -369,7 +369,7 @@ def test_a_masked_rerun_leaves_the_conversation_and_its_cache_as_they_were(bundl
 
 
 def test_a_prompt_over_the_models_context_is_refused_naming_the_server(bundle, events):
-    # the tiny model attends to 1,024 positions (its config's max_position_embeddings); a real server whose
+    # the tiny model attends to 4,096 positions (its config's max_position_embeddings); a real server whose
     # tools' descriptions fill more than that, each tool within its own caps
     from conftest import ROOT
 
@@ -380,10 +380,10 @@ def test_a_prompt_over_the_models_context_is_refused_naming_the_server(bundle, e
     from decodeloop.sampling import Sampler
     from decodeloop.tool_budget import ToolSurfaceError
 
-    assert bundle.context_length == 1024
-    wide = [sys.executable, os.path.join(ROOT, "tests", "servers", "wide.py"), "--tools", "8",
-            "--description-chars", "400"]
+    assert bundle.context_length == 4096
+    wide = [sys.executable, os.path.join(ROOT, "tests", "servers", "wide.py"), "--tools", "16",
+            "--description-chars", "1000"]
     with start_servers([ServerSpec("wide", command=wide, transport="stdio")], events, timeout=30) as router:
-        with pytest.raises(ToolSurfaceError, match=r"over the model's context of 1,024 tokens\. The tools take "
-                                                   r"[\d,]+: wide [\d,]+ tokens in 8 tools"):
+        with pytest.raises(ToolSurfaceError, match=r"over the model's context of 4,096 tokens\. The tools take "
+                                                   r"[\d,]+: wide [\d,]+ tokens in 16 tools"):
             Harness(bundle, Sampler(), router, events, policy=Policy.off())

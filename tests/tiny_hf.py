@@ -77,7 +77,7 @@ def build_model(directory: str, seed: int = 0) -> None:
     build_tokenizer(directory)
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=EMBEDDING, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=1024,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
                          bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=True)
     model = LlamaForCausalLM(config)
     # Bigger weights than the initializer's, so greedy choices are not near-ties.

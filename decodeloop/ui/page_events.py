@@ -108,7 +108,9 @@ def event_json(data: dict) -> bytes:
     """One event as the page embeds it, at most `MAX_EVENT_BYTES`: its strings cut, and if that is not
     enough, its fields cut in turn, the small ones (kind, server, name) kept whole before the large ones
     share what is left."""
-    text = embed(fit(data)).encode()
+    # the walk counts at most three times an event's JSON (a 0 in a list counts 6): an event under the cap
+    # is never cut by this budget, and a huge one is not copied whole before it is cut
+    text = embed(fit(data, 3 * MAX_EVENT_BYTES)).encode()
     budget = MAX_EVENT_BYTES * 0.9
     while len(text) > MAX_EVENT_BYTES and budget >= 100:
         text = embed(_shared(data, budget)).encode()

@@ -13,8 +13,9 @@ only as the JSON the page embeds (UTF-8 bytes), within four bounds:
 - the page: `MAX_PAGE_BYTES` of events in all; once the next event would pass it, only the last
   `PAGE_TAIL` events are kept, after a notice that says where the page was cut and what was left out.
 
-So the memory it holds is bounded by these caps, not by the stream. JSON Lines keep nothing: they only
-cut each long string (ui/jsonl.py).
+So the memory it holds is bounded by these caps, not by the stream. JSON Lines hold nothing, so they
+only cut each long string of a message or a result (ui/jsonl.py); the page cuts every string the same way
+and bounds the rest because it holds what it keeps.
 """
 
 from __future__ import annotations

@@ -764,14 +764,14 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
 
 def view_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from decodeloop.ui.html import TraceError, page, read_jsonl
+    from decodeloop.ui.html import TraceError, read_trace, write_page
 
     try:
         if args.trace == "-":
-            events = read_jsonl(sys.stdin)
+            kept = read_trace(sys.stdin)
         else:
             with open(args.trace, encoding="utf-8") as f:
-                events = read_jsonl(f)
+                kept = read_trace(f)
     except (OSError, UnicodeDecodeError, TraceError) as e:
         parser.exit(EXIT_USAGE, f"{parser.prog}: error: {args.trace}: {e}\n")
     title = args.title or ("decodeloop trace" if args.trace == "-" else os.path.basename(args.trace))
@@ -779,8 +779,8 @@ def view_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     if args.temperature is not None:
         meta["temperature"] = args.temperature
     try:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(page(events, meta))
+        with open(args.output, "wb") as f:
+            write_page(f, kept.texts(), meta)
     except OSError as e:
         print(f"decodeloop: cannot write {args.output}: {e}", file=sys.stderr)
         return EXIT_ERROR

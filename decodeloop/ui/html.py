@@ -1,41 +1,43 @@
 """The viewer: one self-contained HTML page from the event stream.
 
 `decodeloop run --html FILE` collects a turn's events with `HtmlView`; `decodeloop view TRACE.jsonl -o FILE`
-reads JSON Lines (`--json`) with `read_jsonl`. Both write `page(events, meta)`: inline CSS and JavaScript,
-no network, no build step. The events go into the page as JSON in a `<script type="application/json">`
-with `<`, `>` and `&` written as \\u escapes, so no text in them (a tool result is server-controlled) can
-close the script element; the script renders every string with `textContent`, never as markup, and with
-every control, format and invisible character spelled as the terminal spells it (untrusted.py: `\\x1b`,
-`\\u202e`, a tag character as `\\U000e0041`), so no text hides in the page or reorders it.
+reads JSON Lines (`--json`) with `read_trace`. Both write the page with `write_page`: inline CSS and
+JavaScript, no network, no build step. The events go into the page as JSON in a `<script
+type="application/json">` with `<`, `>` and `&` written as \\u escapes, so no text in them (a tool result is
+server-controlled) can close the script element; the script renders every string with `textContent`,
+never as markup, and with every control, format and invisible character spelled as the terminal spells it
+(untrusted.py: `\\x1b`, `\\u202e`, a tag character as `\\U000e0041`), so no text hides in the page or
+reorders it.
 
-Strings longer than `MAX_STRING` characters (a 20 MB tool result) are cut in the page, with a note of
-their full length; the page is a view, the JSON Lines keep everything.
+What the page keeps of the events is bounded (ui/page_events.py): long strings and large events are cut,
+a flood of one kind of event from a server is summarised, and the page as a whole has a cap, each with a
+note on the page saying what was left out; the page is a view, the JSON Lines keep everything.
 """
 
 from __future__ import annotations
 
 import html
+import io
 import json
-import math
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Iterable
 
 from decodeloop.events import Event
-from decodeloop.untrusted import UNSAFE_RANGES, json_escaped, visible
+from decodeloop.untrusted import UNSAFE_RANGES, visible
 
-MAX_STRING = 20_000  # characters of one string the page keeps
-CUT = "\u2026 [cut for the page: {:,} characters in all]"
+# MAX_STRING (the page's cap on one string) is imported from here too
+from decodeloop.ui.page_events import MAX_STRING, SOURCE, PageEvents, embed, fit  # noqa: F401
 
 
 class HtmlView:
-    """An event sink that keeps every event's JSON form; `write()` writes the page."""
+    """An event sink that keeps the page's share of every event (`PageEvents`); `write()` writes the page."""
 
-    def __init__(self, path: str, meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, path: str, meta: dict[str, Any] | None = None, **bounds: int) -> None:
         self.path = path
         self.meta = dict(meta or {})
-        self.events: list[dict[str, Any]] = []
+        self.kept = PageEvents(**bounds)
 
     def __call__(self, event: Event) -> None:
-        self.events.append(_fit(event.to_json()))
+        self.kept.add(event.to_json())
 
     def watch(self, bundle) -> None:
         """Record the attention maps of a model that can keep them (the numpy transformer) for the page."""
@@ -44,11 +46,14 @@ class HtmlView:
             bundle.model.record_attention = True
 
     def write(self) -> None:
+        texts = self.kept.texts()
         bundle = getattr(self, "bundle", None)
         if bundle is not None:
-            add_attention(self.events, bundle.model, bundle.tokenizer)
-        with open(self.path, "w", encoding="utf-8") as f:
-            f.write(page(self.events, self.meta))
+            events = [json.loads(text) for text in texts]
+            add_attention(events, bundle.model, bundle.tokenizer)
+            texts = [embed(fit(e)).encode() for e in events]
+        with open(self.path, "wb") as f:
+            write_page(f, texts, self.meta)
 
 
 def add_attention(events: list[dict[str, Any]], model, tokenizer) -> None:
@@ -104,13 +109,13 @@ class TraceError(ValueError):
     """A JSON Lines file that is not an event stream; the message names the line."""
 
 
-def read_jsonl(lines: Iterable[str]) -> list[dict[str, Any]]:
-    """The events of a JSON Lines trace (blank lines skipped).
+def read_trace(lines: Iterable[str], **bounds: int) -> PageEvents:
+    """The page's share of the events of a JSON Lines trace (blank lines skipped), read line by line.
 
     A last line that is not JSON and has no newline was cut while it was written (the run was
     killed, or `head -c` cut the file): it is left out, and a notice event at the end says so.
     """
-    events = []
+    kept = PageEvents(**bounds)
     cut = None
     for number, line in enumerate(lines, 1):
         if cut is not None:   # the unreadable line was not the last one after all
@@ -126,40 +131,39 @@ def read_jsonl(lines: Iterable[str]) -> list[dict[str, Any]]:
             raise TraceError(f"line {number}: not JSON: {e}") from None
         if not isinstance(event, dict) or not isinstance(event.get("event"), str):
             raise TraceError(f'line {number}: not an event (an object with "event")')
-        events.append(_fit(event))
+        kept.add(event)
     if cut is not None:
-        events.append({"event": "notice", "source": "viewer",
-                       "message": f"the trace's last line (line {cut[0]}, {cut[2]:,} characters) is cut short; "
-                                  "it is left out"})
-    return events
+        kept.add({"event": "notice", "source": SOURCE,
+                  "message": f"the trace's last line (line {cut[0]}, {cut[2]:,} characters) is cut short; "
+                             "it is left out"})
+    return kept
 
 
-def _fit(value: Any) -> Any:
-    """The value with long strings cut and non-finite numbers as null (JSON.parse takes neither NaN nor Inf)."""
-    if isinstance(value, str):
-        return value if len(value) <= MAX_STRING else value[:MAX_STRING] + CUT.format(len(value))
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _fit(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_fit(item) for item in value]
-    return value
+def read_jsonl(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """The events of a JSON Lines trace as the page shows them (`read_trace`)."""
+    return read_trace(lines).events()
 
 
-def embed(data: Any) -> str:
-    """JSON safe inside a <script> element: no '<', '>' or '&' left to end it or open a comment."""
-    text = json_escaped(json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+def page(events: Iterable[dict[str, Any]], meta: dict[str, Any] | None = None) -> str:
+    """The whole page for events (their JSON form) and what is known of the run, within the page's bounds."""
+    kept = PageEvents()
+    for event in events:
+        kept.add(event)
+    out = io.BytesIO()
+    write_page(out, kept.texts(), meta)
+    return out.getvalue().decode("utf-8")
 
 
-def page(events: list[dict[str, Any]], meta: dict[str, Any] | None = None) -> str:
-    """The whole page for a list of events (their JSON form) and what is known of the run."""
+def write_page(out: BinaryIO, texts: Iterable[bytes], meta: dict[str, Any] | None = None) -> None:
+    """Write the page: the template around the events' embedded JSON (`PageEvents.texts()`), one at a time."""
     meta = dict(meta or {})
-    title = meta.get("title") or "decodeloop trace"
-    return (TEMPLATE.replace("__TITLE__", html.escape(visible(str(title))))
-            .replace("__CSS__", CSS).replace("__JS__", JS)
-            .replace("__DATA__", embed({"meta": meta, "events": [_fit(e) for e in events]})))
+    title = html.escape(visible(str(meta.get("title") or "decodeloop trace")))
+    head, tail = TEMPLATE.replace("__CSS__", CSS).replace("__JS__", JS).split("__DATA__")
+    out.write(head.replace("__TITLE__", title).encode("utf-8"))   # the title last: its text is the user's
+    out.write(b'{"meta":' + embed(fit(meta)).encode("utf-8") + b',"events":[')
+    for n, text in enumerate(texts):
+        out.write(b"," + text if n else text)
+    out.write(b"]}" + tail.encode("utf-8"))
 
 
 TEMPLATE = """<!DOCTYPE html>

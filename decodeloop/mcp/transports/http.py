@@ -1,8 +1,9 @@
 """The Streamable HTTP transport (MCP 2025-03-26 and later): one POST per message.
 
 This module owns the HTTP side of a session: the `Mcp-Session-Id` the server
-assigns (captured from the first response that carries it, sent on every
-request after), the `MCP-Protocol-Version` header (the client tells the
+assigns (captured from the first response that carries it and sent on every
+request after, but only to the origin that issued it: a request redirected to
+another origin goes without it, and that origin's own session id is ignored), the `MCP-Protocol-Version` header (the client tells the
 transport the negotiated version with `set_protocol_version`), the optional GET
 stream for messages the server starts, and DELETE on close.
 
@@ -336,10 +337,16 @@ class StreamableHttpTransport:
         return {"Authorization": value} if value else None
 
     def _capture_session(self, response: Response) -> None:
+        """Take the session id of the first response that carries one, bound to the origin that sent it.
+
+        A later response never replaces it or moves it: another origin that a
+        redirect reached and that names a session of its own is not believed.
+        """
         session = response.headers.get("Mcp-Session-Id")
         if session and self.session_id is None:
             with self._lock:
                 if self.session_id is None:
+                    self.http.bind_session(response.url)  # before the id: it is never sent unbound
                     self.session_id = session
 
     # -- receiving -----------------------------------------------------------------

@@ -95,6 +95,7 @@ def answers(message: Any, request_id: Any) -> bool:
 
 class StreamableHttpTransport:
     reports_request_errors = True  # start() takes on_error: a failed POST fails only its request
+    answers_or_refuses = True  # every request gets an HTTP status: silence is never how a server refuses one
 
     def __init__(self, url: str, headers: dict[str, str] | None = None, *, timeout: float = 60.0,
                  connect_timeout: float = 10.0, auth: Any = None, listen: bool = True,

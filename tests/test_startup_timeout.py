@@ -3,7 +3,8 @@
 Real silent servers (tests/servers/silent.py: on stdio, and over HTTP a server
 that accepts every request and never answers) record each method they
 receive. A server that says nothing fails in one timeout, not one per request,
-and the error names every request that went unanswered and the total. The
+and the error names every request that went unanswered and the total; on the
+legacy SSE transport the stream's headers and endpoint are waited for within it. The
 checks are on what each request was given (McpClient.startup.given), what the
 server received and the error's text, never on how long anything took.
 """
@@ -13,18 +14,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from conftest import ROOT
 
 from decodeloop.mcp import McpClient, StdioTransport
 from decodeloop.mcp import client as mcp_client
-from decodeloop.mcp.errors import RequestTimeout
+from decodeloop.mcp.errors import RequestTimeout, TransportError
 from decodeloop.mcp_config import ServerSpec
 from decodeloop.router import start_servers
 
 SILENT = os.path.join(ROOT, "tests", "servers", "silent.py")
 TIMEOUT = 2.0
+GUARD = 60  # seconds: only keeps a client that waits far longer than TIMEOUT from hanging the suite
 WHOLE = "the timeout for a server's whole start-up"
 
 
@@ -80,3 +83,29 @@ def test_the_first_tools_list_waits_within_the_start_ups_timeout(tmp_path, event
         start_servers([spec], events, timeout=TIMEOUT)
     assert str(excinfo.value) == f"mute: no answer to server/discover or tools/list in {TIMEOUT:g}s, {WHOLE}"
     assert received(log) == ["server/discover", "initialize", "tools/list"]
+
+
+def test_a_silent_server_on_the_legacy_sse_transport_fails_within_the_start_ups_timeout(tmp_path):
+    # the stream's headers were waited for as long as an idle stream may last (an hour): run it on a
+    # thread, so a client that waits that long fails the test at the guard instead of hanging the suite
+    log = tmp_path / "received"
+    server = subprocess.Popen([sys.executable, SILENT, str(log), "--http"], stdout=subprocess.PIPE, text=True)
+    outcome: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            McpClient.connect_url(url, transport="sse", name="silent", timeout=TIMEOUT)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    try:
+        url = f"http://127.0.0.1:{int(server.stdout.readline())}/sse"
+        thread = threading.Thread(target=connect, daemon=True)
+        thread.start()
+        thread.join(GUARD)
+        assert not thread.is_alive(), "the client was still waiting for the stream's headers"
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert [type(exc) for exc in outcome] == [TransportError]
+    assert str(outcome[0]) == f"silent: {url}: no answer within the timeout (timed out)"

@@ -265,9 +265,11 @@ class McpClient:
             if kw.get("protocol") == STATELESS_VERSION:
                 raise ValueError(f"the legacy HTTP+SSE transport cannot speak MCP {STATELESS_VERSION}")
             kw = dict(kw, protocol=PROTOCOL_VERSION)
+        if startup is None:
+            startup = StartupDeadline(timeout)
         client = cls(SseLegacyTransport(url, headers, timeout=timeout, connect_timeout=connect_timeout,
-                                        log=lambda line: log(f"{name}: {line}"),
-                                        max_message_bytes=max_message_bytes), **kw)
+                                        log=lambda line: log(f"{name}: {line}"), max_message_bytes=max_message_bytes,
+                                        start_timeout=startup.left()), **kw)
         return client.start(startup)
 
     def start(self, startup: StartupDeadline | None = None) -> "McpClient":

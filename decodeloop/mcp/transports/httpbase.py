@@ -117,6 +117,13 @@ class Response:
             self.close()
             raise self._client.translate(exc, self.url) from None
 
+    def set_read_timeout(self, seconds: float) -> None:
+        """Every later read of this response waits at most `seconds` (its headers may have had another wait)."""
+        # a response read until the connection closes holds the socket alone: http.client let go of it
+        sock = self._conn.sock or getattr(getattr(getattr(self.raw, "fp", None), "raw", None), "_sock", None)
+        if sock is not None:
+            sock.settimeout(seconds)
+
     def error_preview(self) -> str:
         try:
             body = self.raw.read(PREVIEW_BYTES)

@@ -32,6 +32,12 @@ maxTotalTimeout), and remembering that the server
 announced `notifications/tools/list_changed` (`tools_stale`), so the owner can
 list the tools again from its own thread: a reader thread must never wait for
 a response it is the one to read.
+
+One timeout covers a server's whole start-up (`StartupDeadline`): the
+`server/discover` probe, initialize and the caller's first tools/list share it,
+so a silent server fails in one timeout, and the error names every start-up
+request left unanswered. On a pipe, where a legacy server may ignore the probe,
+the probe waits at most DISCOVER_PROBE_TIMEOUT (5 s) and half of what is left.
 """
 
 from __future__ import annotations
@@ -340,10 +346,10 @@ class McpClient:
         self._wrap(self.session.start)
         self._tell_transport(STATELESS_VERSION, stateless=True)
         for attempt in range(2):
-            probe = startup if getattr(self.transport, "answers_or_refuses", False) else min(
+            cap = None if getattr(self.transport, "answers_or_refuses", False) else min(
                 DISCOVER_PROBE_TIMEOUT, startup.left() / 2)
             try:
-                result = self._start_request("server/discover", {"_meta": self._meta()}, probe)
+                result = self._start_request("server/discover", {"_meta": self._meta()}, startup, cap)
                 break
             except RpcError as exc:
                 if exc.code not in MODERN_ERRORS:
@@ -437,7 +443,8 @@ class McpClient:
         if isinstance(timeout, StartupDeadline):
             result = self._start_request("initialize", params, timeout)
         else:
-            result = self._wrap(self.session.request, "initialize", params, self.timeout if timeout is None else timeout)
+            result = self._wrap(self.session.request, "initialize", params,
+                                self.timeout if timeout is None else timeout)
         if not isinstance(result, dict):
             raise self._fail(f"initialize returned {type(result).__name__}, not an object")
         version = result.get("protocolVersion")
@@ -672,14 +679,13 @@ class McpClient:
         self._reinitialize(generation)
         return self._wrap(self.session.request, method, params, timeout, headers)  # once: a second expiry raises
 
-    def _start_request(self, method: str, params: dict, wait: float | StartupDeadline) -> Any:
-        """A start-up request, waiting `wait` seconds or what is left of the start-up; not sent when nothing is."""
-        startup = self.startup
-        seconds = wait.left() if isinstance(wait, StartupDeadline) else wait
+    def _start_request(self, method: str, params: dict, startup: StartupDeadline, cap: float | None = None) -> Any:
+        """A start-up request: it waits what is left of `startup` (or `cap` seconds); not sent when nothing is left."""
+        seconds = startup.left() if cap is None else cap
         startup.given.append((method, seconds))
         if seconds <= 0:
             raise RequestTimeout(f"{self.name}: {startup.expired(method)}")
-        return self._wrap(self.session.request, method, params, wait)
+        return self._wrap(self.session.request, method, params, startup if cap is None else cap)
 
     def _wrap(self, send: Callable[..., Any], *args: Any) -> Any:
         # Name the server in connection errors: with several servers, "server

@@ -425,7 +425,7 @@ class StreamableHttpTransport:
             parser.finish()
 
     def _consume(self, response: Response, parser: SseParser, request_id: Any) -> tuple[bool, int]:
-        """Read events until the stream ends or answers `request_id`: whether it answered, and how many messages came."""
+        """Read events until the stream ends or answers `request_id`: (whether it answered, messages read)."""
         answered = False
         messages = 0
         try:

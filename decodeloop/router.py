@@ -330,7 +330,7 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
     def run(start: _Start) -> None:
         try:
             client = _connect(start.spec, start.emit, verbose, stderr, max_message_bytes, options, opened.add)
-            start.tools = client.list_tools()
+            start.tools = client.list_tools(client.startup)  # within the start-up's one timeout
             start.client = client
         except BaseException as exc:  # stored, and raised on the caller's thread in order
             start.error = exc

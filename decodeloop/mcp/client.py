@@ -32,6 +32,12 @@ maxTotalTimeout), and remembering that the server
 announced `notifications/tools/list_changed` (`tools_stale`), so the owner can
 list the tools again from its own thread: a reader thread must never wait for
 a response it is the one to read.
+
+One timeout covers a server's whole start-up (`StartupDeadline`): the
+`server/discover` probe, initialize and the caller's first tools/list share it,
+so a silent server fails in one timeout, and the error names every start-up
+request left unanswered. On a pipe, where a legacy server may ignore the probe,
+the probe waits at most DISCOVER_PROBE_TIMEOUT (5 s) and half of what is left.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ META = "io.modelcontextprotocol/"  # the prefix of the 2026-07-28 _meta keys
 MODERN_ERRORS = (-32020, -32021, -32022)  # header mismatch, missing capability, unsupported version
 UNSUPPORTED_VERSION = -32022
 HEADER_MISMATCH = -32020
-DISCOVER_PROBE_TIMEOUT = 5.0  # a legacy server on a pipe may never answer server/discover
+DISCOVER_PROBE_TIMEOUT = 5.0  # a legacy server on a pipe may never answer server/discover: it waits this at most
 MAX_INPUT_ROUNDS = 10  # input_required answers for one request before giving up on the server
 LISTEN_RETRY = 1.0      # seconds before opening subscriptions/listen again after it dropped
 LISTEN_STEADY = 5.0     # a listen that lasted this long was working: its drop is not a failure in a row
@@ -90,6 +96,30 @@ class ToolResult:
     def text(self) -> str:
         """The result as text for a model: text items verbatim, anything else as a short placeholder."""
         return "\n".join(_content_text(item) for item in self.content)
+
+
+class StartupDeadline(Deadline):
+    """One timeout for everything a server's start-up waits for: the probe, initialize, the first tools/list.
+
+    Each start-up request waits what is left of it (the probe on a pipe less:
+    see `McpClient.discover`). `given` records what each request was given, in
+    seconds, in order; a request that runs out of it says which start-up requests
+    got no answer, and the total.
+    """
+
+    __slots__ = ("given", "unanswered")
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(None, seconds)
+        self.given: list[tuple[str, float]] = []  # (method, seconds it was given to answer)
+        self.unanswered: list[str] = []           # start-up requests that got no answer in their time
+
+    def left(self) -> float:
+        return max(0.0, self.remaining() or 0.0)
+
+    def expired(self, method: str) -> str:
+        names = [*dict.fromkeys([*self.unanswered, method])]
+        return f"no answer to {' or '.join(names)} in {self.max_total:g}s, the timeout for a server's whole start-up"
 
 
 def _content_text(item: dict) -> str:
@@ -170,6 +200,7 @@ class McpClient:
         self._header_marks: dict[str, dict] = {}  # tool name -> its x-mcp-header marks
         self._stopped = threading.Event()  # set by close(): the listen thread ends
         self._closed = False
+        self.startup: StartupDeadline | None = None  # the start-up's one timeout, from open() on
 
     @classmethod
     def start_stdio(
@@ -218,6 +249,7 @@ class McpClient:
         timeout = kw.get("timeout", 60.0)
         log = kw.get("log") or (lambda line: None)
         name = kw.get("name", "server")
+        startup: StartupDeadline | None = None
         if transport != "sse":
             client = cls(StreamableHttpTransport(url, headers, timeout=timeout, connect_timeout=connect_timeout,
                                                  auth=auth, log=lambda line: log(f"{name}: {line}"),
@@ -227,6 +259,7 @@ class McpClient:
                 return client
             except HttpStatusError as exc:
                 client.close()
+                startup = client.startup  # the legacy attempt gets what this one left
                 if (transport == "http" or isinstance(exc, SessionExpired) or exc.status not in FALLBACK_STATUSES
                         or kw.get("protocol") == STATELESS_VERSION):
                     raise
@@ -238,15 +271,17 @@ class McpClient:
             if kw.get("protocol") == STATELESS_VERSION:
                 raise ValueError(f"the legacy HTTP+SSE transport cannot speak MCP {STATELESS_VERSION}")
             kw = dict(kw, protocol=PROTOCOL_VERSION)
+        if startup is None:
+            startup = StartupDeadline(timeout)
         client = cls(SseLegacyTransport(url, headers, timeout=timeout, connect_timeout=connect_timeout,
-                                        log=lambda line: log(f"{name}: {line}"),
-                                        max_message_bytes=max_message_bytes), **kw)
-        return client.start()
+                                        log=lambda line: log(f"{name}: {line}"), max_message_bytes=max_message_bytes,
+                                        start_timeout=startup.left()), **kw)
+        return client.start(startup)
 
-    def start(self) -> "McpClient":
+    def start(self, startup: StartupDeadline | None = None) -> "McpClient":
         """open(), closing the connection if that fails; returns the client."""
         try:
-            self.open()
+            self.open(startup)
         except BaseException:
             self.close()
             raise
@@ -257,8 +292,15 @@ class McpClient:
         """Whether this server speaks the stateless 2026-07-28 wire (known once open)."""
         return self.protocol_version == STATELESS_VERSION
 
-    def open(self) -> None:
-        """Choose the wire: server/discover first (unless a legacy version is pinned), else initialize."""
+    def open(self, startup: StartupDeadline | None = None) -> None:
+        """Choose the wire: server/discover first (unless a legacy version is pinned), else initialize.
+
+        One timeout covers the whole start-up: `startup` (by default a new
+        StartupDeadline of `timeout` seconds) is shared by the probe and
+        initialize, and kept as `self.startup` for what the caller waits for
+        next (its first tools/list).
+        """
+        self.startup = startup if startup is not None else StartupDeadline(self.timeout)
         if self.protocol in ("auto", STATELESS_VERSION):
             if self.discover():
                 return
@@ -266,7 +308,7 @@ class McpClient:
                 raise self._fail(f"the server does not speak MCP {STATELESS_VERSION} (server/discover failed), "
                                  "and the configuration pins that version")
             self.log(f"server/discover not answered as MCP {STATELESS_VERSION} would; using initialize")
-        self.initialize()
+        self.initialize(self.startup)
 
     def log(self, line: str) -> None:
         self._log(f"{self.name}: {line}")
@@ -292,15 +334,22 @@ class McpClient:
         server gives: an error that is not one of 2026-07-28's own, an HTTP
         refusal without one, or silence on a pipe. A 2026-07-28 server that
         speaks none of our versions is an error.
+
+        The probe waits within the start-up's deadline: over HTTP, which answers
+        or refuses every request, all that is left of it; on a pipe, where a
+        legacy server may say nothing at all, at most DISCOVER_PROBE_TIMEOUT and
+        at most half of what is left, so initialize always has time of its own.
         """
+        if self.startup is None:
+            self.startup = StartupDeadline(self.timeout)
+        startup = self.startup
         self._wrap(self.session.start)
         self._tell_transport(STATELESS_VERSION, stateless=True)
-        # HTTP answers or refuses; a legacy server on a pipe may say nothing at all
-        probe = self.timeout if getattr(self.transport, "reports_request_errors", False) else min(
-            self.timeout, DISCOVER_PROBE_TIMEOUT)
         for attempt in range(2):
+            cap = None if getattr(self.transport, "answers_or_refuses", False) else min(
+                DISCOVER_PROBE_TIMEOUT, startup.left() / 2)
             try:
-                result = self._wrap(self.session.request, "server/discover", {"_meta": self._meta()}, probe)
+                result = self._start_request("server/discover", {"_meta": self._meta()}, startup, cap)
                 break
             except RpcError as exc:
                 if exc.code not in MODERN_ERRORS:
@@ -314,7 +363,10 @@ class McpClient:
                 raise self._fail(f"server/discover refused: {exc.message}"
                                  + (f" (the server supports {', '.join(map(str, supported))}; this client "
                                     f"{', '.join(SUPPORTED_VERSIONS)})" if supported else ""))
-            except (HttpStatusError, RequestTimeout):
+            except RequestTimeout:
+                startup.unanswered.append("server/discover")
+                return self._legacy()
+            except HttpStatusError:
                 return self._legacy()
         versions = result.get("supportedVersions") if isinstance(result, dict) else None
         if not isinstance(versions, list) or not versions:
@@ -375,8 +427,12 @@ class McpClient:
                 META + "clientCapabilities": self.client_capabilities,
                 META + "clientInfo": self.client_info}
 
-    def initialize(self) -> dict:
-        """Handshake: agree on a protocol version, then announce we are ready. Returns the server's reply."""
+    def initialize(self, timeout: float | StartupDeadline | None = None) -> dict:
+        """Handshake: agree on a protocol version, then announce we are ready. Returns the server's reply.
+
+        It waits `timeout` seconds (by default the client's), or what is left of
+        a StartupDeadline: open() gives it what the probe left.
+        """
         self._wrap(self.session.start)
         asked = self.protocol if self.protocol in LEGACY_VERSIONS else PROTOCOL_VERSION
         params = {
@@ -384,7 +440,11 @@ class McpClient:
             "capabilities": self.client_capabilities,
             "clientInfo": self.client_info,
         }
-        result = self._wrap(self.session.request, "initialize", params, self.timeout)
+        if isinstance(timeout, StartupDeadline):
+            result = self._start_request("initialize", params, timeout)
+        else:
+            result = self._wrap(self.session.request, "initialize", params,
+                                self.timeout if timeout is None else timeout)
         if not isinstance(result, dict):
             raise self._fail(f"initialize returned {type(result).__name__}, not an object")
         version = result.get("protocolVersion")
@@ -431,8 +491,12 @@ class McpClient:
 
     # -- requests -------------------------------------------------------------------
 
-    def list_tools(self) -> list[Tool]:
-        """Every tool the server offers, following nextCursor across pages; cached for the server's ttlMs."""
+    def list_tools(self, timeout: float | Deadline | None = None) -> list[Tool]:
+        """Every tool the server offers, following nextCursor across pages; cached for the server's ttlMs.
+
+        Each page waits `timeout` (by default the client's); a Deadline, such as
+        `self.startup` for the listing that ends a server's start-up, is shared by all pages.
+        """
         cached = self._tools_cache
         if cached is not None and time.monotonic() < cached[0]:
             return list(cached[1])
@@ -442,7 +506,7 @@ class McpClient:
         cursor: str | None = None
         seen_cursors: set[str] = set()
         for _ in range(MAX_PAGES):
-            result = self._request("tools/list", {"cursor": cursor} if cursor is not None else None)
+            result = self._request("tools/list", {"cursor": cursor} if cursor is not None else None, timeout)
             if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
                 raise ProtocolError(f"{self.name}: tools/list did not return a list of tools")
             page_ttl = result.get("ttlMs")
@@ -614,6 +678,14 @@ class McpClient:
             pass
         self._reinitialize(generation)
         return self._wrap(self.session.request, method, params, timeout, headers)  # once: a second expiry raises
+
+    def _start_request(self, method: str, params: dict, startup: StartupDeadline, cap: float | None = None) -> Any:
+        """A start-up request: it waits what is left of `startup` (or `cap` seconds); not sent when nothing is left."""
+        seconds = startup.left() if cap is None else cap
+        startup.given.append((method, seconds))
+        if seconds <= 0:
+            raise RequestTimeout(f"{self.name}: {startup.expired(method)}")
+        return self._wrap(self.session.request, method, params, startup if cap is None else cap)
 
     def _wrap(self, send: Callable[..., Any], *args: Any) -> Any:
         # Name the server in connection errors: with several servers, "server

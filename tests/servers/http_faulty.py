@@ -8,7 +8,11 @@ answer at all, a forgotten session, 20 MB). Other paths: POST /status/NNN
 answers NNN; POST /redirect answers 307 to the URL given with --redirect-to;
 POST /moving initializes here and answers every later message with that 307;
 GET /sse-elsewhere is a legacy SSE stream whose endpoint is on that other
-origin; GET /seen returns every request this server received, as JSON.
+origin; GET /seen returns every request this server received, as JSON. With
+--own-session, every answer carries a new Mcp-Session-Id of this server's own and
+no request needs a known session (what a redirect's target may do). With
+--get-stream-primes, GET /mcp answers a priming event (a new event id, empty
+data) with `retry: 0` and ends the stream at once, every time.
 With --get-stream, GET /mcp is the stream for messages the server starts
 (what the tool push_deep queues). With --stateless it also speaks MCP
 2026-07-28: server/discover, and requests that name that version in `_meta`
@@ -48,6 +52,9 @@ lock = threading.Lock()
 redirect_to = ""
 get_stream = False
 stateless = False  # also serve 2026-07-28 requests, which carry no session
+own_session = False  # answer everything, each answer naming a new session id of this server's
+get_stream_primes = False  # GET /mcp: a priming event, retry: 0, and the stream ends
+primed = 0  # GET streams primed so far: each event id is new
 listings = 0  # tools/list answered: header_check's schema marks its argument from the second on
 pushed: queue.Queue = queue.Queue()  # messages for the GET stream
 holding_cancels = threading.Event()  # set: a notifications/cancelled POST waits for release
@@ -105,6 +112,15 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(2)
             return
         last = self.headers.get("Last-Event-ID")
+        if self.path == "/mcp" and get_stream_primes:
+            global primed
+            with lock:
+                primed += 1
+                event_id = f"g{primed}"
+            self._sse_start()
+            self.wfile.write(f"id: {event_id}\nretry: 0\ndata: \n\n".encode())
+            self.wfile.flush()
+            return
         if self.path == "/mcp" and get_stream and last is None:
             self._sse_start()
             while True:
@@ -178,6 +194,10 @@ class Handler(BaseHTTPRequestHandler):
                 "resultType": "complete", "supportedVersions": ["2026-07-28", "2025-11-25"],
                 "capabilities": {"tools": {}},
                 "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "http-faulty", "version": "0"}}}})
+            return
+        if own_session:
+            self._json(result(request_id, "answered by " + self.headers.get("Host", "?")),
+                       {"Mcp-Session-Id": "own-" + uuid.uuid4().hex})
             return
         if not modern and self.headers.get("Mcp-Session-Id") not in sessions:
             self._send(404, b'{"error": "unknown session"}')
@@ -354,15 +374,21 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> int:
-    global redirect_to, get_stream, stateless
+    global redirect_to, get_stream, stateless, own_session, get_stream_primes
     parser = argparse.ArgumentParser()
     parser.add_argument("--redirect-to", default="http://127.0.0.1:9", help="another origin, for redirects")
     parser.add_argument("--get-stream", action="store_true", help="offer a GET stream on /mcp")
     parser.add_argument("--stateless", action="store_true", help="also speak MCP 2026-07-28")
+    parser.add_argument("--own-session", action="store_true",
+                        help="answer every request, naming a new session id of this server's own")
+    parser.add_argument("--get-stream-primes", action="store_true",
+                        help="GET /mcp: a priming event with retry: 0, then the stream ends")
     args = parser.parse_args()
     redirect_to = args.redirect_to.rstrip("/")
     get_stream = args.get_stream
     stateless = args.stateless
+    own_session = args.own_session
+    get_stream_primes = args.get_stream_primes
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     print(httpd.server_address[1], flush=True)

@@ -1,10 +1,15 @@
 """The Streamable HTTP transport (MCP 2025-03-26 and later): one POST per message.
 
 This module owns the HTTP side of a session: the `Mcp-Session-Id` the server
-assigns (captured from the first response that carries it, sent on every
-request after), the `MCP-Protocol-Version` header (the client tells the
-transport the negotiated version with `set_protocol_version`), the optional GET
-stream for messages the server starts, and DELETE on close.
+assigns (captured from the first response that carries it and sent on every
+request after, but only to the origin that issued it: a request redirected to
+another origin goes without it, and that origin's own session id is ignored),
+the `MCP-Protocol-Version` header (the client tells the transport the
+negotiated version with `set_protocol_version`), the optional GET stream for
+messages the server starts, and DELETE on close. The GET stream is reopened
+when it ends, never sooner than a floor whatever its `retry:` says, with a
+backoff that doubles for each stream in a row that fails or ends without a
+message, and is given up with a notice after five such streams in a row.
 
 Requests are POSTed by worker threads, each with its own keep-alive
 connection, so the caller returns from `send` at once and waits on its own
@@ -56,10 +61,24 @@ READ_SIZE = 1 << 18  # large reads: a 20 MB event takes 80 of them
 DEFAULT_RETRY = 1.0      # seconds before resuming a stream that named no retry: delay
 MAX_RESUMES = 5          # reconnections of one request's stream before giving up
 LISTEN_TIMEOUT = 300.0   # an idle GET stream is reopened after this long
-MAX_LISTEN_FAILURES = 5  # GET stream attempts that fail in a row before giving up on it
+MAX_LISTEN_FAILURES = 5  # GET streams in a row that fail or end without a message before giving up on it
+STEADY_STREAM = 5.0      # a GET stream that stayed open this long was working, message or not
+RECONNECT_FLOOR = 0.5    # seconds: the least wait before reopening the GET stream, whatever its retry: says
+RECONNECT_CEILING = 30.0  # the backoff doubles up to this (a longer retry: from the server is kept)
 DRAIN_TIMEOUT = 0.2      # after the answer, how long to wait for the stream's end (keeps the connection)
 CLOSE_TIMEOUT = 2.0      # for the DELETE on close
 LATER_TIMEOUT = 5.0      # for a notification sent in the background (a cancellation after a timeout)
+
+
+def reconnect_backoff(failures: int, retry: float | None) -> float:
+    """Seconds to wait before reopening the GET stream.
+
+    The server's `retry:` (or the default) but never under the floor, doubled for
+    each stream in a row that failed or ended without a message: a server that
+    ends the stream at once with `retry: 0` is not reconnected to in a loop.
+    """
+    base = max(DEFAULT_RETRY if retry is None else retry, RECONNECT_FLOOR)
+    return min(base * 2 ** failures, max(base, RECONNECT_CEILING))
 
 
 def encode_message(message: dict) -> bytes:
@@ -76,13 +95,17 @@ def answers(message: Any, request_id: Any) -> bool:
 
 class StreamableHttpTransport:
     reports_request_errors = True  # start() takes on_error: a failed POST fails only its request
+    answers_or_refuses = True  # every request gets an HTTP status: silence is never how a server refuses one
 
     def __init__(self, url: str, headers: dict[str, str] | None = None, *, timeout: float = 60.0,
                  connect_timeout: float = 10.0, auth: Any = None, listen: bool = True,
                  log: Callable[[str], None] | None = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 reconnect_delay: Callable[[int, float | None], float] | None = None) -> None:
         check_url(url)
         self.url = url
+        # (failures in a row, the server's retry: in seconds or None) -> seconds before reopening the GET stream
+        self.reconnect_delay = reconnect_delay or reconnect_backoff
         self.max_message_bytes = max_message_bytes
         self.auth = auth  # an oauth.OAuth, or anything with header() and authorize(url, status, challenge)
         self.listen = listen
@@ -336,10 +359,16 @@ class StreamableHttpTransport:
         return {"Authorization": value} if value else None
 
     def _capture_session(self, response: Response) -> None:
+        """Take the session id of the first response that carries one, bound to the origin that sent it.
+
+        A later response never replaces it or moves it: another origin that a
+        redirect reached and that names a session of its own is not believed.
+        """
         session = response.headers.get("Mcp-Session-Id")
         if session and self.session_id is None:
             with self._lock:
                 if self.session_id is None:
+                    self.http.bind_session(response.url)  # before the id: it is never sent unbound
                     self.session_id = session
 
     # -- receiving -----------------------------------------------------------------
@@ -368,7 +397,7 @@ class StreamableHttpTransport:
     def _read_answer_stream(self, response: Response, request_id: Any) -> None:
         parser = SseParser(self.max_message_bytes)
         resumes = 0
-        while not self._consume(response, parser, request_id):
+        while not self._consume(response, parser, request_id)[0]:
             if self._stop.is_set():
                 return
             if self.stateless:
@@ -395,9 +424,10 @@ class StreamableHttpTransport:
                                       f"{response.status}: {response.error_preview()}", response.status)
             parser.finish()
 
-    def _consume(self, response: Response, parser: SseParser, request_id: Any) -> bool:
-        """Read events until the stream ends or answers `request_id`; True if it answered."""
+    def _consume(self, response: Response, parser: SseParser, request_id: Any) -> tuple[bool, int]:
+        """Read events until the stream ends or answers `request_id`: (whether it answered, messages read)."""
         answered = False
+        messages = 0
         try:
             while not answered:
                 chunk = response.read1(READ_SIZE)
@@ -405,21 +435,22 @@ class StreamableHttpTransport:
                     break
                 for event in parser.feed(chunk):
                     if event.event == "message" and event.data.strip():
+                        messages += 1
                         answered = self._deliver(event.data, request_id) or answered
         except SseError as exc:
             response.close()
             raise TransportError(f"{self.url}: malformed event stream: {exc}") from None
         except TransportError as exc:
             if self._stop.is_set():
-                return answered
+                return answered, messages
             if request_id in self._abandoned:  # shut on purpose: nothing to report
                 response.close()
-                return answered
+                return answered, messages
             self.log(f"event stream interrupted: {exc}")
         if answered:
             self._drain(response)
         response.close()
-        return answered
+        return answered, messages
 
     def _drain(self, response: Response) -> None:
         """After the answer, wait briefly for the stream's end so the connection can be reused."""
@@ -433,9 +464,16 @@ class StreamableHttpTransport:
             pass
 
     def _listen(self) -> None:
-        """The GET stream: messages the server starts on its own, reopened when it ends."""
+        """The GET stream: messages the server starts on its own, reopened when it ends.
+
+        Reopened after `reconnect_delay` (`reconnect_backoff` by default): never
+        sooner than its floor, and later for each stream in a row that failed or
+        ended without a message (an event id alone, such as a priming event, is
+        not one). After MAX_LISTEN_FAILURES of those in a row the stream is
+        given up, with a notice.
+        """
         last_id: str | None = None
-        retry: float = DEFAULT_RETRY
+        retry: float | None = None  # the server's retry:, in seconds, once it sent one
         failures = 0
         while not self._stop.is_set():
             opened = time.monotonic()
@@ -454,12 +492,12 @@ class StreamableHttpTransport:
                     self.log(f"GET stream refused: HTTP {response.status} {response.content_type or ''}: "
                              f"{response.error_preview()}".replace(":  :", ":"))
                     return
-            delivered = False
+            delivered = 0
             if response is not None:
                 parser = SseParser(self.max_message_bytes)
                 parser.last_event_id = last_id
                 try:
-                    delivered = self._consume(response, parser, None) or parser.last_event_id != last_id
+                    delivered = self._consume(response, parser, None)[1]
                 except Exception as exc:  # a broken stream (or a bug) ends this stream, never the listener
                     response.close()
                     problem = str(exc) if isinstance(exc, McpError) else f"{type(exc).__name__}: {exc}"
@@ -469,13 +507,13 @@ class StreamableHttpTransport:
                     retry = parser.retry / 1000
             if self._stop.is_set():
                 return
-            # a stream that fails or ends at once, again and again, is not worth reopening forever
-            failures = 0 if delivered or time.monotonic() - opened > 5 else failures + 1
+            # a stream that fails or ends without a message, again and again, is not worth reopening forever
+            failures = 0 if delivered or time.monotonic() - opened > STEADY_STREAM else failures + 1
             if failures >= MAX_LISTEN_FAILURES:
-                self.log(f"gave up on the GET stream after {failures} attempts"
-                         + (f": {problem}" if problem else ""))
+                self.log(f"gave up on the GET stream for messages the server starts: it failed or ended without "
+                         f"a message {failures} times in a row" + (f" ({problem})" if problem else ""))
                 return
-            self._stop.wait(retry)
+            self._stop.wait(self.reconnect_delay(failures, retry))
 
 
 def _shut(response: Response) -> None:

@@ -6,8 +6,9 @@ thread's requests reuse its connection and threads never share one; every
 socket has a timeout, so nothing waits forever; `close()` shuts every socket
 down, which wakes any thread blocked reading. It follows redirects, and sends
 the caller's own headers (credentials) only to the origin they were given for,
-and the session id only to the origin that issued it: a redirect to another
-origin arrives without them. Every failure becomes a
+and the session id only to the origin that issued it (the transport names it
+with `bind_session` when it takes the id; no later response moves it): a
+redirect to another origin arrives without them. Every failure becomes a
 TransportError (or HttpStatusError) that says what happened and where.
 """
 
@@ -116,6 +117,13 @@ class Response:
             self.close()
             raise self._client.translate(exc, self.url) from None
 
+    def set_read_timeout(self, seconds: float) -> None:
+        """Every later read of this response waits at most `seconds` (its headers may have had another wait)."""
+        # a response read until the connection closes holds the socket alone: http.client let go of it
+        sock = self._conn.sock or getattr(getattr(getattr(self.raw, "fp", None), "raw", None), "_sock", None)
+        if sock is not None:
+            sock.settimeout(seconds)
+
     def error_preview(self) -> str:
         try:
             body = self.raw.read(PREVIEW_BYTES)
@@ -143,7 +151,7 @@ class HttpClient:
     def __init__(self, trusted_url: str, credentials: Mapping[str, str] | None = None,
                  connect_timeout: float = 10.0, read_timeout: float = 60.0) -> None:
         self.trusted_origin = origin(trusted_url)
-        self.session_origin: tuple | None = None  # the origin that issued the session id, once one did
+        self.session_origin: tuple | None = None  # the origin that issued the session id (bind_session)
         self.credentials = dict(credentials or {})
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -162,8 +170,6 @@ class HttpClient:
         """
         for _ in range(MAX_REDIRECTS + 1):
             response = self._once(method, url, body, headers, private, read_timeout)
-            if any(response.headers.get(name) for name in ORIGIN_BOUND):
-                self.session_origin = origin(url)  # the session belongs to the origin that issued it
             location = response.headers.get("Location")
             if not (follow_redirects and response.status in REDIRECTS and location):
                 return response
@@ -176,6 +182,10 @@ class HttpClient:
                 method, body = "GET", None
             url = urllib.parse.urljoin(url, location)
         raise TransportError(f"{method} {url}: more than {MAX_REDIRECTS} redirects")
+
+    def bind_session(self, url: str) -> None:
+        """The session id just taken was issued by `url`'s origin: it goes there only, for as long as it lives."""
+        self.session_origin = origin(url)
 
     def _once(self, method: str, url: str, body: bytes | None, headers: Mapping[str, str] | None,
               private: Mapping[str, str] | None, read_timeout: float | None) -> Response:

@@ -5,7 +5,10 @@ GET event stream; the server's first event, `endpoint`, names the URL to POST
 messages to (resolved against the stream's URL, and refused if it is on
 another origin, which must never see our headers); every message from the
 server, answers included, then arrives on the stream as a `message` event.
-One reader thread reads the stream; when it ends the connection is over. A
+One reader thread reads the stream; when it ends the connection is over.
+`start()` waits at most `start_timeout` for the stream's headers and its
+endpoint event together (the client gives it what is left of a server's
+start-up); the stream may then idle for `stream_timeout`. A
 message on the stream that cannot be read is skipped with a notice, and fails
 the request it answered when it shows which; an event larger than
 `max_message_bytes` ends the stream (its parser cannot skip it). A cancellation
@@ -16,6 +19,7 @@ timeout, so it never lengthens the caller's wait.
 from __future__ import annotations
 
 import threading
+import time
 import urllib.parse
 from typing import Any, Callable
 
@@ -37,11 +41,12 @@ class SseLegacyTransport:
     def __init__(self, url: str, headers: dict[str, str] | None = None, *, timeout: float = 60.0,
                  connect_timeout: float = 10.0, stream_timeout: float = STREAM_TIMEOUT,
                  log: Callable[[str], None] | None = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, start_timeout: float | None = None) -> None:
         check_url(url)
         self.url = url
         self.max_message_bytes = max_message_bytes
         self.timeout = timeout
+        self.start_timeout = timeout if start_timeout is None else start_timeout
         self.stream_timeout = stream_timeout
         self.log = log or (lambda line: None)
         self.http = HttpClient(url, headers, connect_timeout=connect_timeout, read_timeout=timeout)
@@ -57,8 +62,11 @@ class SseLegacyTransport:
         self._on_error = on_error
         if self._reader is not None:
             raise RuntimeError("SseLegacyTransport.start() called twice")
+        ends = time.monotonic() + self.start_timeout
+        # the headers within the start's wait: a server that accepts and says nothing must not hold us for long
         response = self.http.request("GET", self.url, headers={"Accept": "text/event-stream"},
-                                     read_timeout=self.stream_timeout)
+                                     read_timeout=self.start_timeout)
+        response.set_read_timeout(self.stream_timeout)  # then the stream may idle between events
         if not 200 <= response.status < 300:
             text = response.error_preview()
             raise HttpStatusError(f"GET {self.url}: HTTP {response.status}{': ' + text if text else ''}",
@@ -69,9 +77,9 @@ class SseLegacyTransport:
         self._reader = threading.Thread(target=self._read, args=(response, on_message, on_close, on_garbage),
                                         name="mcp-sse-reader", daemon=True)
         self._reader.start()
-        if not self._endpoint_known.wait(self.timeout):
+        if not self._endpoint_known.wait(max(0.0, ends - time.monotonic())):
             self.close()
-            raise TransportError(f"GET {self.url}: no endpoint event within {self.timeout:g}s")
+            raise TransportError(f"GET {self.url}: no endpoint event within {self.start_timeout:g}s")
         if self.endpoint is None:
             self.close()
             raise ProtocolError(self._problem or f"GET {self.url}: the stream ended before the endpoint event")

@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import copy
 from math import inf
-from operator import add
 from typing import Any, Callable, Protocol, Sequence
 
 from decodeloop.events import Notice

@@ -56,14 +56,6 @@ class _Prepared:
     shape: str
 
 
-def dispatch(call_text: str, syntax, router: Router, emit: Emit, *,
-             timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-             answered: set[str] | frozenset[str] = frozenset(), policy: Check | None = None) -> Outcome:
-    """One call, start to finish."""
-    return dispatch_all([call_text], syntax, router, emit, timeout=timeout,
-                        max_result_chars=max_result_chars, answered=answered, policy=policy)[0]
-
-
 def dispatch_all(call_texts: list[str], syntax, router: Router, emit: Emit, *,
                  timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
                  answered: set[str] | frozenset[str] = frozenset(), policy: Check | None = None,

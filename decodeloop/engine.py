@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
+from decodeloop.processors import apply
+
 
 @dataclass(slots=True)
 class Step:
@@ -73,9 +75,7 @@ class LocalEngine:
                 step.masked, step.forced = None, True
                 return step
         logits = self._forward(context)                      # 1. forward: only positions not in the cache
-        if self.processors:                                  #    logits processors: masks, forced tokens
-            for rule in self.processors:
-                logits = rule(logits, state)
+        logits = apply(self.processors, logits, state)       #    logits processors: masks, forced tokens
         step.token = self._sample(logits)                    # 2. sample the next token
         step.forced = False
         step.computed = computed = self.model.last_computed

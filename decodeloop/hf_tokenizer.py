@@ -218,10 +218,6 @@ class HFTokenizer:
     def is_special(self, token: int) -> bool:
         return token in self._control
 
-    def special_text(self, token: int) -> str | None:
-        """The text of an added token, or None for an ordinary one."""
-        return self._added.get(token)
-
     def encode(self, text: str) -> list[int]:
         """Data to ids: never the id of an added token, whatever the text spells."""
         ids = self._plain.encode(text, add_special_tokens=False).ids

@@ -18,7 +18,7 @@ from typing import Any
 from decodeloop import invisible
 from decodeloop.call_shapes import CANONICAL, DESCRIBED
 from decodeloop.calls import ParseError
-from decodeloop.chat import ToolReply, pieces_ids
+from decodeloop.chat import ToolReply
 from decodeloop.context import MODEL, Context
 from decodeloop.dispatch import (DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS,
                                  dispatch_all, parse_call)

@@ -55,7 +55,6 @@ _DIGIT = cs.span("0", "9")
 _WORD = cs.union(cs.span("a", "z"), cs.span("A", "Z"), _DIGIT, cs.of("_"))
 _SPACE = cs.of(" \t\n\r\f\v")
 _NON_ASCII = ((0x80, cs.MAX_CP),)
-_ASCII = ((0, 0x7F),)
 # (under, over): a subset and a superset of what Python's shorthand class matches
 _SHORTHAND = {
     "d": (_DIGIT, cs.union(_DIGIT, _NON_ASCII)),
@@ -69,7 +68,6 @@ _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "
 _QUANTIFIER = re.compile(r"\{(\d*)(,?)(\d*)\}")
 
 # AST: ("chars", ranges) ("cat", [nodes]) ("alt", [nodes]) ("rep", node, lo, hi|None) ("bol",) ("eol",)
-EMPTY_NODE = ("cat", [])
 
 
 class _Parser:

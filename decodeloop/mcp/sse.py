@@ -16,7 +16,6 @@ directly, so a large message is never copied into a str first).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 MAX_EVENT_BYTES = 256 * 1024 * 1024  # a stream that never dispatches is broken, not big
 
@@ -147,15 +146,3 @@ class SseParser:
         self._data_bytes = 0
         self._event = ""
         return event
-
-
-def iter_events(read: Callable[[int], bytes], parser: SseParser | None = None,
-                chunk_size: int = 1 << 16) -> Iterator[SseEvent]:
-    """Events from a blocking `read(n)` (such as a socket file's read1) until it returns b""."""
-    parser = parser or SseParser()
-    while True:
-        chunk = read(chunk_size)
-        if not chunk:
-            parser.finish()
-            return
-        yield from parser.feed(chunk)

@@ -26,7 +26,6 @@ from typing import Any, Callable, Sequence
 from decodeloop.models.base import Model, PrefixCachedModel, common_prefix_len
 
 LAB_MODELS = ("table", "ngram", "transformer")
-MODEL_NAMES = LAB_MODELS  # kept for callers that list the lab models
 
 
 @dataclass
@@ -122,4 +121,4 @@ def default_servers(spec: str, ood: bool = False) -> list[list[str]]:
 
 
 __all__ = ["Model", "ModelBundle", "lab_bundle", "PrefixCachedModel", "common_prefix_len", "load_model", "default_servers",
-           "LAB_MODELS", "MODEL_NAMES"]
+           "LAB_MODELS"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 from collections import deque
-from typing import Any, Iterable
+from typing import Any
 
 from decodeloop.untrusted import json_escaped
 

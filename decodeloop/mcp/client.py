@@ -109,13 +109,15 @@ class StartupDeadline(Deadline):
 
     __slots__ = ("given", "unanswered")
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float | None) -> None:
         super().__init__(None, seconds)
-        self.given: list[tuple[str, float]] = []  # (method, seconds it was given to answer)
+        self.given: list[tuple[str, float | None]] = []  # (method, seconds it was given to answer; None: no limit)
         self.unanswered: list[str] = []           # start-up requests that got no answer in their time
 
-    def left(self) -> float:
-        return max(0.0, self.remaining() or 0.0)
+    def left(self) -> float | None:
+        """Seconds left (0 once spent); None for a client without a timeout: its start-up waits as long as it takes."""
+        remaining = self.remaining()
+        return None if remaining is None else max(0.0, remaining)
 
     def expired(self, method: str) -> str:
         names = [*dict.fromkeys([*self.unanswered, method])]
@@ -346,8 +348,9 @@ class McpClient:
         self._wrap(self.session.start)
         self._tell_transport(STATELESS_VERSION, stateless=True)
         for attempt in range(2):
-            cap = None if getattr(self.transport, "answers_or_refuses", False) else min(
-                DISCOVER_PROBE_TIMEOUT, startup.left() / 2)
+            left = startup.left()
+            cap = None if getattr(self.transport, "answers_or_refuses", False) else (
+                DISCOVER_PROBE_TIMEOUT if left is None else min(DISCOVER_PROBE_TIMEOUT, left / 2))
             try:
                 result = self._start_request("server/discover", {"_meta": self._meta()}, startup, cap)
                 break
@@ -683,7 +686,7 @@ class McpClient:
         """A start-up request: it waits what is left of `startup` (or `cap` seconds); not sent when nothing is left."""
         seconds = startup.left() if cap is None else cap
         startup.given.append((method, seconds))
-        if seconds <= 0:
+        if seconds is not None and seconds <= 0:
             raise RequestTimeout(f"{self.name}: {startup.expired(method)}")
         return self._wrap(self.session.request, method, params, startup if cap is None else cap)
 

@@ -62,10 +62,11 @@ class SseLegacyTransport:
         self._on_error = on_error
         if self._reader is not None:
             raise RuntimeError("SseLegacyTransport.start() called twice")
-        ends = time.monotonic() + self.start_timeout
+        # no start_timeout (a client without a timeout): the headers wait as an idle stream may, the endpoint forever
+        ends = None if self.start_timeout is None else time.monotonic() + self.start_timeout
         # the headers within the start's wait: a server that accepts and says nothing must not hold us for long
         response = self.http.request("GET", self.url, headers={"Accept": "text/event-stream"},
-                                     read_timeout=self.start_timeout)
+                                     read_timeout=self.stream_timeout if ends is None else self.start_timeout)
         response.set_read_timeout(self.stream_timeout)  # then the stream may idle between events
         if not 200 <= response.status < 300:
             text = response.error_preview()
@@ -77,7 +78,7 @@ class SseLegacyTransport:
         self._reader = threading.Thread(target=self._read, args=(response, on_message, on_close, on_garbage),
                                         name="mcp-sse-reader", daemon=True)
         self._reader.start()
-        if not self._endpoint_known.wait(max(0.0, ends - time.monotonic())):
+        if not self._endpoint_known.wait(None if ends is None else max(0.0, ends - time.monotonic())):
             self.close()
             raise TransportError(f"GET {self.url}: no endpoint event within {self.start_timeout:g}s")
         if self.endpoint is None:

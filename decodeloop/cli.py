@@ -54,7 +54,7 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
                  default_model: str = "table", defaults: dict | None = None) -> argparse.ArgumentParser:
     """The CLI's parser. A lab script passes `default_prompt`: then `prog` is the run command itself (its
     usage reads `prog [options]`, not `prog run`), and `defaults` are the script's own option defaults."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=prog, description="A harness for language models that call MCP tools: every step visible.",
         epilog=RUN_EXAMPLES + CHAT_EXAMPLES[len("examples:\n"):] + EVAL_EXAMPLES[len("examples:\n"):],
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -157,7 +157,38 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
     _fetch_parser(commands)
     for sub in commands.choices.values():  # usage errors found after parsing show the command's usage
         sub.set_defaults(command_parser=sub)
+        sub.takes_options = True
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a mistyped option named (and what it may mean) before any other usage error: its
+    value was read as an argument, so "the prompt is required" or "unrecognized arguments" would mislead."""
+    argv: list[str] = []          # the command line being parsed (main sets it)
+    takes_options = False         # a command's own parser (run, chat, ...), whose options are checked
+
+    def error(self, message: str):
+        if self.takes_options:
+            message = _mistyped(self, self.argv) or message
+        super().error(message)
+
+
+def _mistyped(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """`unknown option --temprature (did you mean --temperature?)` for the first long option the command
+    does not take (argparse's unique abbreviations are taken), or None."""
+    import difflib
+
+    options = [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
+    for arg in argv:
+        if arg == "--":
+            break
+        name = arg.split("=", 1)[0]
+        if not name.startswith("--") or name in options or len([o for o in options if o.startswith(name)]) == 1:
+            continue
+        close = difflib.get_close_matches(name, options, n=2, cutoff=0.6)
+        return f"unknown option {name}" + (f" (did you mean {' or '.join(close)}?)" if close
+                                            else f" (see {parser.prog} --help)")
+    return None
 
 
 def _script_examples(script: str) -> str:
@@ -257,10 +288,11 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
 def main(argv: list[str] | None = None, *, default_prompt: str | None = None, prog: str = "decodeloop",
          default_model: str = "table", defaults: dict | None = None) -> int:
     parser = build_parser(default_prompt, prog, default_model, defaults)
+    _Parser.argv = list(sys.argv[1:] if argv is None else argv)
     args, unknown = parser.parse_known_args(argv)
     parser = args.command_parser
     if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        parser.error(f"unrecognized arguments: {' '.join(unknown)} (a prompt with spaces needs quotes)")
     try:
         if args.command == "run":
             return run_command(args, parser)
@@ -547,7 +579,17 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         return _run_turn(args, parser, emit, sampler, processors, config, last_token, page)
     finally:
         if page is not None:
-            page.write()
+            try:
+                page.write()
+                _wrote(args.html)
+            except OSError as e:
+                print(f"decodeloop: cannot write {args.html}: {e}", file=sys.stderr)
+
+
+def _wrote(path: str) -> None:
+    """Say where a page went (stderr: stdout holds the answer or the JSON Lines)."""
+    print(f"decodeloop: wrote the viewer page {path} ({os.path.getsize(path) / 1e6:.1f} MB); open it in a browser",
+          file=sys.stderr)
 
 
 def _html_view(args: argparse.Namespace):
@@ -784,6 +826,7 @@ def view_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     except OSError as e:
         print(f"decodeloop: cannot write {args.output}: {e}", file=sys.stderr)
         return EXIT_ERROR
+    _wrote(args.output)
     return EXIT_OK
 
 

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import FAULTY, ROOT
 
 from decodeloop.servers.weather import get_weather
@@ -264,7 +266,7 @@ def test_usage_errors_show_the_commands_usage():
                         (["decode_loop.py", "--no-such-option"], "usage: decode_loop.py [-h]")):
         p = run(*args)
         assert p.returncode == 2 and p.stderr.startswith(usage), (args, p.stderr[:200])
-    assert "unrecognized arguments: --no-such-option" in p.stderr
+    assert "error: unknown option --no-such-option (see decode_loop.py --help)" in p.stderr
 
 
 def test_a_token_cap_that_leaves_no_answer_is_exit_status_4():
@@ -289,3 +291,27 @@ def test_a_reader_that_goes_away_is_exit_status_141_without_a_traceback():
     finally:
         os.close(write_end)
     assert p.returncode == 141 and p.stderr == ""
+
+
+@pytest.mark.parametrize("args", [["--temprature", "0.7", "hello"], ["--temprature=0.7"], ["hello", "--temprature"]])
+def test_a_mistyped_option_is_named_with_what_it_may_mean(args):
+    # its value would otherwise be read as the prompt, or the prompt reported missing
+    p = run("-m", "decodeloop", "run", *args)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.splitlines()[-1] == "decodeloop run: error: unknown option --temprature (did you mean " \
+                                         "--temperature?)"
+
+
+def test_an_unquoted_prompt_and_an_abbreviated_option():
+    p = run("-m", "decodeloop", "run", "What's", "the", "weather")
+    assert p.returncode == 2 and p.stderr.splitlines()[-1].endswith("unrecognized arguments: the weather (a prompt "
+                                                                    "with spaces needs quotes)")
+    p = run("-m", "decodeloop", "run", "--temp", "0", "-q", "What's the weather in Polson, MT?")
+    assert p.returncode == 0 and p.stdout.strip() == ANSWER
+
+
+def test_html_says_where_it_wrote(tmp_path):
+    page = tmp_path / "turn.html"
+    p = run("-m", "decodeloop", "run", "-q", "--html", str(page), "What's the weather in Polson, MT?")
+    assert p.returncode == 0 and p.stdout.strip() == ANSWER and page.stat().st_size > 0
+    assert p.stderr.startswith(f"decodeloop: wrote the viewer page {page} (")

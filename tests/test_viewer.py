@@ -90,7 +90,9 @@ def test_view_reads_json_lines_from_a_file_and_from_stdin(tmp_path):
     trace = tmp_path / "t.jsonl"
     trace.write_text(cli("run", "--json", QUESTION).stdout, encoding="utf-8")
     p = cli("view", str(trace), "-o", str(tmp_path / "a.html"), "--temperature", "0")
-    assert p.returncode == 0 and p.stdout == "" and p.stderr == ""
+    assert p.returncode == 0 and p.stdout == ""
+    assert p.stderr.startswith(f"decodeloop: wrote the viewer page {tmp_path / 'a.html'} (")
+    assert p.stderr.endswith(" MB); open it in a browser\n")
     a = embedded((tmp_path / "a.html").read_text(encoding="utf-8"))
     assert a["meta"] == {"title": "t.jsonl", "source": "t.jsonl", "temperature": 0.0}
     assert a["events"] == [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]

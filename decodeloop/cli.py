@@ -541,9 +541,13 @@ def _confirmer(args: argparse.Namespace):
         return None
 
     def ask(question: str) -> bool:
-        sys.stderr.write(f"decodeloop: run {visible(question)}? [y/N] ")
-        sys.stderr.flush()
-        return sys.stdin.readline().strip().lower() in ("y", "yes")
+        try:
+            sys.stderr.write(f"decodeloop: run {visible(question)}? [y/N] ")
+            sys.stderr.flush()
+            return sys.stdin.readline().strip().lower() in ("y", "yes")
+        except KeyboardInterrupt:   # end the question's line: what the interrupted turn says starts a line
+            sys.stderr.write("\n")
+            raise
 
     return ask
 

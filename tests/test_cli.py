@@ -315,3 +315,35 @@ def test_html_says_where_it_wrote(tmp_path):
     p = run("-m", "decodeloop", "run", "-q", "--html", str(page), "What's the weather in Polson, MT?")
     assert p.returncode == 0 and p.stdout.strip() == ANSWER and page.stat().st_size > 0
     assert p.stderr.startswith(f"decodeloop: wrote the viewer page {page} (")
+
+
+def test_ctrl_c_at_the_policys_question_ends_its_line_and_the_turn():
+    # a real terminal (a pty): the question is asked only there; ^C at it interrupts the turn
+    import pty
+    import select
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:   # the child: the malicious server's demo, whose injected send_email the policy asks about
+        os.chdir(ROOT)
+        os.execv(sys.executable, [sys.executable, "-m", "decodeloop", "run", "--mcp",
+                                  f"{sys.executable} -m decodeloop.servers.malicious", "Summarize my latest email."])
+    out, sent = b"", False
+    while True:
+        ready, _, _ = select.select([fd], [], [], 120)   # a guard against a hang, not a measure
+        assert ready, out[-2000:]
+        try:
+            data = os.read(fd, 65536)
+        except OSError:   # the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+        if not sent and b"[y/N] " in out:
+            os.write(fd, b"\x03")
+            sent = True
+    _, status = os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert sent and os.waitstatus_to_exitcode(status) == 130 and "Traceback" not in text
+    assert "[y/N] ^C\r\n" in text, text[text.find("[y/N]"):][:200]
+    assert text.rstrip().endswith("interrupted.")

@@ -193,13 +193,24 @@ def _pauses(stdout: str) -> list[str]:
     return stdout.split("[Enter] next frame")
 
 
+def test_step_mode_skips_the_start_up_frames_to_the_models_first_token():
+    p = run("decode_loop.py", "--step", stdin="m\nc\n")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    first, after_m, rest = _pauses(p.stdout)
+    # the first frame is the start-up's first JSON-RPC message; m runs past the rest of them to token 1
+    assert "server/discover" in first and "── token" not in first
+    assert "tools/list" in after_m and after_m.count("── token ") == 1 and "── token 1 " in after_m
+    assert "> c" in rest and "■ stop: eos" in rest
+
+
 def test_step_mode_runs_to_the_next_tool_call_and_the_next_stop():
     p = run("decode_loop.py", "--step", stdin="t\ns\nc\n")
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     shown = _pauses(p.stdout)
     assert len(shown) == 4                      # the first frame, then a pause after t, after s; c ends
     help_line = shown[1].splitlines()[0]
-    for key in ("t: to the next tool call", "s: to the next stop", "c: to the end", "q: quit"):
+    for key in ("m: to the model's next token", "t: to the next tool call", "s: to the next stop", "c: to the end",
+                "q: quit"):
         assert key in help_line
     # t: every token of the call, its stop, and the pause on the parsed call
     before_call = shown[1].rstrip().splitlines()

@@ -1,9 +1,10 @@
 """Step mode: the trace, paused after every frame.
 
-At each pause: Enter (or `n`) shows the next frame, `t` runs to the next tool
-call (the parsed call, or the error a call that could not be run gets), `s`
-runs to the next stop (eos, a closed call, a stop string, the cap), `c` runs to
-the end, `q` quits cleanly. When stdin is not a terminal, commands are read
+At each pause: Enter (or `n`) shows the next frame, `m` runs to the model's
+next token (past the servers' start-up and a call's JSON-RPC frames), `t` runs
+to the next tool call (the parsed call, or the error a call that could not be
+run gets), `s` runs to the next stop (eos, a closed call, a stop string, the
+cap), `c` runs to the end, `q` quits cleanly. When stdin is not a terminal, commands are read
 line by line and end of input means run to the end, so a pipe can drive it
 and nothing ever waits forever; a closed stdin is end of input too.
 """
@@ -18,10 +19,11 @@ from decodeloop.events import Event
 from decodeloop.ui.trace import TraceView
 
 PAUSE_ON = {"token", "stop", "tool_call", "tool_error", "rpc", "tool_result", "inject"}
-HELP = "[Enter] next frame · t: to the next tool call · s: to the next stop · c: to the end · q: quit"
+HELP = ("[Enter] next frame · m: to the model's next token · t: to the next tool call · s: to the next stop · "
+        "c: to the end · q: quit")
 # what each "run to" command waits for: the events it pauses on next
-RUN_TO = {"t": frozenset({"tool_call", "tool_error"}), "s": frozenset({"stop"})}
-COMMANDS = {"": "n", "n": "n", "next": "n", "t": "t", "tool": "t", "call": "t", "s": "s", "stop": "s",
+RUN_TO = {"m": frozenset({"token"}), "t": frozenset({"tool_call", "tool_error"}), "s": frozenset({"stop"})}
+COMMANDS = {"": "n", "n": "n", "next": "n", "m": "m", "model": "m", "token": "m", "t": "t", "tool": "t", "call": "t", "s": "s", "stop": "s",
             "c": "c", "continue": "c", "end": "c", "q": "q", "quit": "q"}
 
 

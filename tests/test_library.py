@@ -39,3 +39,23 @@ def test_unknown_names_are_attribute_errors():
     assert decodeloop.Harness.__name__ == "Harness"
     with pytest.raises(AttributeError, match="NoSuchThing"):
         decodeloop.NoSuchThing
+
+
+def test_the_readme_block_runs_as_written():
+    # the README's library block, byte for byte, in a fresh interpreter from the repository's root
+    import os
+    import re
+    import subprocess
+
+    from conftest import ROOT
+
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    section = readme[readme.index("## The library"):]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    p = subprocess.run([sys.executable, "-c", block], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("prompt ") and "tool_call" in lines[0]
+    assert lines[0].endswith("It's 33°F and overcast in Polson, MT right now, with 53% humidity and a 21 mph "
+                             "wind from the SE.")
+    assert lines[1].endswith("done Sorry, I only know how to look up the weather in Polson, MT.")

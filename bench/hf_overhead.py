@@ -12,7 +12,7 @@ Every row runs the same model, the same prompt and the same number of new tokens
 
 each greedy and at temperature 0.8 / top-p 0.9. Models: a tiny randomly initialised Llama with
 SmolLM2's vocabulary (49,152; so the harness, not the model, dominates) and SmolLM2-135M-Instruct
-itself (scripts/fetch-smollm2). One thread by default, as the figures in the README.
+itself (scripts/fetch-smollm2). One thread by default, as the figures in docs/benchmarks.md.
 
     python3 bench/hf_overhead.py [--tokens 200] [--device cpu|cuda] [--threads 1] [--gguf PATH]
 """

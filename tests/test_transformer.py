@@ -451,6 +451,7 @@ def test_no_install_hint_names_a_package_that_is_on_no_registry():
     import re
 
     paths = ["README.md", "decode_loop.py", "decode_loop_ngram.py", "decode_loop_transformer.py", "attention_peek.py"]
+    paths += [os.path.join("docs", name) for name in os.listdir(os.path.join(ROOT, "docs")) if name.endswith(".md")]
     for folder, _, files in os.walk(os.path.join(ROOT, "decodeloop")):
         paths += [os.path.relpath(os.path.join(folder, f), ROOT) for f in files if f.endswith(".py")]
     for path in paths:

@@ -114,18 +114,20 @@ def strip(text: str, removed: Removed | None = None) -> tuple[str, Removed]:
 def strip_value(value: Any, removed: Removed | None = None) -> tuple[Any, Removed]:
     """A JSON value with invisible characters removed from every string in it, object keys too (a copy)."""
     removed = removed if removed is not None else Removed()
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, str):
-            return strip(node, removed)[0]
-        if isinstance(node, dict):
-            return {walk(key) if isinstance(key, str) else key: walk(item) for key, item in node.items()}
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        return node
-
-    out = walk(value)
+    out = map_strings(value, lambda text: strip(text, removed)[0])
     return (out, removed) if removed else (value, removed)
+
+
+def map_strings(value: Any, change) -> Any:
+    """A copy of a JSON value with `change(text)` in place of every string in it, object keys too."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {map_strings(key, change) if isinstance(key, str) else key: map_strings(item, change)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [map_strings(item, change) for item in value]
+    return value
 
 
 def strip_tool(tool: Any) -> tuple[Any, Removed]:

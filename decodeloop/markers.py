@@ -37,6 +37,8 @@ import unicodedata
 from html.entities import html5
 from typing import Any, Iterable
 
+from decodeloop.invisible import map_strings
+
 HERMES_TAGS = ("<tools>", "</tools>", "<tool_response>", "</tool_response>")
 # characters NFKC leaves alone that read as a marker's characters
 LOOK_ALIKES = {"а": "a", "с": "c", "е": "e", "о": "o", "р": "p", "х": "x", "і": "i", "ӏ": "l", "ѕ": "s",
@@ -138,18 +140,12 @@ class Markers:
         """
         found: list[str] = []
 
-        def walk(node: Any) -> Any:
-            if isinstance(node, str):
-                text, hits = self.neutralize(node)
-                found.extend(hits)
-                return text
-            if isinstance(node, dict):
-                return {walk(key) if isinstance(key, str) else key: walk(item) for key, item in node.items()}
-            if isinstance(node, list):
-                return [walk(item) for item in node]
-            return node
+        def change(text: str) -> str:
+            text, hits = self.neutralize(text)
+            found.extend(hits)
+            return text
 
-        out = walk(value)
+        out = map_strings(value, change)
         return (out, found) if found else (value, [])
 
     def neutralize_tool(self, tool: Any) -> tuple[Any, list[str]]:

@@ -11,8 +11,7 @@ import sys
 import threading
 
 from decodeloop import __version__
-from decodeloop.models.base import MissingDependency
-from decodeloop.models.openai_wire import RemoteError
+from decodeloop.errors import MissingDependency, RemoteError
 from decodeloop.untrusted import visible  # a server's error text reaches stderr
 
 RUN_EXAMPLES = """\
@@ -605,8 +604,7 @@ def _html_view(args: argparse.Namespace):
 
 
 def _run_turn(args, parser, emit, sampler, processors, config, last_token, page) -> int:
-    from decodeloop.mcp.errors import McpError
-    from decodeloop.router import ConfigError
+    from decodeloop.errors import ConfigError, McpError
     from decodeloop.ui.step import QuitRequested
 
     try:
@@ -639,8 +637,7 @@ def _run_turn(args, parser, emit, sampler, processors, config, last_token, page)
 
 
 def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from decodeloop.mcp.errors import McpError
-    from decodeloop.router import ConfigError
+    from decodeloop.errors import ConfigError, McpError
     from decodeloop.ui.chat import ChatSession, ChatView
     from decodeloop.ui.jsonl import JsonlView
     from decodeloop.ui.trace import TraceView
@@ -662,8 +659,7 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
 def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from decodeloop.evaluate import ProgressBar, evaluate, summary_json
-    from decodeloop.mcp.errors import McpError
-    from decodeloop.router import ConfigError
+    from decodeloop.errors import ConfigError, McpError
     from decodeloop.train.corpus import episodes
 
     sampler, processors, config = _checked(args, parser)
@@ -712,7 +708,7 @@ def _suite_command(args, parser, sampler, processors, config) -> int:
     from decodeloop.loop import Harness
     from decodeloop.mcp.errors import McpError
     from decodeloop.policy import Policy
-    from decodeloop.router import ConfigError
+    from decodeloop.errors import ConfigError
 
     name, _, categories = args.suite.partition(":")
     if name != "bfcl":

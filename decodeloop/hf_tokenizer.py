@@ -38,7 +38,7 @@ import os
 import re
 from typing import Any, Iterable, Mapping
 
-from decodeloop.models.base import MissingDependency
+from decodeloop.errors import MissingDependency
 
 HF_EXTRA = "pip install -e '.[hf]'"
 # PyPI's Linux torch is the CUDA build (gigabytes); PyTorch publishes the CPU build on its own index

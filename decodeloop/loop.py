@@ -27,7 +27,8 @@ from decodeloop.provenance import origins, provenance
 from decodeloop.markers import for_bundle
 from decodeloop.policy import MASKED_REQUEST, Policy
 from decodeloop.processors import ProcessorState
-from decodeloop.router import ConfigError, Router
+from decodeloop.errors import ConfigError
+from decodeloop.router import Router
 from decodeloop.stops import Stops, Verdict
 from decodeloop.tokenize import StreamDecoder
 from decodeloop.tool_budget import DEFAULT_MAX_TOOL_TOKENS, check_tools

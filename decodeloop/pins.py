@@ -20,7 +20,7 @@ import os
 import re
 from typing import Any, Callable, Iterable
 
-from decodeloop.mcp_config import ConfigError
+from decodeloop.errors import ConfigError
 
 PREVIEW = 80  # characters of a changed description quoted in the report
 

@@ -20,13 +20,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from decodeloop.chat import pieces_ids
-from decodeloop.mcp_config import ConfigError
+from decodeloop.errors import ToolSurfaceError
 
 DEFAULT_MAX_TOOL_TOKENS = 16_384   # half a 32k window: room left for the conversation
-
-
-class ToolSurfaceError(ConfigError):
-    """The tools' descriptions take more of the prompt than the cap or the model's context allows."""
 
 
 def prompt_tokens(chat, tools: Sequence, system: str | None) -> int:

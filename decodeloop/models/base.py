@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-
-class MissingDependency(ImportError):
-    """A model whose optional dependency is not installed; the message names what to install."""
+from decodeloop.errors import MissingDependency  # noqa: F401  (raised by the backends; imported from here too)
 
 
 class Model(Protocol):

@@ -18,14 +18,11 @@ import socket
 import urllib.parse
 from typing import Any, Iterator
 
+from decodeloop.errors import RemoteError
 from decodeloop.untrusted import cap_text, visible_line
 
 MAX_LINE = 4 << 20        # one line of the event stream (one chunk with its top logprobs)
 MAX_ERROR_BODY = 64_000   # what is read of a failed request's body, for its message
-
-
-class RemoteError(Exception):
-    """The server could not be reached, or answered with something that is not a completion stream."""
 
 
 class Answered(RemoteError):

@@ -26,7 +26,7 @@ import argparse
 import os
 import sys
 
-from decodeloop.chat import ASSISTANT, SYSTEM, TOOL, USER
+from decodeloop.formats.chat import ASSISTANT, SYSTEM, TOOL, USER
 from decodeloop.ui.heatmap import GLYPHS, scale_legend, svg, terminal
 
 # what the labels' own glyphs stand for, besides the heatmap's (GLYPHS)
@@ -70,7 +70,7 @@ def read(model, ids) -> None:
 def copy_scores(model, episodes, system: str, tokenizer):
     """Per head [layer, head]: the mean attention from the position writing a value character onto
     that character in the tool result; and chance, the mean of one over the keys in view."""
-    from decodeloop.models.transformer import np
+    from decodeloop.lab.transformer import np
     c = model.config
     totals, count, chance = np.zeros((c.n_layer, c.n_head)), 0, 0.0
     for episode in episodes:
@@ -154,12 +154,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from decodeloop.models.base import MissingDependency
     try:
-        from decodeloop.models.transformer import DEFAULT_WEIGHTS, TransformerModel
+        from decodeloop.lab.transformer import DEFAULT_WEIGHTS, TransformerModel
     except MissingDependency as e:
         print(f"attention_peek.py: {e}", file=sys.stderr)
         return 1
-    from decodeloop.tokenize import CharTokenizer
-    from decodeloop.train.corpus import episodes, system_prompt
+    from decodeloop.formats.tokenizer import CharTokenizer
+    from decodeloop.lab.train.corpus import episodes, system_prompt
 
     tokenizer, system = CharTokenizer(), system_prompt()
     try:

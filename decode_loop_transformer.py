@@ -5,7 +5,7 @@
     python3 decode_loop_transformer.py "Convert 12.5 km to mi."
     python3 decode_loop_transformer.py --step
 
-A 4-layer transformer (decodeloop/models/transformer.py) whose weights were
+A 4-layer transformer (decodeloop/lab/transformer.py) whose weights were
 trained by `decodeloop train transformer` on the lab corpus, which never
 mentions Burlington or any city in Vermont: the model copies the city and
 state from the question into its call, and the temperature and conditions

@@ -73,9 +73,9 @@ try:
 except ImportError:
     sys.exit("bench/agentdojo_policy.py needs AgentDojo: pip install agentdojo")
 
-from decodeloop.mcp_config import ServerSpec  # noqa: E402
-from decodeloop.policy import Policy  # noqa: E402
-from decodeloop.provenance import Provenance  # noqa: E402
+from decodeloop.tools.config import ServerSpec  # noqa: E402
+from decodeloop.trust.policy import Policy  # noqa: E402
+from decodeloop.trust.provenance import Provenance  # noqa: E402
 
 READ_ONLY_PREFIXES = ("get_", "read_", "search_", "list_", "check_")
 ATTACK = "important_instructions_no_names"

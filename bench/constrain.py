@@ -25,17 +25,17 @@ from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decodeloop.calls import CompactSyntax  # noqa: E402
-from decodeloop.calls_json import JsonSyntax  # noqa: E402
-from decodeloop.chat import LabChat, pieces_ids  # noqa: E402
-from decodeloop.constrain import CallConstraint  # noqa: E402
-from decodeloop.context import Context  # noqa: E402
-from decodeloop.engine import LocalEngine  # noqa: E402
+from decodeloop.formats.calls.compact import CompactSyntax  # noqa: E402
+from decodeloop.formats.calls.json import JsonSyntax  # noqa: E402
+from decodeloop.formats.chat import LabChat, pieces_ids  # noqa: E402
+from decodeloop.constrain.processor import CallConstraint  # noqa: E402
+from decodeloop.decode.context import Context  # noqa: E402
+from decodeloop.decode.engine import LocalEngine  # noqa: E402
 from decodeloop.loop import generate  # noqa: E402
 from decodeloop.processors import ProcessorState  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402
-from decodeloop.stops import Stops  # noqa: E402
-from decodeloop.tokenize import CharTokenizer, StreamDecoder  # noqa: E402
+from decodeloop.decode.stops import Stops  # noqa: E402
+from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder  # noqa: E402
 
 NESTED = {"type": "object", "properties": {
     "query": {"type": "string", "maxLength": 24},
@@ -138,8 +138,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs of every row; the best is printed (default: 3)")
     args = parser.parse_args()
 
-    from decodeloop.models.ngram import NgramModel
-    from decodeloop.train.corpus import episodes
+    from decodeloop.lab.ngram import NgramModel
+    from decodeloop.lab.train.corpus import episodes
 
     tokenizer = CharTokenizer()
     compact = CompactSyntax()

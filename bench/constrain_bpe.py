@@ -30,13 +30,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from constrain import Timed, lab_tools, stats  # noqa: E402
 
-from decodeloop.constrain import CallConstraint  # noqa: E402
-from decodeloop.context import Context  # noqa: E402
+from decodeloop.constrain.processor import CallConstraint  # noqa: E402
+from decodeloop.decode.context import Context  # noqa: E402
 from decodeloop.loop import generate  # noqa: E402
 from decodeloop.processors import ProcessorState  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402
-from decodeloop.stops import Stops  # noqa: E402
-from decodeloop.tokenize import StreamDecoder  # noqa: E402
+from decodeloop.decode.stops import Stops  # noqa: E402
+from decodeloop.formats.tokenizer import StreamDecoder  # noqa: E402
 
 
 def run_pass(bundle, timed, tools, questions) -> list[list[int]]:
@@ -114,7 +114,7 @@ def main() -> None:
         sys.exit("name a model's .gguf with --gguf or DECODELOOP_SMOLLM2 (decodeloop fetch smollm2 fetches one)")
 
     from decodeloop.models import load_model
-    from decodeloop.train.corpus import episodes
+    from decodeloop.lab.train.corpus import episodes
 
     started = time.perf_counter()
     bundle = load_model("hf:" + path)

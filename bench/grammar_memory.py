@@ -32,8 +32,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from decodeloop.constrain import CallConstraint  # noqa: E402
-from decodeloop.grammar import tokens as token_grammar  # noqa: E402
+from decodeloop.constrain.processor import CallConstraint  # noqa: E402
+from decodeloop.constrain.grammar import tokens as token_grammar  # noqa: E402
 from decodeloop.processors import ProcessorState  # noqa: E402
 from decodeloop.schema import TYPE_ALIASES  # noqa: E402
 
@@ -124,7 +124,7 @@ def drive(constraint: CallConstraint, bundle, tool, vocab: int, rng) -> tuple[in
 
 def live_masks() -> int:
     """Memoized token masks alive, counted over every grammar state the garbage collector tracks."""
-    from decodeloop.grammar.bytes import ByteState
+    from decodeloop.constrain.grammar.bytes import ByteState
 
     return sum(1 for obj in gc.get_objects() if type(obj) is ByteState and "tokens" in obj.masks)
 

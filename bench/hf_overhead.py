@@ -33,13 +33,13 @@ sys.path.insert(0, ROOT)
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, LlamaConfig, LlamaForCausalLM  # noqa: E402
 
-from decodeloop.context import Context  # noqa: E402
+from decodeloop.decode.context import Context  # noqa: E402
 from decodeloop.loop import generate as decodeloop_generate  # noqa: E402
 from decodeloop.models import load_model  # noqa: E402
 from decodeloop.processors import ProcessorState  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402
-from decodeloop.stops import Stops  # noqa: E402
-from decodeloop.tokenize import StreamDecoder  # noqa: E402
+from decodeloop.decode.stops import Stops  # noqa: E402
+from decodeloop.formats.tokenizer import StreamDecoder  # noqa: E402
 
 GGUF = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 PROMPT = "<|im_start|>user\nWhat's the weather in Polson, MT?<|im_end|>\n<|im_start|>assistant\n"

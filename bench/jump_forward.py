@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Jump-forward: the forwards it saves and the tokens/s of a call, on real models, with it on and off.
 
-Each model answers the same held-out lab questions (decodeloop.train.corpus, split heldout) with
+Each model answers the same held-out lab questions (decodeloop.lab.train.corpus, split heldout) with
 --constrain required, greedy, against the bundled servers, twice in one process: with jump-forward (the
 tokens the call grammar forces are appended without a forward each) and without. Per run: forwards,
 tokens written inside calls, how many were forced, the seconds spent on the calls' tokens and their
@@ -23,10 +23,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from decodeloop.loop import Harness, TurnConfig  # noqa: E402
 from decodeloop.models import default_servers, load_model  # noqa: E402
-from decodeloop.policy import Policy  # noqa: E402
-from decodeloop.router import start_stdio_servers  # noqa: E402
+from decodeloop.trust.policy import Policy  # noqa: E402
+from decodeloop.tools.router import start_stdio_servers  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402
-from decodeloop.train.corpus import episodes  # noqa: E402
+from decodeloop.lab.train.corpus import episodes  # noqa: E402
 
 
 def run(bundle, questions, jump: bool, servers, max_tokens: int):

@@ -21,9 +21,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decodeloop.models.transformer import DEFAULT_WEIGHTS, TransformerModel  # noqa: E402
-from decodeloop.tokenize import CharTokenizer  # noqa: E402
-from decodeloop.train.corpus import episodes, system_prompt  # noqa: E402
+from decodeloop.lab.transformer import DEFAULT_WEIGHTS, TransformerModel  # noqa: E402
+from decodeloop.formats.tokenizer import CharTokenizer  # noqa: E402
+from decodeloop.lab.train.corpus import episodes, system_prompt  # noqa: E402
 
 
 def tokens(n: int) -> list[int]:

@@ -18,14 +18,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decodeloop.calls import CompactSyntax  # noqa: E402
-from decodeloop.context import Context  # noqa: E402
-from decodeloop.engine import LocalEngine  # noqa: E402
+from decodeloop.formats.calls.compact import CompactSyntax  # noqa: E402
+from decodeloop.decode.context import Context  # noqa: E402
+from decodeloop.decode.engine import LocalEngine  # noqa: E402
 from decodeloop.loop import generate  # noqa: E402
 from decodeloop.processors import ProcessorState  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402
-from decodeloop.stops import Stops  # noqa: E402
-from decodeloop.tokenize import CharTokenizer, StreamDecoder  # noqa: E402
+from decodeloop.decode.stops import Stops  # noqa: E402
+from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder  # noqa: E402
 from decodeloop.ui.jsonl import JsonlView  # noqa: E402
 
 TEXT = "It is 61°F in Polson [cal. Use it well.\n\nUse the [c rest. "

@@ -38,19 +38,19 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from decodeloop.calls import CompactSyntax  # noqa: E402
-from decodeloop.chat import LabChat  # noqa: E402
-from decodeloop.evaluate import evaluate_concurrently  # noqa: E402
+from decodeloop.formats.calls.compact import CompactSyntax  # noqa: E402
+from decodeloop.formats.chat import LabChat  # noqa: E402
+from decodeloop.lab.evaluate import evaluate_concurrently  # noqa: E402
 from decodeloop.loop import Harness, TurnConfig  # noqa: E402
 from decodeloop.models import ModelBundle  # noqa: E402
 from decodeloop.models.openai import OpenAIEngine  # noqa: E402
 from decodeloop.models.openai_wire import Endpoint  # noqa: E402
-from decodeloop.policy import Policy  # noqa: E402
-from decodeloop.router import start_stdio_servers  # noqa: E402
+from decodeloop.trust.policy import Policy  # noqa: E402
+from decodeloop.tools.router import start_stdio_servers  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402
 from decodeloop.servers import command  # noqa: E402
-from decodeloop.tokenize import CharTokenizer  # noqa: E402
-from decodeloop.train.corpus import Episode, episodes as lab_episodes, lab_server_commands  # noqa: E402
+from decodeloop.formats.tokenizer import CharTokenizer  # noqa: E402
+from decodeloop.lab.train.corpus import Episode, episodes as lab_episodes, lab_server_commands  # noqa: E402
 
 REPLAY = os.path.join(ROOT, "tests", "servers", "openai_replay.py")
 TOK = CharTokenizer()

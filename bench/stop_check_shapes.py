@@ -18,9 +18,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decodeloop.call_shapes import ALTERNATES  # noqa: E402
-from decodeloop.calls_json import JsonSyntax  # noqa: E402
-from decodeloop.stops import Stops  # noqa: E402
+from decodeloop.formats.calls.shapes import ALTERNATES  # noqa: E402
+from decodeloop.formats.calls.json import JsonSyntax  # noqa: E402
+from decodeloop.decode.stops import Stops  # noqa: E402
 
 PROSE = ("It is 61°F in Polson, MT [see the forecast] with `wind` from the SE.\n"
          "A list: [1] clouds {mostly} and <b>rain</b> later; ``` is a fence.\n")

@@ -27,12 +27,12 @@ from cdp import Browser, find_chromium  # noqa: E402
 
 from decodeloop.loop import Harness, TurnConfig  # noqa: E402
 from decodeloop.models import lab_bundle  # noqa: E402
-from decodeloop.models.table import TableModel  # noqa: E402
-from decodeloop.router import start_stdio_servers  # noqa: E402
+from decodeloop.lab.table import TableModel  # noqa: E402
+from decodeloop.tools.router import start_stdio_servers  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402
 from decodeloop.servers import command  # noqa: E402
 from decodeloop.servers.weather import get_weather  # noqa: E402
-from decodeloop.tokenize import CharTokenizer  # noqa: E402
+from decodeloop.formats.tokenizer import CharTokenizer  # noqa: E402
 from decodeloop.ui.html import HtmlView  # noqa: E402
 
 QUESTION = "What's the weather in Polson, MT?"

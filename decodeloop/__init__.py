@@ -26,9 +26,9 @@ _EXPORTS = {
     "Harness": "decodeloop.loop", "TurnConfig": "decodeloop.loop", "TurnResult": "decodeloop.loop",
     "Sampler": "decodeloop.sampling",
     "load_model": "decodeloop.models", "ModelBundle": "decodeloop.models",
-    "start_servers": "decodeloop.router", "Router": "decodeloop.router",
-    "load_config": "decodeloop.mcp_config", "ServerSpec": "decodeloop.mcp_config",
-    "Policy": "decodeloop.policy",
+    "start_servers": "decodeloop.tools.router", "Router": "decodeloop.tools.router",
+    "load_config": "decodeloop.tools.config", "ServerSpec": "decodeloop.tools.config",
+    "Policy": "decodeloop.trust.policy",
 }
 
 __all__ = ["__version__", *_EXPORTS]

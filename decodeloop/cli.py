@@ -1,4 +1,4 @@
-"""The command line: argparse wiring only. The work happens in loop.py, router.py and evaluate.py."""
+"""The command line: argparse wiring only. The work happens in loop.py, tools/router.py and lab/evaluate.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import threading
 
 from decodeloop import __version__
 from decodeloop.errors import MissingDependency, RemoteError
-from decodeloop.untrusted import visible  # a server's error text reaches stderr
+from decodeloop.trust.untrusted import visible  # a server's error text reaches stderr
 
 RUN_EXAMPLES = """\
 examples:
@@ -140,7 +140,7 @@ def build_parser(default_prompt: str | None = None, prog: str = "decodeloop",
                        help="threads sharing each step's batch (default: 2; the weights do not depend on it)")
     train.add_argument("--out", default=None, metavar="PATH",
                        help="where to write the .npz (default: transformer.npz in the current directory); "
-                            "the shipped decodeloop/models/weights/transformer.npz is replaced only when "
+                            "the shipped decodeloop/lab/weights/transformer.npz is replaced only when "
                             "--out names it")
     view = commands.add_parser(
         "view", help="write the viewer page of a JSON Lines trace",
@@ -215,7 +215,7 @@ def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
                        help="n-gram order: the model sees the last ORDER-1 tokens (default: 8)")
     group.add_argument("--weights", default=None, metavar="PATH",
                        help="transformer weights, an .npz from `decodeloop train transformer` "
-                            "(default: the shipped decodeloop/models/weights/transformer.npz)")
+                            "(default: the shipped decodeloop/lab/weights/transformer.npz)")
     group.add_argument("--device", default=None, help="hf: cpu, cuda or auto (default: cpu)")
     group.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
                        help="hf: weights' dtype (default: float32 on CPU, bfloat16 on CUDA)")
@@ -411,7 +411,7 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser):
 
 def _engine_from_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """A config file's "engine" ({"url", "model", "tokenizer"}) when --model was not given."""
-    from decodeloop.mcp_config import ConfigError, load_engine
+    from decodeloop.tools.config import ConfigError, load_engine
 
     if args.model != parser.get_default("model"):
         return   # --model given: it wins over the file
@@ -443,7 +443,7 @@ def _announce(bundle, emit, detail: bool = True) -> None:
 
 
 def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
-    from decodeloop.router import DEFAULT_MAX_TOOLS
+    from decodeloop.tools.router import DEFAULT_MAX_TOOLS
 
     group = parser.add_argument_group("MCP servers over HTTP and from a config file")
     group.add_argument("--mcp-url", action="append", default=[], metavar="URL",
@@ -474,9 +474,9 @@ def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
 
 def _server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list:
     """--mcp, --mcp-url and --mcp-config as server specs; the model's bundled servers when none is given."""
-    from decodeloop.mcp_config import load_config, parse_header, url_spec
+    from decodeloop.tools.config import load_config, parse_header, url_spec
     from decodeloop.models import default_servers
-    from decodeloop.router import parse_command, stdio_specs, unique_names
+    from decodeloop.tools.router import parse_command, stdio_specs, unique_names
 
     if args.mcp_header and not args.mcp_url:
         parser.error("--mcp-header applies to --mcp-url servers; give headers of config servers in the file")
@@ -510,7 +510,7 @@ def _locked(view):
 @contextlib.contextmanager
 def _started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, detail: bool):
     """The model bundle and the started servers the options name (closed on the way out)."""
-    from decodeloop.router import start_servers
+    from decodeloop.tools.router import start_servers
 
     specs = _server_specs(args, parser)
     bundle = _load(args, parser)
@@ -524,7 +524,7 @@ def _started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, de
 
 def _harness(args: argparse.Namespace, bundle, router, emit, sampler, processors, config):
     from decodeloop.loop import Harness
-    from decodeloop.policy import PLAN_NOTE, Policy
+    from decodeloop.trust.policy import PLAN_NOTE, Policy
 
     policy = Policy(args.policy, router.specs, _confirmer(args))
     system = args.system
@@ -658,9 +658,9 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
 
 def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from decodeloop.evaluate import ProgressBar, evaluate, summary_json
+    from decodeloop.lab.evaluate import ProgressBar, evaluate, summary_json
     from decodeloop.errors import ConfigError, McpError
-    from decodeloop.train.corpus import episodes
+    from decodeloop.lab.train.corpus import episodes
 
     sampler, processors, config = _checked(args, parser)
     if args.suite is not None:
@@ -704,10 +704,10 @@ def _suite_command(args, parser, sampler, processors, config) -> int:
     """eval --suite bfcl:CATEGORIES: each entry one turn against its own server, scored by BFCL's checker."""
     from decodeloop.bfcl import BfclError, parse_categories
     from decodeloop.bfcl.suite import run_suite, summary_json, table
-    from decodeloop.evaluate import ProgressBar
+    from decodeloop.lab.evaluate import ProgressBar
     from decodeloop.loop import Harness
     from decodeloop.mcp.errors import McpError
-    from decodeloop.policy import Policy
+    from decodeloop.trust.policy import Policy
     from decodeloop.errors import ConfigError
 
     name, _, categories = args.suite.partition(":")
@@ -764,8 +764,8 @@ def _eval_concurrently(args, parser, held_out, sampler, processors, config):
     """eval --concurrency K: K workers, each with its own servers, harness and sampler, over one bundle."""
     import copy
 
-    from decodeloop.evaluate import ProgressBar, evaluate, evaluate_concurrently, serial_reason
-    from decodeloop.router import start_servers
+    from decodeloop.lab.evaluate import ProgressBar, evaluate, evaluate_concurrently, serial_reason
+    from decodeloop.tools.router import start_servers
 
     specs = _server_specs(args, parser)
     bundle = _load(args, parser)
@@ -795,7 +795,7 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             parser.error(f"{flag} must be at least 1")
     if args.lr is not None and args.lr <= 0:
         parser.error("--lr must be positive")
-    from decodeloop.train.transformer import main as train_transformer
+    from decodeloop.lab.train.transformer import main as train_transformer
 
     try:
         return train_transformer(out=args.out, steps=args.steps, seed=args.seed, batch_size=args.batch_size,

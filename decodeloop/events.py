@@ -107,7 +107,7 @@ class ToolCall(Event):
     # each argument value's path -> the context's sources that contain it ("user", "system",
     # "tool:SERVER/TOOL"); an empty list: the model wrote the value itself (provenance.py)
     origins: dict[str, list[str]] = field(default_factory=dict)
-    shape: str = "tool_call"   # how the call was written: the syntax's own shape or an alternate (call_shapes.py)
+    shape: str = "tool_call"   # how the call was written: the syntax's own shape or an alternate (formats/calls/shapes.py)
 
 
 @dataclass(slots=True)
@@ -130,7 +130,7 @@ class ToolError(Event):
     text: str                  # what the model wrote
     stage: str                 # where it failed: "parse", "route", "arguments", "repeat", "policy" or "call"
     name: str | None = None    # the tool it named, once the call parsed
-    shape: str = "tool_call"   # how the call was written (call_shapes.py)
+    shape: str = "tool_call"   # how the call was written (formats/calls/shapes.py)
 
 
 @dataclass(slots=True)

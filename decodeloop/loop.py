@@ -15,23 +15,23 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from decodeloop import invisible
-from decodeloop.call_shapes import CANONICAL, DESCRIBED
-from decodeloop.calls import ParseError
-from decodeloop.chat import ToolReply
-from decodeloop.context import MODEL, Context
-from decodeloop.dispatch import (DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS,
+from decodeloop.trust import invisible
+from decodeloop.formats.calls.shapes import CANONICAL, DESCRIBED
+from decodeloop.formats.calls.compact import ParseError
+from decodeloop.formats.chat import ToolReply
+from decodeloop.decode.context import MODEL, Context
+from decodeloop.tools.dispatch import (DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS,
                                  dispatch_all, parse_call)
 from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop, Token
-from decodeloop.provenance import origins, provenance
-from decodeloop.markers import for_bundle
-from decodeloop.policy import MASKED_REQUEST, Policy
+from decodeloop.trust.provenance import origins, provenance
+from decodeloop.trust.markers import for_bundle
+from decodeloop.trust.policy import MASKED_REQUEST, Policy
 from decodeloop.processors import ProcessorState
 from decodeloop.errors import ConfigError
-from decodeloop.router import Router
-from decodeloop.stops import Stops, Verdict
-from decodeloop.tokenize import StreamDecoder
-from decodeloop.tool_budget import DEFAULT_MAX_TOOL_TOKENS, check_tools
+from decodeloop.tools.router import Router
+from decodeloop.decode.stops import Stops, Verdict
+from decodeloop.formats.tokenizer import StreamDecoder
+from decodeloop.trust.tool_budget import DEFAULT_MAX_TOOL_TOKENS, check_tools
 
 # Harness's `policy` when none is given: confirm mode over the router's server rules, nobody to ask
 DEFAULT_POLICY = object()
@@ -99,7 +99,7 @@ class TurnConfig:
     detail: bool = True              # probabilities in token events (one softmax per token)
     collect_calls: bool | None = None  # run every call of a message (None: the call syntax's default)
     constrain: str = "off"           # "calls": calls follow the grammar of valid calls; "required": and open the turn
-    call_shapes: str | None = None   # "lenient": also the shapes real models write (call_shapes.py); "strict":
+    call_shapes: str | None = None   # "lenient": also the shapes real models write (formats/calls/shapes.py); "strict":
                                      # the syntax's own only; None: the chat format's default
 
 
@@ -152,7 +152,7 @@ class Harness:
             if self.config.constrain not in ("calls", "required") or engine is not None:
                 raise ValueError(f"constrain must be off, calls or required (with the bundle's own engine), "
                                  f"got {self.config.constrain!r}")
-            from decodeloop.constrain import CallConstraint  # the grammar is loaded only when asked for
+            from decodeloop.constrain.processor import CallConstraint  # the grammar is loaded only when asked for
 
             self.constraint = CallConstraint(bundle, self._callable_tools, mode=self.config.constrain, emit=emit,
                                              version=lambda: router.version, max_tokens=self.config.max_tokens)

@@ -18,7 +18,7 @@ The supported part of JSON Schema:
                          may be anything (so is every value of a list of types
                          holding one): the harness cannot check what it does
                          not know. `type_notes` says which were read either way,
-                         for a notice when the tools are taken (router.py).
+                         for a notice when the tools are taken (tools/router.py).
     properties, required checked for the arguments and, recursively, for
                          nested objects
     additionalProperties unknown keys are rejected unless it is true or a
@@ -83,7 +83,7 @@ import re
 import urllib.parse
 from typing import Any
 
-from decodeloop.grammar import regex
+from decodeloop.constrain.grammar import regex
 
 _TYPES = ("string", "integer", "number", "boolean", "null", "array", "object")
 # Python's type names, as BFCL's function schemas and hand-written tools write them: the JSON Schema type each

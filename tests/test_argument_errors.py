@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from decodeloop.loop import Harness, TurnConfig
-from decodeloop.mcp_config import ServerSpec
+from decodeloop.tools.config import ServerSpec
 from decodeloop.models import lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.policy import Policy
-from decodeloop.router import start_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.trust.policy import Policy
+from decodeloop.tools.router import start_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 
 from test_policy import HOSTILE, INJECTION, run_turn, sent_calls
 

@@ -22,9 +22,9 @@ def load_peek():
 
 
 def test_the_copying_head_beats_chance():
-    from decodeloop.models.transformer import TransformerModel
-    from decodeloop.tokenize import CharTokenizer
-    from decodeloop.train.corpus import episodes, system_prompt
+    from decodeloop.lab.transformer import TransformerModel
+    from decodeloop.formats.tokenizer import CharTokenizer
+    from decodeloop.lab.train.corpus import episodes, system_prompt
 
     peek = load_peek()
     chosen = [e for e in episodes(0, 40, "heldout") if e.tool == "get_weather"][:3]
@@ -35,7 +35,7 @@ def test_the_copying_head_beats_chance():
 
 
 def test_svg_is_well_formed_and_carries_the_characters(tmp_path, capsys):
-    from decodeloop.train.corpus import episodes
+    from decodeloop.lab.train.corpus import episodes
 
     peek = load_peek()
     path = tmp_path / "peek.svg"
@@ -60,7 +60,7 @@ def test_svg_is_well_formed_and_carries_the_characters(tmp_path, capsys):
 
 def test_the_drawn_ood_episode_has_a_negative_three_digit_temperature_and_a_made_up_word():
     from decodeloop.servers.unusual import MODIFIERS, OOD_WORDS, TRAIN_WORDS
-    from decodeloop.train.corpus import episodes
+    from decodeloop.lab.train.corpus import episodes
 
     peek = load_peek()
     pool = [e for e in episodes(0, 160, "ood") if e.tool == "get_weather"]
@@ -72,9 +72,9 @@ def test_the_drawn_ood_episode_has_a_negative_three_digit_temperature_and_a_made
 
 
 def test_the_ood_copy_head_beats_chance():
-    from decodeloop.models.transformer import TransformerModel
-    from decodeloop.tokenize import CharTokenizer
-    from decodeloop.train.corpus import episodes, system_prompt
+    from decodeloop.lab.transformer import TransformerModel
+    from decodeloop.formats.tokenizer import CharTokenizer
+    from decodeloop.lab.train.corpus import episodes, system_prompt
 
     peek = load_peek()
     chosen = peek.unusual_first([e for e in episodes(0, 80, "ood") if e.tool == "get_weather"])[:3]
@@ -101,7 +101,7 @@ def test_terminal_shading_without_colour_and_backgrounds_with_it():
 
 
 def test_a_multi_byte_character_labels_its_first_column_only():
-    from decodeloop.tokenize import CharTokenizer
+    from decodeloop.formats.tokenizer import CharTokenizer
 
     tokenizer = CharTokenizer()
     ids = tokenizer.encode_markup("<|tool|>65°F")

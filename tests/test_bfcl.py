@@ -24,17 +24,17 @@ from decodeloop.bfcl.checker import check, load_checker, reference_output
 from decodeloop.bfcl.entries import CATEGORIES
 from decodeloop.bfcl.suite import entry_server, run_entries, summarize, table
 from decodeloop.bfcl.tools import convert, input_schema, mcp_tools
-from decodeloop.calls import Call
-from decodeloop.calls_json import JsonSyntax
-from decodeloop.chat import ASSISTANT, EOS, USER, LabChat
+from decodeloop.formats.calls.compact import Call
+from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.formats.chat import ASSISTANT, EOS, USER, LabChat
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.mcp import McpClient, StdioTransport
 from decodeloop.models import ModelBundle
-from decodeloop.models.table import TableModel
+from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.schema import ArgumentError, validate_arguments
 from decodeloop.servers import command
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 
 pytestmark = pytest.mark.slow
 SIZES = {"simple_python": 400, "multiple": 200, "parallel": 200, "parallel_multiple": 200, "irrelevance": 240}

@@ -1,4 +1,4 @@
-"""The call shapes real models write (call_shapes.py): recognised while streaming, only where a call can
+"""The call shapes real models write (formats/calls/shapes.py): recognised while streaming, only where a call can
 begin, only when the name is a tool and the arguments parse; everything else stays text."""
 
 from __future__ import annotations
@@ -8,17 +8,17 @@ from conftest import FAULTY, WEATHER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodeloop.call_shapes import ALTERNATES, BY_NAME, NotACall, parse, read
-from decodeloop.calls import ParseError
-from decodeloop.calls_json import JsonSyntax
-from decodeloop.chat import LabChat
+from decodeloop.formats.calls.shapes import ALTERNATES, BY_NAME, NotACall, parse, read
+from decodeloop.formats.calls.compact import ParseError
+from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.formats.chat import LabChat
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.models import ModelBundle
-from decodeloop.models.table import TableModel
-from decodeloop.router import start_stdio_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.stops import Stops
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.decode.stops import Stops
+from decodeloop.formats.tokenizer import CharTokenizer
 
 TOOLS = {"get_weather", "math.factorial"}
 EOS = 0

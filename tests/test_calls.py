@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodeloop.calls import Call, CallScanner, CompactSyntax, ParseError, render_value
+from decodeloop.formats.calls.compact import Call, CallScanner, CompactSyntax, ParseError, render_value
 
 SYNTAX = CompactSyntax()
 OPENER = CompactSyntax.opener

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodeloop.calls import Call, ParseError
-from decodeloop.calls_json import MAX_DEPTH, JsonCallScanner, JsonSyntax
-from decodeloop.stops import Stops
+from decodeloop.formats.calls.compact import Call, ParseError
+from decodeloop.formats.calls.json import MAX_DEPTH, JsonCallScanner, JsonSyntax
+from decodeloop.decode.stops import Stops
 
 SYNTAX = JsonSyntax()
 OPENER, CLOSER = JsonSyntax.opener, JsonSyntax.closer

@@ -16,11 +16,11 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 pytest.importorskip("jinja2")
 
-from decodeloop.calls import CompactSyntax  # noqa: E402
-from decodeloop.calls_json import JsonSyntax  # noqa: E402
-from decodeloop.chat import PREAMBLE, ToolReply, pieces_ids  # noqa: E402
-from decodeloop.chat_template import TemplateChat  # noqa: E402
-from decodeloop.hf_tokenizer import HFTokenizer  # noqa: E402
+from decodeloop.formats.calls.compact import CompactSyntax  # noqa: E402
+from decodeloop.formats.calls.json import JsonSyntax  # noqa: E402
+from decodeloop.formats.chat import PREAMBLE, ToolReply, pieces_ids  # noqa: E402
+from decodeloop.formats.chat_template import TemplateChat  # noqa: E402
+from decodeloop.formats.hf_tokenizer import HFTokenizer  # noqa: E402
 from decodeloop.mcp.client import Tool  # noqa: E402
 
 from tiny_hf import CHATML_TEMPLATE, build_tokenizer  # noqa: E402

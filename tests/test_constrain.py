@@ -16,21 +16,21 @@ from conftest import ROOT, WEATHER
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from decodeloop.calls import CompactSyntax
-from decodeloop.calls_json import JsonSyntax
-from decodeloop.chat import LabChat
-from decodeloop.constrain import ByteMatcher, CallConstraint, unsupported
-from decodeloop.context import Context
-from decodeloop.engine import LocalEngine
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.formats.chat import LabChat
+from decodeloop.constrain.processor import ByteMatcher, CallConstraint, unsupported
+from decodeloop.decode.context import Context
+from decodeloop.decode.engine import LocalEngine
 from decodeloop.loop import Harness, TurnConfig, generate
 from decodeloop.models import ModelBundle, lab_bundle
-from decodeloop.models.table import TableModel
+from decodeloop.lab.table import TableModel
 from decodeloop.processors import ProcessorState
-from decodeloop.router import start_stdio_servers
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
 from decodeloop.schema import check_value, validate_arguments
-from decodeloop.stops import Stops
-from decodeloop.tokenize import CharTokenizer, StreamDecoder
+from decodeloop.decode.stops import Stops
+from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView
 
@@ -357,7 +357,7 @@ def test_cli_constrain_runs_and_refuses_what_it_cannot_do():
 
 def test_ngram_calls_under_the_constraint_always_parse(events):
     from decodeloop.models import load_model
-    from decodeloop.train.corpus import lab_server_commands
+    from decodeloop.lab.train.corpus import lab_server_commands
 
     bundle = load_model("ngram", order=4)
     with start_stdio_servers(lab_server_commands(), events, timeout=10) as router:
@@ -370,8 +370,8 @@ def test_ngram_calls_under_the_constraint_always_parse(events):
 
 
 def test_eval_counts_the_tokens_the_grammar_overrode():
-    from decodeloop.evaluate import evaluate
-    from decodeloop.train.corpus import Episode
+    from decodeloop.lab.evaluate import evaluate
+    from decodeloop.lab.train.corpus import Episode
 
     table = {"<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state MT]",
              "state=": "MT]", "<|tool|>" + RESULT + "<|assistant|>": "33°F and overcast.<|eos|>"}

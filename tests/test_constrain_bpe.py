@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_constrain import check_call, constrained_turn, lab_tools, tool_schemas
 
-from decodeloop.calls import CompactSyntax
-from decodeloop.calls_json import JsonSyntax
-from decodeloop.constrain import CallConstraint, matcher_for
-from decodeloop.grammar.bytes import CLOSER_TOKEN
-from decodeloop.grammar.tokens import TokenMatcher
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.constrain.processor import CallConstraint, matcher_for
+from decodeloop.constrain.grammar.bytes import CLOSER_TOKEN
+from decodeloop.constrain.grammar.tokens import TokenMatcher
 from decodeloop.processors import ProcessorState
 
 EOS, CLOSER = 0, 1

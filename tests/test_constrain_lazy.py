@@ -1,4 +1,4 @@
-"""--constrain's lazy triggers: the call grammar starts at an alternate shape's opener too (call_shapes.py), so a
+"""--constrain's lazy triggers: the call grammar starts at an alternate shape's opener too (formats/calls/shapes.py), so a
 model that opens a ```json block, a <tools> tag or bare JSON is kept to a valid call and the shape is closed as
 it opened. Random logits on a BPE-like vocabulary (hypothesis), and on SmolLM2's and Qwen2.5's real
 vocabularies where their files are present."""
@@ -15,16 +15,16 @@ from hypothesis import strategies as st
 from test_constrain import check_call, lab_tools, tool_schemas
 from test_constrain_bpe import PIECES, PieceTokenizer
 
-from decodeloop.call_shapes import ALTERNATES, parse
-from decodeloop.calls_json import JsonSyntax
-from decodeloop.constrain import CallConstraint
-from decodeloop.context import Context
-from decodeloop.engine import LocalEngine
+from decodeloop.formats.calls.shapes import ALTERNATES, parse
+from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.constrain.processor import CallConstraint
+from decodeloop.decode.context import Context
+from decodeloop.decode.engine import LocalEngine
 from decodeloop.loop import generate
 from decodeloop.processors import ProcessorState, force
 from decodeloop.sampling import Sampler
-from decodeloop.stops import Stops
-from decodeloop.tokenize import StreamDecoder
+from decodeloop.decode.stops import Stops
+from decodeloop.formats.tokenizer import StreamDecoder
 
 FENCE_PIECES = ["```", "```json", "json\n", "\n```", "```\n", "<tools>", "</tools>", "tools", "\n{"]
 # the grammar starts once the model itself has begun a call to a tool that exists ({"name": "NAME"): before

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from conftest import FAULTY, WEATHER
 
-from decodeloop.calls import CompactSyntax
-from decodeloop.chat import LabChat
-from decodeloop.context import Context
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.chat import LabChat
+from decodeloop.decode.context import Context
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.models import ModelBundle, lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.policy import Policy
-from decodeloop.router import start_stdio_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.trust.policy import Policy
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.stops import Stops
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.decode.stops import Stops
+from decodeloop.formats.tokenizer import CharTokenizer
 
 QUESTION = "What's the weather in Polson, MT?"
 RESULT = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"
@@ -165,7 +165,7 @@ def test_parallel_calls_to_two_servers_run_and_come_back_in_order(events):
 
 
 def _json_bundle(table):
-    from decodeloop.calls_json import JsonSyntax
+    from decodeloop.formats.calls.json import JsonSyntax
 
     tokenizer = CharTokenizer()
     syntax = JsonSyntax()

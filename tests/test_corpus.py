@@ -3,14 +3,14 @@
 from conftest import Recorder
 
 from decodeloop.models import lab_bundle
-from decodeloop.calls import CompactSyntax
+from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.loop import Harness
-from decodeloop.models.table import TableModel
-from decodeloop.router import start_stdio_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
 from decodeloop.schema import validate_arguments
-from decodeloop.tokenize import CharTokenizer
-from decodeloop.train import corpus
+from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.lab.train import corpus
 
 
 def test_same_seed_same_episodes_and_different_seeds_differ():

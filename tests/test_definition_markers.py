@@ -15,12 +15,12 @@ import pytest
 from conftest import ROOT, Recorder
 
 from decodeloop.loop import Harness, TurnConfig
-from decodeloop.markers import escape, for_bundle
+from decodeloop.trust.markers import escape, for_bundle
 from decodeloop.models import lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.router import start_stdio_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
 STOP = "Observation:"
@@ -86,7 +86,7 @@ def tiny_dir(tmp_path_factory):
 
 @pytest.mark.parametrize("syntax, template", [("json", "chatml"), ("compact", "chatml"), ("json", "qwen")])
 def test_hugging_face_templates_and_both_syntaxes(tiny_dir, forged, events, syntax, template):
-    from decodeloop.chat_template import TemplateChat
+    from decodeloop.formats.chat_template import TemplateChat
     from decodeloop.models.hf import load_hf
 
     bundle = load_hf(tiny_dir, syntax=syntax)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from conftest import WEATHER
 
-from decodeloop.calls import CompactSyntax
-from decodeloop.chat import LabChat
-from decodeloop.engine import Step
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.chat import LabChat
+from decodeloop.decode.engine import Step
 from decodeloop.loop import Harness
 from decodeloop.models import ModelBundle
-from decodeloop.router import start_stdio_servers
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 
 QUESTION = "What's the weather in Polson, MT?"
 RESULT = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"

@@ -17,17 +17,17 @@ from dataclasses import asdict
 
 from conftest import ROOT, WEATHER
 
-from decodeloop.calls import CompactSyntax
-from decodeloop.chat import LabChat
-from decodeloop.evaluate import evaluate, evaluate_concurrently, serial_reason
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.chat import LabChat
+from decodeloop.lab.evaluate import evaluate, evaluate_concurrently, serial_reason
 from decodeloop.loop import Harness
 from decodeloop.models import ModelBundle
 from decodeloop.models.openai import OpenAIEngine
 from decodeloop.models.openai_wire import Endpoint
-from decodeloop.router import start_stdio_servers
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
-from decodeloop.train.corpus import Episode
+from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.lab.train.corpus import Episode
 
 TOK = CharTokenizer()
 REPLIES = ["[call get_weather city=Polson state=MT]", "It is 33°F and overcast in Polson.<|eos|>"]

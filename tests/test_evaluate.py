@@ -8,14 +8,14 @@ import pytest
 from conftest import ROOT
 
 from decodeloop.models import lab_bundle
-from decodeloop.evaluate import evaluate
+from decodeloop.lab.evaluate import evaluate
 from decodeloop.loop import Harness, TurnConfig
-from decodeloop.models.table import TableModel
-from decodeloop.router import start_stdio_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import get_weather
-from decodeloop.tokenize import CharTokenizer
-from decodeloop.train.corpus import Episode, lab_server_commands
+from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.lab.train.corpus import Episode, lab_server_commands
 
 POLSON = get_weather("Polson", "MT")[0]
 FARGO = get_weather("Fargo", "ND")[0]
@@ -119,7 +119,7 @@ def _content(outcome):
 def test_concurrent_episodes_are_in_flight_together_with_their_own_servers_and_count_the_same():
     import threading
 
-    from decodeloop.evaluate import evaluate_concurrently
+    from decodeloop.lab.evaluate import evaluate_concurrently
 
     episodes = EPISODES * 3
     tokenizer = CharTokenizer()
@@ -141,7 +141,7 @@ def test_concurrent_episodes_are_in_flight_together_with_their_own_servers_and_c
 def test_a_failing_worker_stops_the_run_with_its_error():
     import contextlib
 
-    from decodeloop.evaluate import evaluate_concurrently
+    from decodeloop.lab.evaluate import evaluate_concurrently
 
     @contextlib.contextmanager
     def broken(emit):

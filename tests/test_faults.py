@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from decodeloop.mcp import ConnectionClosed, McpClient, McpError, ProtocolError, RequestTimeout, StdioTransport
-from decodeloop.mcp_config import ServerSpec
-from decodeloop.router import start_servers, stdio_specs
+from decodeloop.tools.config import ServerSpec
+from decodeloop.tools.router import start_servers, stdio_specs
 
 FAULTY = [sys.executable, str(Path(__file__).resolve().parent / "servers" / "faulty.py")]
 TIMEOUT = 60  # the client's request timeout: a guard against a hang, never what a test waits for

@@ -17,8 +17,8 @@ import time
 from conftest import Recorder
 
 from decodeloop.mcp.transports import http as http_transport
-from decodeloop.mcp_config import ServerSpec
-from decodeloop.router import start_servers
+from decodeloop.tools.config import ServerSpec
+from decodeloop.tools.router import start_servers
 
 GUARD = 60  # seconds: only keeps a client that never gives up from hanging the suite
 

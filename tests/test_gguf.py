@@ -46,7 +46,7 @@ def smol():
 def test_greedy_tokens_equal_llama_cpp_s_own_greedy_generation(smol):
     import llama_cpp
 
-    from decodeloop.engine import LocalEngine
+    from decodeloop.decode.engine import LocalEngine
     from decodeloop.sampling import Sampler
 
     prompt = [t for ids, _ in smol.chat.start([], QUESTION) for t in ids]
@@ -67,7 +67,7 @@ def test_greedy_tokens_equal_llama_cpp_s_own_greedy_generation(smol):
 @tier
 def test_after_a_tool_call_only_the_inserted_span_is_computed(smol, events):
     from decodeloop.loop import Harness, TurnConfig
-    from decodeloop.router import start_stdio_servers
+    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
     smol.model.reset()

@@ -184,7 +184,7 @@ def _same_tokenizer_and_chat(a, b) -> None:
     for text in STRINGS:
         assert ta.encode(text) == tb.encode(text) and ta.encode_markup(text) == tb.encode_markup(text)
     assert a.chat.stop_ids == b.chat.stop_ids and (a.opener_id, a.closer_id) == (b.opener_id, b.closer_id)
-    from decodeloop.chat import ToolReply
+    from decodeloop.formats.chat import ToolReply
 
     for tools in ([], [_tool()]):
         assert a.chat.start(tools, STRINGS[0]) == b.chat.start(tools, STRINGS[0])

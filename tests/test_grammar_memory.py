@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from test_constrain_bpe import PIECES, PieceTokenizer
 
-from decodeloop.calls_json import JsonSyntax
-from decodeloop.constrain import CallConstraint
-from decodeloop.grammar import tokens
-from decodeloop.grammar.bytes import ByteState
-from decodeloop.grammar.tokens import TokenMatcher
+from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.constrain.processor import CallConstraint
+from decodeloop.constrain.grammar import tokens
+from decodeloop.constrain.grammar.bytes import ByteState
+from decodeloop.constrain.grammar.tokens import TokenMatcher
 from decodeloop.processors import ProcessorState
 
 SETS = 30

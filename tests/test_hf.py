@@ -20,9 +20,9 @@ pytest.importorskip("tokenizers")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from decodeloop.hf_tokenizer import HFTokenizer, require  # noqa: E402
+from decodeloop.formats.hf_tokenizer import HFTokenizer, require  # noqa: E402
 from decodeloop.models.base import MissingDependency  # noqa: E402
-from decodeloop.tokenize import StreamDecoder, check_tokenizer  # noqa: E402
+from decodeloop.formats.tokenizer import StreamDecoder, check_tokenizer  # noqa: E402
 
 import tiny_hf  # noqa: E402
 
@@ -135,7 +135,7 @@ def test_missing_dependency_names_the_extra(monkeypatch):
 def test_load_bundle(bundle, tiny_dir):
     import torch
 
-    from decodeloop.chat_template import TemplateChat
+    from decodeloop.formats.chat_template import TemplateChat
 
     tok = bundle.tokenizer
     assert tok.vocab_size == tiny_hf.EMBEDDING           # the model's embedding, larger than the vocabulary
@@ -247,7 +247,7 @@ def test_greedy_engine_equals_bare_torch_loop(bundle):
     import torch
     from transformers import DynamicCache
 
-    from decodeloop.engine import LocalEngine
+    from decodeloop.decode.engine import LocalEngine
     from decodeloop.models.hf import HFModel
     from decodeloop.sampling import Sampler
 
@@ -282,7 +282,7 @@ def test_greedy_engine_equals_bare_torch_loop(bundle):
 def test_smollm2():
     import torch
 
-    from decodeloop.engine import LocalEngine
+    from decodeloop.decode.engine import LocalEngine
     from decodeloop.models import load_model
     from decodeloop.sampling import Sampler
 
@@ -309,9 +309,9 @@ def test_constrained_calls_on_a_real_transformers_model(bundle, events):
     # every turn, forced to open with a call, writes one the weather server accepts, within the token cap
     from conftest import WEATHER
 
-    from decodeloop.grammar.tokens import TokenMatcher
+    from decodeloop.constrain.grammar.tokens import TokenMatcher
     from decodeloop.loop import Harness, TurnConfig
-    from decodeloop.router import start_stdio_servers
+    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
@@ -333,8 +333,8 @@ def test_a_masked_rerun_leaves_the_conversation_and_its_cache_as_they_were(bundl
     from conftest import WEATHER
 
     from decodeloop.loop import Harness, TurnConfig
-    from decodeloop.policy import MASKED_REQUEST
-    from decodeloop.router import start_stdio_servers
+    from decodeloop.trust.policy import MASKED_REQUEST
+    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
     question = "What's the weather in Polson, MT?"
@@ -374,11 +374,11 @@ def test_a_prompt_over_the_models_context_is_refused_naming_the_server(bundle, e
     from conftest import ROOT
 
     from decodeloop.loop import Harness
-    from decodeloop.mcp_config import ServerSpec
-    from decodeloop.policy import Policy
-    from decodeloop.router import start_servers
+    from decodeloop.tools.config import ServerSpec
+    from decodeloop.trust.policy import Policy
+    from decodeloop.tools.router import start_servers
     from decodeloop.sampling import Sampler
-    from decodeloop.tool_budget import ToolSurfaceError
+    from decodeloop.trust.tool_budget import ToolSurfaceError
 
     assert bundle.context_length == 4096
     wide = [sys.executable, os.path.join(ROOT, "tests", "servers", "wide.py"), "--tools", "16",

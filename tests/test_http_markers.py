@@ -11,16 +11,16 @@ from __future__ import annotations
 import pytest
 from conftest import HttpServer, Recorder
 
-from decodeloop.calls_json import JsonSyntax
-from decodeloop.chat import LabChat
+from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.formats.chat import LabChat
 from decodeloop.loop import Harness, TurnConfig
-from decodeloop.markers import escape, for_bundle
-from decodeloop.mcp_config import url_spec
+from decodeloop.trust.markers import escape, for_bundle
+from decodeloop.tools.config import url_spec
 from decodeloop.models import ModelBundle, lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.router import start_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.tools.router import start_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 
 STOP = "Observation:"
 # (what the result forges, the bundle's marker that must reach the model escaped)
@@ -119,7 +119,7 @@ def test_a_marker_split_across_writes_in_a_chatml_conversation(router, chatml, s
 
     from tiny_hf import CHATML_TEMPLATE
 
-    from decodeloop.chat_template import TemplateChat
+    from decodeloop.formats.chat_template import TemplateChat
 
     arguments = split_arguments(text, encoding, framing)
     tokenizer = chatml.tokenizer

@@ -30,20 +30,20 @@ import time
 import pytest
 from conftest import ROOT
 
-from decodeloop.calls import describe_tool
-from decodeloop.dispatch import output_problem
+from decodeloop.formats.calls.compact import describe_tool
+from decodeloop.tools.dispatch import output_problem
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.mcp import McpClient
 from decodeloop.mcp.transports.http import StreamableHttpTransport
 from decodeloop.mcp.transports.sse_legacy import SseLegacyTransport
-from decodeloop.mcp_config import load_config
+from decodeloop.tools.config import load_config
 from decodeloop.models import lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.policy import Policy
-from decodeloop.router import start_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.trust.policy import Policy
+from decodeloop.tools.router import start_servers
 from decodeloop.sampling import Sampler
 from decodeloop.schema import ArgumentError, validate_arguments
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 
 EVERYTHING_VERSION = "2026.8.31"
 NPM_PREFIX = os.path.join(ROOT, ".cache", "npm")

@@ -12,11 +12,11 @@ from conftest import ROOT
 
 from decodeloop.loop import Harness
 from decodeloop.models import lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.policy import Policy
-from decodeloop.router import start_stdio_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.trust.policy import Policy
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.ui.jsonl import JsonlView
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]

@@ -10,11 +10,11 @@ from conftest import WEATHER
 from test_constrain_bpe import PIECES, PieceTokenizer
 from test_constrain import lab_tools
 
-from decodeloop.calls_json import JsonSyntax
-from decodeloop.constrain import CallConstraint, forced_text
+from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.constrain.processor import CallConstraint, forced_text
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.models import load_model
-from decodeloop.router import start_stdio_servers
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
 from types import SimpleNamespace
 

@@ -7,12 +7,12 @@ from conftest import FAULTY, WEATHER
 
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.models import lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.policy import Policy
-from decodeloop.router import ConfigError, start_stdio_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.trust.policy import Policy
+from decodeloop.tools.router import ConfigError, start_stdio_servers
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import get_weather
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 
 QUESTION = "What's the weather in Polson, MT?"
 

@@ -12,16 +12,16 @@ from types import SimpleNamespace
 import pytest
 from conftest import ROOT
 
-from decodeloop.calls import CompactSyntax
-from decodeloop.calls_json import JsonSyntax
-from decodeloop.chat import ToolReply
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.formats.chat import ToolReply
 from decodeloop.loop import Harness
-from decodeloop.markers import Markers, escape, for_bundle, fold
+from decodeloop.trust.markers import Markers, escape, for_bundle, fold
 from decodeloop.models import lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.router import start_stdio_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
 LAB_MARKERS = ["<|eos|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|system|>", "[call "]
@@ -142,8 +142,8 @@ def test_chatml_template_with_json_calls_escapes_every_case(tmp_path_factory):
     from transformers import AutoTokenizer
     from tiny_hf import CHATML_TEMPLATE, build_tokenizer
 
-    from decodeloop.chat_template import TemplateChat
-    from decodeloop.hf_tokenizer import HFTokenizer
+    from decodeloop.formats.chat_template import TemplateChat
+    from decodeloop.formats.hf_tokenizer import HFTokenizer
     from decodeloop.mcp.client import Tool
 
     directory = str(tmp_path_factory.mktemp("markers_tokenizer"))

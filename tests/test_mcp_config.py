@@ -8,8 +8,8 @@ import sys
 import pytest
 from test_cli import ANSWER, run
 
-from decodeloop.mcp_config import ConfigError, ServerSpec, load_config, parse_config, parse_header, url_spec
-from decodeloop.router import namespaced
+from decodeloop.tools.config import ConfigError, ServerSpec, load_config, parse_config, parse_header, url_spec
+from decodeloop.tools.router import namespaced
 
 
 def test_claude_desktop_cursor_and_vs_code_forms(tmp_path):

@@ -9,9 +9,9 @@ import sys
 import pytest
 from conftest import ROOT
 
-from decodeloop.models.ngram import NgramModel
-from decodeloop.tokenize import CharTokenizer
-from decodeloop.train.ngram import count
+from decodeloop.lab.ngram import NgramModel
+from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.lab.train.ngram import count
 
 V = CharTokenizer.vocab_size
 

@@ -17,15 +17,15 @@ import urllib.request
 import pytest
 from conftest import ROOT, WEATHER
 
-from decodeloop.calls import CompactSyntax
-from decodeloop.chat import LabChat
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.chat import LabChat
 from decodeloop.loop import Harness
 from decodeloop.models import ModelBundle
 from decodeloop.models.openai import OpenAIEngine
 from decodeloop.models.openai_wire import Endpoint, RemoteError
-from decodeloop.router import start_stdio_servers
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 
 SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "openai_scripted.py")]
 QUESTION = "What's the weather in Polson, MT?"
@@ -231,7 +231,7 @@ def test_the_trace_shows_each_request_and_what_the_server_cached(server):
 
 
 def test_a_config_file_s_engine_is_checked(tmp_path):
-    from decodeloop.mcp_config import ConfigError, load_config, load_engine
+    from decodeloop.tools.config import ConfigError, load_config, load_engine
 
     path = tmp_path / "c.json"
     servers = {"mcpServers": {"weather": {"command": "python3"}}}

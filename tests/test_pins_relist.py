@@ -11,13 +11,13 @@ import sys
 from conftest import ROOT
 
 from decodeloop.loop import Harness
-from decodeloop.mcp_config import ServerSpec
+from decodeloop.tools.config import ServerSpec
 from decodeloop.models import lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.policy import Policy
-from decodeloop.router import start_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.trust.policy import Policy
+from decodeloop.tools.router import start_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
 # the model takes send_money away, brings it back as "read-only" with a new required argument, then calls it

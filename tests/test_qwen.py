@@ -55,9 +55,9 @@ def test_strict_prints_the_call_as_the_answer():
 
 def test_qwen_answers_from_a_result_with_the_call_forced():
     from decodeloop.loop import Harness, TurnConfig
-    from decodeloop.policy import Policy
+    from decodeloop.trust.policy import Policy
     from decodeloop.models import load_model
-    from decodeloop.router import start_stdio_servers
+    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
     bundle = load_model("hf:" + QWEN)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import decodeloop.sampling as sampling
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.models import load_model
-from decodeloop.router import start_stdio_servers
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler, explain
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView

@@ -12,15 +12,15 @@ import sys
 import pytest
 from conftest import ROOT
 
-from decodeloop.grammar import regex
+from decodeloop.constrain.grammar import regex
 from decodeloop.loop import Harness
-from decodeloop.mcp_config import ServerSpec
+from decodeloop.tools.config import ServerSpec
 from decodeloop.models import lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.router import start_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.tools.router import start_servers
 from decodeloop.sampling import Sampler
 from decodeloop.schema import MAX_SCHEMA_STEPS, check_value, validate_arguments
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
 SLOW_VALUE = "a" * 40 + "!"     # ^(a+)+$ against this takes Python's re about 2**40 steps

@@ -12,13 +12,13 @@ import sys
 from conftest import ROOT
 
 from decodeloop.loop import Harness
-from decodeloop.mcp_config import load_config
+from decodeloop.tools.config import load_config
 from decodeloop.models import lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.policy import Policy
-from decodeloop.router import start_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.trust.policy import Policy
+from decodeloop.tools.router import start_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.ui.trace import TraceView
 
 HOSTILE = os.path.join(ROOT, "tests", "servers", "hostile.py")

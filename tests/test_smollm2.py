@@ -30,7 +30,7 @@ def test_greedy_tokens_equal_a_bare_torch_loop(smol):
     import torch
     from transformers import DynamicCache
 
-    from decodeloop.engine import LocalEngine
+    from decodeloop.decode.engine import LocalEngine
     from decodeloop.sampling import Sampler
 
     prompt = [t for ids, _ in smol.chat.start([], QUESTION) for t in ids]
@@ -50,8 +50,8 @@ def test_greedy_tokens_equal_a_bare_torch_loop(smol):
 
 def test_a_conversation_prefills_only_each_new_turn(smol, events):
     from decodeloop.loop import Harness, TurnConfig
-    from decodeloop.policy import Policy
-    from decodeloop.router import start_stdio_servers
+    from decodeloop.trust.policy import Policy
+    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
@@ -88,10 +88,10 @@ def test_decodeloop_run_with_smollm2_from_the_command_line():
 def test_constrained_required_makes_smollm2_call_the_tool_and_answer_from_the_result(smol, events):
     # unconstrained it never writes a call and invents the weather; with the opener forced and the call masked
     # it writes a valid get_weather call for the city asked about, then answers from the server's result
-    from decodeloop.grammar.tokens import TokenMatcher
+    from decodeloop.constrain.grammar.tokens import TokenMatcher
     from decodeloop.loop import Harness, TurnConfig
-    from decodeloop.policy import Policy
-    from decodeloop.router import start_stdio_servers
+    from decodeloop.trust.policy import Policy
+    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
     with start_stdio_servers([WEATHER], events, timeout=30) as router:

@@ -22,8 +22,8 @@ from conftest import ROOT, WEATHER
 from decodeloop.mcp import McpClient, StdioTransport
 from decodeloop.mcp import client as mcp_client
 from decodeloop.mcp.errors import RequestTimeout, TransportError
-from decodeloop.mcp_config import ServerSpec
-from decodeloop.router import start_servers
+from decodeloop.tools.config import ServerSpec
+from decodeloop.tools.router import start_servers
 
 SILENT = os.path.join(ROOT, "tests", "servers", "silent.py")
 TIMEOUT = 2.0

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodeloop.stops import Stops, Verdict
+from decodeloop.decode.stops import Stops, Verdict
 
 EOS = 0
 TEXT = 1  # any token id that is not end-of-sequence
@@ -277,7 +277,7 @@ def test_new_segment_discards_a_call_in_progress_and_held_text():
 
 
 def test_with_the_compact_syntax_scanner():
-    calls = pytest.importorskip("decodeloop.calls")
+    calls = pytest.importorskip("decodeloop.formats.calls.compact")
     syntax = calls.CompactSyntax()
     stops = Stops(eos_ids={EOS}, opener=syntax.opener, scanner_factory=syntax.scanner)
     verdicts = feed(stops, ["I'll look. [ca", 'll search q="a]b', '" n=2]', " bye"])

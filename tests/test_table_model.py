@@ -3,8 +3,8 @@
 import random
 
 from decodeloop.models.base import common_prefix_len
-from decodeloop.models.table import TableModel
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.lab.table import TableModel
+from decodeloop.formats.tokenizer import CharTokenizer
 
 TABLE = {
     "<|user|>hi<|assistant|>": "hello there<|eos|>",

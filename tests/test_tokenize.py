@@ -1,6 +1,6 @@
 import pytest
 
-from decodeloop.tokenize import SPECIALS, CharTokenizer, StreamDecoder
+from decodeloop.formats.tokenizer import SPECIALS, CharTokenizer, StreamDecoder
 
 
 def test_roundtrip_any_text():
@@ -25,8 +25,8 @@ def test_markup_places_specials():
 
 
 def test_every_special_ends_the_lab_turn():
-    from decodeloop.calls import CompactSyntax
-    from decodeloop.chat import LabChat
+    from decodeloop.formats.calls.compact import CompactSyntax
+    from decodeloop.formats.chat import LabChat
 
     t = CharTokenizer()
     chat = LabChat(t, CompactSyntax())
@@ -35,7 +35,7 @@ def test_every_special_ends_the_lab_turn():
 
 
 def test_check_tokenizer_refuses_one_whose_encode_yields_a_special_id():
-    from decodeloop.tokenize import TokenizerError, check_tokenizer
+    from decodeloop.formats.tokenizer import TokenizerError, check_tokenizer
 
     check_tokenizer(CharTokenizer())  # the lab tokenizer keeps the promise
 

@@ -13,14 +13,14 @@ import pytest
 from conftest import ROOT, WEATHER
 
 from decodeloop.loop import Harness, TurnConfig
-from decodeloop.mcp_config import ServerSpec
+from decodeloop.tools.config import ServerSpec
 from decodeloop.models import lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.policy import Policy
-from decodeloop.router import start_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.trust.policy import Policy
+from decodeloop.tools.router import start_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
-from decodeloop.tool_budget import ToolSurfaceError
+from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.trust.tool_budget import ToolSurfaceError
 
 WIDE = [sys.executable, os.path.join(ROOT, "tests", "servers", "wide.py")]
 

@@ -13,13 +13,13 @@ import pytest
 
 from conftest import ROOT
 
-transformer = pytest.importorskip("decodeloop.models.transformer")
+transformer = pytest.importorskip("decodeloop.lab.transformer")
 np = transformer.np
 
 from decodeloop.models import lab_bundle
-from decodeloop.models.transformer import Config, TransformerModel, init_params, load_weights, save_weights  # noqa: E402
-from decodeloop.tokenize import CharTokenizer  # noqa: E402
-from decodeloop.train import backprop  # noqa: E402
+from decodeloop.lab.transformer import Config, TransformerModel, init_params, load_weights, save_weights  # noqa: E402
+from decodeloop.formats.tokenizer import CharTokenizer  # noqa: E402
+from decodeloop.lab.train import backprop  # noqa: E402
 
 TINY = Config(n_layer=2, n_head=2, d_model=8, window=5, lookback=4)
 
@@ -192,8 +192,8 @@ def test_the_window_is_real():
 
 
 def test_loss_weights_cover_exactly_what_the_assistant_writes():
-    from decodeloop.train.corpus import episodes, system_prompt
-    from decodeloop.train.transformer import assistant_weights
+    from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.train.transformer import assistant_weights
 
     tokenizer = CharTokenizer()
     episode = episodes(0, 1)[0]
@@ -207,8 +207,8 @@ def test_loss_weights_cover_exactly_what_the_assistant_writes():
 
 
 def test_value_weights_cover_exactly_what_the_answer_copies_from_the_result():
-    from decodeloop.train.corpus import episodes, system_prompt
-    from decodeloop.train.transformer import encode
+    from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.train.transformer import encode
 
     tokenizer, system = CharTokenizer(), system_prompt()
     chosen = [e for e in episodes(2, 40, "train", varied=1.0) if e.tool == "get_weather"][:3]
@@ -223,8 +223,8 @@ def test_value_weights_cover_exactly_what_the_answer_copies_from_the_result():
 
 def test_stop_weights_cover_where_each_copy_ends_and_where_a_forecast_goes_on_or_stops():
     # and in the call, where each value starts and ends
-    from decodeloop.train.corpus import episodes, system_prompt
-    from decodeloop.train.transformer import encode
+    from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.train.transformer import encode
 
     tokenizer, system = CharTokenizer(), system_prompt()
     chosen = episodes(4, 16, "train", varied=0.5, forecasts=0.4)
@@ -254,7 +254,7 @@ def test_stop_weights_cover_where_each_copy_ends_and_where_a_forecast_goes_on_or
 
 
 def test_the_forecast_share_changes_training_only():
-    from decodeloop.train.corpus import episodes
+    from decodeloop.lab.train.corpus import episodes
 
     share = sum(e.tool == "get_forecast" for e in episodes(0, 2000, "train", forecasts=0.5)) / 2000
     default = sum(e.tool == "get_forecast" for e in episodes(0, 2000, "train")) / 2000
@@ -265,8 +265,8 @@ def test_the_forecast_share_changes_training_only():
 def test_repeated_conditions_make_two_days_alike_in_the_result_and_the_answer():
     import random
 
-    from decodeloop.train.corpus import episodes
-    from decodeloop.train.transformer import repeated_conditions
+    from decodeloop.lab.train.corpus import episodes
+    from decodeloop.lab.train.transformer import repeated_conditions
 
     rng = random.Random(0)
     chosen = episodes(5, 80, "train", varied=0.5)
@@ -287,9 +287,9 @@ def test_repeated_conditions_make_two_days_alike_in_the_result_and_the_answer():
 def test_made_up_places_are_consistent_and_never_held_out():
     import random
 
-    from decodeloop.calls import CompactSyntax
-    from decodeloop.train.corpus import HELDOUT_STATES, episodes
-    from decodeloop.train.transformer import PLACE_WORDS, REAL_CITIES, made_up_place
+    from decodeloop.formats.calls.compact import CompactSyntax
+    from decodeloop.lab.train.corpus import HELDOUT_STATES, episodes
+    from decodeloop.lab.train.transformer import PLACE_WORDS, REAL_CITIES, made_up_place
 
     rng = random.Random(0)
     moved, names = 0, []
@@ -327,7 +327,7 @@ def test_weight_file_round_trip(tmp_path):
 def test_training_is_deterministic_whatever_the_thread_count(tmp_path):
     from dataclasses import replace
 
-    from decodeloop.train.transformer import TrainConfig, train
+    from decodeloop.lab.train.transformer import TrainConfig, train
 
     config = Config(n_layer=1, n_head=2, d_model=8, window=8)
     tc = TrainConfig(steps=3, batch_size=4, warmup=1, seed=5, threads=2)
@@ -344,7 +344,7 @@ def test_training_is_deterministic_whatever_the_thread_count(tmp_path):
 def test_progress_is_a_line_every_n_steps_off_a_terminal():
     import io
 
-    from decodeloop.train.transformer import Progress
+    from decodeloop.lab.train.transformer import Progress
 
     stream = io.StringIO()
     progress = Progress(5, stream, every=2)
@@ -368,7 +368,7 @@ def test_shipped_weights_are_small_and_record_their_training():
 
 
 def test_shipped_weights_cache_matches_recompute_on_a_real_transcript():
-    from decodeloop.train.corpus import episodes, system_prompt
+    from decodeloop.lab.train.corpus import episodes, system_prompt
 
     tokenizer = CharTokenizer()
     params, config, _ = load_weights(WEIGHTS)
@@ -385,9 +385,9 @@ def test_shipped_weights_cache_matches_recompute_on_a_real_transcript():
 @pytest.mark.slow
 def test_shipped_weights_call_and_answer_a_held_out_question(events):
     from decodeloop.loop import Harness, TurnConfig
-    from decodeloop.router import start_stdio_servers
+    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
-    from decodeloop.train.corpus import episodes, lab_server_commands
+    from decodeloop.lab.train.corpus import episodes, lab_server_commands
 
     tokenizer = CharTokenizer()
     model = TransformerModel.load()
@@ -414,9 +414,9 @@ def test_shipped_weights_copy_values_no_training_transcript_holds(events):
     # the ood split: the servers started with --ood answer with values from the side of unusual.py
     # that training never draws from (negative or three-digit temperatures, made-up condition words)
     from decodeloop.loop import Harness, TurnConfig
-    from decodeloop.router import start_stdio_servers
+    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
-    from decodeloop.train.corpus import episodes, lab_server_commands
+    from decodeloop.lab.train.corpus import episodes, lab_server_commands
 
     model = TransformerModel.load()
     ood = [e for e in episodes(11, 40, "ood") if e.tool in ("get_weather", "get_time_zone")][:4]
@@ -480,7 +480,7 @@ def test_a_bad_weights_file_is_one_line_of_error(tmp_path):
 
 def _shipped_weights_elsewhere(monkeypatch, tmp_path):
     """Stand-in shipped weights in tmp_path/ship (the real ones are never at risk in these tests)."""
-    from decodeloop.train import transformer as trainer
+    from decodeloop.lab.train import transformer as trainer
 
     ship = tmp_path / "ship"
     ship.mkdir()

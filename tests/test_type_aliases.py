@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from decodeloop.events import Notice
-from decodeloop.grammar.bytes import ByteGrammar
-from decodeloop.grammar.compile import call_grammar
+from decodeloop.constrain.grammar.bytes import ByteGrammar
+from decodeloop.constrain.grammar.compile import call_grammar
 from decodeloop.mcp.client import Tool
-from decodeloop.router import Router
+from decodeloop.tools.router import Router
 from decodeloop.schema import TYPE_ALIASES, ArgumentError, describe_type, type_notes, validate_arguments
 
 BFCL_LIKE = {"type": "dict", "properties": {

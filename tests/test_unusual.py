@@ -8,9 +8,9 @@ from conftest import ROOT
 
 from decodeloop.servers import timezone, units, weather
 from decodeloop.servers.unusual import MODIFIERS, OOD_WORDS, OWN_DECIMALS, Unusual, fixed, is_ood
-from decodeloop.train import corpus
-from decodeloop.train.places import CITIES
-from decodeloop.train.transformer import made_up_place
+from decodeloop.lab.train import corpus
+from decodeloop.lab.train.places import CITIES
+from decodeloop.lab.train.transformer import made_up_place
 
 PLACES = CITIES[::7]
 
@@ -102,7 +102,7 @@ def test_fixed_keeps_zeros_and_never_writes_minus_zero():
 
 def test_ood_servers_over_stdio_answer_with_ood_values():
     """`--ood` on the real server processes: the results are the OOD split's, and --help documents it."""
-    from decodeloop.router import start_stdio_servers
+    from decodeloop.tools.router import start_stdio_servers
 
     with start_stdio_servers(corpus.lab_server_commands(ood=True), lambda e: None) as router:
         for e in corpus.episodes(2, 12, "ood"):

@@ -18,11 +18,11 @@ from conftest import FAULTY, ROOT, Recorder
 
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.models import lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.policy import Policy
-from decodeloop.router import start_stdio_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.trust.policy import Policy
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.ui.html import JS, MAX_STRING, HtmlView, embed, page, read_jsonl
 
 QUESTION = "What's the weather in Polson, MT?"

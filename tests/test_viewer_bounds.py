@@ -17,11 +17,11 @@ from test_viewer import QUESTION, assert_self_contained, cli, embedded
 
 from decodeloop.loop import Harness, TurnConfig
 from decodeloop.models import lab_bundle
-from decodeloop.models.table import TableModel
-from decodeloop.policy import Policy
-from decodeloop.router import start_stdio_servers
+from decodeloop.lab.table import TableModel
+from decodeloop.trust.policy import Policy
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.tokenize import CharTokenizer
+from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.ui.html import HtmlView
 from decodeloop.ui.page_events import FLOOD_FIRST, FLOOD_LAST, MAX_EVENT_BYTES, embed
 

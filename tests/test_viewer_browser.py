@@ -15,7 +15,7 @@ from cdp import Browser
 from test_viewer import HOSTILE, QUESTION, cli, embedded, hostile_events, library_turn, tiny_hf_jsonl
 
 from decodeloop.ui.html import HtmlView, page
-from decodeloop.untrusted import visible
+from decodeloop.trust.untrusted import visible
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     not os.environ.get("DECODELOOP_CHROMIUM"),
@@ -281,15 +281,15 @@ def test_an_event_kind_the_page_does_not_know_is_shown_whole(browser, tmp_path):
 def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
     from conftest import FAULTY, WEATHER, Recorder
 
-    from decodeloop.calls_json import JsonSyntax
-    from decodeloop.chat import LabChat
+    from decodeloop.formats.calls.json import JsonSyntax
+    from decodeloop.formats.chat import LabChat
     from decodeloop.loop import Harness
-    from decodeloop.policy import Policy
+    from decodeloop.trust.policy import Policy
     from decodeloop.models import ModelBundle
-    from decodeloop.models.table import TableModel
-    from decodeloop.router import start_stdio_servers
+    from decodeloop.lab.table import TableModel
+    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
-    from decodeloop.tokenize import CharTokenizer
+    from decodeloop.formats.tokenizer import CharTokenizer
 
     weather = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}\n</tool_call>'
     words = '<tool_call>\n{"name": "count_words", "arguments": {"text": "a b"}}\n</tool_call>'

@@ -44,8 +44,8 @@ from typing import Callable
 from decodeloop.bfcl.checker import check
 from decodeloop.bfcl.entries import Entry
 from decodeloop.bfcl.tools import mcp_tools
-from decodeloop.calls import ParseError
-from decodeloop.dispatch import parse_call
+from decodeloop.formats.calls.compact import ParseError
+from decodeloop.tools.dispatch import parse_call
 
 
 @dataclass
@@ -142,8 +142,8 @@ def write_tools(entry: Entry, folder: str) -> str:
 @contextlib.contextmanager
 def entry_server(entry: Entry, folder: str, *, timeout: float = 60.0, protocol: str = "auto"):
     """The router over a started BFCL server process serving `entry`'s functions (stopped on exit)."""
-    from decodeloop.mcp_config import ServerSpec
-    from decodeloop.router import start_servers
+    from decodeloop.tools.config import ServerSpec
+    from decodeloop.tools.router import start_servers
     from decodeloop.servers import command
 
     spec = ServerSpec(name="bfcl", command=[*command("bfcl"), write_tools(entry, folder)], transport="stdio")

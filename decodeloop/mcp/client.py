@@ -56,7 +56,7 @@ from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.headers import header_params, header_problem, param_headers
 from decodeloop.mcp.jsonrpc import Deadline, JsonRpcSession
 from decodeloop.mcp.transports.base import Transport
-from decodeloop.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, cap_text
+from decodeloop.trust.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, cap_text
 
 PROTOCOL_VERSION = "2025-11-25"  # what initialize asks for
 STATELESS_VERSION = "2026-07-28"

@@ -44,7 +44,7 @@ class ModelBundle:
     def engine(self, sampler, processors: Sequence = ()):
         if self.make_engine is not None:
             return self.make_engine(sampler, processors)
-        from decodeloop.engine import LocalEngine
+        from decodeloop.decode.engine import LocalEngine
 
         return LocalEngine(self.model, sampler, processors)
 
@@ -52,7 +52,7 @@ class ModelBundle:
 def load_model(spec: str, *, order: int | None = None, weights: str | None = None, device: str | None = None,
                dtype: str | None = None, syntax: str | None = None, **remote) -> ModelBundle:
     """The bundle for a model spec (see the module docstring); raises ValueError for an unknown spec."""
-    from decodeloop.tokenize import check_tokenizer
+    from decodeloop.formats.tokenizer import check_tokenizer
 
     if spec in LAB_MODELS:
         bundle = _lab_bundle(spec, order, weights, syntax)
@@ -77,9 +77,9 @@ def load_model(spec: str, *, order: int | None = None, weights: str | None = Non
 
 def lab_bundle(model: Model, tokenizer=None, name: str | None = None) -> ModelBundle:
     """Any model over the lab tokenizer (a hand-written table, say) with the lab chat format and compact calls."""
-    from decodeloop.calls import CompactSyntax
-    from decodeloop.chat import LabChat
-    from decodeloop.tokenize import CharTokenizer
+    from decodeloop.formats.calls.compact import CompactSyntax
+    from decodeloop.formats.chat import LabChat
+    from decodeloop.formats.tokenizer import CharTokenizer
 
     tokenizer = tokenizer or CharTokenizer()
     compact = CompactSyntax()
@@ -88,21 +88,21 @@ def lab_bundle(model: Model, tokenizer=None, name: str | None = None) -> ModelBu
 
 
 def _lab_bundle(name: str, order: int | None, weights: str | None, syntax: str | None) -> ModelBundle:
-    from decodeloop.tokenize import CharTokenizer
+    from decodeloop.formats.tokenizer import CharTokenizer
 
     if syntax not in (None, "compact"):
         raise ValueError(f"the lab models write compact calls only, not {syntax!r} ones")
     tokenizer = CharTokenizer()
     if name == "table":
-        from decodeloop.models.table import TableModel
+        from decodeloop.lab.table import TableModel
 
         model: Model = TableModel(tokenizer)
     elif name == "ngram":
-        from decodeloop.models.ngram import DEFAULT_ORDER, NgramModel
+        from decodeloop.lab.ngram import DEFAULT_ORDER, NgramModel
 
         model = NgramModel.trained(tokenizer, DEFAULT_ORDER if order is None else order)  # 0 is refused, not 8
     else:  # needs numpy: raises MissingDependency, naming the extra, without it
-        from decodeloop.models.transformer import DEFAULT_WEIGHTS, TransformerModel
+        from decodeloop.lab.transformer import DEFAULT_WEIGHTS, TransformerModel
 
         model = TransformerModel.load(weights or DEFAULT_WEIGHTS)
     return lab_bundle(model, tokenizer, name)
@@ -115,7 +115,7 @@ def default_servers(spec: str, ood: bool = False) -> list[list[str]]:
 
     if spec == "table":  # the table knows one conversation, about the weather
         return [command("weather") + (["--ood"] if ood else [])]
-    from decodeloop.train.corpus import lab_server_commands  # the lab corpus's tools: weather, time zones, units
+    from decodeloop.lab.train.corpus import lab_server_commands  # the lab corpus's tools: weather, time zones, units
 
     return lab_server_commands(ood)
 

@@ -28,7 +28,7 @@ import inspect
 import os
 from typing import Any, Sequence
 
-from decodeloop.hf_tokenizer import HF_EXTRA, require
+from decodeloop.formats.hf_tokenizer import HF_EXTRA, require
 from decodeloop.models.base import PrefixCachedModel
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -126,11 +126,11 @@ def _locate(path: str) -> tuple[str, str | None]:
 
 def _syntax(name: str | None):
     if name in (None, "json"):
-        from decodeloop.calls_json import JsonSyntax
+        from decodeloop.formats.calls.json import JsonSyntax
 
         return JsonSyntax()
     if name == "compact":
-        from decodeloop.calls import CompactSyntax
+        from decodeloop.formats.calls.compact import CompactSyntax
 
         return CompactSyntax()
     raise ValueError(f"unknown call syntax {name!r}; choose json or compact")
@@ -144,8 +144,8 @@ def _ids(value: Any) -> list[int]:
 
 def _template_chat(hf_tok, path: str, call_syntax, stops: list[int], vocab: int | None):
     """The tokenizer and the chat format over the model's own template."""
-    from decodeloop.chat_template import TemplateChat
-    from decodeloop.hf_tokenizer import HFTokenizer
+    from decodeloop.formats.chat_template import TemplateChat
+    from decodeloop.formats.hf_tokenizer import HFTokenizer
 
     template = getattr(hf_tok, "chat_template", None)
     if isinstance(template, dict):                 # several named templates: the default one

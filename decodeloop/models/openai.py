@@ -34,7 +34,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from decodeloop.engine import Step
+from decodeloop.decode.engine import Step
 from decodeloop.events import Notice, Request
 from decodeloop.models.base import common_prefix_len
 from decodeloop.models.openai_wire import Answered, Endpoint, RemoteError

@@ -19,7 +19,7 @@ import urllib.parse
 from typing import Any, Iterator
 
 from decodeloop.errors import RemoteError
-from decodeloop.untrusted import cap_text, visible_line
+from decodeloop.trust.untrusted import cap_text, visible_line
 
 MAX_LINE = 4 << 20        # one line of the event stream (one chunk with its top logprobs)
 MAX_ERROR_BODY = 64_000   # what is read of a failed request's body, for its message

@@ -20,9 +20,9 @@ import sys
 from typing import TextIO
 
 from decodeloop.events import Event
-from decodeloop.tool_budget import ToolSurfaceError
+from decodeloop.trust.tool_budget import ToolSurfaceError
 from decodeloop.ui.style import Style, use_color
-from decodeloop.untrusted import visible, visible_line
+from decodeloop.trust.untrusted import visible, visible_line
 
 HELP = ("commands: /reset starts a new conversation, /tools lists the tools, /approve NAME puts a tool's "
         "changed definition in force, /quit ends (or Ctrl-D)")

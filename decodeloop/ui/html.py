@@ -22,7 +22,7 @@ import json
 from typing import Any, BinaryIO, Iterable
 
 from decodeloop.events import Event
-from decodeloop.untrusted import UNSAFE_RANGES, visible
+from decodeloop.trust.untrusted import UNSAFE_RANGES, visible
 
 # MAX_STRING (the page's cap on one string) is imported from here too
 from decodeloop.ui.page_events import MAX_STRING, SOURCE, PageEvents, embed, fit  # noqa: F401
@@ -554,7 +554,7 @@ function tokenStep(i, box) {
 const BYTE = /\\x[89a-fA-F][0-9a-fA-F]/;   // a label's escape of a byte that is not ASCII (legend.PARTIAL_BYTE)
 // the n-gram says at start-up that it keeps no state per position (its `cached` is not a KV cache)
 const NO_KV = EV.some(e => e.event === 'notice' && e.source === 'ngram');
-// how a call was written, when not in its syntax's own shape (call_shapes.py)
+// how a call was written, when not in its syntax's own shape (formats/calls/shapes.py)
 function shapeNote(e) { return e.shape && e.shape !== 'tool_call' && e.shape !== 'compact' ? ', written as ' + e.shape : ''; }
 const OPENERS = ['[call ', '<tool_call>'];   // the call openers of the compact and the JSON syntax
 function heldWhy(e) {

@@ -20,10 +20,10 @@ from typing import TextIO
 
 from decodeloop.events import (Done, Event, Inject, Notice, PolicyDecision, Prompt, Rpc, ServerReady, Stop, Token,
                                ToolCall, ToolError, ToolResult, ToolsChanged)
-from decodeloop.call_shapes import DESCRIBED
+from decodeloop.formats.calls.shapes import DESCRIBED
 from decodeloop.ui.legend import ByteLegend, probs_note
 from decodeloop.ui.style import Style, use_color
-from decodeloop.untrusted import MARGIN, quoted, visible, visible_line
+from decodeloop.trust.untrusted import MARGIN, quoted, visible, visible_line
 
 RPC_PREVIEW = 600  # characters of a JSON-RPC message shown in the trace
 ALT_MIN = 0.001    # alternatives less likely than this are not worth a column

@@ -1,0 +1,1 @@
+"""Constrained calls: the logits processor and the grammar it runs."""

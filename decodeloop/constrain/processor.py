@@ -1,0 +1,590 @@
+"""Constrained tool calls: a logits processor that keeps every call the model writes valid.
+
+    --constrain off        the default: no processor at all, nothing costs anything
+    --constrain calls      free text until the call opener is written (the stop
+                           check's `in_call` turns true); inside the call every
+                           token that cannot continue a valid call is masked;
+                           after the closer, free again
+    (lazy triggers)        with --call-shapes lenient, the grammar also starts at
+                           the opener of an alternate shape (formats/calls/shapes.py) the
+                           stop check is holding (a ```json or ``` block, <tools>,
+                           bare JSON) once the model wrote {"name": "NAME" for a tool
+                           that exists (a call to one that does not is left alone,
+                           not bent into one that does). The call then follows the grammar and
+                           the shape is closed as it opened (the fence's ```); an
+                           array of calls and <function=NAME> are not followed
+    --constrain required   as `calls`, and the turn's first tokens are forced to
+                           be the opener (tool_choice=required); once that call
+                           is written nothing more is forced, so a model cannot
+                           loop on forced calls (calls it opens itself later in
+                           the turn are still constrained)
+
+A valid call is one the harness would send: it parses in the active syntax
+(compact `[call NAME key=value]` or JSON `<tool_call>{...}</tool_call>`), names
+a tool that is registered right now, and has arguments that pass
+`schema.validate_arguments` (with the compact syntax's conversions) and
+`schema.check_value` (anyOf, oneOf, allOf) against its inputSchema. The grammar
+(decodeloop/constrain/grammar/) admits a subset of those calls; what it cannot express
+is reported at start-up as `notice` events (source "constrain"), never left
+unconstrained silently.
+
+The matcher interface. The processor talks to its matcher through these
+calls, so another grammar engine can stand in:
+
+    matcher = matcher_for(tokenizer)      # ByteMatcher or TokenMatcher, below
+    problems = matcher.start(tools, syntax)   # compile; what cannot be enforced
+    state = matcher.begin()               # a call just opened (its opener is written)
+    state = matcher.advance(state, token) # the model wrote `token`; None: not in the grammar
+    state = matcher.advance_bytes(state, data)   # the same for bytes written with the opener
+    matcher.done(state)                   # the call's closer has been written
+    matcher.finish(state)                 # tokens that end the call soon (to close it within the token cap)
+    logits, override = matcher.apply(logits, state)   # every token the grammar forbids at -inf
+
+`apply` never changes the logits it is given and keeps their kind (list, numpy
+array, torch tensor on its device) and dtype; `override` is (the model's most
+likely token, how many tokens were allowed) when the mask ruled that token
+out, else None: what the trace shows. Two matchers share the one byte-level
+grammar (grammar/bytes.py), so the guarantee tested for one holds for both:
+
+- `ByteMatcher` serves vocabularies in which every token is one byte (the
+  lab's `CharTokenizer`): its masks are memoized per state, so a constrained
+  token costs a few dict lookups, one pass over the logits for their maximum,
+  and a loop over the allowed (or the forbidden) tokens, whichever are fewer.
+- `TokenMatcher` (grammar/tokens.py, numpy) serves BPE vocabularies: a
+  token is allowed when its bytes walk through the grammar, and a state's
+  mask is a vectorized walk of every token at once, memoized per state; a
+  constrained token then costs one masked_fill and an argmax on the logits'
+  own device (bench/constrain.py).
+
+A call opener written as text can end inside a token (`>{"` after
+`<tool_call`): the bytes after the opener are fed to the grammar when the call
+begins. A closer that is one special token (Qwen's `</tool_call>`) is a
+character no text can spell in the grammar (bytes.CLOSER_TOKEN), so only that
+token closes a call.
+
+Standard library only; numpy and torch are touched only when their logits arrive.
+"""
+
+from __future__ import annotations
+
+import copy
+from math import inf
+from typing import Any, Callable, Protocol, Sequence
+
+from decodeloop.events import Notice
+from decodeloop.constrain.grammar.bytes import ByteGrammar, ByteState
+from decodeloop.constrain.grammar.compile import call_grammar
+from decodeloop.processors import force
+from decodeloop.sampling import array_kind
+
+MODES = ("off", "calls", "required")
+# tokens before the cap at which an open call starts to look for its shortest end (the search costs up to a
+# few hundred ms, once per call, so it is not run while the cap is far); a call whose shortest end is longer
+# than this can still be cut by the cap
+FINISH_HORIZON = 64
+FINISH_SLACK = 8
+FINISH_CHECKED = 64          # near the cap, the allowed tokens of a state are checked one by one up to this many
+SOURCE = "constrain"
+
+
+class Matcher(Protocol):
+    """What the processor needs from a grammar engine (see the module docstring)."""
+
+    def start(self, tools: Sequence, syntax: Any) -> list[str]: ...
+
+    def begin(self) -> Any: ...
+
+    def advance(self, state: Any, token: int) -> Any: ...
+
+    def advance_bytes(self, state: Any, data: bytes) -> Any: ...
+
+    def done(self, state: Any) -> bool: ...
+
+    def finish(self, state: Any) -> list[int] | None: ...
+
+    def apply(self, logits: Any, state: Any) -> tuple[Any, tuple[int, int] | None]: ...
+
+
+def unsupported(tokenizer, syntax=None, closer_id: int | None = None) -> str | None:
+    """Why calls of this bundle cannot be constrained, or None."""
+    vocab = getattr(tokenizer, "vocab_size", None)
+    if not isinstance(vocab, int) or vocab <= 0 or not callable(getattr(tokenizer, "token_bytes", None)):
+        return "constrained calls need a tokenizer that gives every token's bytes (token_bytes)"
+    if is_byte_vocabulary(tokenizer):
+        if closer_id is not None:
+            return "the call closer is a special token, which a byte vocabulary does not have"
+    else:
+        try:
+            import numpy  # noqa: F401  (TokenMatcher's masks are numpy arrays)
+        except ImportError:
+            return "constrained calls on a multi-byte vocabulary need numpy: pip install -e '.[hf]'"
+    return None
+
+
+def is_byte_vocabulary(tokenizer) -> bool:
+    """Every token is at most one byte and every byte value has a token: ByteMatcher's vocabulary."""
+    vocab = tokenizer.vocab_size
+    if vocab > 4096:
+        return False
+    seen = set()
+    for token in range(vocab):
+        data = tokenizer.token_bytes(token)
+        if len(data) > 1:
+            return False
+        seen.update(data)
+    return len(seen) == 256
+
+
+def matcher_for(tokenizer, closer_id: int | None = None) -> "Matcher":
+    """ByteMatcher for a byte vocabulary, else TokenMatcher (numpy), which also takes a closer that is a token."""
+    if is_byte_vocabulary(tokenizer):
+        return ByteMatcher(tokenizer)
+    from decodeloop.constrain.grammar.tokens import TokenMatcher
+
+    return TokenMatcher(tokenizer, closer_id=closer_id)
+
+
+class ByteMatcher:
+    """The Matcher for vocabularies whose tokens are single bytes (special tokens are never allowed in a call)."""
+
+    def __init__(self, tokenizer) -> None:
+        self.vocab = tokenizer.vocab_size
+        self.byte_of = [-1] * self.vocab
+        self.id_of = [-1] * 256
+        for token in range(self.vocab):
+            data = tokenizer.token_bytes(token)
+            if len(data) == 1:
+                self.byte_of[token] = data[0]
+                self.id_of[data[0]] = token
+        self.grammar: ByteGrammar | None = None
+        self.tools: list[str] = []
+        self._negative = [-inf] * self.vocab
+
+    def start(self, tools: Sequence, syntax: Any) -> list[str]:
+        compiled = call_grammar(tools, syntax.name, getattr(syntax, "closer", "]"))
+        self.grammar = ByteGrammar(compiled.machine)
+        self.tools = compiled.tools
+        return compiled.problems
+
+    def begin(self) -> ByteState | None:
+        return self.grammar.start if self.grammar is not None and self.tools else None
+
+    def advance_bytes(self, state: ByteState, data: bytes) -> ByteState | None:
+        for byte in data:
+            state = self.grammar.advance(state, byte)
+            if state is None:
+                return None
+        return state
+
+    def advance(self, state: ByteState, token: int) -> ByteState | None:
+        byte = self.byte_of[token] if 0 <= token < self.vocab else -1
+        found = state.next.get(byte)
+        if found is None and byte >= 0:
+            found = self.grammar.advance(state, byte)
+        return found
+
+    def done(self, state: ByteState) -> bool:
+        return state.final
+
+    def finish(self, state: ByteState) -> list[int] | None:
+        """The tokens of a short way to end the call from `state` (see ByteGrammar.finish), or None."""
+        plan = self.grammar.finish(state)
+        if plan is None or any(not 0 <= b < 256 or self.id_of[b] < 0 for b in plan):
+            return None
+        return [self.id_of[b] for b in plan]
+
+    def allowed_ids(self, state: ByteState) -> list[int]:
+        return sorted(self.id_of[b] for b in state.allowed if self.id_of[b] >= 0)
+
+    def _plan(self, state: ByteState) -> tuple:
+        """(sparse, runs, allowed count, bias) for list logits, made once per state.
+
+        `runs` are [lo, hi) spans of consecutive token ids. Sparse: the allowed
+        tokens, copied into a row of -inf; else the forbidden ones, set to -inf
+        in a copy of the logits. Either way a token costs slice copies over the
+        shorter side (a few spans: bytes come in ranges), never a Python loop over
+        the vocabulary.
+        """
+        allowed = self.allowed_ids(state)
+        bias = [-inf] * self.vocab
+        for token in allowed:
+            bias[token] = 0.0
+        sparse = len(allowed) <= self.vocab // 2
+        ids = allowed if sparse else [t for t in range(self.vocab) if bias[t] != 0.0]
+        runs = []
+        for token in ids:
+            if runs and runs[-1][1] == token:
+                runs[-1][1] = token + 1
+            else:
+                runs.append([token, token + 1])
+        plan = (sparse, [tuple(r) for r in runs], len(allowed), bias)
+        state.masks["plan"] = plan
+        return plan
+
+    def apply(self, logits, state: ByteState):
+        """(new logits with every forbidden token at -inf, override): override is (the model's most likely token,
+        tokens allowed) when the mask ruled that token out, else None. The logits given are never changed."""
+        plan = state.masks.get("plan") or self._plan(state)
+        if type(logits) is list and len(logits) == self.vocab:
+            sparse, runs, count, bias = plan
+            top = max(logits)
+            if sparse:
+                out = self._negative[:]
+                best = -inf
+                for lo, hi in runs:
+                    out[lo:hi] = part = logits[lo:hi]
+                    m = max(part)
+                    if m > best:
+                        best = m
+                ruled_out = best < top
+            else:
+                out = logits[:]
+                negative = self._negative
+                ruled_out = False
+                for lo, hi in runs:
+                    if not ruled_out and max(logits[lo:hi]) >= top:
+                        ruled_out = True
+                    out[lo:hi] = negative[lo:hi]
+            if ruled_out:
+                wanted = logits.index(top)
+                if bias[wanted] != 0.0:
+                    return out, (wanted, count)
+            return out, None
+        return self._apply_array(logits, state, plan)
+
+    def _apply_array(self, logits, state: ByteState, plan: tuple):
+        kind = array_kind(logits)
+        if kind == "list":
+            return self.apply(list(logits), state)
+        key = (kind, logits.dtype, getattr(logits, "device", None), len(logits))
+        array = state.masks.get(key)
+        if array is None:
+            bias = plan[3] + [-inf] * (len(logits) - self.vocab)   # ids past the tokenizer's are never allowed
+            if kind == "numpy":
+                import numpy as np
+
+                array = np.asarray(bias, dtype=logits.dtype if logits.dtype.kind == "f" else np.float64)
+            else:
+                import torch
+
+                dtype = logits.dtype if logits.is_floating_point() else torch.float32
+                array = torch.tensor(bias, dtype=dtype, device=logits.device)
+            state.masks[key] = array
+        wanted = int(logits.argmax())
+        override = (wanted, plan[2]) if wanted >= self.vocab or plan[3][wanted] != 0.0 else None
+        return logits + array, override
+
+
+class CallConstraint:
+    """The logits processor of `--constrain calls|required` (see the module docstring).
+
+    `override` is set on every call: (the token the model's logits put first,
+    how many tokens were allowed) when the mask ruled that token out, else None.
+    The engine copies it onto its step, the loop onto the token event.
+    """
+
+    def __init__(self, bundle, tools: Callable[[], Sequence], *, mode: str = "calls",
+                 emit: Callable | None = None, version: Callable[[], int] | None = None,
+                 matcher: Matcher | None = None, max_tokens: int | None = None) -> None:
+        if mode not in ("calls", "required"):
+            raise ValueError(f"constrain must be one of {', '.join(MODES)}, got {mode!r}")
+        reason = unsupported(bundle.tokenizer, bundle.syntax, bundle.closer_id) if matcher is None else None
+        if reason is not None:
+            raise ValueError(reason)
+        self.mode = mode
+        self.max_tokens = max_tokens     # the turn's cap: a call still open near it is closed the short way
+        self.syntax = bundle.syntax
+        self.matcher = matcher if matcher is not None else matcher_for(bundle.tokenizer, bundle.closer_id)
+        self._tokenizer = bundle.tokenizer
+        self._tools = tools
+        self._version = version or (lambda: 0)
+        self._emit = emit if emit is not None else (lambda event: None)
+        self._compiled_version: int | None = None
+        if bundle.opener_id is not None:
+            self.opener_ids = [bundle.opener_id]
+            self._opener_bytes = None          # a special token: the call begins right after it
+        else:
+            self.opener_ids = list(bundle.tokenizer.encode(bundle.syntax.opener))
+            self._opener_bytes = bundle.syntax.opener.encode("utf-8")
+        self.override: tuple[int, int] | None = None
+        self._shape_matchers: dict[str, Matcher] = {}   # by the shape's closer: the lazy triggers' grammars
+        self._shape_version: int | None = None
+        self._run = None             # what the current call follows: None (the syntax's own) or a Shape
+        self._state = None           # the matcher's state inside a call
+        self._closed = False         # the call closed (or cannot be followed): free until in_call turns false
+        self._seen = 0               # context length when the matcher last advanced
+        self._forcing = False        # required: still forcing the turn's opener
+        self._no_end = False         # the call's shortest end was searched for near the cap and not found
+        self._plan: list[int] = []   # the tokens of the text the grammar forces next (forced_text)
+        self.jump_forward = True     # a local engine appends planned tokens without a forward each
+        self._followed_at, self._followed_context, self._followed = None, None, None
+        self.compile()
+
+    def __repr__(self) -> str:
+        return f"CallConstraint({self.mode!r})"
+
+    def compile(self) -> None:
+        """Compile the grammar for the tools registered now; report what it cannot enforce."""
+        self._compiled_version = self._version()
+        tools = list(self._tools())
+        problems = self.matcher.start(tools, self.syntax)
+        for problem in problems:
+            self._emit(Notice(SOURCE, problem))
+        callable_tools = getattr(self.matcher, "tools", [t.name for t in tools])
+        if callable_tools:
+            self._emit(Notice(SOURCE, f"{self.mode}: calls in the {self.syntax.name} syntax are constrained to "
+                                      f"{', '.join(callable_tools)} and their inputSchema"))
+        else:
+            self._emit(Notice(SOURCE, "no tool can be called validly, so calls are not constrained"
+                                      + (" and none is required" if self.mode == "required" else "")))
+
+    def __call__(self, logits, state):
+        self.override = None
+        followed = self._follow(state)
+        if followed is None:
+            if self.mode == "required" and not state.in_call and state.alternate is None:
+                return self._require(logits, state)
+            return logits
+        matcher, current = followed
+        if self.max_tokens is not None and self.max_tokens - state.step <= FINISH_HORIZON and not self._no_end:
+            self._plan = []              # near the cap the shortest end comes first
+            ending = matcher.finish(current)
+            self._no_end = ending is None    # no end found: not searched again in this call
+            # the tokens left (this one included) barely fit the shortest end: write it, so the call closes. The
+            # slack is for a token the model writes meanwhile that lengthens the end (a character begun, a key)
+            if ending and len(ending) + FINISH_SLACK >= self.max_tokens - state.step:
+                return self._force(logits, ending[0])
+            if ending and 2 * len(ending) + FINISH_SLACK >= self.max_tokens - state.step:
+                logits, self.override = matcher.apply(logits, current)
+                return self._within_budget(matcher, logits, current, self.max_tokens - state.step - 1)
+        if self._plan:                   # text the grammar forces: its tokens, one by one
+            return self._force(logits, self._plan[0])
+        logits, self.override = matcher.apply(logits, current)
+        return logits
+
+    def forced(self, state) -> int | None:
+        """The next token when the grammar leaves no choice (a planned token of forced text), else None: the
+        engine appends it without a forward (jump-forward), and the next forward computes it with the rest."""
+        if not self.jump_forward:
+            return None
+        followed = self._follow(state)
+        if followed is None or not self._plan:
+            return None
+        if self.max_tokens is not None and self.max_tokens - state.step <= FINISH_HORIZON:
+            return None                  # near the cap the shortest end decides, with the logits
+        return self._plan[0]
+
+    def _force(self, logits, token: int):
+        wanted = _argmax(logits)
+        if wanted != token:
+            self.override = (wanted, 1)
+        return force(logits, token)
+
+    def _follow(self, state):
+        """Bring the grammar up to the context (once per context length): (matcher, state) inside a call it
+        follows, or None where it is free. Keeps `_plan`, the tokens of the text the grammar forces next."""
+        n = len(state.context)
+        key = (n, state.in_call, state.alternate)
+        if self._followed_at == key and self._followed_context is state.context:
+            return self._followed
+        self._followed_at, self._followed_context = key, state.context
+        self._followed = followed = self._advance(state, n)
+        return followed
+
+    def _advance(self, state, n: int):
+        shape = None if state.in_call else state.alternate
+        if shape is not None and shape.grammar_closer is None:
+            shape = None                 # a shape the grammar does not follow: free, as text
+        if not state.in_call and shape is None:
+            if self._state is not None or self._closed:
+                self._state, self._closed, self._plan = None, False, []
+            return None
+        if self._run is not shape:       # from one shape to another within a step: start afresh
+            self._run, self._state, self._closed, self._plan = shape, None, False, []
+        if self._closed:
+            return None
+        self._forcing = False
+        context = state.context
+        current = self._state
+        matcher = self.matcher if shape is None else self._shape_matcher(shape)
+        if current is None:
+            if self._version() != self._compiled_version:
+                self.compile()           # tools changed: calls name the tools registered now
+                matcher = self.matcher if shape is None else self._shape_matcher(shape)
+            current = matcher.begin()
+            self._no_end = False
+            self._plan = []
+            tail = (self._after_opener(state) if shape is None else self._after_shape_opener(state, shape)
+                    ) if current is not None else b""
+            if tail:
+                current = matcher.advance_bytes(current, tail)
+        elif n == self._seen + 1:
+            token = context[-1]
+            current = matcher.advance(current, token)
+            if self._plan:
+                self._plan = self._plan[1:] if self._plan[0] == token else []
+        else:
+            current = None               # something other than one sampled token was appended
+        if current is None or matcher.done(current):
+            # the call is over, or it was written outside the grammar (another rule forced a token)
+            self._state, self._closed, self._plan = None, True, []
+            return None
+        self._state, self._seen = current, n
+        if not self._plan:
+            prev = self._tokenizer.token_bytes(context[-1])[-1:] if n > state.generated else b""
+            self._plan = self._forced_tokens(matcher, current, shape, prev)
+        return matcher, current
+
+    def _forced_tokens(self, matcher, current, shape, prev: bytes) -> list[int]:
+        """The tokens of the text the grammar forces from `current` (forced_text), as the tokenizer encodes it,
+        less the last token (which the model may join to what follows); [] when nothing is forced."""
+        grammar = getattr(matcher, "grammar", None)
+        if grammar is None or current is None:
+            return []
+        closer = (self.syntax.closer if shape is None else shape.grammar_closer) or ""
+        text = forced_text(grammar, current, json=self.syntax.name == "json", closer=closer, prev=prev)
+        if not text:
+            return []
+        tokens = list(self._tokenizer.encode(text))[:-1]
+        written = b"".join(self._tokenizer.token_bytes(t) for t in tokens)
+        return tokens if tokens and text.encode("utf-8").startswith(written) else []
+
+    def _within_budget(self, matcher, logits, current, left: int):
+        """Near the cap, where few tokens are allowed (a name, a key, a literal), rule out those after which the
+        call's shortest end no longer fits in the `left` tokens that follow."""
+        allowed = matcher.allowed_ids(current)
+        if len(allowed) > FINISH_CHECKED:
+            return logits                    # a free string: the slack covers what one token can add
+        too_long = []
+        for token in allowed:
+            after = matcher.advance(current, token)
+            ending = None if after is None else ([] if matcher.done(after) else matcher.finish(after))
+            if ending is None or len(ending) > left:
+                too_long.append(token)
+        if not too_long or len(too_long) == len(allowed):
+            return logits
+        return _forbid(logits, too_long)
+
+    def release(self) -> None:
+        """Free the grammars now (their masks and states), not when the cycle collector finds this processor
+        and its harness: for a process that runs many tool sets one after another (eval over BFCL)."""
+        for matcher in (self.matcher, *self._shape_matchers.values()):
+            release = getattr(matcher, "release", None)
+            if release is not None:
+                release()
+        self._shape_matchers, self._state, self._plan = {}, None, []
+
+    def _shape_matcher(self, shape) -> "Matcher":
+        """The grammar of a call in an alternate shape: the same tools, its own closer (compiled once per
+        closer and tools version; the vocabulary's tables are shared with the main matcher)."""
+        version = self._compiled_version
+        if self._shape_version != version:
+            self._shape_matchers, self._shape_version = {}, version
+        closer = shape.grammar_closer
+        matcher = self._shape_matchers.get(closer)
+        if matcher is None:
+            matcher = copy.copy(self.matcher)   # shares the vocabulary's tables; start() sets its own grammar
+            matcher.closer_id = None
+            matcher.start(list(self._tools()), _ShapeSyntax(closer))
+            self._shape_matchers[closer] = matcher
+        return matcher
+
+    def _after_shape_opener(self, state, shape) -> bytes:
+        """What the model wrote of the call after an alternate's opener (bare JSON's "{" is the call's own)."""
+        token_bytes = self._tokenizer.token_bytes
+        written = b"".join(token_bytes(t) for t in state.context[state.generated:])
+        opener = shape.opener.encode("utf-8")
+        at = written.rfind(opener)
+        if at < 0:
+            return b""
+        return written[at:] if shape.opener == "{" else written[at + len(opener):]
+
+    def _after_opener(self, state) -> bytes:
+        """What the token that completed the opener wrote after it (a BPE token can hold `>{"`)."""
+        if self._opener_bytes is None:
+            return b""
+        token_bytes = self._tokenizer.token_bytes
+        written = b"".join(token_bytes(t) for t in state.context[state.generated:])
+        at = written.rfind(self._opener_bytes)
+        return written[at + len(self._opener_bytes):] if at >= 0 else b""
+
+    def _require(self, logits, state):
+        """Force the opener as the turn's first tokens."""
+        step = state.step
+        if step == 0:
+            self._forcing = bool(getattr(self.matcher, "tools", True))
+        if not self._forcing:
+            return logits
+        ids = self.opener_ids
+        if step >= len(ids) or state.context[state.generated:state.generated + step] != ids[:step]:
+            self._forcing = False
+            return logits
+        token = ids[step]
+        wanted = _argmax(logits)
+        if wanted != token:
+            self.override = (wanted, 1)
+        return force(logits, token)
+
+
+_SPACE = frozenset(b" \t\n\r")
+
+
+def forced_text(grammar, state, *, json: bool, closer: str = "", prev: bytes = b"", limit: int = 256) -> str:
+    """The text a byte grammar forces from `state`: each next byte while it is the only one allowed.
+
+    In the JSON syntax whitespace between tokens is free, so a byte is forced when it is the only one
+    allowed besides whitespace, and the forced text is written with json.dumps' spacing (a space after
+    ":" and ",", none elsewhere): after a tool's name, `", "arguments": {"`. The walk stops at a choice,
+    at a character beyond ASCII, where the call ends, and before the closer once the object is whole
+    (the model spaces its closer as it likes). `prev` is the last byte already written.
+    """
+    out = bytearray()
+    stop = closer[:1].encode("utf-8")
+    while not state.final and len(out) < limit:
+        allowed = state.allowed
+        solid = allowed - _SPACE if json else allowed
+        if len(solid) != 1:
+            break
+        [byte] = solid
+        last = out[-1:] or prev
+        if byte >= 0x80 or (json and bytes((byte,)) == stop and last in (b"}", b"")):
+            break
+        if json and last in (b":", b",") and 0x20 in allowed:
+            state = grammar.advance(state, 0x20)     # json.dumps' space after ":" and ","
+            out.append(0x20)
+            if state is None or len(state.allowed - _SPACE) != 1:
+                break
+        nxt = grammar.advance(state, byte)
+        if nxt is None:
+            break
+        out.append(byte)
+        state = nxt
+    return out.decode("ascii")
+
+
+def _forbid(logits, tokens: list[int]):
+    """A copy of `logits` (already a processor's own copy) with `tokens` at -inf."""
+    if type(logits) is list:
+        for token in tokens:
+            logits[token] = -inf
+        return logits
+    logits[tokens] = -inf
+    return logits
+
+
+def _argmax(logits) -> int:
+    if type(logits) is list:
+        return logits.index(max(logits))
+    if array_kind(logits) == "list":
+        logits = list(logits)
+        return logits.index(max(logits))
+    return int(logits.argmax())
+
+
+class _ShapeSyntax:
+    """The JSON syntax with an alternate shape's closer, for compiling that shape's grammar."""
+
+    name = "json"
+
+    def __init__(self, closer: str) -> None:
+        self.closer = closer

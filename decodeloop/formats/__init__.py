@@ -1,0 +1,1 @@
+"""How text becomes ids and back: tokenizers, chat formats, and the call syntaxes."""

@@ -1,0 +1,1 @@
+"""The call syntaxes: compact, JSON, and the shapes real models write."""

@@ -1,0 +1,189 @@
+"""From the text of calls to the text of their results: parse, validate, route, call.
+
+Every way a call can fail (bad syntax, unknown tool, arguments that break the
+tool's inputSchema, the same call repeated after its result was given, a call
+the policy denies (policy.py: between validation and the call), a server
+that errors, exits or times out, structuredContent that breaks the tool's
+outputSchema) ends here as an error Outcome whose message the model can act on;
+none of them raises. Bugs in the harness itself are not caught: they should
+surface.
+
+Several calls in one message (`dispatch_all`) are prepared in order, then run:
+calls to different servers concurrently, calls to the same server one after
+another, and their outcomes come back in the order the model wrote them.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from decodeloop.formats.calls import shapes as call_shapes
+from decodeloop.formats.calls.compact import ParseError
+from decodeloop.events import Emit, PolicyDecision, ToolCall, ToolError, ToolResult
+from decodeloop.mcp.errors import McpError, RequestTimeout
+from decodeloop.tools.router import Router, UnknownTool
+from decodeloop.schema import ArgumentError, check_value, validate_arguments
+from decodeloop.trust.policy import denial
+from decodeloop.trust.untrusted import cap_text
+
+DEFAULT_MAX_RESULT_CHARS = 16_000
+DEFAULT_MAX_TURN_RESULT_CHARS = 64_000  # every tool result of one turn together (loop.py shares it out)
+MIN_RESULT_CHARS = 200                  # what a result keeps once the turn's budget is spent
+Check = Callable[[str, str, str, Any, dict], PolicyDecision]  # (name, server, remote name, tool, arguments)
+
+
+@dataclass(slots=True)
+class Outcome:
+    text: str        # what the tool message will say (before the syntax renders it)
+    is_error: bool
+    name: str | None = None      # the tool the call named, once it parsed
+    server: str | None = None    # the server whose text the message carries: it answered, or its schema is quoted
+    stage: str | None = None     # for errors: "parse", "route", "arguments", "repeat" or "call"
+    key: str | None = None       # the call's identity (tool and converted arguments), once validated
+
+
+@dataclass(slots=True)
+class _Prepared:
+    text: str
+    name: str
+    tool: Any
+    arguments: dict
+    server: str
+    key: str
+    shape: str
+
+
+def dispatch_all(call_texts: list[str], syntax, router: Router, emit: Emit, *,
+                 timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+                 answered: set[str] | frozenset[str] = frozenset(), policy: Check | None = None,
+                 origins: Callable[[dict], dict] | None = None, shapes=()) -> list[Outcome]:
+    """Every call of one message; `answered` holds the keys of calls already answered this turn.
+
+    `policy(name, server, remote_name, tool, arguments)` decides each validated call (None: every call runs);
+    `origins(arguments)` says where each argument value occurs in the context, for the ToolCall event;
+    `shapes` how each call was written (formats/calls/shapes.py; missing: the syntax's own shape).
+    """
+    prepared: list[_Prepared | Outcome] = []
+    for i, text in enumerate(call_texts):
+        shape = shapes[i] if i < len(shapes) else getattr(syntax, "shape", call_shapes.CANONICAL)
+        prepared.append(_prepare(text, syntax, router, emit, answered, policy, origins, max_result_chars, shape))
+    runnable = [p for p in prepared if isinstance(p, _Prepared)]
+    servers = {p.server for p in runnable}
+    if len(servers) > 1:
+        by_server: dict[str, list[_Prepared]] = {}
+        for p in runnable:
+            by_server.setdefault(p.server, []).append(p)
+        with ThreadPoolExecutor(max_workers=len(by_server)) as pool:
+            done = dict(zip(by_server, pool.map(
+                lambda calls: [_call(p, router, timeout) for p in calls], by_server.values())))
+        results = {id(p): r for server, calls in by_server.items() for p, r in zip(calls, done[server])}
+    else:
+        results = {id(p): _call(p, router, timeout) for p in runnable}
+    outcomes = []
+    for p in prepared:
+        if isinstance(p, Outcome):
+            outcomes.append(p)
+        else:
+            outcomes.append(_finish(p, results[id(p)], emit, max_result_chars))
+    return outcomes
+
+
+def call_key(name: str, arguments: dict) -> str:
+    """A call's identity: the tool and its arguments after schema conversion."""
+    return name + " " + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def parse_call(text: str, syntax, shape: str | None = None):
+    """The call in `text`, written in the syntax's own shape or in an alternate one; raises ParseError."""
+    if shape is None or shape == getattr(syntax, "shape", call_shapes.CANONICAL):
+        return syntax.parse(text)
+    return call_shapes.parse(shape, text)
+
+
+def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered, policy,
+             origins=None, max_chars: int = DEFAULT_MAX_RESULT_CHARS, shape: str | None = None
+             ) -> _Prepared | Outcome:
+    shape = shape or getattr(syntax, "shape", call_shapes.CANONICAL)
+
+    def failed(message, stage, name=None, key=None):
+        return _failed(emit, message, call_text, stage, name, key=key, shape=shape)
+
+    try:
+        call = parse_call(call_text, syntax, shape)
+    except ParseError as e:
+        return failed(str(e), "parse")
+    try:
+        tool = router.resolve(call.name)
+    except UnknownTool as e:
+        # it lists every tool the servers offer: as long as they make it, so capped like their text
+        return failed(cap_text(str(e), max_chars, "error"), "route", call.name)
+    try:
+        arguments = validate_arguments(call.name, call.arguments, tool.input_schema)
+    except ArgumentError as e:
+        # it quotes the server's schema (property names, descriptions, enum values): the server's text, capped
+        # like it and marked with the server, so the policy and the marker escape treat it as data
+        return _failed(emit, cap_text(str(e), max_chars, "error"), call_text, "arguments", call.name,
+                       router.owner[call.name], shape=shape)
+    key = call_key(call.name, arguments)
+    if key in answered:
+        # the commonest small-model failure: the same call again after its result (in any shape); the
+        # server is spared
+        return failed(f"{call.name} was already called with these arguments in this turn and its "
+                      f"result is above; answer the user from it, or call with other arguments",
+                      "repeat", call.name, key=key)
+    server = router.owner[call.name]
+    if policy is not None:
+        decision = policy(call.name, server, router.remote[call.name], tool, arguments)
+        emit(decision)
+        if decision.verdict != "allow":   # the server never sees it; the model is told why
+            return failed(denial(decision), "policy", call.name)
+    emit(ToolCall(call.name, arguments, server, call_text, origins(arguments) if origins is not None else {},
+                  shape))
+    return _Prepared(call_text, call.name, tool, arguments, server, key, shape)
+
+
+def _call(p: _Prepared, router: Router, timeout: float | None):
+    """The server's answer, or the McpError it failed with (returned, not raised, across threads)."""
+    try:
+        return router.call(p.name, p.arguments, timeout=timeout)
+    except McpError as e:
+        return e
+
+
+def _finish(p: _Prepared, result, emit: Emit, max_result_chars: int) -> Outcome:
+    # an error's text is the server's as much as a result's: the same cap holds
+    if isinstance(result, RequestTimeout):
+        return _failed(emit, cap_text(f"{p.name} did not answer in time ({result})", max_result_chars, "error"),
+                       p.text, "call", p.name, p.server, shape=p.shape)
+    if isinstance(result, McpError):
+        return _failed(emit, cap_text(f"{p.name} failed: {result}", max_result_chars, "error"),
+                       p.text, "call", p.name, p.server, shape=p.shape)
+    problem = output_problem(p.tool, result)
+    if problem is not None:  # the server answered, but not what it promised: a failed call
+        return _failed(emit, cap_text(problem, max_result_chars, "error"), p.text, "call", p.name, p.server,
+                       shape=p.shape)
+    text = cap_text(result.text(), max_result_chars)
+    emit(ToolResult(p.name, result.content, result.is_error, text))
+    return Outcome(text, result.is_error, p.name, p.server, "call" if result.is_error else None, p.key)
+
+
+def output_problem(tool, result) -> str | None:
+    """Why a successful result breaks the tool's declared outputSchema, or None if it keeps it."""
+    if tool.output_schema is None or result.is_error:
+        return None
+    if result.structured is None:
+        return f"{tool.name} declares an outputSchema but returned no structuredContent"
+    problems = check_value(result.structured, tool.output_schema)
+    if problems:
+        return f"{tool.name} returned structuredContent that breaks its outputSchema: " + "; ".join(problems)
+    return None
+
+
+def _failed(emit: Emit, message: str, call_text: str, stage: str, name: str | None = None,
+            server: str | None = None, key: str | None = None, shape: str = call_shapes.CANONICAL) -> Outcome:
+    emit(ToolError(message, call_text, stage, name, shape))
+    return Outcome(message, True, name, server, stage, key)
+

@@ -1,0 +1,530 @@
+"""The router: which MCP server serves which tool, and starting those servers.
+
+Every tool the model is told about must be routable; an unknown name is an
+error handed back to the model with the list of tools that do exist.
+
+Names: a tool keeps its own name unless another server's tool already has it
+(the first configured server keeps the plain name; later ones get `server__tool`,
+the server part reduced to the MCP tool-name characters A-Z a-z 0-9 _ - . and
+the whole kept within 128 characters) or it starts with another configured
+server's prefix. A name once given stays with its tool while its server lists
+it: a tool added later never takes it away. A name outside the MCP character set
+is refused. When a server announces notifications/tools/list_changed, `refresh()`
+lists its tools again (the harness calls it between steps, on its own thread).
+
+Pinning: each tool's definition (title, description, schemas, annotations) is
+pinned when the router first takes it (pins.py); a changed definition is held,
+not used, until `approve(name)`, and the ToolsChanged event says exactly what
+changed and whether the server had declared listChanged. A pin outlives the
+listing: a tool that a server stops listing keeps its pin (in the pin store
+too), and when it is listed again it is compared with it, so removing a tool
+and listing it again with a new description, a new required argument or a
+`readOnlyHint` is held exactly like a change in place.
+
+Caps: a server's tools are taken in the order it lists them, at most
+`max_tools` of them (DEFAULT_MAX_TOOLS); a notice says how many more it listed.
+Each tool's text is capped when it is taken (untrusted.cap_tool); the tokens
+all of them take in the prompt are the harness's to check (tool_budget.py).
+
+Environment: a stdio server gets the transport's small default set from the
+harness (HOME, LOGNAME, PATH, SHELL, TERM, USER), PYTHONPATH for the bundled
+servers, and what its config's `env` names; nothing else.
+
+Starting: `start_servers` starts every server at once (a thread each) and
+keeps what can be seen in the config's order: servers, tools, names, events
+and which error is raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shlex
+import sys
+import threading
+from typing import Any, Callable
+
+from decodeloop.events import Emit, Notice, Rpc, ServerReady, ToolsChanged
+from decodeloop.mcp.client import McpClient, Tool, ToolResult
+from decodeloop.mcp.errors import ConnectionClosed, McpError
+from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
+from decodeloop.mcp.transports.stdio import StdioTransport
+from decodeloop.tools.config import ConfigError, ServerSpec  # ConfigError is re-exported for callers
+from decodeloop.trust.pins import PinStore, changes, fingerprint
+from decodeloop.schema import did_you_mean, pattern_notes, type_notes
+from decodeloop.trust.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_SCHEMA_CHARS, cap_text, cap_tool, visible_line
+
+# the folder that holds the decodeloop package, for the bundled servers' imports
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NAMESPACE_SEPARATOR = "__"
+MAX_TOOL_NAME = 128
+DEFAULT_MAX_TOOLS = 128   # per server: OpenAI's limit for one request, and more than any model uses well
+MAX_NOTICE_CHARS = 4_000  # a server's notification or log line, as a notice
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+\Z")
+
+
+class UnknownTool(LookupError):
+    pass
+
+
+class Router:
+    def __init__(self, emit: Emit | None = None) -> None:
+        self.tools: dict[str, Tool] = {}        # exposed name -> tool (its .name is the exposed name)
+        self.owner: dict[str, str] = {}         # exposed name -> server name
+        self.remote: dict[str, str] = {}        # exposed name -> the name on its server
+        self.clients: dict[str, McpClient] = {}
+        self.served: dict[str, list[Tool]] = {}  # server -> its tools as taken: capped, at their pinned definitions
+        # (server, name) -> the definition pinned for it, kept while the server does not list it: a tool that
+        # goes and comes back is compared with its pin, as a tool changed in place is
+        self.pinned: dict[tuple[str, str], Tool] = {}
+        self.pending: dict[tuple[str, str], Tool] = {}  # (server, name) -> a changed definition, held until approved
+        self.reserved: set[str] = set()          # every configured server's name: no other server may use its prefix
+        self.specs: list[ServerSpec] = []        # what start_servers started (the policy reads their rules)
+        self.pin_store: PinStore | None = None   # pins kept between runs (None: for this session only)
+        self._names: dict[tuple[str, str], str] = {}    # (server, name) -> its exposed name, kept while it is listed
+        self.version = 0                         # bumped whenever the exposed tools change
+        self.emit = emit if emit is not None else (lambda event: None)
+        # a server's text enters every prompt: each tool's description and schema text is capped
+        self.max_description_chars = DEFAULT_MAX_DESCRIPTION_CHARS
+        self.max_schema_chars = DEFAULT_MAX_SCHEMA_CHARS
+        self.max_tools = DEFAULT_MAX_TOOLS         # per server
+        self._types_noted: set[tuple[str, str]] = set()  # (server, fingerprint): definitions whose types were noted
+
+    def add_server(self, server: str, client: McpClient, tools: list[Tool]) -> None:
+        if server in self.clients:
+            raise ConfigError(f"two servers are named {server!r}")
+        self.clients[server] = client
+        self.reserved.add(server)
+        taken = self._take(server, tools)
+        if self.pin_store is not None:   # pins from an earlier run: a definition changed since is held
+            stored = self.pin_store.load(server, _stored_tool)
+            for name, tool in stored.items():   # pins of tools not listed now are kept for their return
+                self.pinned[(server, name)] = tool
+            for n, tool in enumerate(taken):
+                old = stored.get(tool.name)
+                if old is not None and fingerprint(old) != fingerprint(tool):
+                    self.pending[(server, tool.name)] = tool
+                    taken[n] = dataclasses.replace(old, header_params=tool.header_params)
+                    self.emit(Notice(server, f"tool {tool.name} changed since it was pinned ({self.pin_store.path(server)})"
+                                             f"; held at the pinned definition until approved: "
+                                             + "; ".join(changes(old, tool))))
+        self.served[server] = taken
+        for tool in taken:
+            self.pinned[(server, tool.name)] = tool
+        self._save_pins(server)
+        self._expose()
+
+    def _save_pins(self, server: str) -> None:
+        """Store the server's pins, those of tools it does not list now included."""
+        if self.pin_store is not None:
+            self.pin_store.save(server, [tool for (owner, _), tool in self.pinned.items() if owner == server])
+
+    def _take(self, server: str, tools: list[Tool]) -> list[Tool]:
+        """The tools a server listed that may be offered: valid names, once each, text within the caps, at most
+        `max_tools` of them."""
+        kept: list[Tool] = []
+        seen: set[str] = set()
+        for n, tool in enumerate(tools):
+            if len(kept) >= self.max_tools:
+                self.emit(Notice(server, f"lists {len(tools):,} tools; the first {self.max_tools:,} it could offer "
+                                         f"are taken, the other {len(tools) - n:,} are not (--max-tools "
+                                         f"{self.max_tools})"))
+                break
+            if not _NAME_CHARS.match(tool.name) or len(tool.name) > MAX_TOOL_NAME:
+                self.emit(Notice(server, f"tool name {visible_line(repr(tool.name))} refused: not 1-{MAX_TOOL_NAME} "
+                                         "of the MCP tool-name characters A-Z a-z 0-9 _ - ."))
+                continue
+            if tool.name in seen:
+                self.emit(Notice(server, f"tool {tool.name} is listed twice; the first is kept"))
+                continue
+            seen.add(tool.name)
+            capped, note = cap_tool(tool, self.max_description_chars, self.max_schema_chars)
+            if note is not None:
+                self.emit(Notice(server, note))
+            if capped is not None:
+                kept.append(capped)
+                self._note_types(server, capped)
+        return kept
+
+    def _note_types(self, server: str, tool: Tool) -> None:
+        """Say once per definition which parameter types were read as aliases or are unknown, and which
+        patterns the harness does not check (schema.py)."""
+        key = (server, fingerprint(tool))
+        if key not in self._types_noted:
+            self._types_noted.add(key)
+            lines = [*type_notes(tool.input_schema), *pattern_notes(tool.input_schema)]
+            lines += [f"in its outputSchema, {line}" for line in pattern_notes(tool.output_schema)]
+            for line in lines:
+                self.emit(Notice(server, f"tool {tool.name}: {line}"))
+
+    def _expose(self) -> None:
+        """Exposed names: a name once given stays with its tool while the server lists it; a new tool gets
+        its own name when that is free and not another server's prefix, else `server__tool`."""
+        exposed: dict[str, Tool] = {}
+        owner, remote = {}, {}
+        listed = {(server, tool.name) for server, tools in self.served.items() for tool in tools}
+        self._names = {key: name for key, name in self._names.items() if key in listed}
+        held = set(self._names.values())
+        for server, tools in self.served.items():
+            for tool in tools:
+                name = self._names.get((server, tool.name))
+                if name is None:   # new: after every name already given, so it can take none of them
+                    name = self._new_name(server, tool.name, held)
+                    self._names[(server, tool.name)] = name
+                    held.add(name)
+                exposed[name] = tool if name == tool.name else dataclasses.replace(tool, name=name)
+                owner[name], remote[name] = server, tool.name
+        # keep the servers' order, and each server's listing order, in what the model is shown
+        order = {key: n for n, key in enumerate((server, tool.name) for server, tools in self.served.items()
+                                                for tool in tools)}
+        names = sorted(exposed, key=lambda name: order[(owner[name], remote[name])])
+        self.tools = {name: exposed[name] for name in names}
+        self.owner, self.remote = owner, remote
+        self.version += 1
+
+    def _new_name(self, server: str, name: str, taken: set[str]) -> str:
+        others = [other for other in self.reserved if other != server
+                  and name.startswith(server_prefix(other) + NAMESPACE_SEPARATOR)]
+        if name not in taken and not others:
+            return name
+        exposed = base = namespaced(server, name)
+        n = 2
+        while exposed in taken:
+            exposed, n = f"{base}_{n}", n + 1
+        if others:
+            why = f"it starts with server {others[0]}'s prefix"
+        else:
+            why = f"server {self.owner.get(name) or self._holder(name)} already offers it"
+        self.emit(Notice(server, f"tool {name} is exposed as {exposed}: {why}"))
+        return exposed
+
+    def _holder(self, exposed: str) -> str:
+        return next((server for (server, _), name in self._names.items() if name == exposed), "another")
+
+    def refresh(self) -> bool:
+        """List tools again for every server that announced a change; True if the exposed tools changed.
+
+        A tool whose definition differs from its pinned one keeps the pinned one (`pending` holds the
+        new one until `approve`); the ToolsChanged event says what changed.
+        """
+        changed = False
+        for server, client in self.clients.items():
+            if not client.tools_stale.is_set():
+                continue
+            client.tools_stale.clear()
+            try:
+                tools = client.list_tools()
+            except McpError as exc:
+                self.emit(Notice(server, f"could not list the changed tools: {exc}"))
+                continue
+            before = set(self.tools)
+            kept, held, details = [], [], []
+            for tool in self._take(server, tools):
+                key = (server, tool.name)
+                old = self.pinned.get(key)     # listed now or not: a tool that went and came back is no new tool
+                if old is None or fingerprint(tool) == fingerprint(old):
+                    kept.append(tool)
+                    self.pinned[key] = tool
+                    self.pending.pop(key, None)
+                    continue
+                kept.append(old)       # the definition the model was shown stays in force
+                self.pending[key] = tool
+                held.append(key)
+                details.extend(f"{tool.name}: {line}" for line in changes(old, tool))
+            gone = {key for key in self.pending if key[0] == server and key[1] not in {t.name for t in kept}}
+            for key in gone:
+                del self.pending[key]
+            self.served[server] = kept
+            self._save_pins(server)
+            self._expose()
+            after = set(self.tools)
+            declared = _object(client.capabilities.get("tools")).get("listChanged") is True
+            self.emit(ToolsChanged(server, sorted(after - before), sorted(before - after), list(self.tools),
+                                   [self._names[key] for key in held], details, declared))
+            changed = True
+        return changed
+
+    def approve(self, name: str) -> bool:
+        """Put the held changed definition of exposed tool `name` in force; False when none is held."""
+        server, remote = self.owner.get(name), self.remote.get(name)
+        tool = self.pending.pop((server, remote), None) if server is not None else None
+        if tool is None:
+            return False
+        self.served[server] = [tool if t.name == remote else t for t in self.served[server]]
+        self.pinned[(server, remote)] = tool
+        self._save_pins(server)
+        self._expose()
+        self.emit(Notice(server, f"approved the changed definition of {name} ({fingerprint(tool)})"))
+        return True
+
+    def resolve(self, name: str) -> Tool:
+        tool = self.tools.get(name)
+        if tool is None:
+            close = did_you_mean(name, list(self.tools))
+            hint = f' Did you mean "{close[0]}"?' if close else ""
+            available = ", ".join(self.tools) or "none"
+            raise UnknownTool(f'unknown tool "{name}".{hint} Available tools: {available}.')
+        return tool
+
+    def call(self, name: str, arguments: dict[str, Any], timeout: float | None = None) -> ToolResult:
+        return self.clients[self.owner[name]].call_tool(self.remote[name], arguments, timeout=timeout)
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+
+    def __enter__(self) -> "Router":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def start_stdio_servers(commands: list[list[str]], emit: Emit, *, timeout: float = 60.0,
+                        verbose: bool = False, stderr: Callable[[str], None] | None = None, **options: Any) -> Router:
+    """Start each stdio server, initialize it, list its tools, and route to them."""
+    return start_servers(stdio_specs(commands), emit, timeout=timeout, verbose=verbose, stderr=stderr, **options)
+
+
+def stdio_specs(commands: list[list[str]]) -> list[ServerSpec]:
+    """Stdio server commands as specs, each named after its module or script."""
+    specs: list[ServerSpec] = []
+    for command in commands:
+        specs.append(ServerSpec(name=_server_name(command, {s.name for s in specs}), command=command,
+                                transport="stdio"))
+    return specs
+
+
+def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout: float = 60.0,
+                  verbose: bool = False, stderr: Callable[[str], None] | None = None,
+                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, reset_timeout_on_progress: bool = False,
+                  max_total_timeout: float | None = None, protocol: str = "auto",
+                  pin_store: str | None = None, max_tools: int = DEFAULT_MAX_TOOLS) -> Router:
+    """Connect to each server (stdio or HTTP), open its session, list its tools, and route to them.
+
+    The servers start concurrently, one thread each, but everything that can be
+    seen comes out in the order of `specs`: the servers and so the tools and
+    their exposed names, each server's events (its handshake traffic and notices,
+    held back until the servers before it are ready, then its ServerReady), and
+    on failure the error of the first server in that order that failed. On any
+    failure or interruption every server started is shut down before the error
+    propagates, so a bad configuration never leaves processes behind.
+
+    `max_message_bytes` caps one message from a server; `reset_timeout_on_progress`
+    and `max_total_timeout` let progress notifications extend a call's timeout
+    (see McpClient). `pin_store` is a directory that keeps each server's tool
+    definitions between runs (pins.PinStore). `max_tools` caps the tools taken from one server. `protocol` is the MCP revision for servers whose spec pins
+    none: "auto" (server/discover, then initialize) or a version (McpClient's
+    `protocol`); the ServerReady event says which one each server speaks.
+    """
+    emit = emit if emit is not None else (lambda event: None)
+    router = Router(emit)
+    router.specs = unique_names(specs)
+    router.pin_store = PinStore(pin_store) if pin_store else None
+    router.max_tools = max_tools
+    router.reserved.update(spec.name for spec in router.specs)  # no server takes another's prefix
+    options = dict(timeout=timeout, reset_timeout_on_progress=reset_timeout_on_progress,
+                   max_total_timeout=max_total_timeout, protocol=protocol)
+    starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
+    opened = _Opened()
+
+    def run(start: _Start) -> None:
+        try:
+            client = _connect(start.spec, start.emit, verbose, stderr, max_message_bytes, options, opened.add)
+            start.tools = client.list_tools(client.startup)  # within the start-up's one timeout
+            start.client = client
+        except BaseException as exc:  # stored, and raised on the caller's thread in order
+            start.error = exc
+
+    if len(starts) > 1:
+        for start in starts:
+            start.thread = threading.Thread(target=run, args=(start,), name=f"mcp-start-{start.spec.name}",
+                                            daemon=True)
+            start.thread.start()
+    try:
+        for start in starts:
+            if start.thread is None:
+                run(start)
+            else:
+                start.thread.join()
+            start.emit.release()  # its events now, after those of every server before it
+            if start.error is not None:
+                raise start.error
+            router.add_server(start.spec.name, start.client, start.tools)
+            info = start.client.server_info or {}
+            emit(ServerReady(start.spec.name, start.client.protocol_version or "",
+                             str(info.get("name", start.spec.name)),
+                             [t.name for t in router.served[start.spec.name]]))   # refused names left out
+    except BaseException:
+        opened.close_all()  # the servers still starting end too: their handshakes fail at once
+        raise
+    return router
+
+
+@dataclasses.dataclass
+class _Start:
+    """One server being started on its own thread, and what came of it."""
+    spec: ServerSpec
+    emit: "_Held"
+    thread: threading.Thread | None = None
+    client: McpClient | None = None
+    tools: list[Tool] | None = None
+    error: BaseException | None = None
+
+
+class _Held:
+    """An event sink that holds events back until released, then passes them (and every later one) on."""
+
+    def __init__(self, emit: Emit, held: bool) -> None:
+        self._emit = emit
+        self._held = held
+        self._events: list = []
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Any) -> None:
+        with self._lock:
+            if self._held:
+                self._events.append(event)
+                return
+        self._emit(event)
+
+    def release(self) -> None:
+        while True:
+            with self._lock:
+                if not self._events:
+                    self._held = False
+                    return
+                events, self._events = self._events, []
+            for event in events:
+                self._emit(event)
+
+
+class _Opened:
+    """Every client opened while starting: on failure all of them close, and any opened later closes at once."""
+
+    def __init__(self) -> None:
+        self._clients: list[McpClient] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def add(self, client: McpClient) -> None:
+        with self._lock:
+            if not self._closed:
+                self._clients.append(client)
+                return
+        client.close()
+        raise ConnectionClosed(f"{client.name}: not started: another server failed to start")
+
+    def close_all(self) -> None:
+        with self._lock:
+            self._closed = True
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
+
+
+def _connect(spec: ServerSpec, emit: Emit, verbose: bool, stderr: Callable[[str], None] | None,
+             max_message_bytes: int, options: dict[str, Any], opened: Callable[[McpClient], None]) -> McpClient:
+    server = spec.name
+    options = dict(
+        options, name=server, protocol=spec.protocol or options.get("protocol", "auto"),
+        on_traffic=lambda direction, message: emit(Rpc(server, direction, message)),
+        # a notice is a server's text too: capped like the rest
+        on_notification=lambda method, params: emit(Notice(server, cap_text(
+            describe_notification(method, params), MAX_NOTICE_CHARS, "notice"))),
+        log=lambda text: emit(Notice(server, cap_text(text.removeprefix(f"{server}: "), MAX_NOTICE_CHARS, "notice"))),
+    )
+    if spec.url is not None:
+        client = McpClient.connect_url(spec.url, headers=spec.headers, transport=spec.transport,
+                                       max_message_bytes=max_message_bytes, **options)
+        opened(client)
+        return client
+    # the bundled servers import decodeloop: make that work from any directory (the transport adds the
+    # small default environment; the config's env wins)
+    env = {"PYTHONPATH": PACKAGE_PARENT, **(spec.env or {})}
+    show = _stderr_printer(server, stderr) if verbose else None
+    client = McpClient(StdioTransport(spec.command or [], env=env, cwd=spec.cwd, on_stderr=show,
+                                      max_message_bytes=max_message_bytes), **options)
+    opened(client)  # before the handshake: a failure elsewhere can end this one while it waits
+    return client.start()
+
+
+def describe_notification(method: str, params: dict) -> str:
+    """A server notification as one trace line: progress and log messages in words, others as JSON."""
+    if method == "notifications/progress":
+        total = params.get("total")
+        text = f"progress {params.get('progress')}" + (f"/{total}" if total is not None else "")
+        return text + (f": {params['message']}" if params.get("message") else "")
+    if method == "notifications/message":
+        return f"log {params.get('level', 'info')}: {params.get('data')}"
+    return f"{method} {params}" if params else method
+
+
+def unique_names(specs: list[ServerSpec]) -> list[ServerSpec]:
+    """The same specs, renamed weather, weather2, ... where two would share a name."""
+    taken: set[str] = set()
+    out = []
+    for spec in specs:
+        name, n = spec.name, 2
+        while name in taken:
+            name, n = f"{spec.name}{n}", n + 1
+        taken.add(name)
+        out.append(spec if name == spec.name else dataclasses.replace(spec, name=name))
+    return out
+
+
+def _stored_tool(name: str, stored: dict) -> Tool:
+    """A tool rebuilt from the pin store's definition."""
+    def part(key: str, kind: type):
+        return stored.get(key) if isinstance(stored.get(key), kind) else None
+
+    return Tool(name=name, description=part("description", str) or "", input_schema=part("inputSchema", dict) or {},
+                output_schema=part("outputSchema", dict), title=part("title", str),
+                annotations=part("annotations", dict))
+
+
+def server_prefix(server: str) -> str:
+    """A server's name reduced to tool-name characters: the part before `__` in its namespaced tools."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", server) or "server"
+
+
+def _object(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def namespaced(server: str, tool: str) -> str:
+    """server__tool, with the server part reduced to tool-name characters and the whole to 128."""
+    prefix = server_prefix(server)
+    prefix = prefix[:max(1, MAX_TOOL_NAME - len(NAMESPACE_SEPARATOR) - len(tool))]
+    return prefix + NAMESPACE_SEPARATOR + tool
+
+
+def parse_command(text: str) -> list[str]:
+    """'python3 -m pkg --flag' -> argv list, with a clear error for bad quoting."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise ConfigError(f"cannot parse server command {text!r}: {e}") from None
+    if not argv:
+        raise ConfigError("empty server command")
+    return argv
+
+
+def _server_name(command: list[str], taken: set[str]) -> str:
+    """A short name for traces: the module after -m, else the script, else the program."""
+    if "-m" in command[:-1]:
+        base = command[command.index("-m") + 1].split(".")[-1]
+    else:
+        scripts = [a for a in command[1:] if a.endswith((".py", ".js", ".mjs"))]
+        base = os.path.splitext(os.path.basename(scripts[0] if scripts else command[0]))[0]
+    base = base or "server"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}{n}", n + 1
+    return name
+
+
+def _stderr_printer(server: str, sink: Callable[[str], None] | None) -> Callable[[str], None]:
+    write = sink or (lambda line: print(line, file=sys.stderr, flush=True))
+    return lambda line: write(f"[{server} stderr] {visible_line(line)}")  # a server's text, shown safely

@@ -1,0 +1,1 @@
+"""The trust boundary: what server text may become, and which calls may run."""

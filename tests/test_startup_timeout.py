@@ -126,3 +126,18 @@ def test_a_client_without_a_timeout_starts_as_before_and_the_probe_on_a_pipe_kee
     with McpClient.connect_url(http_server().url + "/mcp", name="http", timeout=None) as client:
         assert client.startup.given == [("server/discover", None), ("initialize", None)]
         assert client.call_tool("echo", {"text": "hi"}).text() == "hi"
+
+
+def test_a_server_slow_to_answer_the_probe_is_asked_again_when_it_refuses_the_handshake(monkeypatch):
+    # the probe on a pipe gives up early (here after 0.5 s); the server answers it at 1.5 s and then refuses
+    # initialize as a 2026-07-28 server does: that refusal says which wire it speaks, so it is asked again
+    import decodeloop.mcp.client as client_module
+
+    monkeypatch.setattr(client_module, "DISCOVER_PROBE_TIMEOUT", 0.5)
+    slow = [sys.executable, os.path.join(ROOT, "tests", "servers", "slow_discover.py"), "1.5"]
+    lines: list[str] = []
+    with McpClient.start_stdio(slow, name="slow", timeout=30, log=lines.append) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert [m for m, _ in client.startup.given] == ["server/discover", "initialize", "server/discover"]
+        assert client.call_tool("get_weather", {"city": "Polson", "state": "MT"}).text().startswith("Polson, MT:")
+    assert any("asking server/discover again" in line for line in lines)

@@ -37,7 +37,9 @@ One timeout covers a server's whole start-up (`StartupDeadline`): the
 `server/discover` probe, initialize and the caller's first tools/list share it,
 so a silent server fails in one timeout, and the error names every start-up
 request left unanswered. On a pipe, where a legacy server may ignore the probe,
-the probe waits at most DISCOVER_PROBE_TIMEOUT (5 s) and half of what is left.
+the probe waits at most DISCOVER_PROBE_TIMEOUT (5 s) and half of what is left; a
+server slow to start that answers it late and then refuses initialize as a
+2026-07-28 server does is asked server/discover again, with what is left.
 """
 
 from __future__ import annotations
@@ -310,7 +312,17 @@ class McpClient:
                 raise self._fail(f"the server does not speak MCP {STATELESS_VERSION} (server/discover failed), "
                                  "and the configuration pins that version")
             self.log(f"server/discover not answered as MCP {STATELESS_VERSION} would; using initialize")
-        self.initialize(self.startup)
+        try:
+            self.initialize(self.startup)
+        except RpcError as exc:
+            # a server slow to start answers the probe after it gave up, then refuses the handshake as a
+            # 2026-07-28 server does: it speaks that wire, so ask it again with what is left of the start-up
+            if not (self.protocol == "auto" and exc.code in MODERN_ERRORS
+                    and "server/discover" in self.startup.unanswered):
+                raise
+            self.log(f"initialize refused ({exc.message}) after a late server/discover: asking server/discover again")
+            if not self.discover(patient=True):
+                raise
 
     def log(self, line: str) -> None:
         self._log(f"{self.name}: {line}")
@@ -329,7 +341,7 @@ class McpClient:
 
     # -- lifecycle --------------------------------------------------------------
 
-    def discover(self) -> bool:
+    def discover(self, patient: bool = False) -> bool:
         """server/discover on the 2026-07-28 wire: True if the server speaks it (and the client now does).
 
         False (after putting the wire back) when the answer is what a legacy
@@ -341,6 +353,8 @@ class McpClient:
         or refuses every request, all that is left of it; on a pipe, where a
         legacy server may say nothing at all, at most DISCOVER_PROBE_TIMEOUT and
         at most half of what is left, so initialize always has time of its own.
+        `patient`: the server is known to be there (it refused the handshake as a
+        2026-07-28 server does), so the probe waits all that is left on a pipe too.
         """
         if self.startup is None:
             self.startup = StartupDeadline(self.timeout)
@@ -349,7 +363,7 @@ class McpClient:
         self._tell_transport(STATELESS_VERSION, stateless=True)
         for attempt in range(2):
             left = startup.left()
-            cap = None if getattr(self.transport, "answers_or_refuses", False) else (
+            cap = None if patient or getattr(self.transport, "answers_or_refuses", False) else (
                 DISCOVER_PROBE_TIMEOUT if left is None else min(DISCOVER_PROBE_TIMEOUT, left / 2))
             try:
                 result = self._start_request("server/discover", {"_meta": self._meta()}, startup, cap)

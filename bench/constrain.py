@@ -31,7 +31,7 @@ from decodeloop.formats.chat import LabChat, pieces_ids  # noqa: E402
 from decodeloop.constrain.processor import CallConstraint  # noqa: E402
 from decodeloop.decode.context import Context  # noqa: E402
 from decodeloop.decode.engine import LocalEngine  # noqa: E402
-from decodeloop.loop import generate  # noqa: E402
+from decodeloop.decode.loop import generate  # noqa: E402
 from decodeloop.processors import ProcessorState  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402
 from decodeloop.decode.stops import Stops  # noqa: E402

@@ -34,7 +34,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 from decodeloop.decode.context import Context  # noqa: E402
-from decodeloop.loop import generate as decodeloop_generate  # noqa: E402
+from decodeloop.decode.loop import generate as decodeloop_generate  # noqa: E402
 from decodeloop.models import load_model  # noqa: E402
 from decodeloop.processors import ProcessorState  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402

@@ -21,7 +21,7 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decodeloop.loop import Harness, TurnConfig  # noqa: E402
+from decodeloop.harness import Harness, TurnConfig  # noqa: E402
 from decodeloop.models import default_servers, load_model  # noqa: E402
 from decodeloop.trust.policy import Policy  # noqa: E402
 from decodeloop.tools.router import start_stdio_servers  # noqa: E402

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from decodeloop.formats.calls.compact import CompactSyntax  # noqa: E402
 from decodeloop.decode.context import Context  # noqa: E402
 from decodeloop.decode.engine import LocalEngine  # noqa: E402
-from decodeloop.loop import generate  # noqa: E402
+from decodeloop.decode.loop import generate  # noqa: E402
 from decodeloop.processors import ProcessorState  # noqa: E402
 from decodeloop.sampling import Sampler  # noqa: E402
 from decodeloop.decode.stops import Stops  # noqa: E402

@@ -41,7 +41,7 @@ sys.path.insert(0, ROOT)
 from decodeloop.formats.calls.compact import CompactSyntax  # noqa: E402
 from decodeloop.formats.chat import LabChat  # noqa: E402
 from decodeloop.lab.evaluate import evaluate_concurrently  # noqa: E402
-from decodeloop.loop import Harness, TurnConfig  # noqa: E402
+from decodeloop.harness import Harness, TurnConfig  # noqa: E402
 from decodeloop.models import ModelBundle  # noqa: E402
 from decodeloop.models.openai import OpenAIEngine  # noqa: E402
 from decodeloop.models.openai_wire import Endpoint  # noqa: E402

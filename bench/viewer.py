@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from cdp import Browser, find_chromium  # noqa: E402
 
-from decodeloop.loop import Harness, TurnConfig  # noqa: E402
+from decodeloop.harness import Harness, TurnConfig  # noqa: E402
 from decodeloop.models import lab_bundle  # noqa: E402
 from decodeloop.lab.table import TableModel  # noqa: E402
 from decodeloop.tools.router import start_stdio_servers  # noqa: E402

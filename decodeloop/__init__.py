@@ -2,7 +2,7 @@
 
 The model maps tokens to next-token logits; everything else (sampling, stopping,
 recognising and parsing tool calls, the MCP round trip, injecting the result and
-resuming over the KV cache) lives in this package. Start reading at loop.py.
+resuming over the KV cache) lives in this package. Start reading at decode/loop.py.
 
 The library in a few lines:
 
@@ -23,7 +23,7 @@ Names are imported on first use, so `import decodeloop` stays cheap.
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Harness": "decodeloop.loop", "TurnConfig": "decodeloop.loop", "TurnResult": "decodeloop.loop",
+    "Harness": "decodeloop.harness", "TurnConfig": "decodeloop.harness", "TurnResult": "decodeloop.harness",
     "Sampler": "decodeloop.sampling",
     "load_model": "decodeloop.models", "ModelBundle": "decodeloop.models",
     "start_servers": "decodeloop.tools.router", "Router": "decodeloop.tools.router",

@@ -1,4 +1,4 @@
-"""The command line: argparse wiring only. The work happens in loop.py, tools/router.py and lab/evaluate.py."""
+"""The command line: argparse wiring only. The work happens in harness.py, tools/router.py and lab/evaluate.py."""
 
 from __future__ import annotations
 
@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None, *, default_prompt: str | None = None, pr
 
 def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     """Validate the shared options; return the sampler, the processors and the turn configuration."""
-    from decodeloop.loop import TurnConfig
+    from decodeloop.harness import TurnConfig
     from decodeloop.processors import RepetitionPenalty
     from decodeloop.sampling import Sampler
 
@@ -523,7 +523,7 @@ def _started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, de
 
 
 def _harness(args: argparse.Namespace, bundle, router, emit, sampler, processors, config):
-    from decodeloop.loop import Harness
+    from decodeloop.harness import Harness
     from decodeloop.trust.policy import PLAN_NOTE, Policy
 
     policy = Policy(args.policy, router.specs, _confirmer(args))
@@ -705,7 +705,7 @@ def _suite_command(args, parser, sampler, processors, config) -> int:
     from decodeloop.bfcl import BfclError, parse_categories
     from decodeloop.bfcl.suite import run_suite, summary_json, table
     from decodeloop.lab.evaluate import ProgressBar
-    from decodeloop.loop import Harness
+    from decodeloop.harness import Harness
     from decodeloop.mcp.errors import McpError
     from decodeloop.trust.policy import Policy
     from decodeloop.errors import ConfigError

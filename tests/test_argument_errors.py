@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.tools.config import ServerSpec
 from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel

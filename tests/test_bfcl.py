@@ -27,7 +27,7 @@ from decodeloop.bfcl.tools import convert, input_schema, mcp_tools
 from decodeloop.formats.calls.compact import Call
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.chat import ASSISTANT, EOS, USER, LabChat
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.mcp import McpClient, StdioTransport
 from decodeloop.models import ModelBundle
 from decodeloop.lab.table import TableModel

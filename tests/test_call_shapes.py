@@ -12,7 +12,7 @@ from decodeloop.formats.calls.shapes import ALTERNATES, BY_NAME, NotACall, parse
 from decodeloop.formats.calls.compact import ParseError
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.chat import LabChat
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import ModelBundle
 from decodeloop.lab.table import TableModel
 from decodeloop.tools.router import start_stdio_servers

@@ -22,7 +22,8 @@ from decodeloop.formats.chat import LabChat
 from decodeloop.constrain.processor import ByteMatcher, CallConstraint, unsupported
 from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
-from decodeloop.loop import Harness, TurnConfig, generate
+from decodeloop.decode.loop import generate
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import ModelBundle, lab_bundle
 from decodeloop.lab.table import TableModel
 from decodeloop.processors import ProcessorState

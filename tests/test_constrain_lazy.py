@@ -20,7 +20,7 @@ from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.constrain.processor import CallConstraint
 from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
-from decodeloop.loop import generate
+from decodeloop.decode.loop import generate
 from decodeloop.processors import ProcessorState, force
 from decodeloop.sampling import Sampler
 from decodeloop.decode.stops import Stops

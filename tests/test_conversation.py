@@ -7,7 +7,7 @@ from conftest import FAULTY, WEATHER
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.chat import LabChat
 from decodeloop.decode.context import Context
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import ModelBundle, lab_bundle
 from decodeloop.lab.table import TableModel
 from decodeloop.trust.policy import Policy

@@ -4,7 +4,7 @@ from conftest import Recorder
 
 from decodeloop.models import lab_bundle
 from decodeloop.formats.calls.compact import CompactSyntax
-from decodeloop.loop import Harness
+from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler

@@ -14,7 +14,7 @@ import sys
 import pytest
 from conftest import ROOT, Recorder
 
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.trust.markers import escape, for_bundle
 from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel

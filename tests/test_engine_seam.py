@@ -14,7 +14,7 @@ from conftest import WEATHER
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.chat import LabChat
 from decodeloop.decode.engine import Step
-from decodeloop.loop import Harness
+from decodeloop.harness import Harness
 from decodeloop.models import ModelBundle
 from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler

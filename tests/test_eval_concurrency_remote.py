@@ -20,7 +20,7 @@ from conftest import ROOT, WEATHER
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.chat import LabChat
 from decodeloop.lab.evaluate import evaluate, evaluate_concurrently, serial_reason
-from decodeloop.loop import Harness
+from decodeloop.harness import Harness
 from decodeloop.models import ModelBundle
 from decodeloop.models.openai import OpenAIEngine
 from decodeloop.models.openai_wire import Endpoint

@@ -9,7 +9,7 @@ from conftest import ROOT
 
 from decodeloop.models import lab_bundle
 from decodeloop.lab.evaluate import evaluate
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler

@@ -66,7 +66,7 @@ def test_greedy_tokens_equal_llama_cpp_s_own_greedy_generation(smol):
 
 @tier
 def test_after_a_tool_call_only_the_inserted_span_is_computed(smol, events):
-    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.harness import Harness, TurnConfig
     from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 

@@ -310,7 +310,7 @@ def test_constrained_calls_on_a_real_transformers_model(bundle, events):
     from conftest import WEATHER
 
     from decodeloop.constrain.grammar.tokens import TokenMatcher
-    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.harness import Harness, TurnConfig
     from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
 
@@ -332,7 +332,7 @@ def test_a_masked_rerun_leaves_the_conversation_and_its_cache_as_they_were(bundl
     # as if it had never run (greedy, so any disturbance of the cache or the context would show)
     from conftest import WEATHER
 
-    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.harness import Harness, TurnConfig
     from decodeloop.trust.policy import MASKED_REQUEST
     from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
@@ -373,7 +373,7 @@ def test_a_prompt_over_the_models_context_is_refused_naming_the_server(bundle, e
     # tools' descriptions fill more than that, each tool within its own caps
     from conftest import ROOT
 
-    from decodeloop.loop import Harness
+    from decodeloop.harness import Harness
     from decodeloop.tools.config import ServerSpec
     from decodeloop.trust.policy import Policy
     from decodeloop.tools.router import start_servers

@@ -13,7 +13,7 @@ from conftest import HttpServer, Recorder
 
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.chat import LabChat
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.trust.markers import escape, for_bundle
 from decodeloop.tools.config import url_spec
 from decodeloop.models import ModelBundle, lab_bundle

@@ -32,7 +32,7 @@ from conftest import ROOT
 
 from decodeloop.formats.calls.compact import describe_tool
 from decodeloop.tools.dispatch import output_problem
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.mcp import McpClient
 from decodeloop.mcp.transports.http import StreamableHttpTransport
 from decodeloop.mcp.transports.sse_legacy import SseLegacyTransport

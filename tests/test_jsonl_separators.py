@@ -10,7 +10,7 @@ import sys
 
 from conftest import ROOT
 
-from decodeloop.loop import Harness
+from decodeloop.harness import Harness
 from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel
 from decodeloop.trust.policy import Policy

@@ -12,7 +12,7 @@ from test_constrain import lab_tools
 
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.constrain.processor import CallConstraint, forced_text
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import load_model
 from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler

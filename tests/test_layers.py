@@ -24,7 +24,7 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
     ["decodeloop.constrain"],                             # the call grammar and its processor
     ["decodeloop.tools"],                                 # dispatch, router, config
     ["decodeloop.servers"],                               # bundled MCP servers
-    ["decodeloop.loop"],                                  # the loop and the conversation
+    ["decodeloop.harness"],                               # the conversation: Harness
     ["decodeloop.lab", "decodeloop.models", "decodeloop.bfcl.suite"],  # models and what runs them
     ["decodeloop.ui"],
     ["decodeloop.cli", "decodeloop.__main__"],
@@ -84,8 +84,8 @@ def test_no_module_imports_from_a_layer_above_its_own():
 
 
 def test_the_check_sees_an_upward_import():
-    tree = ast.parse("from decodeloop.loop import Harness\nfrom decodeloop.trust import invisible\n")
+    tree = ast.parse("from decodeloop.harness import Harness\nfrom decodeloop.trust import invisible\n")
     found = list(imports(tree))
-    assert found == [(1, "decodeloop.loop"), (2, "decodeloop.trust.invisible")]
-    assert layer("decodeloop.loop") > layer("decodeloop.decode.engine")
+    assert found == [(1, "decodeloop.harness"), (2, "decodeloop.trust.invisible")]
+    assert layer("decodeloop.harness") > layer("decodeloop.decode.engine")
     assert layer("decodeloop.trust.invisible") < layer("decodeloop.trust.policy")

@@ -80,7 +80,7 @@ def smol_bundle(server):
 def call_turn(bundle, log, call: str, events):
     """One turn whose call `call` is written under a llama.cpp grammar; the answer is the model's own.
     Returns the turn's result and the server's log lines of what its cache served, per request."""
-    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.harness import Harness, TurnConfig
     from decodeloop.trust.policy import Policy
     from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
@@ -138,7 +138,7 @@ def test_where_the_server_reads_the_text_as_other_tokens_the_trace_names_it(serv
 
 
 def test_a_conversation_turn_reuses_the_server_cache(server, smol_bundle, events):
-    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.harness import Harness, TurnConfig
     from decodeloop.trust.policy import Policy
     from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler

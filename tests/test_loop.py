@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import FAULTY, WEATHER
 
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel
 from decodeloop.trust.policy import Policy

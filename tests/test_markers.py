@@ -15,7 +15,7 @@ from conftest import ROOT
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.chat import ToolReply
-from decodeloop.loop import Harness
+from decodeloop.harness import Harness
 from decodeloop.trust.markers import Markers, escape, for_bundle, fold
 from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel

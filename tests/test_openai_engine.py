@@ -19,7 +19,7 @@ from conftest import ROOT, WEATHER
 
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.chat import LabChat
-from decodeloop.loop import Harness
+from decodeloop.harness import Harness
 from decodeloop.models import ModelBundle
 from decodeloop.models.openai import OpenAIEngine
 from decodeloop.models.openai_wire import Endpoint, RemoteError

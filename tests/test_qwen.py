@@ -54,7 +54,7 @@ def test_strict_prints_the_call_as_the_answer():
 
 
 def test_qwen_answers_from_a_result_with_the_call_forced():
-    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.harness import Harness, TurnConfig
     from decodeloop.trust.policy import Policy
     from decodeloop.models import load_model
     from decodeloop.tools.router import start_stdio_servers

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import decodeloop.sampling as sampling
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import load_model
 from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler, explain

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 
 from decodeloop.constrain.grammar import regex
-from decodeloop.loop import Harness
+from decodeloop.harness import Harness
 from decodeloop.tools.config import ServerSpec
 from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel

@@ -11,7 +11,7 @@ import sys
 
 from conftest import ROOT
 
-from decodeloop.loop import Harness
+from decodeloop.harness import Harness
 from decodeloop.tools.config import load_config
 from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel

@@ -49,7 +49,7 @@ def test_greedy_tokens_equal_a_bare_torch_loop(smol):
 
 
 def test_a_conversation_prefills_only_each_new_turn(smol, events):
-    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.harness import Harness, TurnConfig
     from decodeloop.trust.policy import Policy
     from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
@@ -89,7 +89,7 @@ def test_constrained_required_makes_smollm2_call_the_tool_and_answer_from_the_re
     # unconstrained it never writes a call and invents the weather; with the opener forced and the call masked
     # it writes a valid get_weather call for the city asked about, then answers from the server's result
     from decodeloop.constrain.grammar.tokens import TokenMatcher
-    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.harness import Harness, TurnConfig
     from decodeloop.trust.policy import Policy
     from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler

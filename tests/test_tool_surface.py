@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, WEATHER
 
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.tools.config import ServerSpec
 from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel

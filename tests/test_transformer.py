@@ -384,7 +384,7 @@ def test_shipped_weights_cache_matches_recompute_on_a_real_transcript():
 
 @pytest.mark.slow
 def test_shipped_weights_call_and_answer_a_held_out_question(events):
-    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.harness import Harness, TurnConfig
     from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
     from decodeloop.lab.train.corpus import episodes, lab_server_commands
@@ -413,7 +413,7 @@ def test_shipped_weights_call_and_answer_a_held_out_question(events):
 def test_shipped_weights_copy_values_no_training_transcript_holds(events):
     # the ood split: the servers started with --ood answer with values from the side of unusual.py
     # that training never draws from (negative or three-digit temperatures, made-up condition words)
-    from decodeloop.loop import Harness, TurnConfig
+    from decodeloop.harness import Harness, TurnConfig
     from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
     from decodeloop.lab.train.corpus import episodes, lab_server_commands

@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import ROOT, WEATHER
 
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.mcp.client import Tool
 from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel

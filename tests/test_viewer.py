@@ -16,7 +16,7 @@ import sys
 import pytest
 from conftest import FAULTY, ROOT, Recorder
 
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel
 from decodeloop.trust.policy import Policy

@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT
 from test_viewer import QUESTION, assert_self_contained, cli, embedded
 
-from decodeloop.loop import Harness, TurnConfig
+from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel
 from decodeloop.trust.policy import Policy

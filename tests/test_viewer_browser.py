@@ -283,7 +283,7 @@ def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
 
     from decodeloop.formats.calls.json import JsonSyntax
     from decodeloop.formats.chat import LabChat
-    from decodeloop.loop import Harness
+    from decodeloop.harness import Harness
     from decodeloop.trust.policy import Policy
     from decodeloop.models import ModelBundle
     from decodeloop.lab.table import TableModel

@@ -7,7 +7,7 @@ and samples. An engine that samples for itself (a server streaming tokens)
 implements the same `Engine` protocol: `step` returns the next token it
 produced for the context, and `stop` tells it that the harness stopped this
 segment (a call closed, a stop string, the cap), so it can close its stream.
-The loop (loop.py) never knows which kind it drives: stop checks, events and
+The loop (decode/loop.py) never knows which kind it drives: stop checks, events and
 call handling stay in the loop.
 """
 

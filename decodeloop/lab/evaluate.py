@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from decodeloop.events import Event
-from decodeloop.loop import Harness
+from decodeloop.harness import Harness
 
 
 @dataclass

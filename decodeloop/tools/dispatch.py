@@ -30,7 +30,7 @@ from decodeloop.trust.policy import denial
 from decodeloop.trust.untrusted import cap_text
 
 DEFAULT_MAX_RESULT_CHARS = 16_000
-DEFAULT_MAX_TURN_RESULT_CHARS = 64_000  # every tool result of one turn together (loop.py shares it out)
+DEFAULT_MAX_TURN_RESULT_CHARS = 64_000  # every tool result of one turn together (harness.py shares it out)
 MIN_RESULT_CHARS = 200                  # what a result keeps once the turn's budget is spent
 Check = Callable[[str, str, str, Any, dict], PolicyDecision]  # (name, server, remote name, tool, arguments)
 

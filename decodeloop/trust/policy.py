@@ -33,7 +33,7 @@ Modes:
   in the context is replaced by `MASKED_REQUEST` (a task-neutral request to
   summarize the results and follow what they say), the model's text from the
   current message on is dropped, and the model generates its next message from
-  there (the harness: loop.py `Harness._masked_calls`). If that message makes
+  there (harness.py: `Harness._masked_calls`). If that message makes
   a call to the same tool whose arguments hold the value taken from a result,
   the data asked for the call, not the user: it is denied. Otherwise the user's
   request is what asked for it, and it runs. No question reaches the user.

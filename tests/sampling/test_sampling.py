@@ -767,7 +767,7 @@ def test_module_imports_with_the_standard_library_only():
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from conftest import ROOT as root
     code = ("import sys; sys.path.insert(0, %r); import decodeloop.sampling, decodeloop.processors; "
             "from decodeloop.sampling import Sampler; print(Sampler(temperature=1.0, seed=1).sample([0.0, 1.0]), "
             "'numpy' in sys.modules, 'torch' in sys.modules)" % root)

@@ -1,6 +1,6 @@
 """The viewer page (ui/html.py) from real runs: the CLI's --html and view, every lab model, faults, hostile text.
 
-What the page does in a browser is tested in tests/test_viewer_browser.py; here, what the page is: one
+What the page does in a browser is tested in tests/ui/test_viewer_browser.py; here, what the page is: one
 self-contained file, the events inside it exactly as the run emitted them (long strings cut), and no
 server-controlled text that could leave its JSON.
 """

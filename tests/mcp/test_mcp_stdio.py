@@ -28,7 +28,7 @@ from decodeloop.mcp.jsonrpc import JsonRpcSession
 from decodeloop.servers import weather
 from decodeloop.servers.base import ToolServer
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 WEATHER_LINE = re.compile(
     r"^(?P<city>[^,]+), (?P<state>[A-Z]{2}): (?P<temp>-?\d+)°F, (?P<conditions>[a-z ]+), "
     r"humidity (?P<humidity>\d+)%, wind (?P<wind>\d+) mph (?P<dir>N|NE|E|SE|S|SW|W|NW)$"

@@ -12,11 +12,9 @@ from __future__ import annotations
 import os
 import re
 import signal
-import sys
 import threading
 import time
 import tracemalloc
-from pathlib import Path
 
 import pytest
 
@@ -24,7 +22,8 @@ from decodeloop.mcp import ConnectionClosed, McpClient, McpError, ProtocolError,
 from decodeloop.tools.config import ServerSpec
 from decodeloop.tools.router import start_servers, stdio_specs
 
-FAULTY = [sys.executable, str(Path(__file__).resolve().parent / "servers" / "faulty.py")]
+from conftest import FAULTY  # noqa: E402  (tests/servers/faulty.py)
+
 TIMEOUT = 60  # the client's request timeout: a guard against a hang, never what a test waits for
 
 

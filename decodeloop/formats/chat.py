@@ -31,10 +31,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-PREAMBLE = "You are a helpful assistant."
+# the lab format's special tokens, by name (others import them from here too)
+from decodeloop.formats.tokenizer import ASSISTANT, EOS, SYSTEM, TOOL, USER  # noqa: F401
 
-# The lab format's special tokens, by name.
-SYSTEM, USER, ASSISTANT, TOOL, EOS = "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|eos|>"
+PREAMBLE = "You are a helpful assistant."
 
 Pieces = list[tuple[list[int], str]]   # (ids, source) in order
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import codecs
 from typing import Iterable, Mapping, Protocol
 
-SPECIALS = ("<|eos|>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>")
+# the lab format's special tokens, the one copy of them (chat.LabChat places them), ids 0 to 4 in this order
+EOS, SYSTEM, USER, ASSISTANT, TOOL = SPECIALS = ("<|eos|>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>")
 BYTE_OFFSET = len(SPECIALS)  # byte b has id BYTE_OFFSET + b
 
 

@@ -321,11 +321,12 @@ def main(argv: list[str] | None = None, *, default_prompt: str | None = None, pr
 def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     """Validate the shared options; return the sampler, the processors and the turn configuration."""
     from decodeloop.harness import TurnConfig
+    from decodeloop.models import LAB_MODELS
     from decodeloop.processors import RepetitionPenalty
     from decodeloop.sampling import Sampler
 
     _engine_from_config(args, parser)
-    lab = args.model in ("table", "ngram", "transformer")
+    lab = args.model in LAB_MODELS
     remote = args.model.startswith("openai:")
     if not lab and not remote and not args.model.startswith(("hf:", "gguf:")):
         parser.error(f"--model: unknown model {args.model!r}; choose table, ngram, transformer, hf:PATH, "

@@ -444,6 +444,7 @@ def _announce(bundle, emit, detail: bool = True) -> None:
 
 
 def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
+    from decodeloop.mcp.versions import PROTOCOLS
     from decodeloop.tools.router import DEFAULT_MAX_TOOLS
 
     group = parser.add_argument_group("MCP servers over HTTP and from a config file")
@@ -457,7 +458,7 @@ def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
                        help="a JSON file of servers in the mcpServers format of Claude Desktop, Cursor "
                             "and VS Code; repeatable")
     group.add_argument("--mcp-protocol", default="auto", metavar="VERSION",
-                       choices=("auto", "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"),
+                       choices=PROTOCOLS,
                        help="the MCP revision for every server whose config pins none (protocolVersion): auto "
                             "(default: server/discover, then initialize), 2026-07-28 (the stateless wire only) "
                             "or 2025-11-25 and older (the initialize handshake only)")

@@ -58,13 +58,10 @@ from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.headers import header_params, header_problem, param_headers
 from decodeloop.mcp.jsonrpc import Deadline, JsonRpcSession
 from decodeloop.mcp.transports.base import Transport
+from decodeloop.mcp.versions import (LEGACY_VERSIONS, PROTOCOL_VERSION, PROTOCOLS,  # noqa: F401  (re-exported)
+                                     STATELESS_VERSION, SUPPORTED_VERSIONS)
 from decodeloop.trust.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, cap_text
 
-PROTOCOL_VERSION = "2025-11-25"  # what initialize asks for
-STATELESS_VERSION = "2026-07-28"
-LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-SUPPORTED_VERSIONS = (STATELESS_VERSION, *LEGACY_VERSIONS)
-PROTOCOLS = ("auto", STATELESS_VERSION, *LEGACY_VERSIONS)  # the choices of McpClient(protocol=...)
 META = "io.modelcontextprotocol/"  # the prefix of the 2026-07-28 _meta keys
 MODERN_ERRORS = (-32020, -32021, -32022)  # header mismatch, missing capability, unsupported version
 UNSUPPORTED_VERSION = -32022

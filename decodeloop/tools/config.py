@@ -37,12 +37,12 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 from decodeloop.errors import ConfigError  # noqa: F401  (raised here; imported from here by callers too)
+from decodeloop.mcp.versions import PROTOCOLS
 
 POLICY_KEYS = {"trusted", "readOnly", "sideEffects", "allow", "deny"}  # read by policy.py
 SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "transport", "disabled", "protocolVersion", *POLICY_KEYS}
 ENGINE_KEYS = {"url", "model", "tokenizer"}   # the top-level "engine": what --model openai:URL takes (load_engine)
 TOP_IGNORED = {"$schema", "inputs", "engine"}  # VS Code's prompt-for-a-secret inputs are not supported, only tolerated
-PROTOCOLS = ("auto", "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # as McpClient takes them
 TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http", "streamablehttp": "http",
               "sse": "sse"}
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")

@@ -242,6 +242,9 @@ def _sampling_options(parser: argparse.ArgumentParser, seed: int | None) -> None
 
 
 def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
+    from decodeloop.tools.dispatch import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS
+    from decodeloop.trust.tool_budget import DEFAULT_MAX_TOOL_TOKENS
+
     group = parser.add_argument_group("stopping and tools")
     group.add_argument("--max-tokens", type=int, default=max_tokens,
                        help=f"cap on generated tokens in a turn (default: {max_tokens})")
@@ -261,14 +264,14 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
                             "a chat template, strict for the lab models)")
     group.add_argument("--timeout", type=float, default=60.0,
                        help="seconds to wait for an MCP server's answer (default: 60)")
-    group.add_argument("--max-result-chars", type=int, default=16_000,
-                       help="characters of a tool result the model sees (default: 16000)")
-    group.add_argument("--max-turn-result-chars", type=int, default=64_000,
-                       help="characters of tool results one turn may inject, all calls together; past it each "
-                            "result keeps 200 (default: 64000)")
-    group.add_argument("--max-tool-tokens", type=int, default=16_384, metavar="N",
-                       help="tokens the tools' descriptions may take in the prompt, every server together; more "
-                            "is refused, naming the servers (default: 16384)")
+    group.add_argument("--max-result-chars", type=int, default=DEFAULT_MAX_RESULT_CHARS,
+                       help=f"characters of a tool result the model sees (default: {DEFAULT_MAX_RESULT_CHARS})")
+    group.add_argument("--max-turn-result-chars", type=int, default=DEFAULT_MAX_TURN_RESULT_CHARS,
+                       help=f"characters of tool results one turn may inject, all calls together; past it each "
+                            f"result keeps {MIN_RESULT_CHARS} (default: {DEFAULT_MAX_TURN_RESULT_CHARS})")
+    group.add_argument("--max-tool-tokens", type=int, default=DEFAULT_MAX_TOOL_TOKENS, metavar="N",
+                       help=f"tokens the tools' descriptions may take in the prompt, every server together; more "
+                            f"is refused, naming the servers (default: {DEFAULT_MAX_TOOL_TOKENS})")
     group.add_argument("--constrain", choices=("off", "calls", "required"), default="off",
                        help="calls: once the model opens a call, mask every token that cannot continue a valid "
                             "call (a registered tool, arguments that fit its inputSchema); required: also make "

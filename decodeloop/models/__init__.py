@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from decodeloop.formats.calls.base import CallSyntax
 from decodeloop.models.base import Model, PrefixCachedModel, common_prefix_len
 
 LAB_MODELS = ("table", "ngram", "transformer")
@@ -33,7 +34,7 @@ class ModelBundle:
     name: str
     tokenizer: Any
     chat: Any
-    syntax: Any
+    syntax: CallSyntax
     model: Model | None = None            # a model the harness runs itself (forward + cache)
     make_engine: Callable[..., Any] | None = None   # an engine that samples for itself: (sampler, processors) -> Engine
     opener_id: int | None = None          # the call opener as one special token, if the vocabulary has it

@@ -34,9 +34,9 @@ from __future__ import annotations
 import json
 import re
 import string
-from dataclasses import dataclass
 from typing import Any, Iterable
 
+from decodeloop.formats.calls.base import Call, ParseError, render_result  # noqa: F401  (imported from here too)
 from decodeloop.schema import describe_type, numeric_bounds
 
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-/")
@@ -51,20 +51,6 @@ INTRO = ("To use a tool, write a call on its own: [call NAME key=value ...]. "
          "Put a value that contains spaces, quotes, brackets or = in double quotes, "
          'writing \\" for a quote and \\\\ for a backslash. '
          "The result comes back in a tool message; then answer the user.")
-
-
-@dataclass
-class Call:
-    name: str
-    arguments: dict[str, str]
-
-
-class ParseError(ValueError):
-    """A call that does not follow the syntax; the message tells the model how to fix it."""
-
-    def __init__(self, message: str, column: int) -> None:
-        super().__init__(message)
-        self.column = column     # 1-based position in the call's text
 
 
 def _is_bare(ch: str) -> bool:
@@ -342,9 +328,7 @@ class CompactSyntax:
     def scanner(self) -> CallScanner:
         return CallScanner()
 
-    def render_result(self, text: str, is_error: bool) -> str:
-        """The body of the tool message that answers a call."""
-        return "error: " + text if is_error else text
+    render_result = staticmethod(render_result)
 
     def describe(self, tools: Iterable[Any]) -> str:
         """System-prompt paragraphs: how to write a call, then one paragraph per tool.

@@ -4,7 +4,7 @@
     {"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}
     </tool_call>
 
-`JsonSyntax` has the interface of `calls.CompactSyntax`: it parses a
+`JsonSyntax` is a `CallSyntax` (base.py), as compact.py's `CompactSyntax` is: it parses a
 model-written call into a `Call`, renders a `Call` back, describes tools in the
 wording these models' chat templates use, spots where a call ends while the
 model is still writing it (`JsonCallScanner`), and gives the body of the tool
@@ -42,7 +42,8 @@ import re
 from typing import Any, Iterable
 
 from decodeloop.formats.calls.shapes import ALTERNATES, CANONICAL
-from decodeloop.formats.calls.compact import _NAME_RE, Call, ParseError
+from decodeloop.formats.calls.base import Call, ParseError, render_result
+from decodeloop.formats.calls.compact import _NAME_RE
 from decodeloop.schema import did_you_mean
 
 OPENER = "<tool_call>"
@@ -598,9 +599,7 @@ class JsonSyntax:
     def scanner(self) -> JsonCallScanner:
         return JsonCallScanner()
 
-    def render_result(self, text: str, is_error: bool) -> str:
-        """The body of the tool message that answers a call (the chat format wraps it)."""
-        return "error: " + text if is_error else text
+    render_result = staticmethod(render_result)
 
     def tool_schemas(self, tools: Iterable[Any]) -> list[dict]:
         """The tools as OpenAI-style function dicts, the `tools=` a chat template takes."""

@@ -11,7 +11,7 @@ import sys
 import threading
 
 from decodeloop import __version__
-from decodeloop.errors import MissingDependency, RemoteError
+from decodeloop.errors import ConfigError, McpError, MissingDependency, RemoteError
 from decodeloop.trust.untrusted import visible  # a server's error text reaches stderr
 
 RUN_EXAMPLES = """\
@@ -309,6 +309,12 @@ def main(argv: list[str] | None = None, *, default_prompt: str | None = None, pr
         if args.command == "fetch":
             return fetch_command(args, parser)
         return EXIT_USAGE
+    except (ConfigError, McpError) as e:   # the servers, the config or the model's context, as asked
+        print(f"decodeloop: cannot start: {visible(str(e))}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("\ninterrupted.", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except MissingDependency as e:
         print(f"decodeloop: {e}", file=sys.stderr)
         return EXIT_ERROR
@@ -415,7 +421,7 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser):
 
 def _engine_from_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """A config file's "engine" ({"url", "model", "tokenizer"}) when --model was not given."""
-    from decodeloop.tools.config import ConfigError, load_engine
+    from decodeloop.tools.config import load_engine
 
     if args.model != parser.get_default("model"):
         return   # --model given: it wins over the file
@@ -609,7 +615,6 @@ def _html_view(args: argparse.Namespace):
 
 
 def _run_turn(args, parser, emit, sampler, processors, config, last_token, page) -> int:
-    from decodeloop.errors import ConfigError, McpError
     from decodeloop.ui.step import QuitRequested
 
     try:
@@ -617,15 +622,9 @@ def _run_turn(args, parser, emit, sampler, processors, config, last_token, page)
             if page is not None:
                 page.watch(bundle)   # the transformer's attention, for the page
             result = _harness(args, bundle, router, emit, sampler, processors, config).run(args.prompt)
-    except (ConfigError, McpError) as e:
-        print(f"decodeloop: cannot start: {visible(str(e))}", file=sys.stderr)
-        return EXIT_ERROR
     except QuitRequested:
         print("quit.")
         return EXIT_OK
-    except KeyboardInterrupt:
-        print("\ninterrupted.", file=sys.stderr)
-        return EXIT_INTERRUPTED
     if result.reason == "interrupted":
         print("\ninterrupted.", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -642,7 +641,6 @@ def _run_turn(args, parser, emit, sampler, processors, config, last_token, page)
 
 
 def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from decodeloop.errors import ConfigError, McpError
     from decodeloop.ui.chat import ChatSession, ChatView
     from decodeloop.ui.jsonl import JsonlView
     from decodeloop.ui.trace import TraceView
@@ -650,21 +648,13 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     sampler, processors, config = _checked(args, parser)
     view = JsonlView(max_chars=args.max_result_chars) if args.json else TraceView() if args.trace else ChatView()
     emit = _locked(view)
-    try:
-        with _started(args, parser, emit, config.detail) as (bundle, router):
-            harness = _harness(args, bundle, router, emit, sampler, processors, config)
-            return ChatSession(harness, quiet=args.json).loop()
-    except (ConfigError, McpError) as e:
-        print(f"decodeloop: cannot start: {visible(str(e))}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("\ninterrupted.", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    with _started(args, parser, emit, config.detail) as (bundle, router):
+        harness = _harness(args, bundle, router, emit, sampler, processors, config)
+        return ChatSession(harness, quiet=args.json).loop()
 
 
 def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from decodeloop.lab.evaluate import ProgressBar, evaluate, summary_json
-    from decodeloop.errors import ConfigError, McpError
     from decodeloop.lab.train.corpus import episodes
 
     sampler, processors, config = _checked(args, parser)
@@ -674,21 +664,14 @@ def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         parser.error("--entries and --bfcl-wheel apply to --suite bfcl:... only")
     if args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
-    try:
-        held_out = episodes(args.seed, args.episodes, args.split)
-        if args.concurrency > 1:
-            summary, bundle = _eval_concurrently(args, parser, held_out, sampler, processors, config)
-        else:
-            with _started(args, parser, None, False) as (bundle, router):
-                summary, _ = evaluate(
-                    lambda emit: _harness(args, bundle, router, emit, sampler, processors, config),
-                    held_out, ProgressBar(f"eval {args.model}"))
-    except (ConfigError, McpError) as e:
-        print(f"decodeloop: cannot start: {visible(str(e))}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("\ninterrupted.", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    held_out = episodes(args.seed, args.episodes, args.split)
+    if args.concurrency > 1:
+        summary, bundle = _eval_concurrently(args, parser, held_out, sampler, processors, config)
+    else:
+        with _started(args, parser, None, False) as (bundle, router):
+            summary, _ = evaluate(
+                lambda emit: _harness(args, bundle, router, emit, sampler, processors, config),
+                held_out, ProgressBar(f"eval {args.model}"))
     order = getattr(bundle.model, "order", None)
     context = {"model": args.model, "order": order, "split": args.split, "seed": args.seed, "temperature": args.temperature,
                "syntax": bundle.syntax.name, "constrain": args.constrain, "concurrency": summary.concurrency}
@@ -711,9 +694,7 @@ def _suite_command(args, parser, sampler, processors, config) -> int:
     from decodeloop.bfcl.suite import run_suite, summary_json, table
     from decodeloop.lab.evaluate import ProgressBar
     from decodeloop.harness import Harness
-    from decodeloop.mcp.errors import McpError
     from decodeloop.trust.policy import Policy
-    from decodeloop.errors import ConfigError
 
     name, _, categories = args.suite.partition(":")
     if name != "bfcl":
@@ -743,12 +724,6 @@ def _suite_command(args, parser, sampler, processors, config) -> int:
     except BfclError as e:
         print(f"decodeloop: bfcl: {e}", file=sys.stderr)
         return EXIT_ERROR
-    except (ConfigError, McpError) as e:
-        print(f"decodeloop: cannot start: {visible(str(e))}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("\ninterrupted.", file=sys.stderr)
-        return EXIT_INTERRUPTED
     context = {"model": args.model, "syntax": bundle.syntax.name, "constrain": args.constrain,
                "call_shapes": args.call_shapes or getattr(bundle.chat, "call_shapes", "strict"),
                "temperature": args.temperature, "seed": args.seed, "max_tokens": args.max_tokens,
@@ -802,12 +777,8 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error("--lr must be positive")
     from decodeloop.lab.train.transformer import main as train_transformer
 
-    try:
-        return train_transformer(out=args.out, steps=args.steps, seed=args.seed, batch_size=args.batch_size,
-                                 lr=args.lr, threads=args.threads)
-    except KeyboardInterrupt:
-        print("\ninterrupted.", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    return train_transformer(out=args.out, steps=args.steps, seed=args.seed, batch_size=args.batch_size,
+                             lr=args.lr, threads=args.threads)
 
 
 def view_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -58,8 +58,8 @@ from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.headers import header_params, header_problem, param_headers
 from decodeloop.mcp.jsonrpc import Deadline, JsonRpcSession
 from decodeloop.mcp.transports.base import Transport
-from decodeloop.mcp.versions import (LEGACY_VERSIONS, PROTOCOL_VERSION, PROTOCOLS,  # noqa: F401  (re-exported)
-                                     STATELESS_VERSION, SUPPORTED_VERSIONS)
+from decodeloop.mcp.versions import (LEGACY_SSE_REFUSAL, LEGACY_VERSIONS, PROTOCOL_VERSION,  # noqa: F401
+                                     PROTOCOLS, STATELESS_VERSION, SUPPORTED_VERSIONS)  # (re-exported)
 from decodeloop.trust.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, cap_text
 
 META = "io.modelcontextprotocol/"  # the prefix of the 2026-07-28 _meta keys
@@ -270,7 +270,7 @@ class McpClient:
                 raise
         if kw.get("protocol", "auto") in ("auto", STATELESS_VERSION):
             if kw.get("protocol") == STATELESS_VERSION:
-                raise ValueError(f"the legacy HTTP+SSE transport cannot speak MCP {STATELESS_VERSION}")
+                raise ValueError(LEGACY_SSE_REFUSAL)
             kw = dict(kw, protocol=PROTOCOL_VERSION)
         if startup is None:
             startup = StartupDeadline(timeout)

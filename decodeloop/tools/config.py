@@ -37,7 +37,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 from decodeloop.errors import ConfigError  # noqa: F401  (raised here; imported from here by callers too)
-from decodeloop.mcp.versions import PROTOCOLS
+from decodeloop.mcp.versions import LEGACY_SSE_REFUSAL, PROTOCOLS, STATELESS_VERSION
 
 POLICY_KEYS = {"trusted", "readOnly", "sideEffects", "allow", "deny"}  # read by policy.py
 SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "transport", "disabled", "protocolVersion", *POLICY_KEYS}
@@ -221,8 +221,8 @@ def _transport(name: str, entry: object, where: str, base: str | None) -> Server
         for header, value in headers.items():
             parse_header(f"{header}: {value}")
         spec = url_spec(url, headers, kind or "auto", name)
-        if protocol == "2026-07-28" and spec.transport == "sse":
-            raise ConfigError(f"the legacy SSE transport cannot speak MCP {protocol}")
+        if protocol == STATELESS_VERSION and spec.transport == "sse":
+            raise ConfigError(LEGACY_SSE_REFUSAL)
         spec.protocol = protocol
         return spec
     except ConfigError as exc:

@@ -186,6 +186,14 @@ def _converted_source(directory: str, gguf: str | None) -> tuple[str, str | None
     return (folder, None, sha, folder) if folder else (directory, gguf, sha, None)
 
 
+def _auto_tokenizer(transformers, directory: str, gguf: str | None, shown: str):
+    """transformers' tokenizer of a model directory (or a .gguf in it); a ValueError naming `shown` if none."""
+    try:
+        return transformers.AutoTokenizer.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot load a tokenizer from {shown!r}: {e}") from e
+
+
 def load_tokenizer(path: str, syntax: str | None = None):
     """A bundle without a model: the tokenizer, chat format and call syntax of a local model directory or
     .gguf file, for an engine that samples elsewhere (models/openai.py). The weights are not loaded; a
@@ -202,8 +210,8 @@ def load_tokenizer(path: str, syntax: str | None = None):
     transformers.utils.logging.disable_progress_bar()
     _quiet(transformers)
     directory, gguf, _, cached = _converted_source(*located)
+    hf_tok = _auto_tokenizer(transformers, directory, gguf, cached or path)
     try:
-        hf_tok = transformers.AutoTokenizer.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
         config = transformers.AutoConfig.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
     except (OSError, ValueError) as e:
         raise ValueError(f"cannot load a tokenizer from {cached or path!r}: {e}") from e
@@ -290,10 +298,7 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
                 gguf_cache.discard(cached)
             directory, gguf = located
     if weights is None:
-        try:
-            hf_tok = transformers.AutoTokenizer.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
-        except (OSError, ValueError) as e:
-            raise ValueError(f"cannot load a tokenizer from {path!r}: {e}") from e
+        hf_tok = _auto_tokenizer(transformers, directory, gguf, path)
         # a GGUF is de-quantized to float32 on the CPU, as cached; then moved to the device and dtype asked for
         model = _load_weights(transformers, path, directory, gguf, torch.float32 if gguf else torch_dtype,
                               "cpu" if gguf else device)

@@ -9,7 +9,7 @@ same DIR have started (so they must start at the same time); --pid-file writes t
 
 Some tools write their answer themselves, straight to the file descriptor, as a server
 that gets it wrong would: a line larger than any cap, bytes that are not UTF-8, JSON
-nested too deeply. They use the id of the request being answered (`current`).
+nested too deeply. They use the id of the request being answered (`raw.current`).
 """
 
 from __future__ import annotations
@@ -25,21 +25,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from decodeloop.servers.base import ToolServer  # noqa: E402
+from raw_answers import RawAnswers  # noqa: E402  (beside this script)
 
 server = ToolServer("faulty", "0.0.1")
-current: dict = {}   # the request being answered
-answered = False     # the tool wrote its answer itself: the server must not answer again
-_handle = server.handle
-
-
-def handle(message):
-    global current, answered
-    current, answered = message if isinstance(message, dict) else {}, False
-    response = _handle(message)
-    return None if answered else response
-
-
-server.handle = handle
+raw = RawAnswers(server)
 
 MEGABYTES = {
     "type": "object",
@@ -146,20 +135,6 @@ def wire_tool(*args, **kw):
     return register
 
 
-def _write_answer(*parts: bytes) -> None:
-    """Write the answer to the current request from these pieces, as they are."""
-    global answered
-    answered = True
-    for part in parts:
-        view = memoryview(part)
-        while view:
-            view = view[os.write(1, view):]
-
-
-def _id() -> bytes:
-    return json.dumps(current.get("id")).encode()
-
-
 TEXT_HEAD = b'"result":{"content":[{"type":"text","text":"'
 TEXT_END = b'"}]}'
 
@@ -175,15 +150,15 @@ TEXT_END = b'"}]}'
 def huge(megabytes: int, id_last: bool = False, newline: bool = True) -> str:
     piece = b"z" * (1 << 20)
     if id_last:
-        _write_answer(b"{" + TEXT_HEAD)
+        raw.answer(b"{" + TEXT_HEAD)
     else:
-        _write_answer(b'{"jsonrpc":"2.0","id":' + _id() + b"," + TEXT_HEAD)
+        raw.answer(b'{"jsonrpc":"2.0","id":' + raw.id() + b"," + TEXT_HEAD)
     for _ in range(megabytes):
-        _write_answer(piece)
+        raw.answer(piece)
     if not newline:
         print(f"wrote {megabytes} MB without a newline", file=sys.stderr, flush=True)
         threading.Event().wait()
-    _write_answer(TEXT_END + (b',"jsonrpc":"2.0","id":' + _id() + b"}\n" if id_last else b"}\n"))
+    raw.answer(TEXT_END + (b',"jsonrpc":"2.0","id":' + raw.id() + b"}\n" if id_last else b"}\n"))
     return "unreachable"
 
 
@@ -193,7 +168,7 @@ def huge(megabytes: int, id_last: bool = False, newline: bool = True) -> str:
     NO_ARGUMENTS,
 )
 def bad_utf8() -> str:
-    _write_answer(b'{"jsonrpc":"2.0","id":' + _id() + b"," + TEXT_HEAD + b"caf\xff" + TEXT_END + b"}\n")
+    raw.answer(b'{"jsonrpc":"2.0","id":' + raw.id() + b"," + TEXT_HEAD + b"caf\xff" + TEXT_END + b"}\n")
     return "unreachable"
 
 
@@ -207,16 +182,10 @@ def bad_utf8() -> str:
 def deep(levels: int, notification: bool = False) -> str:
     nested = b"[" * levels + b"]" * levels
     if notification:
-        _send_raw(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":' + nested + b"}}\n")
+        raw.write(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":' + nested + b"}}\n")
         return "after the deep notification"
-    _write_answer(b'{"jsonrpc":"2.0","id":' + _id() + b',"result":{"content":[],"deep":' + nested + b"}}\n")
+    raw.answer(b'{"jsonrpc":"2.0","id":' + raw.id() + b',"result":{"content":[],"deep":' + nested + b"}}\n")
     return "unreachable"
-
-
-def _send_raw(line: bytes) -> None:
-    view = memoryview(line)
-    while view:
-        view = view[os.write(1, view):]
 
 
 @wire_tool(
@@ -251,7 +220,7 @@ def spawn_child() -> str:
      "required": ["steps", "interval"], "additionalProperties": False},
 )
 def progress(steps: int, interval: float) -> str:
-    token = ((current.get("params") or {}).get("_meta") or {}).get("progressToken")
+    token = ((raw.current.get("params") or {}).get("_meta") or {}).get("progressToken")
     for step in range(1, steps + 1):
         time.sleep(interval)
         _send({"jsonrpc": "2.0", "method": "notifications/progress",

@@ -19,28 +19,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from decodeloop.servers.base import ToolServer  # noqa: E402
+from raw_answers import RawAnswers  # noqa: E402  (beside this script)
 
 server = ToolServer("flooding", "0.0.1")
 options = argparse.Namespace(log_messages=0, log_chars=1000, result_items=1, item_chars=20)
-current: dict = {}   # the request being answered
-answered = False     # the tool wrote its answer itself: the server must not answer again
-_handle = server.handle
-
-
-def handle(message):
-    global current, answered
-    current, answered = message if isinstance(message, dict) else {}, False
-    response = _handle(message)
-    return None if answered else response
-
-
-server.handle = handle
-
-
-def _write(data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(1, view):]
+raw = RawAnswers(server)
 
 
 @server.tool(
@@ -50,7 +33,6 @@ def _write(data: bytes) -> None:
      "required": ["city"], "additionalProperties": False},
 )
 def get_weather(city: str, state: str = "") -> str:
-    global answered
     filler = "x" * options.log_chars
     batch: list[bytes] = []
     for n in range(options.log_messages):
@@ -58,13 +40,12 @@ def get_weather(city: str, state: str = "") -> str:
         note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": data}}
         batch.append((json.dumps(note) + "\n").encode())
         if len(batch) == 1000:
-            _write(b"".join(batch))
+            raw.write(b"".join(batch))
             batch.clear()
-    _write(b"".join(batch))
+    raw.write(b"".join(batch))
     items = [{"type": "text", "text": f"{n} " + "y" * options.item_chars} for n in range(options.result_items)]
-    response = {"jsonrpc": "2.0", "id": current.get("id"), "result": {"content": items, "isError": False}}
-    _write((json.dumps(response) + "\n").encode())
-    answered = True
+    response = {"jsonrpc": "2.0", "id": raw.current.get("id"), "result": {"content": items, "isError": False}}
+    raw.answer((json.dumps(response) + "\n").encode())
     return ""
 
 

@@ -107,7 +107,7 @@ class ToolCall(Event):
     # each argument value's path -> the context's sources that contain it ("user", "system",
     # "tool:SERVER/TOOL"); an empty list: the model wrote the value itself (provenance.py)
     origins: dict[str, list[str]] = field(default_factory=dict)
-    shape: str = "tool_call"   # how the call was written: the syntax's own shape or an alternate (formats/calls/shapes.py)
+    shape: str = "tool_call"   # how the call was written: its syntax's own shape or an alternate (calls/shapes.py)
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ from decodeloop.formats.calls.compact import ParseError
 from decodeloop.formats.chat import ToolReply
 from decodeloop.decode.context import MODEL, Context
 from decodeloop.tools.dispatch import (DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS,
-                                 dispatch_all, parse_call)
+                                       dispatch_all, parse_call)
 from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop
 from decodeloop.trust.provenance import origins, provenance
 from decodeloop.trust.markers import for_bundle
@@ -86,8 +86,8 @@ class Harness:
             # a tool the model is told about but cannot reach would fail silently at call time
             raise ConfigError(f"tools described to the model but served by no server: {', '.join(unroutable)}")
         self._named = tools                    # the tools asked for by name, or None for all
-        self._check_tools([router.tools[name] for name in names])
         self.tools = [router.tools[name] for name in names]
+        self._check_tools(self.tools)
         self._tools_version = router.version
         self.context: Context | None = None    # the conversation so far; None before its first turn
         self._ended = True                     # the model closed its last message itself

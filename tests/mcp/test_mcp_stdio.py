@@ -16,14 +16,14 @@ import pytest
 
 import decodeloop
 from decodeloop.mcp import (
-    McpClient,
-    MemoryTransport,
-    ProtocolError,
-    RpcError,
-    StdioTransport,
-    Tool,
-    ToolResult,
-)
+                            McpClient,
+                            MemoryTransport,
+                            ProtocolError,
+                            RpcError,
+                            StdioTransport,
+                            Tool,
+                            ToolResult,
+                            )
 from decodeloop.mcp.jsonrpc import JsonRpcSession
 from decodeloop.servers import weather
 from decodeloop.servers.base import ToolServer

@@ -40,8 +40,8 @@ from typing import Any
 from decodeloop.constrain.grammar import charset as cs
 from decodeloop.constrain.grammar.charset import TEXT
 from decodeloop.constrain.grammar.machines import (BARE, CompactArgs, CompactCall, CompactValue, JsonArray, JsonCall,
-                                         JsonObject, JsonString, Machine, Nothing, Number, Text, Trie, _Fields,
-                                         union)
+                                                   JsonObject, JsonString, Machine, Nothing, Number, Text, Trie,
+                                                   _Fields, union)
 from decodeloop.constrain.grammar.regex import Dfa, Unsupported, compile_pattern
 from decodeloop.schema import ArgumentError, check_value, declared_types, numeric_bounds, validate_arguments
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from decodeloop.lab.transformer import (GELU_C, LN_EPS, NO_PREVIOUS, Config, embed, np,
-                                           previous_tokens, rope, rope_tables, softmax, window_mask)
+                                        previous_tokens, rope, rope_tables, softmax, window_mask)
 
 
 @dataclass

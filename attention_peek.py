@@ -28,11 +28,13 @@ import sys
 
 from decodeloop.formats.chat import ASSISTANT, SYSTEM, TOOL, USER
 from decodeloop.ui.heatmap import GLYPHS, scale_legend, svg, terminal
+from decodeloop.ui.style import use_color
 
 # what the labels' own glyphs stand for, besides the heatmap's (GLYPHS)
-LABEL_GLYPHS = (("⁺", "a later byte of the character to its left (°F is °⁺F: a column per token)"),
-                ("§", "a special token"))
-from decodeloop.ui.style import use_color
+LABEL_GLYPHS = (
+    ("⁺", "a later byte of the character to its left (°F is °⁺F: a column per token)"),
+    ("§", "a special token"),
+)
 
 
 def spans(episode, system: str, tokenizer):
@@ -41,12 +43,12 @@ def spans(episode, system: str, tokenizer):
     head = f"{SYSTEM}{system}{USER}{episode.user}{ASSISTANT}{episode.call}{TOOL}"
     ids = tokenizer.encode_markup(episode.markup(system))
     result_at = len(tokenizer.encode_markup(head))
-    answer_at = result_at + len(tokenizer.encode(episode.result)) + 1       # after <|assistant|>
+    answer_at = result_at + len(tokenizer.encode(episode.result)) + 1  # after <|assistant|>
     copies = []
     for value in episode.values:
         if value in episode.result and value in episode.answer:
-            source = result_at + len(tokenizer.encode(episode.result[:episode.result.index(value)]))
-            target = answer_at + len(tokenizer.encode(episode.answer[:episode.answer.index(value)]))
+            source = result_at + len(tokenizer.encode(episode.result[: episode.result.index(value)]))
+            target = answer_at + len(tokenizer.encode(episode.answer[: episode.answer.index(value)]))
             copies += [(target + i, source + i) for i in range(len(tokenizer.encode(value)))]
     return ids, range(result_at, answer_at - 1), range(answer_at, len(ids)), copies
 
@@ -71,15 +73,16 @@ def copy_scores(model, episodes, system: str, tokenizer):
     """Per head [layer, head]: the mean attention from the position writing a value character onto
     that character in the tool result; and chance, the mean of one over the keys in view."""
     from decodeloop.lab.transformer import np
+
     c = model.config
     totals, count, chance = np.zeros((c.n_layer, c.n_head)), 0, 0.0
     for episode in episodes:
         ids, _, _, copies = spans(episode, system, tokenizer)
         read(model, ids)
         for written, source in copies:
-            query = written - 1                                     # the position that writes it
+            query = written - 1  # the position that writes it
             for layer in range(c.n_layer):
-                lo, weights = attention_rows(model, layer, query)    # [H, keys in view]
+                lo, weights = attention_rows(model, layer, query)  # [H, keys in view]
                 totals[layer] += weights[:, source - lo] if source >= lo else 0.0
             count += 1
             chance += 1 / min(query + 1, c.window)
@@ -110,7 +113,7 @@ def _characters(tokenizer, ids) -> list[str]:
             i += 1
             continue
         for n in (1, 2, 3, 4):
-            ch = tokenizer.decode(ids[i:i + n])
+            ch = tokenizer.decode(ids[i : i + n])
             if "\ufffd" not in ch:
                 break
         out += [ch] + ["⁺"] * (n - 1)
@@ -132,27 +135,44 @@ def unusual_first(pool: list) -> list:
 
     def striking(e) -> bool:
         temperature, conditions = (e.values + ["", ""])[:2]
-        return (temperature.startswith("-") and len(temperature) == len("-100°F") and e.tool == "get_weather"
-                and any(w not in real for w in conditions.split()))
+        return (
+            temperature.startswith("-")
+            and len(temperature) == len("-100°F")
+            and e.tool == "get_weather"
+            and any(w not in real for w in conditions.split())
+        )
+
     return sorted(pool, key=lambda e: not striking(e))  # stable: the rest keep their order
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="attention_peek.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tool", default="get_weather",
-                        choices=("get_weather", "get_forecast", "get_time_zone", "convert"),
-                        help="which kind of held-out episode (default: get_weather)")
+    parser.add_argument(
+        "--tool",
+        default="get_weather",
+        choices=("get_weather", "get_forecast", "get_time_zone", "convert"),
+        help="which kind of held-out episode (default: get_weather)",
+    )
     parser.add_argument("--episodes", type=int, default=4, help="episodes to score heads on (default: 4)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the held-out episodes (default: 0)")
-    parser.add_argument("--split", choices=("ood", "heldout"), default="ood",
-                        help="ood: the held-out questions answered by the servers' --ood values; heldout: "
-                             "the servers' own values (default: ood)")
+    parser.add_argument(
+        "--split",
+        choices=("ood", "heldout"),
+        default="ood",
+        help="ood: the held-out questions answered by the servers' --ood values; heldout: "
+        "the servers' own values (default: ood)",
+    )
     parser.add_argument("--weights", default=None, metavar="PATH", help="transformer weights (.npz)")
-    parser.add_argument("--svg", default="attention.svg", metavar="PATH",
-                        help="also write the heatmap here (default: attention.svg; '' for none)")
+    parser.add_argument(
+        "--svg",
+        default="attention.svg",
+        metavar="PATH",
+        help="also write the heatmap here (default: attention.svg; '' for none)",
+    )
     args = parser.parse_args(argv)
 
     from decodeloop.models.base import MissingDependency
+
     try:
         from decodeloop.lab.transformer import DEFAULT_WEIGHTS, TransformerModel
     except MissingDependency as e:
@@ -168,20 +188,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attention_peek.py: error: --weights: {e}", file=sys.stderr)
         return 2
     pool = [e for e in episodes(args.seed, 40 * args.episodes, args.split) if e.tool == args.tool]
-    chosen = unusual_first(pool)[:args.episodes]
+    chosen = unusual_first(pool)[: args.episodes]
     scores, chance = copy_scores(model, chosen, system, tokenizer)
     layer, head = divmod(int(scores.argmax()), scores.shape[1])
-    print(f"copy score per head: attention from the position writing each value character onto that "
-          f"character in the tool result, {len(chosen)} held-out {args.tool} episodes "
-          f"({args.split} split); chance {chance:.3f}")
+    print(
+        f"copy score per head: attention from the position writing each value character onto that "
+        f"character in the tool result, {len(chosen)} held-out {args.tool} episodes "
+        f"({args.split} split); chance {chance:.3f}"
+    )
     print("        " + "".join(f"head {h:<3}" for h in range(scores.shape[1])))
     for i, row in enumerate(scores):
-        print(f"layer {i} " + "".join(f"{s:8.3f}" + ("*" if (i, h) == (layer, head) else " ")
-                                      for h, s in enumerate(row)))
+        print(
+            f"layer {i} " + "".join(f"{s:8.3f}" + ("*" if (i, h) == (layer, head) else " ") for h, s in enumerate(row))
+        )
     episode = chosen[0]
     rows, row_labels, col_labels = heatmap_rows(model, layer, head, episode, system, tokenizer)
-    title = (f"layer {layer} head {head}: copy score {scores[layer, head]:.3f} (chance {chance:.3f}); "
-             f"rows: the answer as written, columns: the tool result")
+    title = (
+        f"layer {layer} head {head}: copy score {scores[layer, head]:.3f} (chance {chance:.3f}); "
+        f"rows: the answer as written, columns: the tool result"
+    )
     print()
     print(f"question: {episode.user}")
     color = use_color(sys.stdout)

@@ -23,5 +23,12 @@ PROMPT = "What's the weather in Polson, MT?"
 DEFAULTS = {"temperature": 0.7, "seed": 2}  # --help states them; any option overrides them
 
 if __name__ == "__main__":
-    sys.exit(main(["run", *sys.argv[1:]], default_prompt=PROMPT, prog="decode_loop_ngram.py",
-                  default_model="ngram", defaults=DEFAULTS))
+    sys.exit(
+        main(
+            ["run", *sys.argv[1:]],
+            default_prompt=PROMPT,
+            prog="decode_loop_ngram.py",
+            default_model="ngram",
+            defaults=DEFAULTS,
+        )
+    )

@@ -23,5 +23,11 @@ from decodeloop.cli import main
 PROMPT = "What's the weather in Burlington, VT?"
 
 if __name__ == "__main__":
-    sys.exit(main(["run", *sys.argv[1:]], default_prompt=PROMPT, prog="decode_loop_transformer.py",
-                  default_model="transformer"))
+    sys.exit(
+        main(
+            ["run", *sys.argv[1:]],
+            default_prompt=PROMPT,
+            prog="decode_loop_transformer.py",
+            default_model="transformer",
+        )
+    )

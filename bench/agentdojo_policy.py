@@ -68,23 +68,26 @@ try:
     from agentdojo.attacks.attack_registry import load_attack
     from agentdojo.functions_runtime import EmptyEnv, Env, FunctionsRuntime
     from agentdojo.task_suite.load_suites import get_suites
-    from agentdojo.types import (ChatAssistantMessage, ChatMessage, ChatToolResultMessage,
-                                 text_content_block_from_string)
+    from agentdojo.types import ChatAssistantMessage, ChatMessage, ChatToolResultMessage, text_content_block_from_string
 except ImportError:
     sys.exit("bench/agentdojo_policy.py needs AgentDojo: pip install agentdojo")
 
-from decodeloop.tools.config import ServerSpec  # noqa: E402
-from decodeloop.trust.policy import Policy  # noqa: E402
-from decodeloop.trust.provenance import Provenance  # noqa: E402
+from decodeloop.tools.config import ServerSpec
+from decodeloop.trust.policy import Policy
+from decodeloop.trust.provenance import Provenance
 
 READ_ONLY_PREFIXES = ("get_", "read_", "search_", "list_", "check_")
 ATTACK = "important_instructions_no_names"
-MODES = {"off": ("off", None), "confirm, no terminal": ("confirm", None),
-         "strict, user says yes": ("strict", lambda question: True),
-         "plan, user says yes": ("plan", lambda question: True), "plan, no terminal": ("plan", None),
-         "masked, no terminal": ("masked", None),
-         "plan, user answers from their task": ("plan", "task"),
-         "strict, user answers from their task": ("strict", "task")}
+MODES = {
+    "off": ("off", None),
+    "confirm, no terminal": ("confirm", None),
+    "strict, user says yes": ("strict", lambda question: True),
+    "plan, user says yes": ("plan", lambda question: True),
+    "plan, no terminal": ("plan", None),
+    "masked, no terminal": ("masked", None),
+    "plan, user answers from their task": ("plan", "task"),
+    "strict, user answers from their task": ("strict", "task"),
+}
 
 
 class ScriptedModel(BasePipelineElement):
@@ -97,32 +100,49 @@ class ScriptedModel(BasePipelineElement):
         self.policy = policy
         self.by_prompt = {task.PROMPT: task for task in suite.user_tasks.values()}
         self.decisions: list = []
-        self.intent: list = []   # the user task's reference calls: what the user asked for
+        self.intent: list = []  # the user task's reference calls: what the user asked for
 
     def user_answers(self, question: str) -> bool:
         """A user who knows only their request: yes when the question names one of its calls, tool and arguments."""
-        return any(question.startswith(f"{call.function} on {self.suite.name} with {dict(call.args)} (")
-                   for call in self.intent)
+        return any(
+            question.startswith(f"{call.function} on {self.suite.name} with {dict(call.args)} (")
+            for call in self.intent
+        )
 
-    def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
-              messages: Sequence[ChatMessage] = (), extra_args: dict = {}):
+    def query(
+        self,
+        query: str,
+        runtime: FunctionsRuntime,
+        env: Env = EmptyEnv(),
+        messages: Sequence[ChatMessage] = (),
+        extra_args: dict | None = None,
+    ):
+        if extra_args is None:
+            extra_args = {}
         task = self.by_prompt[query]
         planned = list(task.ground_truth(env.model_copy(deep=True)))
         self.intent = list(planned)
         # before reading anything the model says which tools the prompt asks for: the names of its own calls
         plan = "Plan: " + ", ".join(dict.fromkeys(call.function for call in planned))
         seen: list[tuple[str, str]] = [("user", query)]
-        made: list[tuple[str, dict]] = []   # the calls it made, in order: run or denied (it was told why)
+        made: list[tuple[str, dict]] = []  # the calls it made, in order: run or denied (it was told why)
         obeyed: set[str] = set()
-        out = list(messages) + [ChatAssistantMessage(role="assistant", tool_calls=None,
-                                                     content=[text_content_block_from_string(plan)])]
+        out = list(messages) + [
+            ChatAssistantMessage(role="assistant", tool_calls=None, content=[text_content_block_from_string(plan)])
+        ]
         while planned:
             call = planned.pop(0)
             arguments = dict(call.args)
             if self.policy is not None:
-                decision = self.policy.check(call.function, self.suite.name, call.function, None, arguments,
-                                             lambda: Provenance(list(seen), plan),
-                                             lambda: self.masked_calls(made, seen, env))
+                decision = self.policy.check(
+                    call.function,
+                    self.suite.name,
+                    call.function,
+                    None,
+                    arguments,
+                    lambda: Provenance(list(seen), plan),
+                    lambda: self.masked_calls(made, seen, env),
+                )
                 self.decisions.append(decision)
                 if decision.verdict != "allow":
                     made.append((call.function, arguments))
@@ -130,19 +150,27 @@ class ScriptedModel(BasePipelineElement):
             made.append((call.function, arguments))
             result, error = runtime.run_function(env, call.function, arguments, raise_on_error=False)
             text = error or tool_result_to_str(result)
-            out += [ChatAssistantMessage(role="assistant", tool_calls=[call],
-                                         content=[text_content_block_from_string("")]),
-                    ChatToolResultMessage(role="tool", content=[text_content_block_from_string(text)],
-                                          tool_call=call, tool_call_id=None, error=error)]
+            out += [
+                ChatAssistantMessage(role="assistant", tool_calls=[call], content=[text_content_block_from_string("")]),
+                ChatToolResultMessage(
+                    role="tool",
+                    content=[text_content_block_from_string(text)],
+                    tool_call=call,
+                    tool_call_id=None,
+                    error=error,
+                ),
+            ]
             seen.append((f"tool:{self.suite.name}/{call.function}", text))
-            for injection in self.suite.injection_tasks.values():   # obey what the data says, at once
+            for injection in self.suite.injection_tasks.values():  # obey what the data says, at once
                 if injection.ID not in obeyed and _plain(injection.GOAL) in _plain(text):
                     obeyed.add(injection.ID)
                     planned[:0] = injection.ground_truth(env.model_copy(deep=True))
-        out.append(ChatAssistantMessage(role="assistant", tool_calls=None,
-                                        content=[text_content_block_from_string(task.GROUND_TRUTH_OUTPUT)]))
+        out.append(
+            ChatAssistantMessage(
+                role="assistant", tool_calls=None, content=[text_content_block_from_string(task.GROUND_TRUTH_OUTPUT)]
+            )
+        )
         return query, runtime, env, out, extra_args
-
 
     def masked_calls(self, made: list, seen: list, env) -> list[tuple[str, dict]]:
         """This model re-run with the user's request masked (the `masked` policy): with no task of its own it
@@ -155,7 +183,7 @@ class ScriptedModel(BasePipelineElement):
             for injection in self.suite.injection_tasks.values():
                 if _plain(injection.GOAL) in _plain(text):
                     agenda += injection.ground_truth(env.model_copy(deep=True))
-        done = list(made)   # each call made answers for one call of the agenda: an injection may repeat a call
+        done = list(made)  # each call made answers for one call of the agenda: an injection may repeat a call
         for call in agenda:
             key = (call.function, dict(call.args))
             if key not in done:
@@ -178,15 +206,15 @@ def policy_for(suite, mode: str, confirm) -> Policy | None:
 
 def run_suite(suite, mode: str, confirm) -> dict[str, float]:
     asked = []
-    if confirm == "task":   # the user answers from their own request (the task the model is running)
+    if confirm == "task":  # the user answers from their own request (the task the model is running)
         confirm = lambda question: model.user_answers(question)  # noqa: E731  (model is bound below)
-    if confirm is not None:   # count the questions the user is asked
+    if confirm is not None:  # count the questions the user is asked
         confirm = (lambda answer: lambda question: asked.append(question) or answer(question))(confirm)
     model = ScriptedModel(suite, policy_for(suite, mode, confirm))
     attack = load_attack(ATTACK, suite, model)
     clean = [suite.run_task_with_pipeline(model, task, None, {})[0] for task in suite.user_tasks.values()]
     environment = suite.load_and_inject_default_environment({})
-    acts = {}   # does the attack's goal need a side effect? (None: it has no reference calls to obey)
+    acts = {}  # does the attack's goal need a side effect? (None: it has no reference calls to obey)
     for injection in suite.injection_tasks.values():
         calls = injection.ground_truth(environment.model_copy(deep=True))
         acts[injection.ID] = any(not c.function.startswith(READ_ONLY_PREFIXES) for c in calls) if calls else None
@@ -198,10 +226,17 @@ def run_suite(suite, mode: str, confirm) -> dict[str, float]:
             success.append(attacked)
             by_sink[acts[injection.ID]].append(attacked)
     denied = sum(d.verdict == "deny" for d in model.decisions)
-    return {"utility": 100 * sum(clean) / len(clean), "under attack": 100 * sum(utility) / len(utility),
-            "attack success": 100 * sum(success) / len(success), "pairs": len(success),
-            "side-effecting sinks": _percent(by_sink[True]), "read-only sinks": _percent(by_sink[False]),
-            "denied": denied, "decisions": len(model.decisions), "asked": len(asked)}
+    return {
+        "utility": 100 * sum(clean) / len(clean),
+        "under attack": 100 * sum(utility) / len(utility),
+        "attack success": 100 * sum(success) / len(success),
+        "pairs": len(success),
+        "side-effecting sinks": _percent(by_sink[True]),
+        "read-only sinks": _percent(by_sink[False]),
+        "denied": denied,
+        "decisions": len(model.decisions),
+        "asked": len(asked),
+    }
 
 
 def _percent(results: list[bool]) -> str:
@@ -216,9 +251,11 @@ def main() -> int:
     args = parser.parse_args()
     suites = get_suites(args.version)
     print(f"AgentDojo {args.version}, attack {ATTACK}, scripted model that obeys every injection it reads")
-    print(f"{'suite':<10} {'policy':<36} {'utility':>8} {'under attack':>13} {'attack success':>15} "
-          f"{'side-effecting sinks':>21} {'read-only sinks':>16} {'pairs':>6} {'denied calls':>13} {'asked':>6}"
-          f" {'asked/pair':>10}")
+    print(
+        f"{'suite':<10} {'policy':<36} {'utility':>8} {'under attack':>13} {'attack success':>15} "
+        f"{'side-effecting sinks':>21} {'read-only sinks':>16} {'pairs':>6} {'denied calls':>13} {'asked':>6}"
+        f" {'asked/pair':>10}"
+    )
     for name in args.suites:
         suite = suites[name]
         for label, (mode, confirm) in MODES.items():
@@ -226,11 +263,14 @@ def main() -> int:
                 continue
             started = time.perf_counter()
             row = run_suite(suite, mode, confirm)
-            print(f"{name:<10} {label:<36} {row['utility']:>7.1f}% {row['under attack']:>12.1f}% "
-                  f"{row['attack success']:>14.1f}% {row['side-effecting sinks']:>21} {row['read-only sinks']:>16} "
-                  f"{row['pairs']:>6} {row['denied']:>6}/{row['decisions']:<6} {row['asked']:>6}"
-                  f" {row['asked'] / row['pairs']:>10.2f}"
-                  f"  ({time.perf_counter() - started:.0f} s)", flush=True)
+            print(
+                f"{name:<10} {label:<36} {row['utility']:>7.1f}% {row['under attack']:>12.1f}% "
+                f"{row['attack success']:>14.1f}% {row['side-effecting sinks']:>21} {row['read-only sinks']:>16} "
+                f"{row['pairs']:>6} {row['denied']:>6}/{row['decisions']:<6} {row['asked']:>6}"
+                f" {row['asked'] / row['pairs']:>10.2f}"
+                f"  ({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
     return 0
 
 

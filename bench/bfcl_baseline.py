@@ -39,20 +39,22 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from decodeloop.bfcl import Wheel, load_entries, locate_wheel, parse_categories  # noqa: E402
-from decodeloop.bfcl.checker import check, load_checker  # noqa: E402
-from decodeloop.bfcl.suite import EntryOutcome, summarize, table  # noqa: E402
-from decodeloop.bfcl.tools import mcp_tools  # noqa: E402
-from decodeloop.schema import ArgumentError, validate_arguments  # noqa: E402
+from decodeloop.bfcl import Wheel, load_entries, locate_wheel, parse_categories
+from decodeloop.bfcl.checker import check, load_checker
+from decodeloop.bfcl.suite import EntryOutcome, summarize, table
+from decodeloop.bfcl.tools import mcp_tools
+from decodeloop.schema import ArgumentError, validate_arguments
 
 CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 OPENER = "<tool_call>"
 # the Hermes function-calling prompt, as NousResearch, Qwen and SmolLM2's model cards give it
-HERMES = ("You are a function calling AI model. You are provided with function signatures within <tools></tools> "
-          "XML tags. You may call one or more functions to assist with the user query. Don't make assumptions "
-          "about what values to plug into functions.\n\n<tools>\n{tools}\n</tools>\n\nFor each function call, "
-          "return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
-          "<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>")
+HERMES = (
+    "You are a function calling AI model. You are provided with function signatures within <tools></tools> "
+    "XML tags. You may call one or more functions to assist with the user query. Don't make assumptions "
+    "about what values to plug into functions.\n\n<tools>\n{tools}\n</tools>\n\nFor each function call, "
+    "return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
+    '<tool_call>\n{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>'
+)
 
 
 def load(path: str, device: str, dtype: str | None):
@@ -67,22 +69,29 @@ def load(path: str, device: str, dtype: str | None):
     from decodeloop.models import gguf_cache
 
     path = os.path.expanduser(path)
-    directory, gguf = (os.path.dirname(os.path.abspath(path)), os.path.basename(path)) if path.endswith(".gguf") \
-        else (path, None)
+    directory, gguf = (
+        (os.path.dirname(os.path.abspath(path)), os.path.basename(path)) if path.endswith(".gguf") else (path, None)
+    )
     converted = gguf_cache.lookup(gguf_cache.file_sha256(path)) if gguf else None
     if converted:
         directory, gguf = converted, None
     tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
     torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if device == "cuda" else torch.float32)
-    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=gguf, local_files_only=True, dtype=torch_dtype,
-                                                 device_map=device)
+    model = AutoModelForCausalLM.from_pretrained(
+        directory, gguf_file=gguf, local_files_only=True, dtype=torch_dtype, device_map=device
+    )
     model.eval()
     return model, tokenizer
 
 
 def openai_tools(entry) -> list[dict]:
-    return [{"type": "function", "function": {"name": t["name"], "description": t["description"],
-                                              "parameters": t["inputSchema"]}} for t in mcp_tools(entry.functions)]
+    return [
+        {
+            "type": "function",
+            "function": {"name": t["name"], "description": t["description"], "parameters": t["inputSchema"]},
+        }
+        for t in mcp_tools(entry.functions)
+    ]
 
 
 def prompt_ids(tokenizer, entry, tools: list[dict]) -> tuple[list[int], bool]:
@@ -111,7 +120,7 @@ def parse_calls(text: str, schemas: dict[str, dict]) -> tuple[list[dict], int, i
             decoded = False
             continue
         name, arguments = (call.get("name"), call.get("arguments", {})) if isinstance(call, dict) else (None, None)
-        if isinstance(arguments, str):        # some models write the arguments as a JSON string
+        if isinstance(arguments, str):  # some models write the arguments as a JSON string
             try:
                 arguments = json.loads(arguments)
             except ValueError:
@@ -126,13 +135,14 @@ def parse_calls(text: str, schemas: dict[str, dict]) -> tuple[list[dict], int, i
                 well_formed += 1
             except ArgumentError:
                 pass
-    if len(CALL.findall(text)) < attempted:   # an opener never closed (the token cap)
+    if len(CALL.findall(text)) < attempted:  # an opener never closed (the token cap)
         decoded = False
     return output, attempted, well_formed, decoded
 
 
-def run_entry(model, tokenizer, checker, entry, max_new_tokens: int, device: str,
-              show: bool = False) -> tuple[EntryOutcome, bool]:
+def run_entry(
+    model, tokenizer, checker, entry, max_new_tokens: int, device: str, show: bool = False
+) -> tuple[EntryOutcome, bool]:
     import torch
 
     tools = openai_tools(entry)
@@ -140,19 +150,33 @@ def run_entry(model, tokenizer, checker, entry, max_new_tokens: int, device: str
     inputs = torch.tensor([ids], device=device)
     started = time.perf_counter()
     with torch.no_grad():
-        out = model.generate(inputs, attention_mask=torch.ones_like(inputs), max_new_tokens=max_new_tokens,
-                             do_sample=False, pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
+        out = model.generate(
+            inputs,
+            attention_mask=torch.ones_like(inputs),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
+        )
     if device == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - started
-    new = out[0, len(ids):].tolist()
+    new = out[0, len(ids) :].tolist()
     text = tokenizer.decode(new, skip_special_tokens=False)
     if show:
         print(f"{entry.id} wrote: {text!r}", file=sys.stderr)
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
     output, attempted, well_formed, decoded = parse_calls(text, schemas)
-    outcome = EntryOutcome(entry.id, entry.category, False, attempted, well_formed, output, tokens=len(new),
-                           seconds=seconds, stop="tool_call" if attempted else "eos")
+    outcome = EntryOutcome(
+        entry.id,
+        entry.category,
+        False,
+        attempted,
+        well_formed,
+        output,
+        tokens=len(new),
+        seconds=seconds,
+        stop="tool_call" if attempted else "eos",
+    )
     if entry.category == "irrelevance":
         outcome.correct = attempted == 0
         outcome.error = "" if outcome.correct else "irrelevance_error:call_made"
@@ -168,8 +192,9 @@ def run_entry(model, tokenizer, checker, entry, max_new_tokens: int, device: str
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a .gguf file or a transformers model directory")
-    parser.add_argument("--categories", default="simple_python",
-                        help="comma-separated BFCL categories, or all (default: simple_python)")
+    parser.add_argument(
+        "--categories", default="simple_python", help="comma-separated BFCL categories, or all (default: simple_python)"
+    )
     parser.add_argument("--entries", type=int, default=None, help="the first N entries of each (default: all)")
     parser.add_argument("--max-new-tokens", type=int, default=400, help="as eval's --max-tokens (default: 400)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
@@ -192,23 +217,35 @@ def main() -> int:
     for category, entries in chosen:
         done = []
         for entry in entries:
-            outcome, rendered = run_entry(model, tokenizer, checker, entry, args.max_new_tokens, args.device,
-                                          args.show)
+            outcome, rendered = run_entry(model, tokenizer, checker, entry, args.max_new_tokens, args.device, args.show)
             template_tools.add(rendered)
             done.append(outcome)
             print(f"{entry.id}: {'right' if outcome.correct else outcome.error}", file=sys.stderr, flush=True)
         summaries.append(summarize(category, done))
         outcomes += done
     how = {frozenset({True}): "the chat template", frozenset({False}): "a Hermes system prompt"}.get(
-        frozenset(template_tools), "mixed")
+        frozenset(template_tools), "mixed"
+    )
     if args.json:
         from decodeloop.bfcl.suite import summary_json
 
-        print(json.dumps(summary_json(summaries, outcomes, baseline="transformers generate", model=args.model,
-                                      tools_via=how, max_new_tokens=args.max_new_tokens)))
+        print(
+            json.dumps(
+                summary_json(
+                    summaries,
+                    outcomes,
+                    baseline="transformers generate",
+                    model=args.model,
+                    tools_via=how,
+                    max_new_tokens=args.max_new_tokens,
+                )
+            )
+        )
     else:
-        print(f"{args.model}, plain transformers generate (greedy, {args.max_new_tokens} new tokens at most), "
-              f"tools through {how}")
+        print(
+            f"{args.model}, plain transformers generate (greedy, {args.max_new_tokens} new tokens at most), "
+            f"tools through {how}"
+        )
         for line in table(summaries):
             print(f"  {line}")
     return 0

@@ -25,28 +25,47 @@ from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decodeloop.formats.calls.compact import CompactSyntax  # noqa: E402
-from decodeloop.formats.calls.json import JsonSyntax  # noqa: E402
-from decodeloop.formats.chat import LabChat, pieces_ids  # noqa: E402
-from decodeloop.constrain.processor import CallConstraint  # noqa: E402
-from decodeloop.decode.context import Context  # noqa: E402
-from decodeloop.decode.engine import LocalEngine  # noqa: E402
-from decodeloop.decode.loop import generate  # noqa: E402
-from decodeloop.processors import ProcessorState  # noqa: E402
-from decodeloop.sampling import Sampler  # noqa: E402
-from decodeloop.decode.stops import Stops  # noqa: E402
-from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder  # noqa: E402
+from decodeloop.constrain.processor import CallConstraint
+from decodeloop.decode.context import Context
+from decodeloop.decode.engine import LocalEngine
+from decodeloop.decode.loop import generate
+from decodeloop.decode.stops import Stops
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.formats.chat import LabChat, pieces_ids
+from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder
+from decodeloop.processors import ProcessorState
+from decodeloop.sampling import Sampler
 
-NESTED = {"type": "object", "properties": {
-    "query": {"type": "string", "maxLength": 24},
-    "limit": {"type": "integer", "minimum": 1, "maximum": 50},
-    "sort": {"enum": ["asc", "desc"]},
-    "filters": {"type": "array", "maxItems": 3, "items": {"type": "object", "properties": {
-        "field": {"type": "string", "pattern": "^[a-z_]{1,12}$"},
-        "value": {"anyOf": [{"type": "number", "minimum": -100, "maximum": 100}, {"type": "string", "maxLength": 8},
-                            {"type": "null"}]}},
-        "required": ["field", "value"], "additionalProperties": False}}},
-    "required": ["query"], "additionalProperties": False}
+NESTED = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "maxLength": 24},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+        "sort": {"enum": ["asc", "desc"]},
+        "filters": {
+            "type": "array",
+            "maxItems": 3,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "field": {"type": "string", "pattern": "^[a-z_]{1,12}$"},
+                    "value": {
+                        "anyOf": [
+                            {"type": "number", "minimum": -100, "maximum": 100},
+                            {"type": "string", "maxLength": 8},
+                            {"type": "null"},
+                        ]
+                    },
+                },
+                "required": ["field", "value"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
 
 
 class Timed:
@@ -102,10 +121,12 @@ def lab_tools():
     from decodeloop.servers.units import INPUT as UNITS
     from decodeloop.servers.weather import FORECAST_INPUT, WEATHER_INPUT
 
-    return [SimpleNamespace(name="get_weather", description="Current weather.", input_schema=WEATHER_INPUT),
-            SimpleNamespace(name="get_forecast", description="Forecast.", input_schema=FORECAST_INPUT),
-            SimpleNamespace(name="get_time_zone", description="Time zone.", input_schema=TIMEZONE),
-            SimpleNamespace(name="convert", description="Convert units.", input_schema=UNITS)]
+    return [
+        SimpleNamespace(name="get_weather", description="Current weather.", input_schema=WEATHER_INPUT),
+        SimpleNamespace(name="get_forecast", description="Forecast.", input_schema=FORECAST_INPUT),
+        SimpleNamespace(name="get_time_zone", description="Time zone.", input_schema=TIMEZONE),
+        SimpleNamespace(name="convert", description="Convert units.", input_schema=UNITS),
+    ]
 
 
 def run_turns(timed: Timed, model, syntax, prompts, temperature: float, seed: int) -> int:
@@ -113,13 +134,19 @@ def run_turns(timed: Timed, model, syntax, prompts, temperature: float, seed: in
     engine = LocalEngine(model, Sampler(temperature=temperature, seed=seed), [timed])
     calls = 0
     for prompt in prompts:
-        stops = Stops(eos_ids={tokenizer.eos_id}, opener=syntax.opener, scanner_factory=syntax.scanner,
-                      max_tokens=400, closer=syntax.closer)
+        stops = Stops(
+            eos_ids={tokenizer.eos_id},
+            opener=syntax.opener,
+            scanner_factory=syntax.scanner,
+            max_tokens=400,
+            closer=syntax.closer,
+        )
         context = Context()
         context.extend(prompt, "user")
         state = ProcessorState(context=context.ids, generated=len(context))
-        verdict = generate(engine, stops, context, StreamDecoder(tokenizer), tokenizer, lambda e: None, [], state,
-                           detail=False)
+        verdict = generate(
+            engine, stops, context, StreamDecoder(tokenizer), tokenizer, lambda e: None, [], state, detail=False
+        )
         calls += verdict.reason == "tool_call"
     return calls
 
@@ -151,12 +178,33 @@ def main() -> None:
     ngram = NgramModel.trained(tokenizer, args.order)
 
     scenarios = [
-        (f"n-gram order {args.order}, lab tools, compact, calls", "list", lambda: ngram, compact, prompts, 0.7,
-         "calls"),
-        (f"n-gram order {args.order}, lab tools, compact, calls", "numpy float32", lambda: AsNumpy(ngram), compact,
-         prompts, 0.7, "calls"),
-        ("random logits, nested schema, JSON, required", "list", lambda: RandomLogits(1), JsonSyntax(),
-         [tokenizer.encode("q") for _ in range(args.turns)], 1.0, "required"),
+        (
+            f"n-gram order {args.order}, lab tools, compact, calls",
+            "list",
+            lambda: ngram,
+            compact,
+            prompts,
+            0.7,
+            "calls",
+        ),
+        (
+            f"n-gram order {args.order}, lab tools, compact, calls",
+            "numpy float32",
+            lambda: AsNumpy(ngram),
+            compact,
+            prompts,
+            0.7,
+            "calls",
+        ),
+        (
+            "random logits, nested schema, JSON, required",
+            "list",
+            lambda: RandomLogits(1),
+            JsonSyntax(),
+            [tokenizer.encode("q") for _ in range(args.turns)],
+            1.0,
+            "required",
+        ),
     ]
     best: dict = {}
     for _ in range(args.runs):
@@ -166,11 +214,18 @@ def main() -> None:
             timed = Timed(CallConstraint(scenario_bundle, lambda t=scenario_tools: t, mode=mode))
             for label in ("cold", "warm"):
                 timed.inside, timed.free = [], []
-                calls = run_turns(timed, make_model(), syntax, turn_prompts, temperature,
-                                  seed=0 if label == "cold" else 1)
-                row = (name, kind, label, calls, *stats(timed.inside),
-                       statistics.median(timed.free) * 1e6 if timed.free else float("nan"),
-                       timed.constraint.matcher.grammar.size)
+                calls = run_turns(
+                    timed, make_model(), syntax, turn_prompts, temperature, seed=0 if label == "cold" else 1
+                )
+                row = (
+                    name,
+                    kind,
+                    label,
+                    calls,
+                    *stats(timed.inside),
+                    statistics.median(timed.free) * 1e6 if timed.free else float("nan"),
+                    timed.constraint.matcher.grammar.size,
+                )
                 key = (name, kind, label)
                 if key not in best or row[5] < best[key][5]:
                     best[key] = row
@@ -179,12 +234,16 @@ def main() -> None:
 
     print("µs per constrained token, the processor alone (advance + override check + mask), 261-token vocabulary")
     print()
-    print("| scenario | logits | pass | calls | constrained tokens | median | p90 | p99 | max | free token median "
-          "| grammar states |")
+    print(
+        "| scenario | logits | pass | calls | constrained tokens | median | p90 | p99 | max | free token median "
+        "| grammar states |"
+    )
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, kind, label, calls, n, median, p90, p99, top, free, size in rows:
-        print(f"| {name} | {kind} | {label} | {calls} | {n:,} | {median:.1f} | {p90:.1f} | {p99:.1f} | {top:,.0f} | "
-              f"{free:.2f} | {size:,} |")
+        print(
+            f"| {name} | {kind} | {label} | {calls} | {n:,} | {median:.1f} | {p90:.1f} | {p99:.1f} | {top:,.0f} | "
+            f"{free:.2f} | {size:,} |"
+        )
 
 
 if __name__ == "__main__":

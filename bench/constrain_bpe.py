@@ -28,15 +28,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from constrain import Timed, lab_tools, stats  # noqa: E402
+from constrain import Timed, lab_tools, stats
 
-from decodeloop.constrain.processor import CallConstraint  # noqa: E402
-from decodeloop.decode.context import Context  # noqa: E402
-from decodeloop.decode.loop import generate  # noqa: E402
-from decodeloop.processors import ProcessorState  # noqa: E402
-from decodeloop.sampling import Sampler  # noqa: E402
-from decodeloop.decode.stops import Stops  # noqa: E402
-from decodeloop.formats.tokenizer import StreamDecoder  # noqa: E402
+from decodeloop.constrain.processor import CallConstraint
+from decodeloop.decode.context import Context
+from decodeloop.decode.loop import generate
+from decodeloop.decode.stops import Stops
+from decodeloop.formats.tokenizer import StreamDecoder
+from decodeloop.processors import ProcessorState
+from decodeloop.sampling import Sampler
 
 
 def run_pass(bundle, timed, tools, questions) -> list[list[int]]:
@@ -45,9 +45,16 @@ def run_pass(bundle, timed, tools, questions) -> list[list[int]]:
     syntax, tokenizer = bundle.syntax, bundle.tokenizer
     bodies = []
     for question in questions:
-        stops = Stops(eos_ids=set(bundle.chat.stop_ids), opener=syntax.opener, scanner_factory=syntax.scanner,
-                      max_tokens=120, closer=syntax.closer, opener_id=bundle.opener_id,
-                      closer_id=bundle.closer_id, collect_calls=False)
+        stops = Stops(
+            eos_ids=set(bundle.chat.stop_ids),
+            opener=syntax.opener,
+            scanner_factory=syntax.scanner,
+            max_tokens=120,
+            closer=syntax.closer,
+            opener_id=bundle.opener_id,
+            closer_id=bundle.closer_id,
+            collect_calls=False,
+        )
         context = Context()
         for ids, source in bundle.chat.start(tools, question):
             context.extend(ids, source)
@@ -56,8 +63,8 @@ def run_pass(bundle, timed, tools, questions) -> list[list[int]]:
         generate(engine, stops, context, StreamDecoder(tokenizer), tokenizer, lambda e: None, [], state, detail=False)
         written = context.ids[start:]
         opener = tokenizer.encode(syntax.opener)
-        if written[:len(opener)] == opener:
-            bodies.append(written[len(opener):])
+        if written[: len(opener)] == opener:
+            bodies.append(written[len(opener) :])
     return bodies
 
 
@@ -73,11 +80,19 @@ def llguidance_rows(bundle, tools, bodies, path: str):
     directory, name = os.path.split(os.path.abspath(path))
     hf = AutoTokenizer.from_pretrained(directory, gguf_file=name)
     lltok = llguidance.hf.from_tokenizer(hf, n_vocab=bundle.tokenizer.vocab_size)
-    schema = {"anyOf": [{"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.input_schema},
-                         "required": ["name", "arguments"], "additionalProperties": False} for t in tools],
-              "x-guidance": {"whitespace_flexible": True}}       # as decodeloop's grammar, whitespace between tokens
-    lark = (f'start: ws call ws "</tool_call>"\nws: | /[ \\t\\r\\n]+/\n'
-            f'call: %json {json.dumps(schema)}\n')
+    schema = {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"name": {"const": t.name}, "arguments": t.input_schema},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+            for t in tools
+        ],
+        "x-guidance": {"whitespace_flexible": True},
+    }  # as decodeloop's grammar, whitespace between tokens
+    lark = f'start: ws call ws "</tool_call>"\nws: | /[ \\t\\r\\n]+/\ncall: %json {json.dumps(schema)}\n'
     grammar = llguidance.LLMatcher.grammar_from_lark(lark)
     setup, per_token, consumed, refused = [], [], 0, 0
     bitmask = lt.allocate_token_bitmask(1, lltok.vocab_size)
@@ -98,7 +113,7 @@ def llguidance_rows(bundle, tools, bodies, path: str):
                 refused += 1
                 break
             consumed += 1
-            if matcher.is_stopped() or matcher.is_accepting() and token == body[-1]:
+            if matcher.is_stopped() or (matcher.is_accepting() and token == body[-1]):
                 break
     return (setup, per_token, consumed, refused), None
 
@@ -106,20 +121,20 @@ def llguidance_rows(bundle, tools, bodies, path: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=8, help="held-out questions per pass (default: 8)")
-    parser.add_argument("--gguf", default=os.environ.get("DECODELOOP_SMOLLM2"),
-                        help="the model's .gguf (default: $DECODELOOP_SMOLLM2)")
+    parser.add_argument(
+        "--gguf", default=os.environ.get("DECODELOOP_SMOLLM2"), help="the model's .gguf (default: $DECODELOOP_SMOLLM2)"
+    )
     args = parser.parse_args()
     path = args.gguf
     if not path or not os.path.exists(path):
         sys.exit("name a model's .gguf with --gguf or DECODELOOP_SMOLLM2 (decodeloop fetch smollm2 fetches one)")
 
-    from decodeloop.models import load_model
     from decodeloop.lab.train.corpus import episodes
+    from decodeloop.models import load_model
 
     started = time.perf_counter()
     bundle = load_model("hf:" + path)
-    tools = [SimpleNamespace(name=t.name, description=t.description, input_schema=t.input_schema)
-             for t in lab_tools()]
+    tools = [SimpleNamespace(name=t.name, description=t.description, input_schema=t.input_schema) for t in lab_tools()]
     questions = [e.user for e in episodes(0, args.questions, "heldout")]
     notices = []
     started = time.perf_counter()
@@ -134,8 +149,10 @@ def main() -> None:
     measured, why = llguidance_rows(bundle, tools, bodies, path)
 
     vocab = bundle.tokenizer.vocab_size
-    print(f"µs per constrained token at a {vocab:,}-token vocabulary ({os.path.basename(path)}, torch float32 logits "
-          f"on CPU), {len(questions)} held-out questions, JSON syntax, --constrain required")
+    print(
+        f"µs per constrained token at a {vocab:,}-token vocabulary ({os.path.basename(path)}, torch float32 logits "
+        f"on CPU), {len(questions)} held-out questions, JSON syntax, --constrain required"
+    )
     print()
     print("| engine | calls | constrained tokens | median | p90 | p99 | max |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -144,12 +161,16 @@ def main() -> None:
     if measured is not None:
         setup, per_token, consumed, refused = measured
         n, median, p90, p99, top = stats(per_token)
-        print(f"| llguidance {getattr(sys.modules.get('llguidance'), '__version__', '')}, same tokens | "
-              f"{len(bodies)} | {n:,} | {median:.1f} | {p90:.1f} | {p99:.1f} | {top:,.0f} |")
+        print(
+            f"| llguidance {getattr(sys.modules.get('llguidance'), '__version__', '')}, same tokens | "
+            f"{len(bodies)} | {n:,} | {median:.1f} | {p90:.1f} | {p99:.1f} | {top:,.0f} |"
+        )
         print()
-        print(f"set-up: TokenMatcher (token table, once per model) {build * 1e3:.0f} ms, grammar states "
-              f"{constraint.matcher.grammar.size:,}; llguidance matcher per call median "
-              f"{statistics.median(setup) * 1e3:.2f} ms; llguidance consumed {consumed} tokens, refused {refused}")
+        print(
+            f"set-up: TokenMatcher (token table, once per model) {build * 1e3:.0f} ms, grammar states "
+            f"{constraint.matcher.grammar.size:,}; llguidance matcher per call median "
+            f"{statistics.median(setup) * 1e3:.2f} ms; llguidance consumed {consumed} tokens, refused {refused}"
+        )
     else:
         print()
         print(why)

@@ -30,19 +30,23 @@ from types import SimpleNamespace
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from decodeloop.constrain.processor import CallConstraint  # noqa: E402
-from decodeloop.constrain.grammar import tokens as token_grammar  # noqa: E402
-from decodeloop.processors import ProcessorState  # noqa: E402
-from decodeloop.schema import TYPE_ALIASES  # noqa: E402
+from decodeloop.constrain.grammar import tokens as token_grammar
+from decodeloop.constrain.processor import CallConstraint
+from decodeloop.processors import ProcessorState
+from decodeloop.schema import TYPE_ALIASES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GGUF = os.path.join(ROOT, "models", "qwen2.5-coder-0.5b-instruct.gguf")
 BFCL = "/tmp/bfcl/x/bfcl_eval/data"
-FILES = ["BFCL_v4_multiple.json", "BFCL_v4_live_multiple.json", "BFCL_v4_simple_python.json",
-         "BFCL_v4_parallel_multiple.json"]
-STEPS = 48          # tokens of each call walked through the processor (a call rarely has more)
+FILES = [
+    "BFCL_v4_multiple.json",
+    "BFCL_v4_live_multiple.json",
+    "BFCL_v4_simple_python.json",
+    "BFCL_v4_parallel_multiple.json",
+]
+STEPS = 48  # tokens of each call walked through the processor (a call rarely has more)
 
 
 def rss_mb() -> float:
@@ -67,7 +71,9 @@ def tool_sets(directory: str, count: int) -> list[list[SimpleNamespace]]:
                 if key in seen:
                     continue
                 seen.add(key)
-                out.append([SimpleNamespace(name=fn["name"], input_schema=fn.get("parameters") or {}) for fn in functions])
+                out.append(
+                    [SimpleNamespace(name=fn["name"], input_schema=fn.get("parameters") or {}) for fn in functions]
+                )
                 if len(out) == count:
                     return out
     raise SystemExit(f"only {len(out)} distinct tool sets in {directory} ({', '.join(FILES)})")
@@ -108,7 +114,7 @@ def drive(constraint: CallConstraint, bundle, tool, vocab: int, rng) -> tuple[in
     prompt = bundle.tokenizer.encode("user: call a tool")
     context = list(prompt)
     logits = rng.standard_normal(vocab).astype(np.float32)
-    constraint(logits, ProcessorState(context, len(prompt), False, 0))      # the forced opener
+    constraint(logits, ProcessorState(context, len(prompt), False, 0))  # the forced opener
     context += constraint.opener_ids
     masked = allowed = 0
     for token in call_tokens(bundle, tool)[:STEPS]:
@@ -144,9 +150,11 @@ def main() -> None:
     bundle = load_tokenizer(args.gguf)
     vocab = max(bundle.tokenizer.vocab_size, 151936)
     sets = tool_sets(args.bfcl, args.sets)
-    print(f"tokenizer: {bundle.tokenizer.vocab_size:,} tokens, logits of {vocab:,} "
-          f"(loaded in {time.perf_counter() - started:.0f} s); {len(sets)} BFCL tool sets; mode {args.mode}; "
-          f"mask budget {token_grammar.MASK_MEMORY >> 20} MB for the process")
+    print(
+        f"tokenizer: {bundle.tokenizer.vocab_size:,} tokens, logits of {vocab:,} "
+        f"(loaded in {time.perf_counter() - started:.0f} s); {len(sets)} BFCL tool sets; mode {args.mode}; "
+        f"mask budget {token_grammar.MASK_MEMORY >> 20} MB for the process"
+    )
     print(f"RSS with the tokenizer loaded: {rss_mb():,.0f} MB")
     rng = np.random.default_rng(0)
     if args.no_gc:
@@ -162,8 +170,9 @@ def main() -> None:
 
     def make():
         holder = Holder()
-        holder.constraint = CallConstraint(bundle, holder.tools, mode="required", emit=notices.append,
-                                           version=lambda: current["version"])
+        holder.constraint = CallConstraint(
+            bundle, holder.tools, mode="required", emit=notices.append, version=lambda: current["version"]
+        )
         return holder.constraint
 
     constraint = make()
@@ -178,8 +187,11 @@ def main() -> None:
         done = drive(constraint, bundle, tools[0], vocab, rng)
         masked, allowed = masked + done[0], allowed + done[1]
         if n in checkpoints:
-            print(f"{n:>9} {rss_mb():>8,.0f} {live_masks():>11} {token_grammar.MASKS.bytes / 2**20:>8.1f} "
-                  f"{time.perf_counter() - t0:>6.0f}", flush=True)
+            print(
+                f"{n:>9} {rss_mb():>8,.0f} {live_masks():>11} {token_grammar.MASKS.bytes / 2**20:>8.1f} "
+                f"{time.perf_counter() - t0:>6.0f}",
+                flush=True,
+            )
     gc.collect()
     print(f"after gc.collect(): RSS {rss_mb():,.0f} MB, masks alive {live_masks()}")
     print(f"{masked:,} tokens masked; the mask allowed the call's own token at {allowed:,} of them")

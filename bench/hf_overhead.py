@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -30,16 +29,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import torch  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, LlamaConfig, LlamaForCausalLM  # noqa: E402
+import torch
+from transformers import AutoTokenizer, DynamicCache, LlamaConfig, LlamaForCausalLM
 
-from decodeloop.decode.context import Context  # noqa: E402
-from decodeloop.decode.loop import generate as decodeloop_generate  # noqa: E402
-from decodeloop.models import load_model  # noqa: E402
-from decodeloop.processors import ProcessorState  # noqa: E402
-from decodeloop.sampling import Sampler  # noqa: E402
-from decodeloop.decode.stops import Stops  # noqa: E402
-from decodeloop.formats.tokenizer import StreamDecoder  # noqa: E402
+from decodeloop.decode.context import Context
+from decodeloop.decode.loop import generate as decodeloop_generate
+from decodeloop.decode.stops import Stops
+from decodeloop.formats.tokenizer import StreamDecoder
+from decodeloop.models import load_model
+from decodeloop.processors import ProcessorState
+from decodeloop.sampling import Sampler
 
 GGUF = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 PROMPT = "<|im_start|>user\nWhat's the weather in Polson, MT?<|im_end|>\n<|im_start|>assistant\n"
@@ -77,8 +76,13 @@ def bare_loop(model, prompt_ids: list[int], n: int, setting: dict, device: str) 
 @torch.inference_mode()
 def hf_generate(model, prompt_ids: list[int], n: int, setting: dict, device: str) -> float:
     ids = torch.tensor([prompt_ids], device=device)
-    kwargs = dict(max_new_tokens=n, min_new_tokens=n, do_sample=setting["temperature"] > 0,
-                  pad_token_id=0, cache_implementation="dynamic")
+    kwargs = dict(
+        max_new_tokens=n,
+        min_new_tokens=n,
+        do_sample=setting["temperature"] > 0,
+        pad_token_id=0,
+        cache_implementation="dynamic",
+    )
     if setting["temperature"] > 0:
         kwargs.update(temperature=setting["temperature"], top_p=setting["top_p"], top_k=0)
     else:
@@ -96,14 +100,15 @@ def decodeloop_run(bundle, prompt_ids: list[int], n: int, setting: dict, detail:
     """decodeloop's own loop over the bundle's engine: what a turn costs per token, no early stop."""
     bundle.model.reset()
     engine = bundle.engine(Sampler(seed=0, **setting))
-    stops = Stops(eos_ids=(), max_tokens=n)            # nothing stops it but the cap: n tokens
+    stops = Stops(eos_ids=(), max_tokens=n)  # nothing stops it but the cap: n tokens
     context = Context()
     context.extend(prompt_ids, "user")
     state = ProcessorState(context=context.ids, generated=len(context))
     sync(device)
     started = time.perf_counter()
-    decodeloop_generate(engine, stops, context, StreamDecoder(bundle.tokenizer), bundle.tokenizer,
-                        lambda event: None, [], state, detail)
+    decodeloop_generate(
+        engine, stops, context, StreamDecoder(bundle.tokenizer), bundle.tokenizer, lambda event: None, [], state, detail
+    )
     sync(device)
     assert len(context) == len(prompt_ids) + n
     return time.perf_counter() - started
@@ -112,12 +117,21 @@ def decodeloop_run(bundle, prompt_ids: list[int], n: int, setting: dict, detail:
 def tiny_model_dir(tokenizer_source: str) -> str:
     """A randomly initialised Llama with SmolLM2's tokenizer and vocabulary, saved where load_model reads it."""
     out = tempfile.mkdtemp(prefix="decodeloop-bench-tiny-")
-    tokenizer = AutoTokenizer.from_pretrained(os.path.dirname(tokenizer_source),
-                                              gguf_file=os.path.basename(tokenizer_source))
+    tokenizer = AutoTokenizer.from_pretrained(
+        os.path.dirname(tokenizer_source), gguf_file=os.path.basename(tokenizer_source)
+    )
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = LlamaConfig(
+        vocab_size=49152,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     LlamaForCausalLM(config).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
@@ -125,7 +139,7 @@ def tiny_model_dir(tokenizer_source: str) -> str:
 
 def measure(label: str, spec: str, n: int, repeats: int, device: str) -> list[tuple]:
     bundle = load_model(spec, device=device)
-    model = bundle.model.model          # the transformers model under decodeloop's HFModel
+    model = bundle.model.model  # the transformers model under decodeloop's HFModel
     prompt_ids = bundle.tokenizer.encode_markup(PROMPT)
     rows = []
     for name, setting in SETTINGS:
@@ -135,7 +149,7 @@ def measure(label: str, spec: str, n: int, repeats: int, device: str) -> list[tu
             "decodeloop answer-only": lambda: decodeloop_run(bundle, prompt_ids, n, setting, False, device),
             "decodeloop trace detail": lambda: decodeloop_run(bundle, prompt_ids, n, setting, True, device),
         }
-        for run in runners.values():   # warm up every path once (allocations, kernels, caches)
+        for run in runners.values():  # warm up every path once (allocations, kernels, caches)
             run()
         best = {key: min(run() for _ in range(repeats)) for key, run in runners.items()}
         bare = best["bare loop"] / n
@@ -157,12 +171,15 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if not os.path.exists(args.gguf):
         sys.exit(f"no {args.gguf}: run scripts/fetch-smollm2 first")
-    rows = measure("tiny Llama, vocab 49,152", "hf:" + tiny_model_dir(args.gguf), args.tokens, args.repeats,
-                   args.device)
+    rows = measure(
+        "tiny Llama, vocab 49,152", "hf:" + tiny_model_dir(args.gguf), args.tokens, args.repeats, args.device
+    )
     if not args.skip_smollm2:
         rows += measure("SmolLM2-135M-Instruct Q4_1", "hf:" + args.gguf, args.tokens, args.repeats, args.device)
-    print(f"{args.tokens} new tokens per run, best of {args.repeats}, device {args.device}, "
-          f"{torch.get_num_threads()} thread(s), torch {torch.__version__}\n")
+    print(
+        f"{args.tokens} new tokens per run, best of {args.repeats}, device {args.device}, "
+        f"{torch.get_num_threads()} thread(s), torch {torch.__version__}\n"
+    )
     print("| model | sampling | loop | tokens/s | µs/token over the bare loop | x generate() |")
     print("|---|---|---|---:|---:|---:|")
     for label, setting, loop, rate, over, ratio in rows:

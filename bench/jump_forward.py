@@ -21,12 +21,12 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decodeloop.harness import Harness, TurnConfig  # noqa: E402
-from decodeloop.models import default_servers, load_model  # noqa: E402
-from decodeloop.trust.policy import Policy  # noqa: E402
-from decodeloop.tools.router import start_stdio_servers  # noqa: E402
-from decodeloop.sampling import Sampler  # noqa: E402
-from decodeloop.lab.train.corpus import episodes  # noqa: E402
+from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.train.corpus import episodes
+from decodeloop.models import default_servers, load_model
+from decodeloop.sampling import Sampler
+from decodeloop.tools.router import start_stdio_servers
+from decodeloop.trust.policy import Policy
 
 
 def run(bundle, questions, jump: bool, servers, max_tokens: int):
@@ -41,15 +41,21 @@ def run(bundle, questions, jump: bool, servers, max_tokens: int):
 
         with start_stdio_servers(servers, lambda e: None, timeout=60) as router:
             # policy off: the calls run, as the CLI runs the bundled servers' read-only tools (it trusts them)
-            harness = Harness(bundle, Sampler(), router, emit, policy=Policy.off(),
-                              config=TurnConfig(constrain="required", max_tokens=max_tokens, detail=False))
+            harness = Harness(
+                bundle,
+                Sampler(),
+                router,
+                emit,
+                policy=Policy.off(),
+                config=TurnConfig(constrain="required", max_tokens=max_tokens, detail=False),
+            )
             harness.constraint.jump_forward = jump
             harness.run(question)
         tokens = [(e, t) for e, t in zip(events, stamps) if e.kind == "token"]
         ids.append([e.id for e, _ in tokens])
         forwards += sum(1 for e, _ in tokens if e.computed > 0)
-        for (prev, t0), (e, t1) in zip(tokens, tokens[1:]):
-            if e.in_call:   # the seconds from the token before to this one: what this call token cost
+        for (_prev, t0), (e, t1) in zip(tokens, tokens[1:]):
+            if e.in_call:  # the seconds from the token before to this one: what this call token cost
                 in_call += 1
                 forced += bool(getattr(e, "forced", False))
                 call_seconds += t1 - t0
@@ -57,8 +63,9 @@ def run(bundle, questions, jump: bool, servers, max_tokens: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--gguf", action="append", default=[], help="a .gguf to run through hf: (repeatable)")
     parser.add_argument("--model", action="append", default=[], help="a model spec (e.g. transformer)")
     parser.add_argument("--questions", type=int, default=10)
@@ -74,7 +81,7 @@ def main() -> None:
         parser.error("name a model: --gguf PATH or --model SPEC")
     questions = [e.user for e in episodes(0, args.questions, split="heldout")]
     print(f"{len(questions)} held-out questions, --constrain required, greedy\n")
-    print(f"| model | jump-forward | forwards | call tokens | forced | s in calls | call tokens/s | same tokens |")
+    print("| model | jump-forward | forwards | call tokens | forced | s in calls | call tokens/s | same tokens |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for spec in specs:
         bundle = load_model(spec)
@@ -85,8 +92,10 @@ def main() -> None:
         same = "yes" if on[0] == off[0] else "NO"
         for label, (_, fwd, calls, forced, secs) in (("off", off), ("on", on)):
             print(f"| {name} | {label} | {fwd} | {calls} | {forced} | {secs:.2f} | {calls / secs:.1f} | {same} |")
-        print(f"| {name} | saved | {off[1] - on[1]} ({(off[1] - on[1]) / off[1]:.1%}) | | | "
-              f"{off[4] - on[4]:.2f} | x{(on[2] / on[4]) / (off[2] / off[4]):.2f} | |")
+        print(
+            f"| {name} | saved | {off[1] - on[1]} ({(off[1] - on[1]) / off[1]:.1%}) | | | "
+            f"{off[4] - on[4]:.2f} | x{(on[2] / on[4]) / (off[2] / off[4]):.2f} | |"
+        )
 
 
 if __name__ == "__main__":

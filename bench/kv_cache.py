@@ -21,9 +21,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decodeloop.lab.transformer import DEFAULT_WEIGHTS, TransformerModel  # noqa: E402
-from decodeloop.formats.tokenizer import CharTokenizer  # noqa: E402
-from decodeloop.lab.train.corpus import episodes, system_prompt  # noqa: E402
+from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.lab.train.corpus import episodes, system_prompt
+from decodeloop.lab.transformer import DEFAULT_WEIGHTS, TransformerModel
 
 
 def tokens(n: int) -> list[int]:
@@ -47,6 +47,7 @@ def best(fn, repeats: int) -> float:
 
 def decode_rate(model, context: list[int], new: list[int], cached: bool) -> float:
     """Tokens per second over `new`, appended one at a time after `context`."""
+
     def run() -> None:
         model.reset()
         ctx = list(context)
@@ -58,6 +59,7 @@ def decode_rate(model, context: list[int], new: list[int], cached: bool) -> floa
                 model.reset()
             model.forward(ctx)
         run.seconds = time.perf_counter() - started
+
     times = []
     for _ in range(3):
         run()
@@ -78,6 +80,7 @@ def resume_ms(model, prior: list[int], injected: list[int], cached: bool, repeat
             started = time.perf_counter()
             model.forward(prior + injected)
             run.seconds = time.perf_counter() - started
+
     times = []
     for _ in range(repeats):
         run()
@@ -93,15 +96,17 @@ def main() -> int:
     model = TransformerModel.load(args.weights)
     c = model.config
     data = tokens(4096)
-    print(f"transformer: {c.n_layer} layers, {c.n_head} heads, d_model {c.d_model}, window {c.window}; "
-          f"float32 numpy, one BLAS thread\n")
+    print(
+        f"transformer: {c.n_layer} layers, {c.n_head} heads, d_model {c.d_model}, window {c.window}; "
+        f"float32 numpy, one BLAS thread\n"
+    )
 
     print("decoding, tokens per second (best of 3 runs)\n")
     print("| context | with the cache | recompute every token | speed-up |")
     print("|---------|----------------|-----------------------|----------|")
     for n in (256, 1024):
-        fast = decode_rate(model, data[:n], data[n:n + 64], cached=True)
-        slow = decode_rate(model, data[:n], data[n:n + 8], cached=False)
+        fast = decode_rate(model, data[:n], data[n : n + 64], cached=True)
+        slow = decode_rate(model, data[:n], data[n : n + 8], cached=False)
         print(f"| {n:7d} | {fast:14,.0f} | {slow:21,.1f} | {fast / slow:7.0f}x |")
 
     print(f"\nresuming after a k-token tool message, ms (best of {args.repeats})\n")
@@ -109,11 +114,12 @@ def main() -> int:
     print("|---------------|-----|-----------------------|--------------|---------------|----------|")
     for prior in (128, 1024):
         for k in (16, 64, 256):
-            context, injected = data[:prior], data[prior:prior + k + 1]
+            context, injected = data[:prior], data[prior : prior + k + 1]
             fast = resume_ms(model, context, injected, True, args.repeats)
             slow = resume_ms(model, context, injected, False, args.repeats)
-            print(f"| {prior:13d} | {k:3d} | {fast:21.2f} | {fast / (k + 1):12.3f} | {slow:13.2f} | "
-                  f"{slow / fast:7.1f}x |")
+            print(
+                f"| {prior:13d} | {k:3d} | {fast:21.2f} | {fast / (k + 1):12.3f} | {slow:13.2f} | {slow / fast:7.1f}x |"
+            )
     return 0
 
 

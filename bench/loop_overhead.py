@@ -18,15 +18,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decodeloop.formats.calls.compact import CompactSyntax  # noqa: E402
-from decodeloop.decode.context import Context  # noqa: E402
-from decodeloop.decode.engine import LocalEngine  # noqa: E402
-from decodeloop.decode.loop import generate  # noqa: E402
-from decodeloop.processors import ProcessorState  # noqa: E402
-from decodeloop.sampling import Sampler  # noqa: E402
-from decodeloop.decode.stops import Stops  # noqa: E402
-from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder  # noqa: E402
-from decodeloop.ui.jsonl import JsonlView  # noqa: E402
+from decodeloop.decode.context import Context
+from decodeloop.decode.engine import LocalEngine
+from decodeloop.decode.loop import generate
+from decodeloop.decode.stops import Stops
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder
+from decodeloop.processors import ProcessorState
+from decodeloop.sampling import Sampler
+from decodeloop.ui.jsonl import JsonlView
 
 TEXT = "It is 61°F in Polson [cal. Use it well.\n\nUse the [c rest. "
 STOP_STRINGS = ("\n\nUser:", "</answer>")
@@ -61,13 +61,27 @@ def measure(context_len: int, tokens: int, sampler_args: dict, detail: bool, emi
     tokenizer = CharTokenizer()
     model = ConstantCostModel(tokenizer)
     syntax = CompactSyntax()
-    stops = Stops(eos_ids={tokenizer.eos_id}, stop_strings=STOP_STRINGS, opener=syntax.opener,
-                  scanner_factory=syntax.scanner, max_tokens=tokens)
+    stops = Stops(
+        eos_ids={tokenizer.eos_id},
+        stop_strings=STOP_STRINGS,
+        opener=syntax.opener,
+        scanner_factory=syntax.scanner,
+        max_tokens=tokens,
+    )
     context = Context()
-    context.extend(tokenizer.encode(("lorem ipsum dolor " * (context_len // 18 + 1)))[:context_len], "user")
+    context.extend(tokenizer.encode("lorem ipsum dolor " * (context_len // 18 + 1))[:context_len], "user")
     engine = LocalEngine(model, Sampler(**sampler_args))
-    generate(engine, stops, context, StreamDecoder(tokenizer), tokenizer, emit, [],
-             ProcessorState(context=context.ids, generated=len(context)), detail)
+    generate(
+        engine,
+        stops,
+        context,
+        StreamDecoder(tokenizer),
+        tokenizer,
+        emit,
+        [],
+        ProcessorState(context=context.ids, generated=len(context)),
+        detail,
+    )
     # harness time for token i: from the end of forward i to the start of forward i+1
     return [(model.entered[i + 1] - model.left[i]) * 1e6 for i in range(len(model.left) - 1)]
 
@@ -87,8 +101,10 @@ def main() -> None:
         ("greedy, JSONL to /dev/null", {"temperature": 0.0}, True, JsonlView(devnull)),
     ]
     contexts = (1_000, 10_000, 100_000)
-    print(f"harness µs per token, excluding forward (median of {args.tokens:,} tokens, best of "
-          f"{args.repeats} runs; p90 in brackets)\n")
+    print(
+        f"harness µs per token, excluding forward (median of {args.tokens:,} tokens, best of "
+        f"{args.repeats} runs; p90 in brackets)\n"
+    )
     header = f"| {'configuration':<30} |" + "".join(f" {f'{n // 1000}k ctx':>16} |" for n in contexts) + " 100k/1k |"
     print(header)
     print("|" + "-" * 32 + "|" + ("-" * 18 + "|") * len(contexts) + "---------|")
@@ -104,6 +120,7 @@ def main() -> None:
             medians.append(statistics.median(best))
             cells.append(f"{medians[-1]:7.2f} [{statistics.quantiles(best, n=10)[-1]:6.2f}]")
         print(f"| {name:<30} |" + "".join(f" {c:>16} |" for c in cells) + f" {medians[-1] / medians[0]:6.2f}x |")
+
 
 if __name__ == "__main__":
     main()

@@ -30,7 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from decodeloop.mcp import McpClient  # noqa: E402
+from decodeloop.mcp import McpClient
 
 STDIO_SERVER = [sys.executable, os.path.join(ROOT, "bench", "prebuilt_server.py")]
 HTTP_SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "http_faulty.py"), "--stateless"]
@@ -69,8 +69,8 @@ def sdk_text(result) -> str:
 
 # -- decodeloop ----------------------------------------------------------------------------------
 
-def run_decodeloop(connect, calls: int, megabytes: int, repeat: int, variants: dict[str, dict],
-                   wire: str) -> Figures:
+
+def run_decodeloop(connect, calls: int, megabytes: int, repeat: int, variants: dict[str, dict], wire: str) -> Figures:
     figures = Figures()
     with connect() as client:
         assert client.protocol_version == wire, client.protocol_version
@@ -91,6 +91,7 @@ def run_decodeloop(connect, calls: int, megabytes: int, repeat: int, variants: d
 
 
 # -- the SDK ---------------------------------------------------------------------------------------
+
 
 def run_sdk(server, calls: int, megabytes: int, repeat: int, variants: dict[str, dict], wire: str) -> Figures:
     async def main() -> Figures:
@@ -114,10 +115,12 @@ def run_sdk(server, calls: int, megabytes: int, repeat: int, variants: dict[str,
                     figures.big_result(variant, time.perf_counter() - wall, time.process_time() - cpu)
                     assert len(sdk_text(result)) == megabytes * 1024 * 1024
         return figures
+
     return asyncio.run(main())
 
 
 # -- the run ---------------------------------------------------------------------------------------
+
 
 def start_http_server() -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(HTTP_SERVER, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -135,22 +138,41 @@ def main() -> int:
     args.wire = args.wire or list(WIRES)
 
     rows = []
-    print(f"{args.calls} sequential tools/call round trips, then a {args.megabytes} MB result; "
-          f"best of {args.repeat}", file=sys.stderr)
+    print(
+        f"{args.calls} sequential tools/call round trips, then a {args.megabytes} MB result; best of {args.repeat}",
+        file=sys.stderr,
+    )
     stdio_variants = {"stdio": {}}
     http_variants = {"HTTP, JSON answer": {}, "HTTP, SSE answer": {"sse": True}}
     stdio_server = STDIO_SERVER + [str(args.megabytes)]
     proc, url = start_http_server()
     try:
         for wire in args.wire:
-            ours = run_decodeloop(lambda: McpClient.start_stdio(stdio_server, name="stdio", timeout=120,
-                                                                protocol=wire),
-                                  args.calls, args.megabytes, args.repeat, stdio_variants, wire)
-            sdk = run_sdk(StdioServerParameters(command=stdio_server[0], args=stdio_server[1:]),
-                          args.calls, args.megabytes, args.repeat, stdio_variants, wire)
+            ours = run_decodeloop(
+                lambda: McpClient.start_stdio(stdio_server, name="stdio", timeout=120, protocol=wire),
+                args.calls,
+                args.megabytes,
+                args.repeat,
+                stdio_variants,
+                wire,
+            )
+            sdk = run_sdk(
+                StdioServerParameters(command=stdio_server[0], args=stdio_server[1:]),
+                args.calls,
+                args.megabytes,
+                args.repeat,
+                stdio_variants,
+                wire,
+            )
             rows.append((wire, "stdio", ours, sdk))
-            ours = run_decodeloop(lambda: McpClient.connect_url(url, name="http", timeout=120, protocol=wire),
-                                  args.calls, args.megabytes, args.repeat, http_variants, wire)
+            ours = run_decodeloop(
+                lambda: McpClient.connect_url(url, name="http", timeout=120, protocol=wire),
+                args.calls,
+                args.megabytes,
+                args.repeat,
+                http_variants,
+                wire,
+            )
             sdk = run_sdk(url, args.calls, args.megabytes, args.repeat, http_variants, wire)
             rows.append((wire, "Streamable HTTP", ours, sdk))
     finally:
@@ -162,16 +184,19 @@ def main() -> int:
     for wire, transport, ours, sdk in rows:
         for name, f in (("decodeloop", ours), ("MCP SDK", sdk)):
             print(f"| {wire} | {transport:<15} | {name:<10} | {f.calls_per_s:8,.0f} | {f.cpu_us:18,.1f} |")
-    print(f"\n| wire       | {args.megabytes} MB result     | decodeloop wall | decodeloop CPU | MCP SDK wall |"
-          " MCP SDK CPU | wall ratio | CPU ratio |")
-    print("|------------|-------------------|----------------:|---------------:|-------------:|------------:|"
-          "-----------:|----------:|")
+    print(
+        f"\n| wire       | {args.megabytes} MB result     | decodeloop wall | decodeloop CPU | MCP SDK wall |"
+        " MCP SDK CPU | wall ratio | CPU ratio |"
+    )
+    print(
+        "|------------|-------------------|----------------:|---------------:|-------------:|------------:|"
+        "-----------:|----------:|"
+    )
     for wire, _, ours, sdk in rows:
         for variant, (wall, cpu) in ours.big.items():
             theirs = sdk.big.get(variant)
             if isinstance(theirs, tuple):
-                cells = (f"{theirs[0]:10.3f} s | {theirs[1]:9.3f} s | {theirs[0] / wall:9.1f}x | "
-                         f"{theirs[1] / cpu:8.1f}x")
+                cells = f"{theirs[0]:10.3f} s | {theirs[1]:9.3f} s | {theirs[0] / wall:9.1f}x | {theirs[1] / cpu:8.1f}x"
             else:
                 cells = f"{theirs} | — | — | —"
             print(f"| {wire} | {variant:<17} | {wall:13.3f} s | {cpu:12.3f} s | {cells} |")

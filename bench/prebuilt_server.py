@@ -15,10 +15,16 @@ import json
 import sys
 
 TOOLS = [
-    {"name": "echo", "description": "Return the text.", "inputSchema": {
-        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
-    {"name": "big", "description": "A text result of that many megabytes.", "inputSchema": {
-        "type": "object", "properties": {"megabytes": {"type": "integer"}}, "required": ["megabytes"]}},
+    {
+        "name": "echo",
+        "description": "Return the text.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    },
+    {
+        "name": "big",
+        "description": "A text result of that many megabytes.",
+        "inputSchema": {"type": "object", "properties": {"megabytes": {"type": "integer"}}, "required": ["megabytes"]},
+    },
 ]
 
 
@@ -30,8 +36,9 @@ def main() -> int:
     megabytes = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     text = "y" * (megabytes * 1024 * 1024)
     big_tail = encode({"content": [{"type": "text", "text": text}], "isError": False})[:-1] + b"}\n"
-    big_tail_modern = encode({"resultType": "complete", "content": [{"type": "text", "text": text}],
-                              "isError": False})[:-1] + b"}\n"
+    big_tail_modern = (
+        encode({"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": False})[:-1] + b"}\n"
+    )
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         message = json.loads(line)
@@ -41,20 +48,32 @@ def main() -> int:
         meta = (message.get("params") or {}).get("_meta") or {}
         modern = meta.get("io.modelcontextprotocol/protocolVersion") == "2026-07-28"
         if method == "tools/call" and message["params"]["name"] == "big":
-            out.write(b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":'
-                      + (big_tail_modern if modern else big_tail))
+            out.write(
+                b'{"jsonrpc":"2.0","id":'
+                + json.dumps(request_id).encode()
+                + b',"result":'
+                + (big_tail_modern if modern else big_tail)
+            )
         else:
             if method == "server/discover":
-                result = {"supportedVersions": ["2026-07-28", "2025-11-25"], "capabilities": {"tools": {}},
-                          "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "prebuilt", "version": "1"}}}
+                result = {
+                    "supportedVersions": ["2026-07-28", "2025-11-25"],
+                    "capabilities": {"tools": {}},
+                    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "prebuilt", "version": "1"}},
+                }
             elif method == "initialize":
-                result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
-                          "serverInfo": {"name": "prebuilt", "version": "1"}}
+                result = {
+                    "protocolVersion": message["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "prebuilt", "version": "1"},
+                }
             elif method == "tools/list":
                 result = {"tools": TOOLS}
             elif method == "tools/call":
-                result = {"content": [{"type": "text", "text": message["params"]["arguments"]["text"]}],
-                          "isError": False}
+                result = {
+                    "content": [{"type": "text", "text": message["params"]["arguments"]["text"]}],
+                    "isError": False,
+                }
             else:
                 result = {}
             if modern:

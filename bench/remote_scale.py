@@ -38,19 +38,20 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from decodeloop.formats.calls.compact import CompactSyntax  # noqa: E402
-from decodeloop.formats.chat import LabChat  # noqa: E402
-from decodeloop.lab.evaluate import evaluate_concurrently  # noqa: E402
-from decodeloop.harness import Harness, TurnConfig  # noqa: E402
-from decodeloop.models import ModelBundle  # noqa: E402
-from decodeloop.models.openai import OpenAIEngine  # noqa: E402
-from decodeloop.models.openai_wire import Endpoint  # noqa: E402
-from decodeloop.trust.policy import Policy  # noqa: E402
-from decodeloop.tools.router import start_stdio_servers  # noqa: E402
-from decodeloop.sampling import Sampler  # noqa: E402
-from decodeloop.servers import command  # noqa: E402
-from decodeloop.formats.tokenizer import CharTokenizer  # noqa: E402
-from decodeloop.lab.train.corpus import Episode, episodes as lab_episodes, lab_server_commands  # noqa: E402
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.chat import LabChat
+from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.evaluate import evaluate_concurrently
+from decodeloop.lab.train.corpus import Episode, lab_server_commands
+from decodeloop.lab.train.corpus import episodes as lab_episodes
+from decodeloop.models import ModelBundle
+from decodeloop.models.openai import OpenAIEngine
+from decodeloop.models.openai_wire import Endpoint
+from decodeloop.sampling import Sampler
+from decodeloop.servers import command
+from decodeloop.tools.router import start_stdio_servers
+from decodeloop.trust.policy import Policy
 
 REPLAY = os.path.join(ROOT, "tests", "servers", "openai_replay.py")
 TOK = CharTokenizer()
@@ -58,11 +59,13 @@ TOK = CharTokenizer()
 
 # -- the scripted server -----------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def replay_server(replies: list[str], delay: float = 0.0):
     """The replay server in its own process, serving `replies` (lab markup); yields its base URL."""
-    script = {"replies": [{"ids": ids, "texts": [TOK.decode([i]) for i in ids]}
-                          for ids in map(TOK.encode_markup, replies)]}
+    script = {
+        "replies": [{"ids": ids, "texts": [TOK.decode([i]) for i in ids]} for ids in map(TOK.encode_markup, replies)]
+    }
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(script, f)
     proc = subprocess.Popen([sys.executable, REPLAY, f.name, "--delay", str(delay)], stdout=subprocess.PIPE, text=True)
@@ -87,9 +90,15 @@ def lab_bundle_at(url: str) -> ModelBundle:
     tokenizer, syntax = TOK, CompactSyntax()
     chat = LabChat(tokenizer, syntax)
     endpoint = Endpoint(url + "/v1", timeout=600)
-    return ModelBundle("openai:replay", tokenizer, chat, syntax, make_engine=lambda sampler, processors:
-                       OpenAIEngine(endpoint, "scripted", tokenizer, sampler=sampler, stop_ids=chat.stop_ids,
-                                    max_tokens=4096, top=0))
+    return ModelBundle(
+        "openai:replay",
+        tokenizer,
+        chat,
+        syntax,
+        make_engine=lambda sampler, processors: OpenAIEngine(
+            endpoint, "scripted", tokenizer, sampler=sampler, stop_ids=chat.stop_ids, max_tokens=4096, top=0
+        ),
+    )
 
 
 @contextlib.contextmanager
@@ -103,8 +112,15 @@ def workers(bundle, k: int, servers: list[list[str]], max_tokens: int = 4096):
         def open_worker(emit):
             router = free.pop()
             # policy off: the calls run, as the CLI runs the bundled servers' read-only tools (it trusts them)
-            yield Harness(bundle, Sampler(), router, emit, config=TurnConfig(max_tokens=max_tokens, max_repeats=10),
-                          policy=Policy.off())
+            yield Harness(
+                bundle,
+                Sampler(),
+                router,
+                emit,
+                config=TurnConfig(max_tokens=max_tokens, max_repeats=10),
+                policy=Policy.off(),
+            )
+
         yield open_worker
 
 
@@ -113,9 +129,16 @@ def run(bundle, episodes: list, k: int, servers: list[list[str]], max_tokens: in
         cpu = time.process_time()
         summary, outcomes = evaluate_concurrently(open_worker, episodes, k)
         cpu = time.process_time() - cpu
-    return {"k": k, "episodes": len(episodes), "wall": summary.wall_seconds, "cpu": cpu,
-            "tokens": sum(o.tokens for o in outcomes), "calls": sum(o.calls for o in outcomes),
-            "eps": len(episodes) / summary.wall_seconds, "outcomes": outcomes}
+    return {
+        "k": k,
+        "episodes": len(episodes),
+        "wall": summary.wall_seconds,
+        "cpu": cpu,
+        "tokens": sum(o.tokens for o in outcomes),
+        "calls": sum(o.calls for o in outcomes),
+        "eps": len(episodes) / summary.wall_seconds,
+        "outcomes": outcomes,
+    }
 
 
 QUESTION = Episode("Weather in Polson, MT?", "get_weather", {"city": "Polson", "state": "MT"}, "", "", "", [])
@@ -126,7 +149,7 @@ def harness_cost(repeats: int) -> list[tuple[str, str]]:
     filler = "It is cold and overcast in Polson with a wind from the south east. "
     rows, per = [], {}
     for n in (50, 400):
-        answer = (filler * 10)[:n - 1] + "<|eos|>"
+        answer = (filler * 10)[: n - 1] + "<|eos|>"
         with replay_server([answer]) as url:
             r = run(lab_bundle_at(url), [QUESTION] * repeats, 1, weather)
         per[n] = r
@@ -154,24 +177,41 @@ def saturation(ks: list[int], delay: float, per_k: int) -> list[tuple]:
         for k in ks:
             server = cpu_seconds(replay_server.pid)
             r = run(bundle, [QUESTION] * max(per_k, 2 * k), k, weather)
-            server = cpu_seconds(replay_server.pid) - server   # includes the idle wait while servers start
+            server = cpu_seconds(replay_server.pid) - server  # includes the idle wait while servers start
             base = base or r["eps"]
-            out.append((k, r["eps"], base * k, r["eps"] / (base * k), r["cpu"] / r["wall"], r["tokens"] / r["wall"],
-                        server / r["wall"]))
+            out.append(
+                (
+                    k,
+                    r["eps"],
+                    base * k,
+                    r["eps"] / (base * k),
+                    r["cpu"] / r["wall"],
+                    r["tokens"] / r["wall"],
+                    server / r["wall"],
+                )
+            )
     return out
 
 
 # -- vLLM ----------------------------------------------------------------------------------------------
 
+
 def metrics(url: str) -> dict[str, float]:
     with urllib.request.urlopen(url.removesuffix("/v1").rstrip("/") + "/metrics", timeout=60) as response:
         text = response.read().decode()
     found = {}
-    for name in ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:prefix_cache_hits_total",
-                 "vllm:prefix_cache_queries_total", "vllm:iteration_tokens_total_sum",
-                 "vllm:iteration_tokens_total_count", "vllm:inter_token_latency_seconds_sum",
-                 "vllm:inter_token_latency_seconds_count", "vllm:time_to_first_token_seconds_sum",
-                 "vllm:time_to_first_token_seconds_count"):
+    for name in (
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:prefix_cache_queries_total",
+        "vllm:iteration_tokens_total_sum",
+        "vllm:iteration_tokens_total_count",
+        "vllm:inter_token_latency_seconds_sum",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:time_to_first_token_seconds_sum",
+        "vllm:time_to_first_token_seconds_count",
+    ):
         values = [float(v) for v in re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.M)]
         found[name] = sum(values)
     return found
@@ -180,12 +220,13 @@ def metrics(url: str) -> dict[str, float]:
 def vllm_rows(url: str, tokenizer: str, ks: list[int], per_k: int, max_tokens: int, syntax: str | None) -> list[tuple]:
     from decodeloop.models import load_model
 
-    bundle = load_model("openai:" + url, model="tiny", tokenizer_path=tokenizer, max_tokens=max_tokens, timeout=600,
-                        syntax=syntax)
+    bundle = load_model(
+        "openai:" + url, model="tiny", tokenizer_path=tokenizer, max_tokens=max_tokens, timeout=600, syntax=syntax
+    )
     held_out = lab_episodes(0, max(per_k, 2 * max(ks)), "heldout")
     out = []
     for k in ks:
-        eps = held_out[:max(per_k, 2 * k)]
+        eps = held_out[: max(per_k, 2 * k)]
         with workers(bundle, k, lab_server_commands(), max_tokens) as open_worker:
             before, cpu = metrics(url), time.process_time()
             summary, outcomes = evaluate_concurrently(open_worker, eps, k)
@@ -199,18 +240,34 @@ def vllm_rows(url: str, tokenizer: str, ks: list[int], per_k: int, max_tokens: i
         steps = d["vllm:iteration_tokens_total_count"]
         itl = d["vllm:inter_token_latency_seconds_sum"] / max(d["vllm:inter_token_latency_seconds_count"], 1)
         ttft = d["vllm:time_to_first_token_seconds_sum"] / max(d["vllm:time_to_first_token_seconds_count"], 1)
-        out.append((k, len(eps), sum(o.calls for o in outcomes), len(eps) / wall, gen / wall, prompt / wall,
-                    hits / queries if queries else 0.0,
-                    sum(o.tokens for o in outcomes) / wall, cpu / wall, steps / wall,
-                    d["vllm:iteration_tokens_total_sum"] / max(steps, 1), itl * 1e3, ttft * 1e3, os.getloadavg()[0]))
+        out.append(
+            (
+                k,
+                len(eps),
+                sum(o.calls for o in outcomes),
+                len(eps) / wall,
+                gen / wall,
+                prompt / wall,
+                hits / queries if queries else 0.0,
+                sum(o.tokens for o in outcomes) / wall,
+                cpu / wall,
+                steps / wall,
+                d["vllm:iteration_tokens_total_sum"] / max(steps, 1),
+                itl * 1e3,
+                ttft * 1e3,
+                os.getloadavg()[0],
+            )
+        )
     return out
 
 
 def table(header: list[str], rows: list[tuple], formats: list[str]) -> str:
     cells = [[f.format(v) for f, v in zip(formats, row)] for row in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
-    lines = ["| " + " | ".join(h.rjust(w) for h, w in zip(header, widths)) + " |",
-             "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"]
+    lines = [
+        "| " + " | ".join(h.rjust(w) for h, w in zip(header, widths)) + " |",
+        "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|",
+    ]
     lines += ["| " + " | ".join(c.rjust(w) for c, w in zip(row, widths)) + " |" for row in cells]
     return "\n".join(lines)
 
@@ -219,8 +276,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vllm", help="vLLM's base URL (http://127.0.0.1:PORT/v1); part (a) runs only with it")
     parser.add_argument("--tokenizer", help="the model directory the vLLM server serves")
-    parser.add_argument("--syntax", default="compact", help="part (a): the call syntax the served model writes "
-                        "(default: compact, as scripts/vllm-serve's model does)")
+    parser.add_argument(
+        "--syntax",
+        default="compact",
+        help="part (a): the call syntax the served model writes (default: compact, as scripts/vllm-serve's model does)",
+    )
     parser.add_argument("--ks", default="1,8,32", help="part (a): episodes in flight (default: 1,8,32)")
     parser.add_argument("--vllm-episodes", type=int, default=32, help="part (a): episodes per K, at least 2K")
     parser.add_argument("--max-tokens", type=int, default=32, help="part (a): token cap per turn")
@@ -230,20 +290,55 @@ def main() -> None:
     parser.add_argument("--saturation-ks", default="1,4,16,32,64", help="part (b): episodes in flight")
     parser.add_argument("--saturation-episodes", type=int, default=64, help="part (b): episodes per K, at least 2K")
     args = parser.parse_args()
-    print(f"# remote_scale: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; the harness, "
-          "its MCP servers and the engine share them\n")
+    print(
+        f"# remote_scale: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; the harness, "
+        "its MCP servers and the engine share them\n"
+    )
     if args.vllm:
         ks = [int(k) for k in args.ks.split(",")]
         rows = vllm_rows(args.vllm, args.tokenizer, ks, args.vllm_episodes, args.max_tokens, args.syntax)
-        print(f"## (a) vLLM CPU server, {os.path.basename(args.tokenizer.rstrip('/'))}, "
-              f"--max-tokens {args.max_tokens} per turn\n")
-        print(table(["K", "episodes", "tool calls", "episodes/s", "server gen tok/s", "server prompt tok/s",
-                     "prefix hit rate",
-                     "harness tok/s (usage)", "harness CPU (cores)", "engine steps/s", "tokens/step",
-                     "inter-token ms", "first token ms", "load avg"], rows,
-                    ["{}", "{}", "{}", "{:.2f}", "{:.0f}", "{:.0f}", "{:.0%}", "{:.0f}", "{:.2f}", "{:.1f}", "{:.1f}",
-                     "{:.0f}", "{:.0f}", "{:.1f}"]))
-        print("\nK=8 / K=1 episodes/s: {:.2f}x".format(rows[ks.index(8)][3] / rows[0][3]) if 8 in ks else "")
+        print(
+            f"## (a) vLLM CPU server, {os.path.basename(args.tokenizer.rstrip('/'))}, "
+            f"--max-tokens {args.max_tokens} per turn\n"
+        )
+        print(
+            table(
+                [
+                    "K",
+                    "episodes",
+                    "tool calls",
+                    "episodes/s",
+                    "server gen tok/s",
+                    "server prompt tok/s",
+                    "prefix hit rate",
+                    "harness tok/s (usage)",
+                    "harness CPU (cores)",
+                    "engine steps/s",
+                    "tokens/step",
+                    "inter-token ms",
+                    "first token ms",
+                    "load avg",
+                ],
+                rows,
+                [
+                    "{}",
+                    "{}",
+                    "{}",
+                    "{:.2f}",
+                    "{:.0f}",
+                    "{:.0f}",
+                    "{:.0%}",
+                    "{:.0f}",
+                    "{:.2f}",
+                    "{:.1f}",
+                    "{:.1f}",
+                    "{:.0f}",
+                    "{:.0f}",
+                    "{:.1f}",
+                ],
+            )
+        )
+        print(f"\nK=8 / K=1 episodes/s: {rows[ks.index(8)][3] / rows[0][3]:.2f}x" if 8 in ks else "")
         print()
     if args.only_vllm:
         return
@@ -252,10 +347,21 @@ def main() -> None:
         print(f"  {name:<66} {value}")
     print(f"\n## (b) episodes in flight, the scripted engine at {args.delay * 1e3:g} ms per token per stream\n")
     ks = [int(k) for k in args.saturation_ks.split(",")]
-    print(table(["K", "episodes/s", "ideal (K x K=1)", "efficiency", "harness CPU (cores)", "tokens/s",
-                 "scripted server CPU (cores)"],
-                saturation(ks, args.delay, args.saturation_episodes),
-                ["{}", "{:.1f}", "{:.1f}", "{:.0%}", "{:.2f}", "{:,.0f}", "{:.2f}"]))
+    print(
+        table(
+            [
+                "K",
+                "episodes/s",
+                "ideal (K x K=1)",
+                "efficiency",
+                "harness CPU (cores)",
+                "tokens/s",
+                "scripted server CPU (cores)",
+            ],
+            saturation(ks, args.delay, args.saturation_episodes),
+            ["{}", "{:.1f}", "{:.1f}", "{:.0%}", "{:.2f}", "{:,.0f}", "{:.2f}"],
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decodeloop.sampling import Sampler, explain  # noqa: E402
+from decodeloop.sampling import Sampler, explain
 
 VOCABS = (49_152, 151_936)
 CASES = [
@@ -77,14 +77,13 @@ def bench(calls: int, pool: int = 8, runs: int = 3) -> list[list[str]]:
         if torch is not None:
             pools[("torch", vocab)] = [torch.from_numpy(a.copy()) for a in arrays]
 
-    columns = [("list", VOCABS[0])] + [(kind, v) for v in VOCABS for kind in ("numpy", "torch")
-                                       if (kind, v) in pools]
+    columns = [("list", VOCABS[0])] + [(kind, v) for v in VOCABS for kind in ("numpy", "torch") if (kind, v) in pools]
     cells = {}
     for name, settings in CASES:
         for kind, vocab in columns:
             if settings is None:
                 fn = lambda logits: explain(logits, 7, 3)  # noqa: E731
-            elif isinstance(settings, tuple):   # what a token costs with the trace: the draw, then explain
+            elif isinstance(settings, tuple):  # what a token costs with the trace: the draw, then explain
                 fn = lambda logits, s=Sampler(seed=0, **settings[1]): s.explain(logits, s.sample(logits), 3)  # noqa: E731
             elif settings == "exp":
                 if kind == "list":
@@ -117,13 +116,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=1000, help="calls per cell and run (default: 1000)")
     parser.add_argument("--runs", type=int, default=3, help="runs; each cell shows its best (default: 3)")
-    parser.add_argument("--pool", type=int, default=8,
-                        help="distinct logits arrays cycled through (default: 8, about 5 MB at 151,936: out of "
-                             "L2; 1 keeps them in cache, as logits the model has just written would be)")
+    parser.add_argument(
+        "--pool",
+        type=int,
+        default=8,
+        help="distinct logits arrays cycled through (default: 8, about 5 MB at 151,936: out of "
+        "L2; 1 keeps them in cache, as logits the model has just written would be)",
+    )
     args = parser.parse_args()
     table = bench(args.calls, max(args.pool, 1), max(args.runs, 1))
-    print(f"µs per call (median of {args.calls:,} calls, best of {args.runs} runs), one thread, "
-          f"{args.pool} logits arrays in turn\n")
+    print(
+        f"µs per call (median of {args.calls:,} calls, best of {args.runs} runs), one thread, "
+        f"{args.pool} logits arrays in turn\n"
+    )
     print("| " + " | ".join(table[0]) + " |")
     print("|---|" + "---:|" * (len(table[0]) - 1))
     for row in table[1:]:

@@ -45,16 +45,22 @@ def first_token(python: str, gguf: str, cache: str, threads: int | None) -> tupl
     MCP servers' and every other process it waited for), how the weights were loaded)."""
     env = {**os.environ, "DECODELOOP_CACHE": cache, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ROOT}
     if threads:
-        env["OMP_NUM_THREADS"] = str(threads)         # torch's intra-op threads
+        env["OMP_NUM_THREADS"] = str(threads)  # torch's intra-op threads
     start = time.perf_counter()
-    process = subprocess.Popen([python, "-m", "decodeloop", "run", "--json", "--max-tokens", "1",
-                                "--model", "hf:" + gguf, QUESTION], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [python, "-m", "decodeloop", "run", "--json", "--max-tokens", "1", "--model", "hf:" + gguf, QUESTION],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     first, weights = None, "?"
     for line in process.stdout:
         event = json.loads(line)
         if event["event"] == "notice" and "weights " in event.get("message", ""):
-            weights = event["message"].split("weights ", 1)[1].split(" ")[0]   # "converted" or "loaded"
+            weights = event["message"].split("weights ", 1)[1].split(" ")[0]  # "converted" or "loaded"
         if event["event"] == "token" and first is None:
             first = time.perf_counter() - start
     stderr = process.stderr.read()
@@ -68,18 +74,33 @@ def first_token(python: str, gguf: str, cache: str, threads: int | None) -> tupl
 
 
 def import_seconds(python: str) -> float:
-    code = ("import time; t = time.perf_counter(); import torch, transformers; "
-            "from transformers import AutoModelForCausalLM, AutoTokenizer; print(time.perf_counter() - t)")
+    code = (
+        "import time; t = time.perf_counter(); import torch, transformers; "
+        "from transformers import AutoModelForCausalLM, AutoTokenizer; print(time.perf_counter() - t)"
+    )
     return float(subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
 def hash_seconds(python: str, gguf: str, cache: str) -> tuple[float, float]:
     """(seconds to hash the file with no remembered hash, seconds with it), each in a fresh process."""
-    code = ("import sys, time; from decodeloop.models.gguf_cache import file_sha256; "
-            "t = time.perf_counter(); file_sha256(sys.argv[1]); print(time.perf_counter() - t)")
+    code = (
+        "import sys, time; from decodeloop.models.gguf_cache import file_sha256; "
+        "t = time.perf_counter(); file_sha256(sys.argv[1]); print(time.perf_counter() - t)"
+    )
     env = {**os.environ, "DECODELOOP_CACHE": cache, "PYTHONPATH": ROOT}
-    run = lambda: float(subprocess.run([python, "-c", code, gguf], capture_output=True, text=True, check=True,  # noqa: E731
-                                       env=env, cwd=ROOT).stdout)
+
+    def run():
+        return float(
+            subprocess.run(
+                [python, "-c", code, gguf],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=env,
+                cwd=ROOT,
+            ).stdout
+        )
+
     return run(), run()
 
 
@@ -88,20 +109,30 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="warm runs per model; the median counts (default: 3)")
     parser.add_argument("--models", default="smollm2,qwen", help="which: smollm2, qwen (default: both)")
     parser.add_argument("--python", default=sys.executable, help="the Python with the hf extra (default: this one)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="OMP_NUM_THREADS for the runs: torch's threads (default: torch's, one per core)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="OMP_NUM_THREADS for the runs: torch's threads (default: torch's, one per core)",
+    )
     args = parser.parse_args()
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     for name in names:
         if name not in MODELS:
             sys.exit(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
         if not os.path.exists(MODELS[name][1]):
-            sys.exit(f"no {MODELS[name][1]}: run `decodeloop fetch {'smollm2' if name == 'smollm2' else 'qwen2.5-coder-0.5b'}`")
-    print(f"{os.cpu_count()} CPUs, torch threads {args.threads or 'default'}, "
-          f"load average {os.getloadavg()[0]:.1f} at the start; "
-          f"import torch + transformers: {import_seconds(args.python):.1f} s\n")
-    print("| model | .gguf | SHA-256: read / remembered | cold: first token (whole run, CPU) | "
-          f"warm: first token (whole run, CPU), median of {args.repeats} |")
+            sys.exit(
+                f"no {MODELS[name][1]}: run `decodeloop fetch {'smollm2' if name == 'smollm2' else 'qwen2.5-coder-0.5b'}`"
+            )
+    print(
+        f"{os.cpu_count()} CPUs, torch threads {args.threads or 'default'}, "
+        f"load average {os.getloadavg()[0]:.1f} at the start; "
+        f"import torch + transformers: {import_seconds(args.python):.1f} s\n"
+    )
+    print(
+        "| model | .gguf | SHA-256: read / remembered | cold: first token (whole run, CPU) | "
+        f"warm: first token (whole run, CPU), median of {args.repeats} |"
+    )
     print("|---|---:|---:|---:|---:|")
     for name in names:
         label, gguf = MODELS[name]
@@ -109,7 +140,7 @@ def main() -> None:
         try:
             read, remembered = hash_seconds(args.python, gguf, cache)
             shutil.rmtree(cache)
-            os.makedirs(cache)                       # cold: nothing cached, not even the hash
+            os.makedirs(cache)  # cold: nothing cached, not even the hash
             cold = first_token(args.python, gguf, cache, args.threads)
             assert cold[3] == "converted", cold
             warm = [first_token(args.python, gguf, cache, args.threads) for _ in range(args.repeats)]
@@ -118,9 +149,12 @@ def main() -> None:
             shutil.rmtree(cache, ignore_errors=True)
         size = os.path.getsize(gguf) / 1e6
         median = [statistics.median(w[i] for w in warm) for i in range(3)]
-        print(f"| {label} | {size:,.0f} MB | {read:.2f} s / {remembered:.3f} s | "
-              f"{cold[0]:.1f} s ({cold[1]:.1f} s, {cold[2]:.1f} s) | "
-              f"{median[0]:.1f} s ({median[1]:.1f} s, {median[2]:.1f} s) |", flush=True)
+        print(
+            f"| {label} | {size:,.0f} MB | {read:.2f} s / {remembered:.3f} s | "
+            f"{cold[0]:.1f} s ({cold[1]:.1f} s, {cold[2]:.1f} s) | "
+            f"{median[0]:.1f} s ({median[1]:.1f} s, {median[2]:.1f} s) |",
+            flush=True,
+        )
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 

@@ -18,12 +18,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decodeloop.formats.calls.shapes import ALTERNATES  # noqa: E402
-from decodeloop.formats.calls.json import JsonSyntax  # noqa: E402
-from decodeloop.decode.stops import Stops  # noqa: E402
+from decodeloop.decode.stops import Stops
+from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.formats.calls.shapes import ALTERNATES
 
-PROSE = ("It is 61°F in Polson, MT [see the forecast] with `wind` from the SE.\n"
-         "A list: [1] clouds {mostly} and <b>rain</b> later; ``` is a fence.\n")
+PROSE = (
+    "It is 61°F in Polson, MT [see the forecast] with `wind` from the SE.\n"
+    "A list: [1] clouds {mostly} and <b>rain</b> later; ``` is a fence.\n"
+)
 CALL = '```json\n{"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}\n```'
 
 
@@ -31,7 +33,7 @@ def pieces(text: str, seed: int) -> list[str]:
     rng, out, i = random.Random(seed), [], 0
     while i < len(text):
         n = rng.randint(1, 4)
-        out.append(text[i:i + n])
+        out.append(text[i : i + n])
         i += n
     return out
 
@@ -40,13 +42,20 @@ def per_token(text_pieces: list[str], lenient: bool, repeats: int) -> float:
     syntax = JsonSyntax()
     best = float("inf")
     for _ in range(repeats):
-        stops = Stops(eos_ids={0}, opener=syntax.opener, scanner_factory=syntax.scanner, max_tokens=10 ** 9,
-                      max_call_chars=10 ** 6, collect_calls=True, alternates=ALTERNATES if lenient else (),
-                      known={"get_weather"}.__contains__)
+        stops = Stops(
+            eos_ids={0},
+            opener=syntax.opener,
+            scanner_factory=syntax.scanner,
+            max_tokens=10**9,
+            max_call_chars=10**6,
+            collect_calls=True,
+            alternates=ALTERNATES if lenient else (),
+            known={"get_weather"}.__contains__,
+        )
         check, again = stops.check, stops.new_segment
         started = time.perf_counter()
         for piece in text_pieces:
-            if check(1, piece).reason is not None:   # a message ended (a call, in lenient): the next begins
+            if check(1, piece).reason is not None:  # a message ended (a call, in lenient): the next begins
                 again()
         best = min(best, time.perf_counter() - started)
     return best / len(text_pieces) * 1e6
@@ -57,9 +66,11 @@ def main() -> None:
     parser.add_argument("--chars", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    prose = (PROSE * (args.chars // len(PROSE) + 1))[:args.chars]
-    rows = [("prose, near misses", pieces(prose, 0)),
-            ("messages: prose, then a ```json call", pieces(PROSE * 3 + CALL + "\n", 1) * 200)]
+    prose = (PROSE * (args.chars // len(PROSE) + 1))[: args.chars]
+    rows = [
+        ("prose, near misses", pieces(prose, 0)),
+        ("messages: prose, then a ```json call", pieces(PROSE * 3 + CALL + "\n", 1) * 200),
+    ]
     print("µs per token in Stops.check (JSON syntax, calls collected)\n")
     print("| text | tokens | strict | lenient | lenient / strict |")
     print("|---|---:|---:|---:|---:|")

@@ -23,17 +23,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from cdp import Browser, find_chromium  # noqa: E402
+from cdp import Browser, find_chromium
 
-from decodeloop.harness import Harness, TurnConfig  # noqa: E402
-from decodeloop.models import lab_bundle  # noqa: E402
-from decodeloop.lab.table import TableModel  # noqa: E402
-from decodeloop.tools.router import start_stdio_servers  # noqa: E402
-from decodeloop.sampling import Sampler  # noqa: E402
-from decodeloop.servers import command  # noqa: E402
-from decodeloop.servers.weather import get_weather  # noqa: E402
-from decodeloop.formats.tokenizer import CharTokenizer  # noqa: E402
-from decodeloop.ui.html import HtmlView  # noqa: E402
+from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.table import TableModel
+from decodeloop.models import lab_bundle
+from decodeloop.sampling import Sampler
+from decodeloop.servers import command
+from decodeloop.servers.weather import get_weather
+from decodeloop.tools.router import start_stdio_servers
+from decodeloop.ui.html import HtmlView
 
 QUESTION = "What's the weather in Polson, MT?"
 SENTENCE = "It's 33°F and overcast in Polson, MT right now, with 53% humidity and a 21 mph wind from the SE. "
@@ -50,13 +50,20 @@ def trace(path: str, tokens: int) -> tuple[int, float]:
     """Run the turn into an HtmlView; the number of tokens it generated and the seconds writing the page took."""
     tokenizer = CharTokenizer()
     answer = SENTENCE * (tokens // len(tokenizer.encode(SENTENCE)) + 1)
-    answer = tokenizer.decode(tokenizer.encode(answer)[:tokens - 40])
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
-             "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": answer + "<|eos|>"}
+    answer = tokenizer.decode(tokenizer.encode(answer)[: tokens - 40])
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
+        "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": answer + "<|eos|>",
+    }
     view = HtmlView(path, {"title": f"bench: a {tokens:,}-token turn", "model": "table", "temperature": 0})
     with start_stdio_servers([command("weather")], view, timeout=30) as router:
-        result = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, view,
-                         config=TurnConfig(max_tokens=tokens + 100)).run(QUESTION)
+        result = Harness(
+            lab_bundle(TableModel(tokenizer, table), tokenizer),
+            Sampler(),
+            router,
+            view,
+            config=TurnConfig(max_tokens=tokens + 100),
+        ).run(QUESTION)
     t0 = time.perf_counter()
     view.write()
     return result.tokens, time.perf_counter() - t0
@@ -71,8 +78,9 @@ def main() -> int:
     args = parser.parse_args()
     binary = find_chromium()
     if not binary:
-        print("bench/viewer.py: needs chromium (apt-get install chromium, or DECODELOOP_CHROMIUM=path)",
-              file=sys.stderr)
+        print(
+            "bench/viewer.py: needs chromium (apt-get install chromium, or DECODELOOP_CHROMIUM=path)", file=sys.stderr
+        )
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "big.html")
@@ -80,8 +88,10 @@ def main() -> int:
         generated, written = trace(path, args.tokens)
         made = time.perf_counter() - t0
         size = os.path.getsize(path)
-        print(f"trace: {generated:,} tokens, run in {made - written:.1f} s; page written in {written:.1f} s, "
-              f"{size / 1e6:.1f} MB")
+        print(
+            f"trace: {generated:,} tokens, run in {made - written:.1f} s; page written in {written:.1f} s, "
+            f"{size / 1e6:.1f} MB"
+        )
         with Browser(binary) as b:
             loads, walls = [], []
             for _ in range(args.runs):
@@ -90,11 +100,18 @@ def main() -> int:
                 b.open(path)
                 walls.append(time.perf_counter() - t0)
                 loads.append(float(b.evaluate("document.body.dataset.readyMs")))
-            print(f"load: {min(loads):,.0f} ms to the first step rendered (best of {args.runs}; "
-                  f"{min(walls) * 1000:,.0f} ms from navigate to ready as the driver saw it)")
+            print(
+                f"load: {min(loads):,.0f} ms to the first step rendered (best of {args.runs}; "
+                f"{min(walls) * 1000:,.0f} ms from navigate to ready as the driver saw it)"
+            )
             assert b.errors() == [], b.errors()
-            for key, what in (("ArrowRight", "→ one event"), ("ArrowLeft", "← one event"),
-                              ("t", "t next call"), ("End", "End"), ("Home", "Home")):
+            for key, what in (
+                ("ArrowRight", "→ one event"),
+                ("ArrowLeft", "← one event"),
+                ("t", "t next call"),
+                ("End", "End"),
+                ("Home", "Home"),
+            ):
                 handled, painted = [], []
                 for _ in range(args.steps):
                     h, p = b.evaluate(STEP % key)
@@ -102,12 +119,16 @@ def main() -> int:
                     painted.append(p)
                     if key in ("End", "Home", "t"):
                         b.evaluate(STEP % ("Home" if key != "Home" else "End"))
-                print(f"step {what:<14} handler {statistics.median(handled):5.1f} ms, to the next frame "
-                      f"{statistics.median(painted):5.1f} ms (medians of {args.steps}; max {max(painted):.1f})")
+                print(
+                    f"step {what:<14} handler {statistics.median(handled):5.1f} ms, to the next frame "
+                    f"{statistics.median(painted):5.1f} ms (medians of {args.steps}; max {max(painted):.1f})"
+                )
             t0 = time.perf_counter()
-            found = b.evaluate("(() => { const s = document.getElementById('search'); s.value = 'humidity'; "
-                               "const t0 = performance.now(); s.dispatchEvent(new Event('input')); "
-                               "return [performance.now() - t0, document.getElementById('found').textContent]; })()")
+            found = b.evaluate(
+                "(() => { const s = document.getElementById('search'); s.value = 'humidity'; "
+                "const t0 = performance.now(); s.dispatchEvent(new Event('input')); "
+                "return [performance.now() - t0, document.getElementById('found').textContent]; })()"
+            )
             print(f"search 'humidity': {found[0]:,.0f} ms, {found[1]}")
             assert b.errors() == [], b.errors()
         if args.screenshots:
@@ -122,13 +143,30 @@ def shots(binary: str, folder: str) -> None:
     os.makedirs(folder, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         page = os.path.join(tmp, "weather.html")
-        subprocess.run([sys.executable, "-m", "decodeloop", "run", "--quiet", "--temperature", "0.7", "--seed", "3",
-                        "--html", page, QUESTION], check=True, cwd=ROOT, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "decodeloop",
+                "run",
+                "--quiet",
+                "--temperature",
+                "0.7",
+                "--seed",
+                "3",
+                "--html",
+                page,
+                QUESTION,
+            ],
+            check=True,
+            cwd=ROOT,
+            capture_output=True,
+        )
         with Browser(binary, width=1400, height=820) as b:
             b.open(page)
-            b.key("ArrowRight")                      # the first token: the prompt's prefill, '[' held back
+            b.key("ArrowRight")  # the first token: the prompt's prefill, '[' held back
             b.screenshot(os.path.join(folder, "viewer-token.png"))
-            b.key("t")                               # the call, then on to the span it injected
+            b.key("t")  # the call, then on to the span it injected
             while b.evaluate("document.getElementById('step-title').textContent") != "Event: inject":
                 b.key("ArrowRight")
             b.screenshot(os.path.join(folder, "viewer-call.png"))

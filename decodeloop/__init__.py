@@ -23,11 +23,16 @@ Names are imported on first use, so `import decodeloop` stays cheap.
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Harness": "decodeloop.harness", "TurnConfig": "decodeloop.harness", "TurnResult": "decodeloop.harness",
+    "Harness": "decodeloop.harness",
+    "TurnConfig": "decodeloop.harness",
+    "TurnResult": "decodeloop.harness",
     "Sampler": "decodeloop.sampling",
-    "load_model": "decodeloop.models", "ModelBundle": "decodeloop.models",
-    "start_servers": "decodeloop.tools.router", "Router": "decodeloop.tools.router",
-    "load_config": "decodeloop.tools.config", "ServerSpec": "decodeloop.tools.config",
+    "load_model": "decodeloop.models",
+    "ModelBundle": "decodeloop.models",
+    "start_servers": "decodeloop.tools.router",
+    "Router": "decodeloop.tools.router",
+    "load_config": "decodeloop.tools.config",
+    "ServerSpec": "decodeloop.tools.config",
     "Policy": "decodeloop.trust.policy",
 }
 

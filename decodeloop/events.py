@@ -7,8 +7,9 @@ knows its JSON form (`to_json`), which is the documented machine interface.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -28,6 +29,7 @@ Emit = Callable[[Event], None]
 @dataclass(slots=True)
 class ServerReady(Event):
     """An MCP server answered initialize and tools/list."""
+
     kind = "server"
     server: str
     protocol_version: str
@@ -38,35 +40,37 @@ class ServerReady(Event):
 @dataclass(slots=True)
 class Prompt(Event):
     """What a user turn appends to the context: the whole prompt on a conversation's first turn."""
+
     kind = "prompt"
     text: str
-    tokens: int                # tokens appended
+    tokens: int  # tokens appended
     tools: list[str]
-    context: int = 0           # context length after them
+    context: int = 0  # context length after them
     spans: list[list[Any]] = field(default_factory=list)  # [start, end, source] of what was appended
 
 
 @dataclass(slots=True)
 class Token(Event):
     """One iteration of the decode loop: forward, sample, append, stop check."""
+
     kind = "token"
-    index: int                 # tokens generated so far in this turn, 1-based
+    index: int  # tokens generated so far in this turn, 1-based
     id: int
-    text: str                  # this token's text (a label for special tokens)
-    prob: float | None         # its probability in the distribution it was drawn from (see `temperature`)
+    text: str  # this token's text (a label for special tokens)
+    prob: float | None  # its probability in the distribution it was drawn from (see `temperature`)
     top: list[list[Any]] | None  # the most probable tokens of that distribution: [[text, prob], ...]
-    computed: int              # positions the forward pass computed
-    cached: int                # positions served from the cache
-    context: int               # context length after the append
-    delta: str                 # text released to the user at this step
-    held: str                  # text held back (may start a stop string or a call)
-    in_call: bool              # the model is writing a tool call
-    checks: list[str]          # stop conditions checked
-    stop: str | None           # the condition that fired, if any
+    computed: int  # positions the forward pass computed
+    cached: int  # positions served from the cache
+    context: int  # context length after the append
+    delta: str  # text released to the user at this step
+    held: str  # text held back (may start a stop string or a call)
+    in_call: bool  # the model is writing a tool call
+    checks: list[str]  # stop conditions checked
+    stop: str | None  # the condition that fired, if any
     masked: str | None = None  # --constrain: the token the model put first, which the call grammar masked
     masked_id: int | None = None
     allowed: int | None = None  # --constrain: how many tokens the grammar allowed at this step
-    forced: bool = False       # --constrain: appended without a forward, the grammar left no choice (jump-forward)
+    forced: bool = False  # --constrain: appended without a forward, the grammar left no choice (jump-forward)
     # the distribution `prob` and `top` are of, when the engine says (a local engine does): the sampling
     # temperature (0: greedy, and then `prob`/`top` are the model's softmax at temperature 1, since the
     # draw itself is certain), and top-k / top-p / min-p when they cut it (renormalised over what they keep)
@@ -77,7 +81,7 @@ class Token(Event):
 
     def to_json(self) -> dict[str, Any]:
         out = Event.to_json(self)
-        if self.masked is None:   # only tokens the grammar changed carry the three fields
+        if self.masked is None:  # only tokens the grammar changed carry the three fields
             del out["masked"], out["masked_id"], out["allowed"]
         if not self.forced:
             del out["forced"]
@@ -92,6 +96,7 @@ class Token(Event):
 @dataclass(slots=True)
 class Stop(Event):
     """Generation stopped: eos, stop_sequence, tool_call, max_tokens, max_retries or repeated_call."""
+
     kind = "stop"
     reason: str
 
@@ -99,6 +104,7 @@ class Stop(Event):
 @dataclass(slots=True)
 class ToolCall(Event):
     """A call the model wrote, parsed and validated, about to be sent."""
+
     kind = "tool_call"
     name: str
     arguments: dict[str, Any]
@@ -107,44 +113,48 @@ class ToolCall(Event):
     # each argument value's path -> the context's sources that contain it ("user", "system",
     # "tool:SERVER/TOOL"); an empty list: the model wrote the value itself (provenance.py)
     origins: dict[str, list[str]] = field(default_factory=dict)
-    shape: str = "tool_call"   # how the call was written: its syntax's own shape or an alternate (calls/shapes.py)
+    shape: str = "tool_call"  # how the call was written: its syntax's own shape or an alternate (calls/shapes.py)
 
 
 @dataclass(slots=True)
 class PolicyDecision(Event):
     """The policy's decision on a parsed, validated call, before it is sent (policy.py)."""
+
     kind = "policy"
     name: str
     server: str
     arguments: dict[str, Any]
-    tool_class: str            # "read-only" or "side-effecting"
-    verdict: str               # "allow" or "deny"
+    tool_class: str  # "read-only" or "side-effecting"
+    verdict: str  # "allow" or "deny"
     reason: str
 
 
 @dataclass(slots=True)
 class ToolError(Event):
     """A call that could not be parsed, validated, routed or completed."""
+
     kind = "tool_error"
     message: str
-    text: str                  # what the model wrote
-    stage: str                 # where it failed: "parse", "route", "arguments", "repeat", "policy" or "call"
-    name: str | None = None    # the tool it named, once the call parsed
-    shape: str = "tool_call"   # how the call was written (formats/calls/shapes.py)
+    text: str  # what the model wrote
+    stage: str  # where it failed: "parse", "route", "arguments", "repeat", "policy" or "call"
+    name: str | None = None  # the tool it named, once the call parsed
+    shape: str = "tool_call"  # how the call was written (formats/calls/shapes.py)
 
 
 @dataclass(slots=True)
 class Rpc(Event):
     """A JSON-RPC message on the wire, in either direction."""
+
     kind = "rpc"
     server: str
-    direction: str             # "send" or "recv"
+    direction: str  # "send" or "recv"
     message: dict[str, Any]
 
 
 @dataclass(slots=True)
 class ToolResult(Event):
     """What a tool returned, and the text that goes into the model's context."""
+
     kind = "tool_result"
     name: str
     content: list[dict[str, Any]]
@@ -155,6 +165,7 @@ class ToolResult(Event):
 @dataclass(slots=True)
 class Inject(Event):
     """Tool messages appended to the context; the next forward prefills them."""
+
     kind = "inject"
     text: str
     tokens: int
@@ -165,6 +176,7 @@ class Inject(Event):
 @dataclass(slots=True)
 class Notice(Event):
     """Something worth a line that is not part of the turn: server notifications, warnings."""
+
     kind = "notice"
     source: str
     message: str
@@ -179,33 +191,36 @@ class ToolsChanged(Event):
     never rewritten, so its cache stays valid). A tool whose definition changed
     keeps its pinned definition until approved: `held` names it, `changes` says what changed.
     """
+
     kind = "tools_changed"
     server: str
-    added: list[str]           # exposed names new since the last listing
-    removed: list[str]         # exposed names gone
-    tools: list[str]           # every exposed tool now
-    held: list[str] = field(default_factory=list)     # tools whose changed definition is held, not used
+    added: list[str]  # exposed names new since the last listing
+    removed: list[str]  # exposed names gone
+    tools: list[str]  # every exposed tool now
+    held: list[str] = field(default_factory=list)  # tools whose changed definition is held, not used
     changes: list[str] = field(default_factory=list)  # "tool: what changed", one line per difference
-    declared: bool = True      # the server declared the listChanged capability
+    declared: bool = True  # the server declared the listChanged capability
 
 
 @dataclass(slots=True)
 class Request(Event):
     """One request to an engine that samples for itself (models/openai.py), when its stream ends."""
+
     kind = "request"
     url: str
-    sent: str                  # how the prompt went: "ids" or "text"
-    prompt: int                # tokens of context sent
-    cached: int | None         # prompt tokens the server says its cache served; None: it does not say
+    sent: str  # how the prompt went: "ids" or "text"
+    prompt: int  # tokens of context sent
+    cached: int | None  # prompt tokens the server says its cache served; None: it does not say
     server_prompt: int | None  # prompt tokens the server says it read
-    generated: int             # tokens streamed and appended
-    finish: str                # "closed" (the harness hung up), or the server's finish reason
+    generated: int  # tokens streamed and appended
+    finish: str  # "closed" (the harness hung up), or the server's finish reason
     seconds: float
 
 
 @dataclass(slots=True)
 class Done(Event):
     """The turn is over. `answer` is what the user sees: all text outside calls and stop strings."""
+
     kind = "done"
     answer: str
     reason: str

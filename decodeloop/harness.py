@@ -13,23 +13,28 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from decodeloop.trust import invisible
-from decodeloop.formats.calls.shapes import CANONICAL, DESCRIBED
-from decodeloop.formats.calls.compact import ParseError
-from decodeloop.formats.chat import ToolReply
 from decodeloop.decode.context import MODEL, Context
-from decodeloop.tools.dispatch import (DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS,
-                                       dispatch_all, parse_call)
-from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop
-from decodeloop.trust.provenance import origins, provenance
-from decodeloop.trust.markers import for_bundle
-from decodeloop.trust.policy import MASKED_REQUEST, Policy
-from decodeloop.processors import ProcessorState
-from decodeloop.errors import ConfigError
-from decodeloop.tools.router import Router
 from decodeloop.decode.loop import generate
 from decodeloop.decode.stops import Stops
+from decodeloop.errors import ConfigError
+from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop
+from decodeloop.formats.calls.compact import ParseError
+from decodeloop.formats.calls.shapes import CANONICAL, DESCRIBED
+from decodeloop.formats.chat import ToolReply
 from decodeloop.formats.tokenizer import StreamDecoder
+from decodeloop.processors import ProcessorState
+from decodeloop.tools.dispatch import (
+    DEFAULT_MAX_RESULT_CHARS,
+    DEFAULT_MAX_TURN_RESULT_CHARS,
+    MIN_RESULT_CHARS,
+    dispatch_all,
+    parse_call,
+)
+from decodeloop.tools.router import Router
+from decodeloop.trust import invisible
+from decodeloop.trust.markers import for_bundle
+from decodeloop.trust.policy import MASKED_REQUEST, Policy
+from decodeloop.trust.provenance import origins, provenance
 from decodeloop.trust.tool_budget import DEFAULT_MAX_TOOL_TOKENS, check_tools
 
 # Harness's `policy` when none is given: confirm mode over the router's server rules, nobody to ask
@@ -38,19 +43,19 @@ DEFAULT_POLICY = object()
 
 @dataclass
 class TurnConfig:
-    max_tokens: int = 256            # cap on tokens the model writes in one turn, across tool calls
+    max_tokens: int = 256  # cap on tokens the model writes in one turn, across tool calls
     stop_strings: tuple[str, ...] = ()
-    max_retries: int = 3             # consecutive failed calls that end the turn
-    max_repeats: int = 2             # calls repeated after their result that end the turn
-    timeout: float | None = None     # per tool call; None: the client's default
+    max_retries: int = 3  # consecutive failed calls that end the turn
+    max_repeats: int = 2  # calls repeated after their result that end the turn
+    timeout: float | None = None  # per tool call; None: the client's default
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     max_turn_result_chars: int = DEFAULT_MAX_TURN_RESULT_CHARS  # all tool-result text one turn may inject
     max_tool_tokens: int = DEFAULT_MAX_TOOL_TOKENS  # the tools' descriptions in the prompt (tool_budget.py)
-    detail: bool = True              # probabilities in token events (one softmax per token)
+    detail: bool = True  # probabilities in token events (one softmax per token)
     collect_calls: bool | None = None  # run every call of a message (None: the call syntax's default)
-    constrain: str = "off"           # "calls": calls follow the grammar of valid calls; "required": and open the turn
-    call_shapes: str | None = None   # "lenient": also the shapes real models write (formats/calls/shapes.py); "strict":
-                                     # the syntax's own only; None: the chat format's default
+    constrain: str = "off"  # "calls": calls follow the grammar of valid calls; "required": and open the turn
+    call_shapes: str | None = None  # "lenient": also the shapes real models write (formats/calls/shapes.py); "strict":
+    # the syntax's own only; None: the chat format's default
 
 
 @dataclass
@@ -66,33 +71,49 @@ class TurnResult:
 class Harness:
     """A model bundle and the tools of a router: runs the assistant turns of a conversation."""
 
-    def __init__(self, bundle, sampler, router: Router, emit: Emit, *, config: TurnConfig | None = None,
-                 tools: list[str] | None = None, system: str | None = None, processors=(),
-                 engine=None, policy: Policy | None | object = DEFAULT_POLICY) -> None:
+    def __init__(
+        self,
+        bundle,
+        sampler,
+        router: Router,
+        emit: Emit,
+        *,
+        config: TurnConfig | None = None,
+        tools: list[str] | None = None,
+        system: str | None = None,
+        processors=(),
+        engine=None,
+        policy: Policy | object | None = DEFAULT_POLICY,
+    ) -> None:
         self.bundle, self.router, self.emit = bundle, router, emit
         self.tokenizer, self.chat, self.syntax = bundle.tokenizer, bundle.chat, bundle.syntax
         self.config = config or TurnConfig()
         self.markers = for_bundle(bundle, self.config.stop_strings)  # what data may not spell (markers.py)
-        if policy is DEFAULT_POLICY:   # as the CLI: confirm, and with nobody to ask, a confirmation is a denial
+        if policy is DEFAULT_POLICY:  # as the CLI: confirm, and with nobody to ask, a confirmation is a denial
             policy = Policy("confirm", router.specs, None)
         elif policy is None or policy.mode == "off":
-            emit(Notice("policy", "no policy: every call the model writes runs, whatever a tool result asked "
-                                  "for (policy=None or Policy.off() was given)"))
+            emit(
+                Notice(
+                    "policy",
+                    "no policy: every call the model writes runs, whatever a tool result asked "
+                    "for (policy=None or Policy.off() was given)",
+                )
+            )
         self.policy = policy if policy is not None and policy.mode != "off" else None  # policy.Policy
-        self.system = system             # the system prompt's preamble; None: the chat format's own
+        self.system = system  # the system prompt's preamble; None: the chat format's own
         names = list(router.tools) if tools is None else tools
         unroutable = [name for name in names if name not in router.tools]
         if unroutable:
             # a tool the model is told about but cannot reach would fail silently at call time
             raise ConfigError(f"tools described to the model but served by no server: {', '.join(unroutable)}")
-        self._named = tools                    # the tools asked for by name, or None for all
+        self._named = tools  # the tools asked for by name, or None for all
         self.tools = [router.tools[name] for name in names]
         self._check_tools(self.tools)
         self._tools_version = router.version
-        self.context: Context | None = None    # the conversation so far; None before its first turn
-        self._ended = True                     # the model closed its last message itself
-        self._warned = 0                       # the chat format's warnings already shown
-        self._masked = None                    # the last masked re-run: ((context, where it was cut), calls)
+        self.context: Context | None = None  # the conversation so far; None before its first turn
+        self._ended = True  # the model closed its last message itself
+        self._warned = 0  # the chat format's warnings already shown
+        self._masked = None  # the last masked re-run: ((context, where it was cut), calls)
         shapes = self.config.call_shapes or getattr(bundle.chat, "call_shapes", "strict")
         if shapes not in ("strict", "lenient"):
             raise ValueError(f"call_shapes must be strict or lenient, got {shapes!r}")
@@ -100,16 +121,24 @@ class Harness:
         self.constraint = None
         if self.config.constrain != "off":
             if self.config.constrain not in ("calls", "required") or engine is not None:
-                raise ValueError(f"constrain must be off, calls or required (with the bundle's own engine), "
-                                 f"got {self.config.constrain!r}")
+                raise ValueError(
+                    f"constrain must be off, calls or required (with the bundle's own engine), "
+                    f"got {self.config.constrain!r}"
+                )
             from decodeloop.constrain.processor import CallConstraint  # the grammar is loaded only when asked for
 
-            self.constraint = CallConstraint(bundle, self._callable_tools, mode=self.config.constrain, emit=emit,
-                                             version=lambda: router.version, max_tokens=self.config.max_tokens)
+            self.constraint = CallConstraint(
+                bundle,
+                self._callable_tools,
+                mode=self.config.constrain,
+                emit=emit,
+                version=lambda: router.version,
+                max_tokens=self.config.max_tokens,
+            )
             processors = (*processors, self.constraint)
         self.engine = engine if engine is not None else bundle.engine(sampler, processors)
         bind = getattr(self.engine, "bind", None)
-        if bind is not None:   # an engine with events of its own (a remote one's requests)
+        if bind is not None:  # an engine with events of its own (a remote one's requests)
             bind(emit)
 
     def _callable_tools(self) -> list:
@@ -120,9 +149,15 @@ class Harness:
     def _check(self, name: str, server: str, remote: str, tool, arguments: dict):
         """The policy's decision on one call, from the provenance of this conversation's context."""
         context = self.context
-        return self.policy.check(name, server, remote, tool, arguments,
-                                 lambda: provenance(context, self.tokenizer),
-                                 self._masked_calls if self.policy.mode == "masked" else None)
+        return self.policy.check(
+            name,
+            server,
+            remote,
+            tool,
+            arguments,
+            lambda: provenance(context, self.tokenizer),
+            self._masked_calls if self.policy.mode == "masked" else None,
+        )
 
     def _data(self, text: str, what: str, markers: bool = True) -> str:
         """Text that is data, without invisible characters (invisible.py) and, unless `markers` is false, with
@@ -150,8 +185,12 @@ class Harness:
             self.emit(Notice("harness", invisible.notice(removed, f"the definition of {tool.name}")))
         tool, found = self.markers.neutralize_tool(tool)
         if found:
-            self.emit(Notice("harness", f"escaped {len(found)} marker(s) in the definition of {tool.name}: "
-                                        f"{', '.join(sorted(set(found)))}"))
+            self.emit(
+                Notice(
+                    "harness",
+                    f"escaped {len(found)} marker(s) in the definition of {tool.name}: {', '.join(sorted(set(found)))}",
+                )
+            )
         return tool
 
     def _origins(self, arguments: dict) -> dict[str, list[str]]:
@@ -165,7 +204,7 @@ class Harness:
     def _chat_warnings(self) -> None:
         """Show what the chat format noticed (a template that is not append-only, say), once each."""
         warnings = getattr(self.chat, "warnings", ())
-        for message in warnings[self._warned:]:
+        for message in warnings[self._warned :]:
             self.emit(Notice("chat template", message))
         self._warned = len(warnings)
 
@@ -176,13 +215,20 @@ class Harness:
             return
         names = list(self.router.tools) if self._named is None else [n for n in self._named if n in self.router.tools]
         tools = [self.router.tools[name] for name in names]
-        self._check_tools(tools)   # raises, and the next new conversation checks again
+        self._check_tools(tools)  # raises, and the next new conversation checks again
         self.tools, self._tools_version = tools, self.router.version
 
     def _check_tools(self, tools: list) -> None:
         """Refuse tools whose descriptions overfill the prompt (ToolSurfaceError names the servers)."""
-        check_tools(self.chat, tools, self.router.owner, self.system, max_tool_tokens=self.config.max_tool_tokens,
-                    context_length=self.bundle.context_length, max_tokens=self.config.max_tokens)
+        check_tools(
+            self.chat,
+            tools,
+            self.router.owner,
+            self.system,
+            max_tool_tokens=self.config.max_tool_tokens,
+            context_length=self.bundle.context_length,
+            max_tokens=self.config.max_tokens,
+        )
 
     def run(self, user: str) -> TurnResult:
         """One user message and the assistant's turn answering it, with every tool call it makes.
@@ -205,8 +251,7 @@ class Harness:
             self._ended = False
             self.emit(Stop("interrupted"))
         text = "".join(turn.answer).strip()
-        self.emit(Done(text, turn.reason, turn.tokens, turn.calls, turn.error,
-                       round(time.perf_counter() - started, 4)))
+        self.emit(Done(text, turn.reason, turn.tokens, turn.calls, turn.error, round(time.perf_counter() - started, 4)))
         ids = list(self.context.ids) if self.context is not None else []
         return TurnResult(text, turn.reason, turn.tokens, turn.calls, turn.error, ids)
 
@@ -215,13 +260,20 @@ class Harness:
         config = self.config
         collect = self.syntax.collect_calls if config.collect_calls is None else config.collect_calls
         lenient = self.call_shapes == "lenient"
-        return Stops(eos_ids=self.chat.stop_ids, stop_strings=config.stop_strings,
-                     opener=self.syntax.opener, scanner_factory=self.syntax.scanner,
-                     max_tokens=config.max_tokens, opener_id=self.bundle.opener_id,
-                     closer_id=self.bundle.closer_id, closer=self.syntax.closer, collect_calls=collect,
-                     alternates=getattr(self.syntax, "alternates", ()) if lenient else (),
-                     known=self.router.tools.__contains__,
-                     shape=getattr(self.syntax, "shape", CANONICAL))
+        return Stops(
+            eos_ids=self.chat.stop_ids,
+            stop_strings=config.stop_strings,
+            opener=self.syntax.opener,
+            scanner_factory=self.syntax.scanner,
+            max_tokens=config.max_tokens,
+            opener_id=self.bundle.opener_id,
+            closer_id=self.bundle.closer_id,
+            closer=self.syntax.closer,
+            collect_calls=collect,
+            alternates=getattr(self.syntax, "alternates", ()) if lenient else (),
+            known=self.router.tools.__contains__,
+            shape=getattr(self.syntax, "shape", CANONICAL),
+        )
 
     def _masked_calls(self) -> list[tuple[str, Any]]:
         """The calls, (tool, arguments), the model makes at this point of the turn with the user's request masked.
@@ -242,24 +294,38 @@ class Harness:
         for span in spans:
             if span.start >= end:
                 break
-            masked.extend(request if span.source == "user" else context.ids[span.start:span.end], span.source)
+            masked.extend(request if span.source == "user" else context.ids[span.start : span.end], span.source)
         state = ProcessorState(context=masked.ids, generated=len(masked))
-        verdict = generate(self.engine, self._stops(), masked, StreamDecoder(self.tokenizer), self.tokenizer,
-                           lambda event: None, [], state, detail=False)
+        verdict = generate(
+            self.engine,
+            self._stops(),
+            masked,
+            StreamDecoder(self.tokenizer),
+            self.tokenizer,
+            lambda event: None,
+            [],
+            state,
+            detail=False,
+        )
         calls = []
         for text, shape in zip(verdict.calls, verdict.shapes) if verdict.reason == "tool_call" else ():
             try:
                 call = parse_call(text, self.syntax, shape)
             except ParseError:
-                continue   # a call that does not parse makes nothing again
+                continue  # a call that does not parse makes nothing again
             calls.append((call.name, call.arguments))
         written = ", ".join(f"{name} with {arguments}" for name, arguments in calls) or "no call"
-        self.emit(Notice("policy", f"masked re-run: with the user's request masked the model wrote "
-                                   f"{verdict.count} tokens ending in {verdict.reason}: {written}"))
+        self.emit(
+            Notice(
+                "policy",
+                f"masked re-run: with the user's request masked the model wrote "
+                f"{verdict.count} tokens ending in {verdict.reason}: {written}",
+            )
+        )
         self._masked = ((id(context), end), calls)
         return calls
 
-    def _turn(self, user: str, turn: "_Turn") -> None:
+    def _turn(self, user: str, turn: _Turn) -> None:
         config, emit, chat = self.config, self.emit, self.chat
         if self.context is None:
             self._refresh_tools()  # tools a server changed are described from a new conversation on
@@ -275,18 +341,26 @@ class Harness:
         context.extend_pieces(pieces)
         turn.whole = len(context)
         self._chat_warnings()
-        emit(Prompt(self.tokenizer.decode(context.ids[at:]), len(context) - at, [t.name for t in self.tools],
-                    len(context), [s.to_json() for s in context.spans(at)]))
+        emit(
+            Prompt(
+                self.tokenizer.decode(context.ids[at:]),
+                len(context) - at,
+                [t.name for t in self.tools],
+                len(context),
+                [s.to_json() for s in context.spans(at)],
+            )
+        )
         stops = self._stops()
         decoder = StreamDecoder(self.tokenizer)
         state = ProcessorState(context=context.ids, generated=len(context))
         failures = repeats = 0
         answered: set[str] = set()
-        budget = config.max_turn_result_chars   # tool-result text this turn may still inject
+        budget = config.max_turn_result_chars  # tool-result text this turn may still inject
         while True:
             turn.generating = True
-            verdict = generate(self.engine, stops, context, decoder, self.tokenizer, emit, turn.answer, state,
-                               config.detail)
+            verdict = generate(
+                self.engine, stops, context, decoder, self.tokenizer, emit, turn.answer, state, config.detail
+            )
             turn.generating = False
             turn.whole, turn.tokens = len(context), verdict.count
             turn.reason = verdict.reason or "eos"
@@ -295,19 +369,37 @@ class Harness:
                 break
             turn.calls += len(verdict.calls)
             for shape in dict.fromkeys(verdict.shapes):
-                if shape in DESCRIBED:   # an alternate: say what was read as a call, and why
-                    emit(Notice("calls", f"read {DESCRIBED[shape]} as a call ({shape}): it names a tool that "
-                                         "exists and its arguments parse (--call-shapes lenient)"))
+                if shape in DESCRIBED:  # an alternate: say what was read as a call, and why
+                    emit(
+                        Notice(
+                            "calls",
+                            f"read {DESCRIBED[shape]} as a call ({shape}): it names a tool that "
+                            "exists and its arguments parse (--call-shapes lenient)",
+                        )
+                    )
             # each call of the round gets its share of what is left of the turn's budget (at least a line)
             share = max(budget // len(verdict.calls), MIN_RESULT_CHARS)
             limit = min(config.max_result_chars, share)
             if limit < config.max_result_chars and budget < config.max_turn_result_chars:  # spent in part
-                emit(Notice("harness", f"the turn's budget for tool results ({config.max_turn_result_chars:,} "
-                                       f"characters) has {max(budget, 0):,} left: results are cut to {limit:,}"))
-            outcomes = dispatch_all(list(verdict.calls), self.syntax, self.router, emit,
-                                    timeout=config.timeout, max_result_chars=limit,
-                                    answered=answered, policy=self._check if self.policy is not None else None,
-                                    origins=self._origins, shapes=verdict.shapes)
+                emit(
+                    Notice(
+                        "harness",
+                        f"the turn's budget for tool results ({config.max_turn_result_chars:,} "
+                        f"characters) has {max(budget, 0):,} left: results are cut to {limit:,}",
+                    )
+                )
+            outcomes = dispatch_all(
+                list(verdict.calls),
+                self.syntax,
+                self.router,
+                emit,
+                timeout=config.timeout,
+                max_result_chars=limit,
+                answered=answered,
+                policy=self._check if self.policy is not None else None,
+                origins=self._origins,
+                shapes=verdict.shapes,
+            )
             budget -= sum(len(o.text) for o in outcomes)
             self.router.refresh()  # route the next call to a server's changed tools
             answered.update(o.key for o in outcomes if o.key is not None and not o.is_error)
@@ -323,28 +415,47 @@ class Harness:
                 break
             # what a server sent or wrote is data; the harness's own errors (no server's text) keep their
             # markers, but lose invisible characters as all text does
-            replies = [ToolReply(o.name or "", o.server, self.syntax.render_result(
-                self._data(o.text, f"the {'error for' if o.is_error else 'result of'} {o.name or 'a call'}",
-                           markers=bool(o.server)), o.is_error), o.is_error)
-                for o in outcomes]
+            replies = [
+                ToolReply(
+                    o.name or "",
+                    o.server,
+                    self.syntax.render_result(
+                        self._data(
+                            o.text,
+                            f"the {'error for' if o.is_error else 'result of'} {o.name or 'a call'}",
+                            markers=bool(o.server),
+                        ),
+                        o.is_error,
+                    ),
+                    o.is_error,
+                )
+                for o in outcomes
+            ]
             at = len(context)
             context.extend_pieces(chat.tool_results(replies, verdict.ended))
             turn.whole = len(context)
             self._chat_warnings()
             stops.new_segment()
             decoder.reset()
-            emit(Inject(self.tokenizer.decode(context.ids[at:]), len(context) - at, len(context),
-                        [s.to_json() for s in context.spans(at)]))
+            emit(
+                Inject(
+                    self.tokenizer.decode(context.ids[at:]),
+                    len(context) - at,
+                    len(context),
+                    [s.to_json() for s in context.spans(at)],
+                )
+            )
         self._ended = verdict.ended and turn.reason == "eos"
 
 
 @dataclass
 class _Turn:
     """What a turn has done so far (kept outside `_turn` so an interrupted turn can still report it)."""
+
     answer: list[str] = field(default_factory=list)
     reason: str = "eos"
     tokens: int = 0
     calls: int = 0
     error: str | None = None
-    whole: int = 0          # context length at the last whole state
+    whole: int = 0  # context length at the last whole state
     generating: bool = False  # inside generate, where every appended token is whole

@@ -23,9 +23,10 @@ torch are imported inside, when an array of theirs arrives.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import inf, isfinite, isnan
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from decodeloop.sampling import array_kind
 
@@ -37,16 +38,16 @@ Processor = Callable[[Logits, "ProcessorState"], Logits]
 class ProcessorState:
     """What a processor may know about the turn, for the logits of the next token."""
 
-    context: list[int]      # every token id so far: prompt, this turn's tokens, injected tool messages
-    generated: int = 0      # index in context where this turn's tokens begin (context[generated:])
-    in_call: bool = False   # the model is inside a tool call (the stop check's verdict for the last token)
-    step: int = 0           # tokens generated this turn so far: 0 for the turn's first token
-    alternate: Any = None   # the call shape (call_shapes.Shape) whose span the model is writing, if any
+    context: list[int]  # every token id so far: prompt, this turn's tokens, injected tool messages
+    generated: int = 0  # index in context where this turn's tokens begin (context[generated:])
+    in_call: bool = False  # the model is inside a tool call (the stop check's verdict for the last token)
+    step: int = 0  # tokens generated this turn so far: 0 for the turn's first token
+    alternate: Any = None  # the call shape (call_shapes.Shape) whose span the model is writing, if any
 
     @property
     def turn_tokens(self) -> list[int]:
         """The tokens of this turn so far, context[generated:]."""
-        return self.context[self.generated:]
+        return self.context[self.generated :]
 
 
 def apply(processors: Sequence[Processor], logits: Logits, state: ProcessorState) -> Logits:
@@ -79,7 +80,7 @@ class RepetitionPenalty:
             return logits
         vocab = len(logits)
         # ids past the logits (an embedding table larger than the output layer) cannot be sampled: skipped, as HF does
-        ids = sorted(i for i in set(state.context[state.generated:]) if 0 <= i < vocab)
+        ids = sorted(i for i in set(state.context[state.generated :]) if 0 <= i < vocab)
         if not ids:
             return logits
         penalty = self.penalty
@@ -149,8 +150,10 @@ class LogitBias:
             else:
                 import torch
 
-                arrays = (torch.tensor(list(self.bias), dtype=torch.long, device=device),
-                          torch.tensor(list(self.bias.values()), dtype=dtype, device=device))
+                arrays = (
+                    torch.tensor(list(self.bias), dtype=torch.long, device=device),
+                    torch.tensor(list(self.bias.values()), dtype=dtype, device=device),
+                )
             self._arrays[key] = arrays
         return arrays
 

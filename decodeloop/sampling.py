@@ -53,9 +53,10 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from itertools import accumulate
 from math import exp, inf, isfinite, log
-from typing import Any, Sequence
+from typing import Any
 
 # A set whose mass is this close (relatively) to top_p counts as reaching it, so
 # float rounding in the cumulative sum never adds a token at an exact boundary.
@@ -119,9 +120,9 @@ class Sampler:
         self.top_p = float(top_p)
         self.min_p = float(min_p)
         self.seed = seed
-        self.rng = random.Random(seed)   # lists
-        self._np_rng = None              # numpy arrays: a numpy Generator, made on first use
-        self._torch_rngs: dict = {}      # torch tensors: one torch.Generator per device
+        self.rng = random.Random(seed)  # lists
+        self._np_rng = None  # numpy arrays: a numpy Generator, made on first use
+        self._torch_rngs: dict = {}  # torch tensors: one torch.Generator per device
         self._greedy = temperature == 0.0
         self._inv_t = 0.0 if self._greedy else 1.0 / temperature
         # what the last draw kept, for `explain` of the same logits (the trace asks right after the
@@ -137,14 +138,14 @@ class Sampler:
 
     def sample(self, logits: Sequence[float]) -> int:
         """Draw one token id from the logits (a list, a numpy array or a torch tensor)."""
-        if type(logits) is not list:   # a list (the lab's models) skips the dispatch: it runs per token
+        if type(logits) is not list:  # a list (the lab's models) skips the dispatch: it runs per token
             kind = array_kind(logits)
             if kind != "list":
                 self._drawn = None
                 token = _np_sample(self, logits, self._numpy_random) if kind == "numpy" else _torch_sample(self, logits)
                 self._drawn_from = logits
                 return token
-            logits = list(logits)   # explain of the same sequence recomputes: it is another object
+            logits = list(logits)  # explain of the same sequence recomputes: it is another object
         if self._greedy:
             return _argmax(logits)
         self._drawn_from = logits
@@ -229,15 +230,15 @@ class Sampler:
                 top = [(i, weights[i] / total) for i in _top_ids(logits, n)] if n > 0 else []
                 return weights[token] / total, top
             drawn = self._kept(logits)[::2]
-        ids, cum = drawn   # cumulative weights: of every token in id order (ids None), or of the kept ones
+        ids, cum = drawn  # cumulative weights: of every token in id order (ids None), or of the kept ones
         total = cum[-1]
         if ids is None:
             top = [(i, _weight(cum, i) / total) for i in _top_ids(logits, n)] if n > 0 else []
             return _weight(cum, token) / total, top
-        top = [(i, _weight(cum, j) / total) for j, i in enumerate(ids[:max(n, 0)])]   # heaviest first
+        top = [(i, _weight(cum, j) / total) for j, i in enumerate(ids[: max(n, 0)])]  # heaviest first
         try:
             prob = _weight(cum, ids.index(token)) / total
-        except ValueError:   # a token the filters cut
+        except ValueError:  # a token the filters cut
             prob = 0.0
         return prob, [(i, p) for i, p in top if p > 0.0]
 
@@ -552,7 +553,7 @@ def _np_sum(w) -> float:
         return float(w.sum())
     cols = n // _ROWS
     total = float(w[: _ROWS * cols].reshape(_ROWS, cols).sum(axis=0).sum())
-    return total + float(w[_ROWS * cols:].sum()) if n > _ROWS * cols else total
+    return total + float(w[_ROWS * cols :].sum()) if n > _ROWS * cols else total
 
 
 def _np_weights(x, inv_t: float, exp_scaled=_np_exp_scaled):
@@ -596,7 +597,7 @@ def _np_top(x, k: int):
             left[j] = -inf
         chosen = np.array(sorted(chosen))
     else:
-        chosen = np.sort(np.argpartition(column_max, cols - k)[cols - k:])
+        chosen = np.sort(np.argpartition(column_max, cols - k)[cols - k :])
         g = column_max[chosen].min()
     ids, vals = _np_columns(x, cols, chosen)
     top = float(vals.max())  # every column's maximum is in or below vals: the max, NaN included
@@ -663,7 +664,7 @@ def _np_crossing(values, target: float, side: str = "left") -> int:
     if b >= block_cum.shape[0]:
         return n
     before = float(block_cum[b - 1]) if b else 0.0
-    inner = values[b * block: (b + 1) * block]
+    inner = values[b * block : (b + 1) * block]
     j = int(np.searchsorted(np.cumsum(inner, dtype=np.float64), target - before, side=side))
     return b * block + min(j, inner.shape[0] - 1)  # the block holds the crossing; rounding cannot move it out
 
@@ -810,7 +811,7 @@ def _np_nucleus_floor(w, total: float, top_p: float) -> float:
     cols = vocab // _NUCLEUS_ROWS
     column_max = w[: _NUCLEUS_ROWS * cols].reshape(_NUCLEUS_ROWS, cols).max(axis=0)
     if vocab > _NUCLEUS_ROWS * cols:
-        column_max = np.concatenate((column_max, w[_NUCLEUS_ROWS * cols:]))
+        column_max = np.concatenate((column_max, w[_NUCLEUS_ROWS * cols :]))
     target = top_p * total * (1.0 + 1e-6)
     heaviest = _np_heaviest(column_max, target)
     j = _np_crossing(heaviest, target)
@@ -831,7 +832,7 @@ def _np_heaviest(values, need: float):
     n = values.shape[0]
     q = 2048
     while 2 * q < n:
-        top = np.partition(values, n - q)[n - q:]
+        top = np.partition(values, n - q)[n - q :]
         if float(top.sum(dtype=np.float64)) >= need * (1.0 + 1e-6):
             return np.sort(top)[::-1]
         q *= 4
@@ -847,7 +848,7 @@ def _np_sample(sampler: Sampler, logits, random_draw, exp_scaled=_np_exp_scaled)
     with np.errstate(all="ignore"):
         if sampler.top_p < 1.0 and not (sampler.top_k and sampler.top_k < x.shape[0]):
             nucleus = _np_nucleus(x, sampler._inv_t, sampler.top_p, sampler.min_p, exp_scaled)
-            sampler._drawn = ("nucleus", nucleus)   # for explain: no copy, the arrays as they are
+            sampler._drawn = ("nucleus", nucleus)  # for explain: no copy, the arrays as they are
             return _np_nucleus_draw(*nucleus, random_draw())
         ids, w = _np_kept(sampler, x, exp_scaled)
         total = _np_total(w)
@@ -874,8 +875,9 @@ def _np_distribution(sampler: Sampler, logits, exp_scaled=_np_exp_scaled) -> lis
     return list(zip(ids[order].tolist(), probs[order].tolist()))
 
 
-def _np_explain(x, token: int | None, n: int, exp_scaled=_np_exp_scaled,
-                inv_t: float = 1.0) -> tuple[list[int], list[float], float | None]:
+def _np_explain(
+    x, token: int | None, n: int, exp_scaled=_np_exp_scaled, inv_t: float = 1.0
+) -> tuple[list[int], list[float], float | None]:
     """(top ids, their probabilities, token's probability) in softmax(x / T), for the trace (T = 1 / inv_t)."""
     ids, vals = _np_top(x, max(n, 1))  # validates; vals[0] is the max
     top = float(vals[0])
@@ -888,8 +890,9 @@ def _np_explain(x, token: int | None, n: int, exp_scaled=_np_exp_scaled,
     return ids[:n].tolist(), probs, prob
 
 
-def _np_sampled_explain(sampler: Sampler, x, token: int, n: int, exp_scaled=_np_exp_scaled,
-                        drawn=None) -> tuple[list[int], list[float], float]:
+def _np_sampled_explain(
+    sampler: Sampler, x, token: int, n: int, exp_scaled=_np_exp_scaled, drawn=None
+) -> tuple[list[int], list[float], float]:
     """`Sampler.explain` for an array at T > 0: the kept tokens' weights, from the draw of these
     logits (`drawn`, what `_np_sample` kept) or from the sampling kernels again."""
     import numpy as np
@@ -904,16 +907,16 @@ def _np_sampled_explain(sampler: Sampler, x, token: int, n: int, exp_scaled=_np_
                 drawn = ("kept", *_np_kept(sampler, x, exp_scaled), None)
     if drawn[0] == "nucleus":
         ids, w = _np_nucleus_kept(*drawn[1])
-        total = float(w.sum(dtype=np.float64))   # the kept tokens: about the nucleus, few
+        total = float(w.sum(dtype=np.float64))  # the kept tokens: about the nucleus, few
     else:
         _, ids, w, total = drawn
         if total is None:
             total = _np_total(w)
-    if ids is None:   # every token, in id order: the top by logit is the top by weight
-        top_ids = _np_top(x, max(n, 1))[0][:max(n, 0)]
+    if ids is None:  # every token, in id order: the top by logit is the top by weight
+        top_ids = _np_top(x, max(n, 1))[0][: max(n, 0)]
         return (top_ids.tolist(), (w[top_ids].astype(np.float64) / total).tolist(), float(w[token]) / total)
     hit = np.flatnonzero(ids == token)
-    prob = float(w[hit[0]]) / total if hit.shape[0] else 0.0   # a token the filters cut: 0
+    prob = float(w[hit[0]]) / total if hit.shape[0] else 0.0  # a token the filters cut: 0
     if n <= 0:
         return [], [], prob
     # ids are in id order or heaviest first with ties in id order: _np_select keeps ties lowest id first
@@ -1010,7 +1013,9 @@ def _torch_invalid(x) -> None:
         raise ValueError(f"logits contain NaN (first at token {int(nan.nonzero()[0, 0])})")
     plus = x == inf
     if bool(plus.any()):
-        raise ValueError(f"logits contain +inf (token {int(plus.nonzero()[0, 0])}); use a large finite value to force a token")
+        raise ValueError(
+            f"logits contain +inf (token {int(plus.nonzero()[0, 0])}); use a large finite value to force a token"
+        )
     if not bool((x > -inf).any()):
         raise ValueError("all logits are -inf: every token is masked, nothing can be sampled")
 
@@ -1099,8 +1104,12 @@ def _torch_sample_device(sampler: Sampler, x) -> int:
             _torch_invalid(x)
         return token
     device = x.device
-    u = torch.rand((), generator=sampler._torch_generator(device), device=device,
-                   dtype=torch.float64 if _float64_ok(device) else torch.float32)
+    u = torch.rand(
+        (),
+        generator=sampler._torch_generator(device),
+        device=device,
+        dtype=torch.float64 if _float64_ok(device) else torch.float32,
+    )
     candidates = None
     while True:
         w, keep, ok, covered = _torch_keep(sampler, x, candidates)
@@ -1171,16 +1180,17 @@ def _torch_explain(x, token: int | None, n: int) -> tuple[list[int], list[float]
     numbers = torch.cat([p.to(dtype) for p in parts]).tolist()  # the one transfer
     if not isfinite(numbers[0]):
         _torch_invalid(x)
-    probs, values = numbers[1:1 + k], numbers[1 + k:1 + 2 * k]
-    ids_out = [int(i) for i in numbers[1 + 2 * k:1 + 3 * k]]
+    probs, values = numbers[1 : 1 + k], numbers[1 + k : 1 + 2 * k]
+    ids_out = [int(i) for i in numbers[1 + 2 * k : 1 + 3 * k]]
     prob = numbers[-1] if token is not None else None
     # topk's order among equal logits is unspecified: lowest id first, as everywhere else
     order = sorted(range(k), key=lambda j: (-values[j], ids_out[j]))[:n]
     return [ids_out[j] for j in order], [probs[j] for j in order], prob
 
 
-def _torch_sampled_explain(sampler: Sampler, logits, token: int, n: int,
-                           drawn=None) -> tuple[list[int], list[float], float]:
+def _torch_sampled_explain(
+    sampler: Sampler, logits, token: int, n: int, drawn=None
+) -> tuple[list[int], list[float], float]:
     """`Sampler.explain` for a tensor at T > 0: on its device, with one transfer (CPU: the numpy kernels,
     with what their draw kept)."""
     import torch
@@ -1197,21 +1207,31 @@ def _torch_sampled_explain(sampler: Sampler, logits, token: int, n: int,
         total = kept.sum(dtype=dtype)
         # every filter keeps the heaviest tokens, so the top of what is kept is the top by logit, cut to it
         vals, ids = torch.topk(x, k)
-        if k < x.shape[0]:   # topk may pick any of the tokens tied at the k-th value: take the lowest ids
+        if k < x.shape[0]:  # topk may pick any of the tokens tied at the k-th value: take the lowest ids
             kth = vals[-1]
             ids = torch.topk(_torch_cut(x, kth, k - (vals > kth).sum(), None).to(vals.dtype), k).indices
         flags = torch.stack([ok, torch.as_tensor(covered, device=x.device)]).to(dtype)
-        parts = [flags, total.reshape(1).to(dtype), kept[ids].to(dtype), ids.to(dtype), x[ids].to(dtype),
-                 kept[token].reshape(1).to(dtype)]
-        numbers = torch.cat(parts).tolist()   # the one transfer
+        parts = [
+            flags,
+            total.reshape(1).to(dtype),
+            kept[ids].to(dtype),
+            ids.to(dtype),
+            x[ids].to(dtype),
+            kept[token].reshape(1).to(dtype),
+        ]
+        numbers = torch.cat(parts).tolist()  # the one transfer
         if not numbers[0]:
             _torch_invalid(x)
         if numbers[1]:
             break
         candidates = x.shape[0] if candidates else _torch_nucleus_size(sampler, w)
     total_w = numbers[2]
-    weights, ids_out, values = numbers[3:3 + k], [int(i) for i in numbers[3 + k:3 + 2 * k]], numbers[3 + 2 * k:3 + 3 * k]
-    order = sorted(range(k), key=lambda j: (-values[j], ids_out[j]))[:max(n, 0)]
+    weights, ids_out, values = (
+        numbers[3 : 3 + k],
+        [int(i) for i in numbers[3 + k : 3 + 2 * k]],
+        numbers[3 + 2 * k : 3 + 3 * k],
+    )
+    order = sorted(range(k), key=lambda j: (-values[j], ids_out[j]))[: max(n, 0)]
     top = [(ids_out[j], weights[j] / total_w) for j in order if weights[j] > 0.0]
     return [t for t, _ in top], [p for _, p in top], numbers[-1] / total_w
 

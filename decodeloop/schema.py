@@ -88,12 +88,34 @@ from decodeloop.constrain.grammar import regex
 _TYPES = ("string", "integer", "number", "boolean", "null", "array", "object")
 # Python's type names, as BFCL's function schemas and hand-written tools write them: the JSON Schema type each
 # means (None: no type constraint). Argument checking and the --constrain grammar both read types through this.
-TYPE_ALIASES = {"float": "number", "int": "integer", "bool": "boolean", "str": "string", "dict": "object",
-                "list": "array", "tuple": "array", "any": None}
-_WANTED = {"string": "a string", "integer": "an integer", "number": "a number",
-           "boolean": "true or false", "null": "null", "array": "a JSON array", "object": "a JSON object"}
-_PLURAL = {"string": "strings", "integer": "integers", "number": "numbers", "boolean": "booleans",
-           "null": "nulls", "array": "arrays", "object": "objects"}
+TYPE_ALIASES = {
+    "float": "number",
+    "int": "integer",
+    "bool": "boolean",
+    "str": "string",
+    "dict": "object",
+    "list": "array",
+    "tuple": "array",
+    "any": None,
+}
+_WANTED = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+    "array": "a JSON array",
+    "object": "a JSON object",
+}
+_PLURAL = {
+    "string": "strings",
+    "integer": "integers",
+    "number": "numbers",
+    "boolean": "booleans",
+    "null": "nulls",
+    "array": "arrays",
+    "object": "objects",
+}
 _INTEGER_RE = re.compile(r"[+-]?[0-9]+\Z")
 _NUMBER_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
 _NO_MATCH = object()
@@ -101,9 +123,11 @@ MAX_DEPTH = 64  # levels of a value checked against a schema (only a recursive s
 # Schemas one check may visit: a server's anyOf of $refs to anyOfs multiplies the work at each level, so
 # a check that would pass this fails, with _OVER_BUDGET, rather than run for minutes.
 MAX_SCHEMA_STEPS = 100_000
-_KINDS_STEPS = 2_000          # schemas one reading of a schema's types may visit
-_OVER_BUDGET = (f"checking it against the tool's schema would take more than {MAX_SCHEMA_STEPS:,} steps "
-                "(its anyOf branches and $refs multiply), so the harness refused it")
+_KINDS_STEPS = 2_000  # schemas one reading of a schema's types may visit
+_OVER_BUDGET = (
+    f"checking it against the tool's schema would take more than {MAX_SCHEMA_STEPS:,} steps "
+    "(its anyOf branches and $refs multiply), so the harness refused it"
+)
 
 
 class _OverBudget(Exception):
@@ -152,7 +176,7 @@ def validate_arguments(tool_name: str, arguments: dict, schema: dict | None) -> 
     if not schema or not isinstance(schema, dict):
         return dict(arguments)
     check = _Checker(tool_name, root=schema)
-    try:   # the arguments themselves are always an object whose keys the schema names
+    try:  # the arguments themselves are always an object whose keys the schema names
         converted = check.object(arguments, schema, "", strict=True)
     except _OverBudget:
         raise ArgumentError(tool_name, [f"the arguments could not be checked: {_OVER_BUDGET}"]) from None
@@ -172,8 +196,7 @@ def describe_type(schema: Any, root: Any = None) -> str:
     for kind in _kinds(schema, root):
         if kind == "array":
             item_types = _kinds(_array_items(schema, root), root)
-            words.append("JSON array of " + " or ".join(_PLURAL[t] for t in item_types)
-                         if item_types else "JSON array")
+            words.append("JSON array of " + " or ".join(_PLURAL[t] for t in item_types) if item_types else "JSON array")
         elif kind == "object":
             words.append("JSON object")
         else:
@@ -232,8 +255,10 @@ def _subschemas(schema: Any, limit: int = 10_000):
             found.extend((sub, path) for sub in (branches if isinstance(branches, list) else ()))
         for keyword in ("$defs", "definitions"):
             defs = node.get(keyword)
-            found.extend((sub, f"#/{keyword}/{key}")
-                         for key, sub in (defs.items() if isinstance(defs, dict) and depth == 0 else ()))
+            found.extend(
+                (sub, f"#/{keyword}/{key}")
+                for key, sub in (defs.items() if isinstance(defs, dict) and depth == 0 else ())
+            )
         todo.extend((sub, sub_path, depth + 1) for sub, sub_path in reversed(found))
 
 
@@ -264,12 +289,18 @@ def type_notes(schema: Any, limit: int = 8) -> list[str]:
 
     lines = []
     if aliases:
-        lines.append("types read as JSON Schema's: " + listed(aliases, lambda path, kind: (
-            f"{_shown(path or '(arguments)')} {kind} -> {TYPE_ALIASES[kind] or 'any type'}")))
+        lines.append(
+            "types read as JSON Schema's: "
+            + listed(
+                aliases,
+                lambda path, kind: f"{_shown(path or '(arguments)')} {kind} -> {TYPE_ALIASES[kind] or 'any type'}",
+            )
+        )
     if unknown:
-        lines.append("unknown types, so any value is accepted there (by argument checking and the --constrain "
-                     "grammar): " + listed(unknown, lambda path, kind: f"{_shown(path or '(arguments)')} "
-                                                                       f"{_shown(kind)}"))
+        lines.append(
+            "unknown types, so any value is accepted there (by argument checking and the --constrain "
+            "grammar): " + listed(unknown, lambda path, kind: f"{_shown(path or '(arguments)')} {_shown(kind)}")
+        )
     return lines
 
 
@@ -286,8 +317,10 @@ def pattern_notes(schema: Any, limit: int = 4) -> list[str]:
     for path, node in _subschemas(schema):
         patterns = node.get("patternProperties")
         keys = [p for p in (patterns if isinstance(patterns, dict) else ()) if isinstance(p, str)]
-        for pattern, where in [(node.get("pattern"), path), *((key, f"{path}.<{key}>" if path else f"<{key}>")
-                                                              for key in keys)]:
+        for pattern, where in [
+            (node.get("pattern"), path),
+            *((key, f"{path}.<{key}>" if path else f"<{key}>") for key in keys),
+        ]:
             if not isinstance(pattern, str):
                 continue
             try:
@@ -482,8 +515,9 @@ def _example(schema: Any, kind: str, root: Any = None) -> str:
     if kind == "object":
         return '{"key": "value"}'
     items = _kinds(_array_items(schema, root), root)
-    return {"integer": "[1, 2]", "number": "[1.5, 2]", "boolean": "[true, false]",
-            "object": '[{"key": "value"}]'}.get(items[0] if items else "string", '["a", "b"]')
+    return {"integer": "[1, 2]", "number": "[1.5, 2]", "boolean": "[true, false]", "object": '[{"key": "value"}]'}.get(
+        items[0] if items else "string", '["a", "b"]'
+    )
 
 
 class _Checker:
@@ -493,13 +527,14 @@ class _Checker:
     are taken as they are (the first pass over anyOf/oneOf branches).
     """
 
-    def __init__(self, tool_name: str, root: Any = None, convert: bool = True, depth: int = 0,
-                 steps: list[int] | None = None) -> None:
+    def __init__(
+        self, tool_name: str, root: Any = None, convert: bool = True, depth: int = 0, steps: list[int] | None = None
+    ) -> None:
         self.tool_name = tool_name
         self.root = root
         self.converts = convert
         self.depth = depth
-        self.steps = [MAX_SCHEMA_STEPS] if steps is None else steps   # shared with the sub-checkers
+        self.steps = [MAX_SCHEMA_STEPS] if steps is None else steps  # shared with the sub-checkers
         self.problems: list[str] = []
 
     def value(self, value: Any, schema: Any, path: str, refs: frozenset = frozenset()) -> Any:
@@ -545,8 +580,9 @@ class _Checker:
                 allowed = schema["enum"] if keyword == "enum" else [schema["const"]]
                 member = self.member(value, allowed, untyped=not types and self.converts)
                 if member is _NO_MATCH:
-                    wanted = ("one of " + ", ".join(_show(v) for v in allowed) if keyword == "enum"
-                              else _show(allowed[0]))
+                    wanted = (
+                        "one of " + ", ".join(_show(v) for v in allowed) if keyword == "enum" else _show(allowed[0])
+                    )
                     self.problems.append(f'argument "{path}" must be {wanted}, got {_show(value)}')
                     return value
                 value = member
@@ -581,8 +617,9 @@ class _Checker:
             if not branch_kinds or self.convert(value, branch_kinds)[1]:
                 self.problems.extend(problems)
                 return value
-            kinds += [(kind, _resolved(branch, self.root)) for kind in branch_kinds
-                      if kind not in [k for k, _ in kinds]]
+            kinds += [
+                (kind, _resolved(branch, self.root)) for kind in branch_kinds if kind not in [k for k, _ in kinds]
+            ]
         self.problems.append(self.wrong_type(value, kinds, path))
         return value
 
@@ -621,11 +658,13 @@ class _Checker:
     def string(self, value: str, schema: dict, path: str) -> None:
         low, high = schema.get("minLength"), schema.get("maxLength")
         if _number(low) and len(value) < low:
-            self.problems.append(f'argument "{path}" must be at least {low} characters long, '
-                                 f"got {_show(value)} ({len(value)})")
+            self.problems.append(
+                f'argument "{path}" must be at least {low} characters long, got {_show(value)} ({len(value)})'
+            )
         if _number(high) and len(value) > high:
-            self.problems.append(f'argument "{path}" must be at most {high} characters long, '
-                                 f"got {_show(value)} ({len(value)})")
+            self.problems.append(
+                f'argument "{path}" must be at most {high} characters long, got {_show(value)} ({len(value)})'
+            )
         pattern = schema.get("pattern")
         if isinstance(pattern, str):
             try:
@@ -633,26 +672,28 @@ class _Checker:
             except regex.TooCostly as e:
                 self.problems.append(f'argument "{path}" could not be checked against its pattern: {e}')
                 return
-            if matched is False:    # None: a pattern the harness does not read, the server's to enforce
+            if matched is False:  # None: a pattern the harness does not read, the server's to enforce
                 self.problems.append(f'argument "{path}" must match the pattern {pattern}, got {_show(value)}')
 
     def number(self, value: float, schema: dict, path: str) -> None:
         low, high, low_open, high_open = numeric_bounds(schema)
-        for bound, broken, words in ((low, lambda b: value < b, "at least"),
-                                     (high, lambda b: value > b, "at most"),
-                                     (low_open, lambda b: value <= b, "greater than"),
-                                     (high_open, lambda b: value >= b, "less than")):
+        for bound, broken, words in (
+            (low, lambda b: value < b, "at least"),
+            (high, lambda b: value > b, "at most"),
+            (low_open, lambda b: value <= b, "greater than"),
+            (high_open, lambda b: value >= b, "less than"),
+        ):
             if _number(bound) and broken(bound):
                 self.problems.append(f'argument "{path}" must be {words} {_show(bound)}, got {_show(value)}')
 
     def array(self, value: list | tuple, schema: dict, path: str) -> list:
         low, high = schema.get("minItems"), schema.get("maxItems")
         if _number(low) and len(value) < low:
-            self.problems.append(f'argument "{path}" must have at least {low} item{"s" * (low != 1)}, '
-                                 f"got {len(value)}")
+            self.problems.append(f'argument "{path}" must have at least {low} item{"s" * (low != 1)}, got {len(value)}')
         if _number(high) and len(value) > high:
-            self.problems.append(f'argument "{path}" must have at most {high} item{"s" * (high != 1)}, '
-                                 f"got {len(value)}")
+            self.problems.append(
+                f'argument "{path}" must have at most {high} item{"s" * (high != 1)}, got {len(value)}'
+            )
         items = schema.get("items")
         converted = []
         for i, element in enumerate(value):
@@ -669,7 +710,7 @@ class _Checker:
         properties = properties if isinstance(properties, dict) else {}
         patterns = schema.get("patternProperties")
         patterns = patterns if isinstance(patterns, dict) else {}
-        extra = schema.get("additionalProperties", None)
+        extra = schema.get("additionalProperties")
         converted = {}
         for key, element in value.items():
             where = f"{path}.{key}" if path else key
@@ -712,7 +753,7 @@ def _search(pattern: str, key: str) -> bool:
 
 
 def _about(schema: Any, root: Any = None) -> str:
-    """ (string: Two-letter US state code)  -- what a missing argument is, for the message."""
+    """(string: Two-letter US state code)  -- what a missing argument is, for the message."""
     if not isinstance(schema, dict):
         return ""
     kind = describe_type(schema, root)
@@ -733,15 +774,33 @@ def check_value(value: Any, schema: Any, path: str = "", limit: int = 5, root: A
     """
     problems: list[str] = []
     try:
-        _check(value, schema, path or "$", problems, limit, schema if root is None else root, frozenset(), 0,
-               [MAX_SCHEMA_STEPS])
+        _check(
+            value,
+            schema,
+            path or "$",
+            problems,
+            limit,
+            schema if root is None else root,
+            frozenset(),
+            0,
+            [MAX_SCHEMA_STEPS],
+        )
     except _OverBudget:
         problems = [f"{path or '$'} could not be checked: {_OVER_BUDGET}"]
     return problems[:limit]
 
 
-def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int, root: Any,
-           refs: frozenset, depth: int, steps: list[int]) -> None:
+def _check(
+    value: Any,
+    schema: Any,
+    path: str,
+    problems: list[str],
+    limit: int,
+    root: Any,
+    refs: frozenset,
+    depth: int,
+    steps: list[int],
+) -> None:
     if len(problems) >= limit or schema is True or not isinstance(schema, (dict, bool)):
         return
     _spend(steps)
@@ -758,8 +817,10 @@ def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int, 
         if target is not None:
             _check(value, target, path, problems, limit, root, refs | {ref}, depth, steps)
     types = declared_types(schema)
-    if types and not any(_has_type(value, t) and not (t == "integer" and isinstance(value, float)
-                                                       and not value.is_integer()) for t in types):
+    if types and not any(
+        _has_type(value, t) and not (t == "integer" and isinstance(value, float) and not value.is_integer())
+        for t in types
+    ):
         problems.append(f"{path} must be {' or '.join(_WANTED[t] for t in types)}, got {_show(value)}")
         return
     if "const" in schema and not _json_equal(value, schema["const"]):
@@ -776,7 +837,7 @@ def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int, 
             _check(value, branch, path, results[-1], 1, root, refs, depth, steps)
             passed = sum(not r for r in results)
             if (key == "anyOf" and passed) or (key == "oneOf" and passed > 1):
-                break        # the answer is known: the other branches would only cost time
+                break  # the answer is known: the other branches would only cost time
         if key == "allOf":
             for r in results:
                 problems.extend(r)
@@ -797,9 +858,9 @@ def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int, 
                 problems.append(f"{path} could not be checked against its pattern: {e}")
     elif _number(value):
         low, high, low_open, high_open = numeric_bounds(schema)
-        if _number(low) and value < low or _number(low_open) and value <= low_open:
+        if (_number(low) and value < low) or (_number(low_open) and value <= low_open):
             problems.append(f"{path} is below its minimum: {_show(value)}")
-        if _number(high) and value > high or _number(high_open) and value >= high_open:
+        if (_number(high) and value > high) or (_number(high_open) and value >= high_open):
             problems.append(f"{path} is above its maximum: {_show(value)}")
     elif isinstance(value, list):
         if isinstance(schema.get("minItems"), int) and len(value) < schema["minItems"]:

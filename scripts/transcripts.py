@@ -25,8 +25,9 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARKER = re.compile(r"^<!-- transcript: (?P<command>.+?)(?:; elide (?P<elide>[\d\- ]+))? -->\n```\n(?P<body>.*?)^```$",
-                    re.S | re.M)
+MARKER = re.compile(
+    r"^<!-- transcript: (?P<command>.+?)(?:; elide (?P<elide>[\d\- ]+))? -->\n```\n(?P<body>.*?)^```$", re.S | re.M
+)
 TOKEN_LINE = re.compile(r"^\s*(\d+) │")
 DURATION = re.compile(r"\b\d+\.\d+s\b")
 
@@ -34,13 +35,15 @@ DURATION = re.compile(r"\b\d+\.\d+s\b")
 def documents() -> list[str]:
     docs = os.path.join(ROOT, "docs")
     return [os.path.join(ROOT, "README.md")] + sorted(
-        os.path.join(docs, name) for name in os.listdir(docs) if name.endswith(".md"))
+        os.path.join(docs, name) for name in os.listdir(docs) if name.endswith(".md")
+    )
 
 
 def output(command: str) -> str:
     env = {**os.environ, "NO_COLOR": "1"}
-    p = subprocess.run([sys.executable, "-S", *shlex.split(command)], cwd=ROOT, env=env, capture_output=True,
-                       text=True, timeout=600)
+    p = subprocess.run(
+        [sys.executable, "-S", *shlex.split(command)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     if p.returncode not in (0, 4):
         raise SystemExit(f"transcripts: `{command}` exited {p.returncode}:\n{p.stderr[-2000:]}")
     return p.stdout

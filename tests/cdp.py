@@ -22,8 +22,17 @@ import urllib.request
 
 GUARD = 60.0  # seconds any one wait may take before the browser is declared stuck (not a measurement)
 
-KEYS = {"ArrowRight": 39, "ArrowLeft": 37, "ArrowUp": 38, "ArrowDown": 40, "End": 35, "Home": 36,
-        "Enter": 13, "Escape": 27, "/": 191}
+KEYS = {
+    "ArrowRight": 39,
+    "ArrowLeft": 37,
+    "ArrowUp": 38,
+    "ArrowDown": 40,
+    "End": 35,
+    "Home": 36,
+    "Enter": 13,
+    "Escape": 27,
+    "/": 191,
+}
 
 
 def find_chromium() -> str | None:
@@ -39,9 +48,13 @@ class WebSocket:
         parts = urllib.parse.urlsplit(url)
         self.sock = socket.create_connection((parts.hostname, parts.port), timeout=GUARD)
         key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall((f"GET {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
-                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                           "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+        self.sock.sendall(
+            (
+                f"GET {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                "Sec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = self.sock.recv(4096)
@@ -64,8 +77,13 @@ class WebSocket:
     def send(self, text: str) -> None:
         payload, mask = text.encode(), os.urandom(4)
         n = len(payload)
-        head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + struct.pack(">H", n)
-                                if n < 65536 else bytes([0x80 | 127]) + struct.pack(">Q", n))
+        head = bytes([0x81]) + (
+            bytes([0x80 | n])
+            if n < 126
+            else bytes([0x80 | 126]) + struct.pack(">H", n)
+            if n < 65536
+            else bytes([0x80 | 127]) + struct.pack(">Q", n)
+        )
         masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
         self.sock.sendall(head + mask + masked)
 
@@ -85,7 +103,7 @@ class WebSocket:
             opcode = b0 & 0x0F
             if opcode == 0x8:
                 raise ConnectionError("the browser closed the WebSocket")
-            if opcode in (0x9, 0xA):   # ping, pong: not part of a message
+            if opcode in (0x9, 0xA):  # ping, pong: not part of a message
                 continue
             message += data
             if b0 & 0x80:
@@ -102,11 +120,24 @@ class Browser:
     def __init__(self, binary: str, width: int = 1400, height: int = 900) -> None:
         self.profile = tempfile.mkdtemp(prefix="decodeloop-chromium-")
         self.proc = subprocess.Popen(
-            [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
-             "--remote-debugging-port=0", "--remote-allow-origins=*", f"--user-data-dir={self.profile}",
-             f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                binary,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--disable-background-networking",
+                "--remote-debugging-port=0",
+                "--remote-allow-origins=*",
+                f"--user-data-dir={self.profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.ws = None
         self.next_id = 0
         self.events: list[dict] = []
@@ -205,7 +236,7 @@ class Browser:
                 self.proc.wait()
         shutil.rmtree(self.profile, ignore_errors=True)
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         return self
 
     def __exit__(self, *exc) -> None:

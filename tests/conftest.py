@@ -11,8 +11,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(ROOT, "tests")
 # the tests mirror the package's folders and borrow helpers from each other by module name (test_cli.run,
 # test_viewer.embedded, ...): every folder of tests is on the path, as the one they sit in is
-sys.path[1:1] = [os.path.join(TESTS, name) for name in sorted(os.listdir(TESTS))
-                 if name not in ("servers", "__pycache__") and os.path.isdir(os.path.join(TESTS, name))]
+sys.path[1:1] = [
+    os.path.join(TESTS, name)
+    for name in sorted(os.listdir(TESTS))
+    if name not in ("servers", "__pycache__") and os.path.isdir(os.path.join(TESTS, name))
+]
 FAULTY = [sys.executable, os.path.join(ROOT, "tests", "servers", "faulty.py")]
 WEATHER = [sys.executable, "-m", "decodeloop.servers.weather"]
 

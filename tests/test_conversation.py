@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from conftest import FAULTY, WEATHER
 
+from decodeloop.decode.context import Context
+from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.chat import LabChat
-from decodeloop.decode.context import Context
-from decodeloop.harness import Harness, TurnConfig
-from decodeloop.models import ModelBundle, lab_bundle
-from decodeloop.lab.table import TableModel
-from decodeloop.trust.policy import Policy
-from decodeloop.tools.router import start_stdio_servers
-from decodeloop.sampling import Sampler
-from decodeloop.decode.stops import Stops
 from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.table import TableModel
+from decodeloop.models import ModelBundle, lab_bundle
+from decodeloop.sampling import Sampler
+from decodeloop.tools.router import start_stdio_servers
+from decodeloop.trust.policy import Policy
 
 QUESTION = "What's the weather in Polson, MT?"
 RESULT = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"
@@ -23,21 +23,29 @@ BOISE = "Boise, ID: "
 
 def harness(events, table, router, **config):
     tokenizer = CharTokenizer()
-    return Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events,
-                   config=TurnConfig(**config), policy=Policy.off())
+    return Harness(
+        lab_bundle(TableModel(tokenizer, table), tokenizer),
+        Sampler(),
+        router,
+        events,
+        config=TurnConfig(**config),
+        policy=Policy.off(),
+    )
 
 
 def test_a_conversation_keeps_its_context_and_the_cache(events):
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
-             "<|tool|>" + RESULT + "<|assistant|>": "33°F and overcast.<|eos|>",
-             "<|user|>And tomorrow?<|assistant|>": "I only know today.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
+        "<|tool|>" + RESULT + "<|assistant|>": "33°F and overcast.<|eos|>",
+        "<|user|>And tomorrow?<|assistant|>": "I only know today.<|eos|>",
+    }
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
         h = harness(events, table, router)
         first = h.run(QUESTION)
         events.clear()
         second = h.run("And tomorrow?")
     assert (first.answer, second.answer) == ("33°F and overcast.", "I only know today.")
-    assert second.context[:len(first.context)] == first.context
+    assert second.context[: len(first.context)] == first.context
     [prompt] = events.of("prompt")
     assert prompt.text == "<|user|>And tomorrow?<|assistant|>" and prompt.context == len(first.context) + prompt.tokens
     # the model computed only the new turn: the first token's forward prefilled just the appended tokens
@@ -59,9 +67,11 @@ def test_reset_starts_a_new_conversation(events):
 
 def test_a_repeated_call_is_not_sent_again_and_ends_the_turn_after_the_limit(events):
     call = "[call get_weather city=Polson state=MT]"
-    table = {"<|user|>" + QUESTION + "<|assistant|>": call,
-             "<|tool|>" + RESULT + "<|assistant|>": call,
-             "result is above; answer the user from it, or call with other arguments<|assistant|>": call}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": call,
+        "<|tool|>" + RESULT + "<|assistant|>": call,
+        "result is above; answer the user from it, or call with other arguments<|assistant|>": call,
+    }
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
         result = harness(events, table, router, max_repeats=2).run(QUESTION)
     assert result.reason == "repeated_call" and "2 calls repeated" in result.error
@@ -74,8 +84,10 @@ def test_a_repeated_call_is_not_sent_again_and_ends_the_turn_after_the_limit(eve
 
 
 def test_provenance_spans_cover_the_context_and_name_the_tool(events):
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
-             "<|tool|>" + RESULT + "<|assistant|>": "Done.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
+        "<|tool|>" + RESULT + "<|assistant|>": "Done.<|eos|>",
+    }
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
         result = harness(events, table, router).run(QUESTION)
     [prompt], [inject] = events.of("prompt"), events.of("inject")
@@ -140,8 +152,15 @@ def test_without_collecting_the_first_closed_call_stops():
 
 def test_special_token_delimiters_are_compared_by_id():
     syntax = CompactSyntax()
-    stops = Stops(eos_ids={0}, opener="<tool_call>", scanner_factory=syntax.scanner, max_tokens=100,
-                  opener_id=1, closer_id=2, closer="</tool_call>")
+    stops = Stops(
+        eos_ids={0},
+        opener="<tool_call>",
+        scanner_factory=syntax.scanner,
+        max_tokens=100,
+        opener_id=1,
+        closer_id=2,
+        closer="</tool_call>",
+    )
     v = [stops.check(1, "")] + [stops.check(ord(ch) + 10, ch) for ch in " f x=1 "] + [stops.check(2, "")]
     assert v[-1].reason == "tool_call" and v[-1].calls == ("<tool_call> f x=1 </tool_call>",)
 
@@ -150,17 +169,25 @@ def test_parallel_calls_to_two_servers_run_and_come_back_in_order(events):
     tokenizer = CharTokenizer()
     syntax = CompactSyntax()
     syntax.collect_calls = True  # this instance only: the message's calls run together
-    table = {"<|user|>" + QUESTION + "<|assistant|>":
-             "[call get_weather city=Polson state=MT] [call count_words text=\"a b\"]<|eos|>",
-             "<|tool|>2 words<|assistant|>": "Both done.<|eos|>"}
+    table = {
+        "<|user|>"
+        + QUESTION
+        + "<|assistant|>": '[call get_weather city=Polson state=MT] [call count_words text="a b"]<|eos|>',
+        "<|tool|>2 words<|assistant|>": "Both done.<|eos|>",
+    }
     bundle = ModelBundle("table", tokenizer, LabChat(tokenizer, syntax), syntax, model=TableModel(tokenizer, table))
     with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
         result = Harness(bundle, Sampler(), router, events, policy=Policy.off()).run(QUESTION)
     assert result.answer == "Both done." and result.tool_calls == 2
     assert [c.name for c in events.of("tool_call")] == ["get_weather", "count_words"]
     [inject] = events.of("inject")
-    assert [s[2] for s in inject.spans] == ["chat", "tool:weather/get_weather", "chat", "tool:faulty/count_words",
-                                            "chat"]
+    assert [s[2] for s in inject.spans] == [
+        "chat",
+        "tool:weather/get_weather",
+        "chat",
+        "tool:faulty/count_words",
+        "chat",
+    ]
     assert inject.text == f"<|tool|>{RESULT}<|tool|>2 words<|assistant|>"
 
 
@@ -178,8 +205,10 @@ C = '<tool_call>\n{"name": "count_words", "arguments": {"text": "a b"}}\n</tool_
 
 def test_json_calls_in_one_message_all_run_when_the_message_ends(events):
     """The Hermes shape: two <tool_call> blocks, then the end of the message; both run, results in order."""
-    table = {"<|user|>" + QUESTION + "<|assistant|>": W + "\n" + C + "<|eos|>",
-             "<|tool|>2 words<|assistant|>": "Both done.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": W + "\n" + C + "<|eos|>",
+        "<|tool|>2 words<|assistant|>": "Both done.<|eos|>",
+    }
     with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
         result = Harness(_json_bundle(table), Sampler(), router, events, policy=Policy.off()).run(QUESTION)
     assert result.answer == "Both done." and result.tool_calls == 2
@@ -190,12 +219,15 @@ def test_json_calls_in_one_message_all_run_when_the_message_ends(events):
 
 def test_json_calls_can_run_one_at_a_time(events):
     """--calls first: the message stops at the first closed call; the second call comes after its result."""
-    table = {"<|user|>" + QUESTION + "<|assistant|>": W + "\n" + C + "<|eos|>",
-             "<|tool|>" + RESULT + "<|assistant|>": C,
-             "<|tool|>2 words<|assistant|>": "Both done.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": W + "\n" + C + "<|eos|>",
+        "<|tool|>" + RESULT + "<|assistant|>": C,
+        "<|tool|>2 words<|assistant|>": "Both done.<|eos|>",
+    }
     with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
-        result = Harness(_json_bundle(table), Sampler(), router, events,
-                         config=TurnConfig(collect_calls=False), policy=Policy.off()).run(QUESTION)
+        result = Harness(
+            _json_bundle(table), Sampler(), router, events, config=TurnConfig(collect_calls=False), policy=Policy.off()
+        ).run(QUESTION)
     assert result.answer == "Both done." and result.tool_calls == 2
     assert [s.reason for s in events.of("stop")] == ["tool_call", "tool_call", "eos"]
     assert [i.text for i in events.of("inject")] == [f"<|tool|>{RESULT}<|assistant|>", "<|tool|>2 words<|assistant|>"]
@@ -203,9 +235,11 @@ def test_json_calls_can_run_one_at_a_time(events):
 
 def test_a_malformed_json_call_gets_an_error_and_a_retry(events):
     bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Polson" "state": "MT"}}\n</tool_call>'
-    table = {"<|user|>" + QUESTION + "<|assistant|>": bad + "<|eos|>",
-             "<|assistant|>": W + "<|eos|>",   # after the error message: the call again, well formed
-             "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": bad + "<|eos|>",
+        "<|assistant|>": W + "<|eos|>",  # after the error message: the call again, well formed
+        "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>",
+    }
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
         result = Harness(_json_bundle(table), Sampler(), router, events, policy=Policy.off()).run(QUESTION)
     [error] = events.of("tool_error")
@@ -230,11 +264,13 @@ class _InterruptAt:
 
 
 def test_ctrl_c_ends_the_turn_and_the_conversation_goes_on(events):
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
-             "<|tool|>" + RESULT + "<|assistant|>": "33°F and overcast.<|eos|>",
-             "<|user|>again<|assistant|>": "Again: 33°F.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
+        "<|tool|>" + RESULT + "<|assistant|>": "33°F and overcast.<|eos|>",
+        "<|user|>again<|assistant|>": "Again: 33°F.<|eos|>",
+    }
     tokenizer = CharTokenizer()
-    model = _InterruptAt(TableModel(tokenizer, table), at=10)   # in the middle of writing the call
+    model = _InterruptAt(TableModel(tokenizer, table), at=10)  # in the middle of writing the call
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
         h = Harness(lab_bundle(model, tokenizer), Sampler(), router, events, policy=Policy.off())
         stopped = h.run(QUESTION)
@@ -248,4 +284,4 @@ def test_ctrl_c_ends_the_turn_and_the_conversation_goes_on(events):
         again = h.run("again")
     # the model never closed its message, so the next turn closes it first; the cache is still right
     assert events.of("prompt")[0].text == "<|eos|><|user|>again<|assistant|>"
-    assert again.answer == "Again: 33°F." and again.context[:len(stopped.context)] == stopped.context
+    assert again.answer == "Again: 33°F." and again.context[: len(stopped.context)] == stopped.context

@@ -22,8 +22,9 @@ def anchors(path: str) -> set[str]:
 
 def documents() -> list[str]:
     docs = os.path.join(ROOT, "docs")
-    return [os.path.join(ROOT, "README.md")] + [os.path.join(docs, n) for n in sorted(os.listdir(docs))
-                                                if n.endswith(".md")]
+    return [os.path.join(ROOT, "README.md")] + [
+        os.path.join(docs, n) for n in sorted(os.listdir(docs)) if n.endswith(".md")
+    ]
 
 
 def test_every_link_resolves():
@@ -32,7 +33,7 @@ def test_every_link_resolves():
         text = open(path, encoding="utf-8").read()
         for target in LINK.findall(text):
             if re.match(r"[a-z]+:", target):
-                continue                                   # a URL: not checked offline
+                continue  # a URL: not checked offline
             file, _, anchor = target.partition("#")
             dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
             if not os.path.exists(dest):

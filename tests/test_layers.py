@@ -12,19 +12,25 @@ import os
 from conftest import ROOT
 
 LAYERS = [  # lowest first: a module may import from its own layer and the ones below
-    ["decodeloop.__init__", "decodeloop.events", "decodeloop.errors", "decodeloop.mcp.errors",
-     "decodeloop.trust.invisible", "decodeloop.trust.untrusted"],                 # shared leaves
+    [
+        "decodeloop.__init__",
+        "decodeloop.events",
+        "decodeloop.errors",
+        "decodeloop.mcp.errors",
+        "decodeloop.trust.invisible",
+        "decodeloop.trust.untrusted",
+    ],  # shared leaves
     ["decodeloop.constrain.grammar.charset", "decodeloop.constrain.grammar.regex"],  # patterns, read safely
     ["decodeloop.schema"],
     ["decodeloop.sampling", "decodeloop.processors"],
-    ["decodeloop.mcp", "decodeloop.bfcl"],                # the MCP client; BFCL's data and checker
-    ["decodeloop.models.base", "decodeloop.formats"],     # tokenizers, chat formats, call syntaxes
-    ["decodeloop.decode"],                                # engine, stops, context
-    ["decodeloop.trust"],                                 # policy, provenance, markers, pins, tool budget
-    ["decodeloop.constrain"],                             # the call grammar and its processor
-    ["decodeloop.tools"],                                 # dispatch, router, config
-    ["decodeloop.servers"],                               # bundled MCP servers
-    ["decodeloop.harness"],                               # the conversation: Harness
+    ["decodeloop.mcp", "decodeloop.bfcl"],  # the MCP client; BFCL's data and checker
+    ["decodeloop.models.base", "decodeloop.formats"],  # tokenizers, chat formats, call syntaxes
+    ["decodeloop.decode"],  # engine, stops, context
+    ["decodeloop.trust"],  # policy, provenance, markers, pins, tool budget
+    ["decodeloop.constrain"],  # the call grammar and its processor
+    ["decodeloop.tools"],  # dispatch, router, config
+    ["decodeloop.servers"],  # bundled MCP servers
+    ["decodeloop.harness"],  # the conversation: Harness
     ["decodeloop.lab", "decodeloop.models", "decodeloop.bfcl.suite"],  # models and what runs them
     ["decodeloop.ui"],
     ["decodeloop.cli", "decodeloop.__main__"],
@@ -32,8 +38,12 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
 
 
 def layer(module: str) -> int | None:
-    found = [(len(name), n) for n, names in enumerate(LAYERS) for name in names
-             if module == name or module.startswith(name + ".")]
+    found = [
+        (len(name), n)
+        for n, names in enumerate(LAYERS)
+        for name in names
+        if module == name or module.startswith(name + ".")
+    ]
     return max(found)[1] if found else None
 
 
@@ -62,7 +72,7 @@ def modules():
                 path = os.path.join(folder, name)
                 module = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
                 if module.endswith(".__init__") and module != "decodeloop.__init__":
-                    module = module[:-len(".__init__")]
+                    module = module[: -len(".__init__")]
                 yield module, path
 
 

@@ -13,8 +13,9 @@ from decodeloop.models import load_model
 
 
 def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-S", *args], input=stdin, capture_output=True, text=True, cwd=ROOT,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-S", *args], input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
 
 
 def examples(script: str) -> list[list[str]]:
@@ -26,19 +27,21 @@ def examples(script: str) -> list[list[str]]:
 
 def test_a_scripts_help_examples_run_as_written_without_installing():
     found = examples("decode_loop.py")
-    assert found and all(argv[:2] == ["python3", "decode_loop.py"] for argv in found)   # never `decodeloop run`
+    assert found and all(argv[:2] == ["python3", "decode_loop.py"] for argv in found)  # never `decodeloop run`
     for argv in found[:2] + [a for a in found if "ngram" in a]:
-        argv = [a for a in argv[2:] if a != "--step"]       # --step waits for keys: the rest as written
+        argv = [a for a in argv[2:] if a != "--step"]  # --step waits for keys: the rest as written
         p = run("decode_loop.py", "-q", *argv)
         assert p.returncode == 0 and p.stdout.strip(), (argv, p.stderr)
     assert examples("decode_loop_ngram.py")[0][:2] == ["python3", "decode_loop_ngram.py"]
 
 
 def test_sampling_errors_name_the_flag_the_user_typed():
-    for flag, value, message in (("--top-p", "2", "--top-p must be in (0, 1]"),
-                                 ("--min-p", "-1", "--min-p must be in [0, 1]"),
-                                 ("--top-k", "-1", "--top-k must be >= 0"),
-                                 ("--temperature", "-1", "--temperature must be a finite number >= 0")):
+    for flag, value, message in (
+        ("--top-p", "2", "--top-p must be in (0, 1]"),
+        ("--min-p", "-1", "--min-p must be in [0, 1]"),
+        ("--top-k", "-1", "--top-k must be >= 0"),
+        ("--temperature", "-1", "--temperature must be a finite number >= 0"),
+    ):
         p = run("decode_loop.py", flag, value)
         assert p.returncode == 2 and p.stderr.startswith("usage: decode_loop.py [-h]"), p.stderr[:100]
         assert p.stderr.splitlines()[-1].startswith(f"decode_loop.py: error: {message}"), p.stderr
@@ -55,8 +58,10 @@ def test_step_frames_of_the_ngram_do_not_call_its_prefix_a_cache():
     p = run("decode_loop_ngram.py", "--order", "4", "--step", "--max-tokens", "3", stdin="\n\n")
     assert p.returncode in (0, 4), p.stderr
     frames = [line for line in p.stdout.splitlines() if line.startswith("1 forward")]
-    assert frames[1] == ("1 forward  1 position(s) new since the last forward; 1496 of common prefix not re-read "
-                         "(no KV cache: the n-gram reads only its last ORDER-1 tokens)")
+    assert frames[1] == (
+        "1 forward  1 position(s) new since the last forward; 1496 of common prefix not re-read "
+        "(no KV cache: the n-gram reads only its last ORDER-1 tokens)"
+    )
     assert "served from the cache" not in p.stdout
     p = run("decode_loop.py", "--step", "--max-tokens", "2", stdin="\n")
     assert "1 forward  computed 1 position(s) (one new position); 886 served from the cache" in p.stdout
@@ -67,10 +72,12 @@ def test_the_byte_legend_lists_only_the_bytes_of_a_broken_character():
 
     legend = ByteLegend()
     assert legend("\\xdb") is None
-    assert legend("<|eos|>") == ("↳ '\\xdb': bytes, not characters: UTF-8 writes a character outside ASCII as 2 "
-                                 "to 4 bytes, and these do not make a whole one, so the text shows \ufffd (U+FFFD) "
-                                 "in its place")
-    legend = ByteLegend()              # a lead byte and one that cannot follow it: both are the broken bytes
+    assert legend("<|eos|>") == (
+        "↳ '\\xdb': bytes, not characters: UTF-8 writes a character outside ASCII as 2 "
+        "to 4 bytes, and these do not make a whole one, so the text shows \ufffd (U+FFFD) "
+        "in its place"
+    )
+    legend = ByteLegend()  # a lead byte and one that cannot follow it: both are the broken bytes
     assert legend("\\xe2") is None and legend("\\xc2").startswith("↳ '\\xe2' '\\xc2': bytes, not characters")
     # the table model at T = 1 writes such a byte and then ends its message: the trace names the byte alone
     p = run("decode_loop.py", "--temperature", "1", "--seed", "3")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from conftest import FAULTY, WEATHER
 
+from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
-from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel
-from decodeloop.trust.policy import Policy
-from decodeloop.tools.router import ConfigError, start_stdio_servers
+from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import get_weather
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.tools.router import ConfigError, start_stdio_servers
+from decodeloop.trust.policy import Policy
 
 QUESTION = "What's the weather in Polson, MT?"
 
@@ -21,8 +21,9 @@ def run_turn(events, table=None, servers=(WEATHER,), question=QUESTION, **config
     tokenizer = CharTokenizer()
     model = TableModel(tokenizer, table)
     with start_stdio_servers([list(s) for s in servers], events, timeout=config.pop("timeout", 10)) as router:
-        harness = Harness(lab_bundle(model, tokenizer), Sampler(), router, events, config=TurnConfig(**config),
-                          policy=Policy.off())
+        harness = Harness(
+            lab_bundle(model, tokenizer), Sampler(), router, events, config=TurnConfig(**config), policy=Policy.off()
+        )
         return harness.run(question)
 
 
@@ -32,7 +33,10 @@ def test_weather_episode(events):
     # the call the model wrote, parsed and validated
     [call] = events.of("tool_call")
     assert (call.name, call.arguments, call.text) == (
-        "get_weather", {"city": "Polson", "state": "MT"}, "[call get_weather city=Polson state=MT]")
+        "get_weather",
+        {"city": "Polson", "state": "MT"},
+        "[call get_weather city=Polson state=MT]",
+    )
     # the JSON-RPC exchange, in order: the bundled server speaks 2026-07-28, so server/discover and no
     # handshake, then tools/list, tools/call and its response
     rpc = events.of("rpc")
@@ -49,7 +53,7 @@ def test_weather_episode(events):
     assert inject.text == f"<|tool|>{expected_text}<|assistant|>"
     tokens = events.of("token")
     after = tokens[[t.stop for t in tokens].index("tool_call") + 1]
-    assert after.computed == inject.tokens + 1       # the injected span and the call's closing token
+    assert after.computed == inject.tokens + 1  # the injected span and the call's closing token
     assert after.cached == inject.context - inject.tokens - 1
     assert all(t.computed == 1 for t in tokens if t is not after and t.index > 1)
     # the answer uses the tool's values
@@ -87,13 +91,21 @@ def test_parse_error_goes_back_to_the_model_and_it_retries(events):
     assert result.answer == "Got it." and result.reason == "eos" and result.tool_calls == 2
 
 
-@pytest.mark.parametrize("bad_call, expect", [
-    ("[call get_wether city=Polson state=MT]", ['unknown tool "get_wether"', 'Did you mean "get_weather"',
-                                                "get_weather, get_forecast"]),
-    ("[call get_forecast city=Polson state=MT days=9]", ['"days"', "7"]),
-    ("[call get_forecast city=Polson days=two]", ['"days" must be an integer', 'missing required argument "state"']),
-    ("[call get_weather city=Polson state=ZZ]", ['unknown state code "ZZ"']),
-])
+@pytest.mark.parametrize(
+    "bad_call, expect",
+    [
+        (
+            "[call get_wether city=Polson state=MT]",
+            ['unknown tool "get_wether"', 'Did you mean "get_weather"', "get_weather, get_forecast"],
+        ),
+        ("[call get_forecast city=Polson state=MT days=9]", ['"days"', "7"]),
+        (
+            "[call get_forecast city=Polson days=two]",
+            ['"days" must be an integer', 'missing required argument "state"'],
+        ),
+        ("[call get_weather city=Polson state=ZZ]", ['unknown state code "ZZ"']),
+    ],
+)
 def test_bad_calls_become_tool_errors_then_retry(events, bad_call, expect):
     table = dict(RETRY_TABLE)
     table["<|user|>" + QUESTION + "<|assistant|>"] = bad_call
@@ -120,8 +132,7 @@ def test_a_success_resets_the_failure_count(events):
         "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson]",
         "<|assistant|>": "[call get_weather city=Polson state=MT]",
         "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": "[call get_weather]",
-        'e.g. Polson); missing required argument "state" (string: Two-letter US state code, e.g. MT)<|assistant|>':
-            "[call get_weather city=Boise state=ID]",
+        'e.g. Polson); missing required argument "state" (string: Two-letter US state code, e.g. MT)<|assistant|>': "[call get_weather city=Boise state=ID]",
         "<|tool|>" + get_weather("Boise", "ID")[0] + "<|assistant|>": "Done.<|eos|>",
     }
     result = run_turn(events, table, max_retries=2, max_tokens=400)
@@ -165,9 +176,11 @@ def test_huge_result_is_capped_visibly(events):
 
 
 def test_tools_across_two_servers_are_routed(events):
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call echo text=\"hi there\"]",
-             "<|tool|>hi there<|assistant|>": "[call get_weather city=Polson state=MT]",
-             "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": "Done.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": '[call echo text="hi there"]',
+        "<|tool|>hi there<|assistant|>": "[call get_weather city=Polson state=MT]",
+        "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": "Done.<|eos|>",
+    }
     result = run_turn(events, table, servers=(FAULTY, WEATHER))
     assert [(c.name, c.server) for c in events.of("tool_call")] == [("echo", "faulty"), ("get_weather", "weather")]
     assert result.answer == "Done."
@@ -177,25 +190,48 @@ def test_a_tool_described_but_not_routable_is_a_startup_error(events):
     tokenizer = CharTokenizer()
     with start_stdio_servers([WEATHER], events) as router:
         with pytest.raises(ConfigError, match="get_time"):
-            Harness(lab_bundle(TableModel(tokenizer), tokenizer), Sampler(), router, events, tools=["get_weather", "get_time"],
-                    policy=Policy.off())
+            Harness(
+                lab_bundle(TableModel(tokenizer), tokenizer),
+                Sampler(),
+                router,
+                events,
+                tools=["get_weather", "get_time"],
+                policy=Policy.off(),
+            )
 
 
 def test_same_tool_on_two_servers_keeps_its_name_on_the_first_and_is_namespaced_on_the_next(events):
     # both weather servers offer get_weather: the first configured keeps the plain names, the second gets
     # server__tool; echo stays bare
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call weather2__get_weather city=Polson state=MT]",
-             "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": "[call get_weather city=Boise state=ID]",
-             "<|tool|>" + get_weather("Boise", "ID")[0] + "<|assistant|>": "Done.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call weather2__get_weather city=Polson state=MT]",
+        "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": "[call get_weather city=Boise state=ID]",
+        "<|tool|>" + get_weather("Boise", "ID")[0] + "<|assistant|>": "Done.<|eos|>",
+    }
     result = run_turn(events, table, servers=(WEATHER, FAULTY, WEATHER))
     [prompt] = events.of("prompt")
-    assert prompt.tools == ["get_weather", "get_forecast", "echo", "crash", "hang", "flood",
-                            "garbage", "big", "ping_client", "chatty", "count_words", "grow",
-                            "weather2__get_weather", "weather2__get_forecast"]
+    assert prompt.tools == [
+        "get_weather",
+        "get_forecast",
+        "echo",
+        "crash",
+        "hang",
+        "flood",
+        "garbage",
+        "big",
+        "ping_client",
+        "chatty",
+        "count_words",
+        "grow",
+        "weather2__get_weather",
+        "weather2__get_forecast",
+    ]
     assert "weather2__get_weather: Current weather" in prompt.text
     calls = [e.message for e in events.of("rpc") if e.direction == "send" and e.message.get("method") == "tools/call"]
-    assert [(e.name, e.server) for e in events.of("tool_call")] == [("weather2__get_weather", "weather2"),
-                                                                   ("get_weather", "weather")]
+    assert [(e.name, e.server) for e in events.of("tool_call")] == [
+        ("weather2__get_weather", "weather2"),
+        ("get_weather", "weather"),
+    ]
     assert [c["params"]["name"] for c in calls] == ["get_weather", "get_weather"]  # each server sees its own name
     notices = [n.message for n in events.of("notice") if n.source == "weather2"]
     assert "tool get_weather is exposed as weather2__get_weather: server weather already offers it" in notices
@@ -203,14 +239,17 @@ def test_same_tool_on_two_servers_keeps_its_name_on_the_first_and_is_namespaced_
 
 
 def test_tools_list_changed_routes_at_once_and_reaches_the_prompt_of_the_next_conversation(events):
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call grow name=shout]",
-             "<|tool|>added shout<|assistant|>": "[call shout text=HEY]",
-             "<|tool|>HEY<|assistant|>": "Done.<|eos|>",
-             "<|user|>again<|assistant|>": "Bye.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call grow name=shout]",
+        "<|tool|>added shout<|assistant|>": "[call shout text=HEY]",
+        "<|tool|>HEY<|assistant|>": "Done.<|eos|>",
+        "<|user|>again<|assistant|>": "Bye.<|eos|>",
+    }
     tokenizer = CharTokenizer()
     with start_stdio_servers([FAULTY], events, timeout=10) as router:
-        harness = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events,
-                          policy=Policy.off())
+        harness = Harness(
+            lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events, policy=Policy.off()
+        )
         first = harness.run(QUESTION)
         [changed] = events.of("tools_changed")
         assert (changed.server, changed.added, changed.removed) == ("faulty", ["shout"], [])
@@ -219,7 +258,7 @@ def test_tools_list_changed_routes_at_once_and_reaches_the_prompt_of_the_next_co
         assert "shout" not in events.of("prompt")[0].tools
         # the conversation goes on over the same context: the system prompt is never rewritten
         second = harness.run("again")
-        assert second.answer == "Bye." and second.context[:len(first.context)] == first.context
+        assert second.answer == "Bye." and second.context[: len(first.context)] == first.context
         assert events.of("prompt")[1].text == "<|user|>again<|assistant|>"
         harness.reset()
         harness.run("again")
@@ -230,13 +269,16 @@ def test_tools_list_changed_routes_at_once_and_reaches_the_prompt_of_the_next_co
 
 
 def test_structured_content_that_breaks_the_output_schema_is_an_error_the_model_sees(events):
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call count_words text=\"a b c\" lie=true]",
-             "<|assistant|>": "[call count_words text=\"a b c\"]",
-             "<|tool|>3 words<|assistant|>": "Three.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": '[call count_words text="a b c" lie=true]',
+        "<|assistant|>": '[call count_words text="a b c"]',
+        "<|tool|>3 words<|assistant|>": "Three.<|eos|>",
+    }
     result = run_turn(events, table, servers=(FAULTY,))
     [error] = events.of("tool_error")
     assert error.stage == "call" and error.name == "count_words"
-    assert error.message == ('count_words returned structuredContent that breaks its outputSchema: '
-                             '$.words must be an integer, got "3"')
+    assert error.message == (
+        'count_words returned structuredContent that breaks its outputSchema: $.words must be an integer, got "3"'
+    )
     assert events.of("inject")[0].text.startswith("<|tool|>error: count_words returned structuredContent")
     assert [r.text for r in events.of("tool_result")] == ["3 words"] and result.answer == "Three."

@@ -13,17 +13,17 @@ import pytest
 from conftest import ROOT
 
 from decodeloop.constrain.grammar import regex
+from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness
-from decodeloop.tools.config import ServerSpec
-from decodeloop.models import lab_bundle
 from decodeloop.lab.table import TableModel
-from decodeloop.tools.router import start_servers
+from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.schema import MAX_SCHEMA_STEPS, check_value, validate_arguments
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.tools.config import ServerSpec
+from decodeloop.tools.router import start_servers
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
-SLOW_VALUE = "a" * 40 + "!"     # ^(a+)+$ against this takes Python's re about 2**40 steps
+SLOW_VALUE = "a" * 40 + "!"  # ^(a+)+$ against this takes Python's re about 2**40 steps
 
 
 def run_call(events, call: str):
@@ -36,8 +36,11 @@ def run_call(events, call: str):
 
 
 def sent(events) -> list[str]:
-    return [e.message["params"]["name"] for e in events.of("rpc")
-            if e.direction == "send" and e.message.get("method") == "tools/call"]
+    return [
+        e.message["params"]["name"]
+        for e in events.of("rpc")
+        if e.direction == "send" and e.message.get("method") == "tools/call"
+    ]
 
 
 def test_a_backtracking_pattern_in_an_input_schema_is_checked_at_once(events):
@@ -69,13 +72,12 @@ def test_a_pattern_the_harness_does_not_read_is_named_at_start_and_left_to_the_s
     [note] = [n for n in events.of("notice") if "patterns not checked" in n.message]
     assert note.message.startswith("tool lookahead: patterns not checked by the harness")
     assert '"text" ("a lookahead' in note.message
-    assert sent(events) == ["lookahead"]                # not refused: the server enforces what it declares
+    assert sent(events) == ["lookahead"]  # not refused: the server enforces what it declares
 
 
 def test_check_value_and_validate_arguments_stop_at_the_budget_without_a_server():
     levels = 30
-    defs = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
-            for i in range(levels)}
+    defs = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]} for i in range(levels)}
     defs[f"d{levels}"] = {"type": "integer"}
     schema = {"type": "object", "properties": {"v": {"$ref": "#/$defs/d0"}}, "$defs": defs}
     [problem] = check_value({"v": "zz"}, schema)
@@ -86,9 +88,28 @@ def test_check_value_and_validate_arguments_stop_at_the_budget_without_a_server(
     assert validate_arguments("t", {"v": 5}, schema) == {"v": 5} and check_value({"v": 5}, schema) == []
 
 
-PATTERNS = [r"^(a+)+$", r"^[a-z]+\d{2,3}$", r"ab|cd", r"^\w+@\w+\.com$", r"^\s*$", r"\D\W\S", r"^a.c$",
-            r"[^\d\s]x", r"^$", r"", r"x*", r"^(?:ab)+\Z", r"^\d+$", r"colou?r", r"^[A-Z]{2}-\d{4}$",
-            r"^(a|aa)+$", r"[\u0660-\u0669]", r"^.{2,4}$", r"^(?P<w>\w)(?#c)\w*$", r"a{,2}b"]
+PATTERNS = [
+    r"^(a+)+$",
+    r"^[a-z]+\d{2,3}$",
+    r"ab|cd",
+    r"^\w+@\w+\.com$",
+    r"^\s*$",
+    r"\D\W\S",
+    r"^a.c$",
+    r"[^\d\s]x",
+    r"^$",
+    r"",
+    r"x*",
+    r"^(?:ab)+\Z",
+    r"^\d+$",
+    r"colou?r",
+    r"^[A-Z]{2}-\d{4}$",
+    r"^(a|aa)+$",
+    r"[\u0660-\u0669]",
+    r"^.{2,4}$",
+    r"^(?P<w>\w)(?#c)\w*$",
+    r"a{,2}b",
+]
 ALPHABET = "abcdxyz019 \n_@.-ABZ\u0663\u00e9\u2003\U0001d7d8\t"
 
 
@@ -99,15 +120,20 @@ def test_search_gives_re_search_s_answer():
             text = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 8)))
             if rng.random() < 0.3:
                 text = rng.choice(["aaa", "ab12", "ab123", "abc", "ab", "xx@yy.com", "cd"]) + rng.choice(
-                    ["", "\n", "\n\n", "!"])
+                    ["", "\n", "\n\n", "!"]
+                )
             assert regex.search(pattern, text) == (re.search(pattern, text) is not None), (pattern, text)
 
 
 def test_search_is_linear_where_re_backtracks_and_names_what_it_does_not_read():
     assert regex.search(r"^(a+)+$", "a" * 100_000 + "!") is False
     assert regex.search(r"^(a|aa)+$", "a" * 50_000) is True
-    for pattern, reason in [(r"(?=a)", "a lookahead"), (r"(a)\1", "a backreference"), ("(", "Python cannot"),
-                            ("a" * 5000, "characters long")]:
+    for pattern, reason in [
+        (r"(?=a)", "a lookahead"),
+        (r"(a)\1", "a backreference"),
+        ("(", "Python cannot"),
+        ("a" * 5000, "characters long"),
+    ]:
         with pytest.raises(regex.Unsupported, match=reason):
             regex.search(pattern, "a")
 
@@ -126,4 +152,4 @@ def test_compiled_patterns_are_kept_within_a_bound():
         regex.compile_pattern(f"^x{n}$")
         regex.search(f"^y{n}$", f"y{n}")
     assert len(regex._CACHE) <= regex._PATTERNS_KEPT and len(regex._SEARCHERS) <= regex._PATTERNS_KEPT
-    assert regex.compile_pattern("^x0$") is regex.compile_pattern("^x0$")     # compiled again, then kept
+    assert regex.compile_pattern("^x0$") is regex.compile_pattern("^x0$")  # compiled again, then kept

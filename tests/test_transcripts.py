@@ -9,8 +9,9 @@ from conftest import ROOT
 
 
 def test_every_marked_transcript_is_what_its_command_prints():
-    p = subprocess.run([sys.executable, "scripts/transcripts.py", "--check"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=600)
+    p = subprocess.run(
+        [sys.executable, "scripts/transcripts.py", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert p.returncode == 0, "run python3 scripts/transcripts.py:\n" + p.stdout + p.stderr
 
 

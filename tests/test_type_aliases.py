@@ -9,18 +9,28 @@ from types import SimpleNamespace
 
 import pytest
 
-from decodeloop.events import Notice
 from decodeloop.constrain.grammar.bytes import ByteGrammar
 from decodeloop.constrain.grammar.compile import call_grammar
+from decodeloop.events import Notice
 from decodeloop.mcp.client import Tool
-from decodeloop.tools.router import Router
 from decodeloop.schema import TYPE_ALIASES, ArgumentError, describe_type, type_notes, validate_arguments
+from decodeloop.tools.router import Router
 
-BFCL_LIKE = {"type": "dict", "properties": {
-    "radius": {"type": "float"}, "count": {"type": "int"}, "exact": {"type": "bool"}, "label": {"type": "str"},
-    "sides": {"type": "tuple", "items": {"type": "float"}}, "tags": {"type": "list", "items": {"type": "str"}},
-    "options": {"type": "dict"}, "anything": {"type": "any"}, "when": {"type": "datetime"}},
-    "required": ["radius"]}
+BFCL_LIKE = {
+    "type": "dict",
+    "properties": {
+        "radius": {"type": "float"},
+        "count": {"type": "int"},
+        "exact": {"type": "bool"},
+        "label": {"type": "str"},
+        "sides": {"type": "tuple", "items": {"type": "float"}},
+        "tags": {"type": "list", "items": {"type": "str"}},
+        "options": {"type": "dict"},
+        "anything": {"type": "any"},
+        "when": {"type": "datetime"},
+    },
+    "required": ["radius"],
+}
 WHITESPACE = set(b" \t\n\r")
 
 
@@ -35,20 +45,31 @@ def grammar_state(schema: dict, written: str):
 
 
 def test_the_table_maps_each_alias_to_a_json_schema_type():
-    assert TYPE_ALIASES == {"float": "number", "int": "integer", "bool": "boolean", "str": "string",
-                            "dict": "object", "list": "array", "tuple": "array", "any": None}
+    assert TYPE_ALIASES == {
+        "float": "number",
+        "int": "integer",
+        "bool": "boolean",
+        "str": "string",
+        "dict": "object",
+        "list": "array",
+        "tuple": "array",
+        "any": None,
+    }
     assert describe_type({"type": "float"}) == "number" and describe_type({"type": "tuple"}) == "JSON array"
 
 
-@pytest.mark.parametrize("key, wrong, message", [
-    ("radius", "big", 'argument "radius" must be a number'),
-    ("count", 2.5, 'argument "count" must be an integer'),
-    ("exact", "maybe", 'argument "exact" must be true or false'),
-    ("label", 3, 'argument "label" must be a string'),
-    ("sides", {"a": 1}, 'argument "sides" must be a JSON array'),
-    ("tags", [1], 'argument "tags[0]" must be a string'),
-    ("options", [1], 'argument "options" must be a JSON object'),
-])
+@pytest.mark.parametrize(
+    "key, wrong, message",
+    [
+        ("radius", "big", 'argument "radius" must be a number'),
+        ("count", 2.5, 'argument "count" must be an integer'),
+        ("exact", "maybe", 'argument "exact" must be true or false'),
+        ("label", 3, 'argument "label" must be a string'),
+        ("sides", {"a": 1}, 'argument "sides" must be a JSON array'),
+        ("tags", [1], 'argument "tags[0]" must be a string'),
+        ("options", [1], 'argument "options" must be a JSON object'),
+    ],
+)
 def test_an_alias_makes_argument_checking_refuse_a_wrong_type(key, wrong, message):
     arguments = {"radius": 1.5, key: wrong} if key != "radius" else {"radius": wrong}
     with pytest.raises(ArgumentError) as raised:
@@ -57,10 +78,28 @@ def test_an_alias_makes_argument_checking_refuse_a_wrong_type(key, wrong, messag
 
 
 def test_an_alias_converts_and_accepts_as_its_type_does():
-    converted = validate_arguments("f", {"radius": "2.5", "count": "3", "exact": "true", "sides": "[3, 4.5]",
-                                         "tags": ["a"], "options": '{"k": 1}', "label": "x"}, BFCL_LIKE)
-    assert converted == {"radius": 2.5, "count": 3, "exact": True, "sides": [3, 4.5], "tags": ["a"],
-                         "options": {"k": 1}, "label": "x"}
+    converted = validate_arguments(
+        "f",
+        {
+            "radius": "2.5",
+            "count": "3",
+            "exact": "true",
+            "sides": "[3, 4.5]",
+            "tags": ["a"],
+            "options": '{"k": 1}',
+            "label": "x",
+        },
+        BFCL_LIKE,
+    )
+    assert converted == {
+        "radius": 2.5,
+        "count": 3,
+        "exact": True,
+        "sides": [3, 4.5],
+        "tags": ["a"],
+        "options": {"k": 1},
+        "label": "x",
+    }
 
 
 def test_any_and_an_unknown_type_accept_every_value():
@@ -89,8 +128,14 @@ def test_the_grammar_allows_any_value_where_the_type_is_unknown():
 
 def test_type_notes_name_each_path_with_its_mapping_and_each_unknown_type():
     aliases, unknown = type_notes(BFCL_LIKE, limit=20)
-    for shown in ('"(arguments)" dict -> object', '"radius" float -> number', '"sides" tuple -> array',
-                  '"sides[]" float -> number', '"tags[]" str -> string', '"anything" any -> any type'):
+    for shown in (
+        '"(arguments)" dict -> object',
+        '"radius" float -> number',
+        '"sides" tuple -> array',
+        '"sides[]" float -> number',
+        '"tags[]" str -> string',
+        '"anything" any -> any type',
+    ):
         assert shown in aliases
     assert unknown.startswith("unknown types, so any value is accepted there") and '"when" "datetime"' in unknown
     assert type_notes({"type": "object", "properties": {"a": {"type": "number"}}}) == []
@@ -113,7 +158,10 @@ def _client(tools):
 def test_the_router_says_how_types_were_read_once_per_tool_definition():
     events = []
     router = Router(events.append)
-    tools = [Tool("area", "", BFCL_LIKE), Tool("plain", "", {"type": "object", "properties": {"a": {"type": "string"}}})]
+    tools = [
+        Tool("area", "", BFCL_LIKE),
+        Tool("plain", "", {"type": "object", "properties": {"a": {"type": "string"}}}),
+    ]
     client = _client(tools)
     router.add_server("calc", client, tools)
     notes = [e for e in events if isinstance(e, Notice)]
@@ -121,11 +169,11 @@ def test_the_router_says_how_types_were_read_once_per_tool_definition():
     assert notes[0].message.startswith('tool area: types read as JSON Schema\'s: "(arguments)" dict -> object')
     assert notes[1].message.startswith("tool area: unknown types") and '"when" "datetime"' in notes[1].message
     events.clear()
-    client.tools_stale.set()            # listed again, the same definitions: nothing said again
+    client.tools_stale.set()  # listed again, the same definitions: nothing said again
     router.refresh()
     assert not [e for e in events if isinstance(e, Notice)]
     changed = {"type": "dict", "properties": {"depth": {"type": "float"}}}
     client.list_tools = lambda: [Tool("area", "", changed)]
-    client.tools_stale.set()            # a new definition is noted (and held until approved, as pins.py says)
+    client.tools_stale.set()  # a new definition is noted (and held until approved, as pins.py says)
     router.refresh()
     assert any(isinstance(e, Notice) and '"depth" float -> number' in e.message for e in events)

@@ -6,18 +6,23 @@ import sys
 
 from conftest import ROOT
 
-from decodeloop.servers import timezone, units, weather
-from decodeloop.servers.unusual import MODIFIERS, OOD_WORDS, OWN_DECIMALS, Unusual, fixed, is_ood
 from decodeloop.lab.train import corpus
 from decodeloop.lab.train.places import CITIES
 from decodeloop.lab.train.transformer import made_up_place
+from decodeloop.servers import timezone, units, weather
+from decodeloop.servers.unusual import MODIFIERS, OOD_WORDS, OWN_DECIMALS, Unusual, fixed, is_ood
 
 PLACES = CITIES[::7]
 
 
 def weather_values(w: dict) -> list[tuple[str, str]]:
-    return [("temperature", str(w["temperature_f"])), ("word", w["conditions"]),
-            ("humidity", str(w["humidity_pct"])), ("wind", str(w["wind_mph"])), ("direction", w["wind_dir"])]
+    return [
+        ("temperature", str(w["temperature_f"])),
+        ("word", w["conditions"]),
+        ("humidity", str(w["humidity_pct"])),
+        ("wind", str(w["wind_mph"])),
+        ("direction", w["wind_dir"]),
+    ]
 
 
 def zone_values(z: dict) -> list[tuple[str, str]]:
@@ -57,7 +62,7 @@ def test_ood_values_take_every_unusual_form():
     assert {len(v) for kind, v in values if kind == "direction"} == {1, 2, 3}
     conditions = [v for kind, v in values if kind == "word" and not v.endswith("Time") and "/" not in v]
     words = {w for c in conditions for w in c.split()}
-    assert any(" " in c for c in conditions) and words - OOD_WORDS - set(MODIFIERS)   # made-up words too
+    assert any(" " in c for c in conditions) and words - OOD_WORDS - set(MODIFIERS)  # made-up words too
     assert any(len(v) == 3 for kind, v in values if kind == "wind")
     assert all(len(v.split(".")[1]) == 6 for kind, v in values if kind == "decimals")
 
@@ -74,7 +79,7 @@ def test_ood_and_training_transcripts_share_no_value():
     shared = seen & wanted
     assert wanted and not shared, sorted(shared)[:10]
     # and the training side does hold values of every unusual form
-    assert any(p.startswith("-") and p.endswith("°F") and len(p) == 6 for p in seen)     # -123°F
+    assert any(p.startswith("-") and p.endswith("°F") and len(p) == 6 for p in seen)  # -123°F
     assert any(re.fullmatch(r"\d%", p) for p in seen)
 
 
@@ -90,6 +95,7 @@ def test_the_same_question_gets_the_same_unusual_answer():
     def values(city, state, unusual):
         text = weather.get_weather(city, state, unusual)[0]
         return text.split(": ", 1)[1]
+
     assert values("Polson", "MT", Unusual("ood")) == values(" polson", "mt", Unusual("ood"))
     assert values("Polson", "MT", Unusual("train", "a")) != values("Polson", "MT", Unusual("train", "b"))
     assert values("Polson", "MT", Unusual("ood")) != values("Polson", "MT", None)
@@ -108,6 +114,11 @@ def test_ood_servers_over_stdio_answer_with_ood_values():
         for e in corpus.episodes(2, 12, "ood"):
             assert router.call(e.tool, e.arguments).text() == e.result
     for name in ("weather", "timezone", "units"):
-        done = subprocess.run([sys.executable, "-m", f"decodeloop.servers.{name}", "--help"], cwd=ROOT,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", f"decodeloop.servers.{name}", "--help"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0 and "--ood" in done.stdout

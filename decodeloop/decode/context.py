@@ -18,8 +18,8 @@ nothing per token.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 MODEL = "model"
 
@@ -37,8 +37,8 @@ class Span:
 class Context:
     def __init__(self) -> None:
         self.ids: list[int] = []
-        self._starts: list[int] = []      # where each span starts
-        self._sources: list[str] = []     # its source
+        self._starts: list[int] = []  # where each span starts
+        self._sources: list[str] = []  # its source
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -47,7 +47,7 @@ class Context:
         """Ids appended from now on (to `ids` directly) come from `source`."""
         if self._sources and self._sources[-1] == source:
             return
-        if self._starts and self._starts[-1] == len(self.ids):   # an empty span is replaced
+        if self._starts and self._starts[-1] == len(self.ids):  # an empty span is replaced
             self._sources[-1] = source
             return
         self._starts.append(len(self.ids))

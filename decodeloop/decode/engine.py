@@ -13,8 +13,9 @@ call handling stay in the loop.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from decodeloop.processors import apply
 
@@ -22,14 +23,15 @@ from decodeloop.processors import apply
 @dataclass(slots=True)
 class Step:
     """One token from an engine, and what it cost."""
+
     token: int
-    computed: int                  # positions computed for this token (a prefill counts them all)
-    cached: int                    # positions served from a cache
-    logits: Any = None             # local engines: the logits the sampler drew from
-    prob: float | None = None      # engines that sample for themselves may report these instead
+    computed: int  # positions computed for this token (a prefill counts them all)
+    cached: int  # positions served from a cache
+    logits: Any = None  # local engines: the logits the sampler drew from
+    prob: float | None = None  # engines that sample for themselves may report these instead
     top: list[tuple[int, float]] | None = None
-    masked: Any = None             # (token the model put first, tokens allowed) when a grammar masked it
-    forced: bool = False           # appended without a forward: the grammar left no choice (jump-forward)
+    masked: Any = None  # (token the model put first, tokens allowed) when a grammar masked it
+    forced: bool = False  # appended without a forward: the grammar left no choice (jump-forward)
 
 
 class Engine(Protocol):
@@ -56,10 +58,10 @@ class LocalEngine:
         self.model = model
         self.sampler = sampler
         self.processors = tuple(processors)
-        self._step = Step(0, 0, 0)   # reused: a step is read before the next one is asked for
-        self.probs_at = sampler.settings()   # what `explain` reports the probabilities of
+        self._step = Step(0, 0, 0)  # reused: a step is read before the next one is asked for
+        self.probs_at = sampler.settings()  # what `explain` reports the probabilities of
         self._forward, self._sample, self._explain = model.forward, sampler.sample, sampler.explain
-        self.uses_state = bool(self.processors)   # only processors read the loop's state
+        self.uses_state = bool(self.processors)  # only processors read the loop's state
         # a processor with `override` (constrain.CallConstraint) says when its mask changed the model's choice
         self._report = next((p for p in self.processors if hasattr(p, "override")), None)
         # a processor with `forced` names a token the grammar leaves no choice about: appended without a
@@ -70,13 +72,13 @@ class LocalEngine:
         step = self._step
         if self._jump is not None:
             token = self._jump(state)
-            if token is not None:                            # forced: no forward, no sampling
+            if token is not None:  # forced: no forward, no sampling
                 step.token, step.computed, step.cached, step.logits = token, 0, len(context), None
                 step.masked, step.forced = None, True
                 return step
-        logits = self._forward(context)                      # 1. forward: only positions not in the cache
-        logits = apply(self.processors, logits, state)       #    logits processors: masks, forced tokens
-        step.token = self._sample(logits)                    # 2. sample the next token
+        logits = self._forward(context)  # 1. forward: only positions not in the cache
+        logits = apply(self.processors, logits, state)  #    logits processors: masks, forced tokens
+        step.token = self._sample(logits)  # 2. sample the next token
         step.forced = False
         step.computed = computed = self.model.last_computed
         step.cached = len(context) - computed

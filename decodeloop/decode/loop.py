@@ -16,8 +16,17 @@ from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.processors import ProcessorState
 
 
-def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tokenizer, emit: Emit,
-             shown: list[str], state: ProcessorState, detail: bool = True) -> Verdict:
+def generate(
+    engine,
+    stops: Stops,
+    context: Context,
+    decoder: StreamDecoder,
+    tokenizer,
+    emit: Emit,
+    shown: list[str],
+    state: ProcessorState,
+    detail: bool = True,
+) -> Verdict:
     """Generate tokens into `context` until a stop condition fires.
 
     Text safe to show the user is appended to `shown` as it is released.
@@ -32,10 +41,10 @@ def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tok
     probs_at = tuple((getattr(engine, "probs_at", None) or {}).items()) if detail else ()
     try:
         while True:
-            step = step_of(ids, state)                       # 1-2. forward + sample (or the engine's next token)
+            step = step_of(ids, state)  # 1-2. forward + sample (or the engine's next token)
             token = step.token
-            append(token)                                    # 3. append it to the context
-            verdict = check(token, piece(token))             # 4. stop check, incremental
+            append(token)  # 3. append it to the context
+            verdict = check(token, piece(token))  # 4. stop check, incremental
             if track:
                 state.step = verdict.count
                 state.in_call = verdict.in_call
@@ -45,21 +54,34 @@ def generate(engine, stops: Stops, context: Context, decoder: StreamDecoder, tok
                 top = [[label(t), p] for t, p in top]
             else:
                 prob = top = None
-            event = Token(verdict.count, token, label(token), prob, top, step.computed, step.cached, len(ids),
-                          verdict.delta, verdict.held, verdict.in_call, conditions, verdict.reason)
+            event = Token(
+                verdict.count,
+                token,
+                label(token),
+                prob,
+                top,
+                step.computed,
+                step.cached,
+                len(ids),
+                verdict.delta,
+                verdict.held,
+                verdict.in_call,
+                conditions,
+                verdict.reason,
+            )
             masked = getattr(step, "masked", None)
-            if masked is not None:           # --constrain: the grammar ruled out the model's first choice
+            if masked is not None:  # --constrain: the grammar ruled out the model's first choice
                 event.masked, event.masked_id, event.allowed = label(masked[0]), masked[0], masked[1]
-            elif getattr(step, "forced", False):   # jump-forward: no forward for this token
+            elif getattr(step, "forced", False):  # jump-forward: no forward for this token
                 event.forced = True
             for name, value in probs_at:
                 setattr(event, name, value)
             emit(event)
             if verdict.delta:
                 shown.append(verdict.delta)
-            if verdict.notice is not None:   # text that looked like a call in another shape, and why it is not
+            if verdict.notice is not None:  # text that looked like a call in another shape, and why it is not
                 emit(Notice("near_miss", verdict.notice))
             if verdict.reason is not None:
                 return verdict
     finally:
-        engine.stop()   # an engine that streams closes its stream: the harness decides when to stop
+        engine.stop()  # an engine that streams closes its stream: the harness decides when to stop

@@ -39,8 +39,9 @@ when it looked like a near miss. `Verdict.shapes` names each call's shape.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Collection, Sequence
+from typing import TYPE_CHECKING
 
 from decodeloop.formats.calls.shapes import CANONICAL, NotACall, Shape, mentions_tool, read
 
@@ -60,7 +61,7 @@ class Verdict:
     count: int  # tokens checked so far in this turn
     ended: bool = False  # the model closed its message itself with an end-of-turn id
     shapes: tuple[str, ...] = ()  # for "tool_call": each call's shape (formats/calls/shapes.py), beside `calls`
-    notice: str | None = None     # something the model wrote looked like a call but is text (why)
+    notice: str | None = None  # something the model wrote looked like a call but is text (why)
 
     @property
     def call_text(self) -> str | None:
@@ -113,16 +114,19 @@ class Stops:
         self._scanner_factory = scanner_factory
         self.opener_id = opener_id
         self.closer_id = closer_id
-        self.closer = closer                  # text of the closer, when the closer is an id
+        self.closer = closer  # text of the closer, when the closer is an id
         self.collect_calls = collect_calls
         self.alternates = tuple(alternates) if opener is not None else ()
         self.known = known or (lambda name: False)
-        self.shape = shape                    # the canonical shape's name, for Verdict.shapes
-        self._longer = {a: [b for b in self.alternates if b.opener != a.opener and b.opener.startswith(a.opener)]
-                        for a in self.alternates}
+        self.shape = shape  # the canonical shape's name, for Verdict.shapes
+        self._longer = {
+            a: [b for b in self.alternates if b.opener != a.opener and b.opener.startswith(a.opener)]
+            for a in self.alternates
+        }
 
-        watched = (self.stop_strings + ((opener,) if opener is not None else ())
-                   + tuple(a.opener for a in self.alternates))
+        watched = (
+            self.stop_strings + ((opener,) if opener is not None else ()) + tuple(a.opener for a in self.alternates)
+        )
         # Every proper prefix of a watched string: the only suffixes worth holding back.
         self._prefixes = frozenset(w[:i] for w in watched for i in range(1, len(w)))
         # Held text never reaches a whole watched string, so it is at most this long.
@@ -146,11 +150,11 @@ class Stops:
         self._scanner: CallScanner | None = None
         self._calls: list[str] = []  # calls closed in this message, when collecting
         self._shapes: list[str] = []  # the shape of each of them
-        self._alt: Shape | None = None   # an alternate shape being written (not yet known to be a call)
+        self._alt: Shape | None = None  # an alternate shape being written (not yet known to be a call)
         self._alt_text = ""
         self._alt_scanner = None
-        self._blank = True            # the message so far is whitespace and calls only
-        self._line_start = True       # the message's text so far ends a line (or is blank)
+        self._blank = True  # the message so far is whitespace and calls only
+        self._line_start = True  # the message's text so far ends a line (or is blank)
 
     @property
     def held(self) -> str:
@@ -210,7 +214,7 @@ class Stops:
                 verdict.calls, verdict.shapes = self._collected(None, None)
                 return verdict
             verdict.reason = "max_tokens"
-            verdict.delta += self._held + self._alt_text   # an alternate not yet read is text
+            verdict.delta += self._held + self._alt_text  # an alternate not yet read is text
             verdict.held = self._held = ""
             self._alt, self._alt_text, self._alt_scanner = None, "", None
             if self._call is not None:
@@ -224,8 +228,9 @@ class Stops:
         self._calls, self._shapes = [], []
         return calls, shapes
 
-    def _verdict_calls(self, last: str | None, shape: str | None, ended: bool = False, delta: str = "",
-                       in_call: bool = False) -> Verdict:
+    def _verdict_calls(
+        self, last: str | None, shape: str | None, ended: bool = False, delta: str = "", in_call: bool = False
+    ) -> Verdict:
         """A "tool_call" verdict with every call of the message."""
         calls, shapes = self._collected(last, shape)
         return Verdict("tool_call", delta, calls, "", in_call, self.count, ended, shapes)
@@ -302,7 +307,7 @@ class Stops:
                     return start
             else:
                 line = before.rfind("\n")
-                if not before[line + 1:].strip(" \t") and (line >= 0 or self._line_start):
+                if not before[line + 1 :].strip(" \t") and (line >= 0 or self._line_start):
                     return start
             start = buf.find(opener, start + 1)
         return -1
@@ -321,7 +326,7 @@ class Stops:
         if self._calls and before.strip():
             # text between calls ends the message: run the calls written so far
             return self._verdict_calls(None, None)
-        delta = "" if self._calls else before   # whitespace between calls is not shown
+        delta = "" if self._calls else before  # whitespace between calls is not shown
         self._consumed(delta)
         self._call = [self.opener]
         self._call_chars = len(self.opener)
@@ -363,7 +368,7 @@ class Stops:
         end = self._alt_scanner.feed(piece) if piece else None
         if end is None:
             self._alt_text += piece
-            if len(self._alt_text) > self.max_call_chars:   # too long for a call: it was text
+            if len(self._alt_text) > self.max_call_chars:  # too long for a call: it was text
                 span, self._alt, self._alt_text = self._alt_text, None, ""
                 return self._release(span, "", delta, None)
             return Verdict(None, delta, _NO_CALLS, self._alt_text, False, self.count)
@@ -377,7 +382,7 @@ class Stops:
         except NotACall as e:
             return self._release(span, rest, delta, self._near_miss(shape, span, e))
         self._line_start = True
-        if self.collect_calls:   # what follows in this piece may be whitespace, text or the next call
+        if self.collect_calls:  # what follows in this piece may be whitespace, text or the next call
             self._calls.extend(texts)
             self._shapes.extend([shape.name] * len(texts))
             verdict = self._scan_text(rest)
@@ -409,7 +414,7 @@ class Stops:
     def _release(self, span: str, rest: str, delta: str, notice: str | None) -> Verdict:
         """An alternate's span that is not a call: text again; the rest of the piece is scanned as text."""
         if self._calls and span.strip():
-            verdict = self._verdict_calls(None, None)   # text after the message's calls ends it
+            verdict = self._verdict_calls(None, None)  # text after the message's calls ends it
         else:
             self._consumed(span)
             verdict = self._scan_text(rest)

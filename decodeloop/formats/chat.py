@@ -28,23 +28,25 @@ Real models use their own chat template (`chat_template.py`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 # the lab format's special tokens, by name (others import them from here too)
-from decodeloop.formats.tokenizer import ASSISTANT, EOS, SYSTEM, TOOL, USER  # noqa: F401
+from decodeloop.formats.tokenizer import ASSISTANT, EOS, SYSTEM, TOOL, USER
 
 PREAMBLE = "You are a helpful assistant."
 
-Pieces = list[tuple[list[int], str]]   # (ids, source) in order
+Pieces = list[tuple[list[int], str]]  # (ids, source) in order
 
 
 @dataclass(slots=True)
 class ToolReply:
     """One call's outcome as a chat format renders it."""
-    name: str              # the tool the model called (its exposed name)
-    server: str | None     # the server whose text `text` carries; None for the harness's own words alone
-    text: str              # what the model is told (already rendered by the call syntax)
+
+    name: str  # the tool the model called (its exposed name)
+    server: str | None  # the server whose text `text` carries; None for the harness's own words alone
+    text: str  # what the model is told (already rendered by the call syntax)
     is_error: bool = False
 
     @property
@@ -60,7 +62,7 @@ class ChatFormat(Protocol):
     it), the format closes the message itself before what follows.
     """
 
-    stop_ids: frozenset[int]       # the ids that end the assistant's turn
+    stop_ids: frozenset[int]  # the ids that end the assistant's turn
 
     def system_text(self, tools: Sequence, system: str | None = None) -> str: ...
 
@@ -102,8 +104,13 @@ class LabChat:
     def start(self, tools: Sequence, user: str, system: str | None = None) -> Pieces:
         """The context a conversation starts from, ending where the assistant speaks."""
         encode = self.tokenizer.encode
-        return [([self._system], "chat"), (encode(self.system_text(tools, system)), "system"),
-                ([self._user], "chat"), (encode(user), "user"), ([self._assistant], "chat")]
+        return [
+            ([self._system], "chat"),
+            (encode(self.system_text(tools, system)), "system"),
+            ([self._user], "chat"),
+            (encode(user), "user"),
+            ([self._assistant], "chat"),
+        ]
 
     def tool_results(self, replies: Sequence[ToolReply], ended: bool) -> Pieces:
         """After a call: one tool message per reply, then the assistant resumes."""
@@ -116,8 +123,7 @@ class LabChat:
     def user_turn(self, user: str, ended: bool) -> Pieces:
         """The next user message of a conversation, then the assistant speaks."""
         pieces: Pieces = [] if ended else [([self._eos], "chat")]
-        return pieces + [([self._user], "chat"), (self.tokenizer.encode(user), "user"),
-                         ([self._assistant], "chat")]
+        return pieces + [([self._user], "chat"), (self.tokenizer.encode(user), "user"), ([self._assistant], "chat")]
 
 
 def lab_transcript(system: str, user: str, call: str, result: str, answer: str) -> str:

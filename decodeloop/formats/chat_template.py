@@ -56,8 +56,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any, ClassVar
 
 from decodeloop.formats.chat import PREAMBLE, Pieces, ToolReply
 from decodeloop.formats.hf_tokenizer import require
@@ -72,10 +73,12 @@ _LONE_MARK = re.compile("[\ue002\ue003]")
 # End-of-turn tokens of common templates; each is a stop id when the vocabulary has it as an added token.
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>")
 
-_PROBE_TOOL = {"type": "function", "function": {"name": "probe", "description": "Probe.",
-                                                "parameters": {"type": "object", "properties": {}}}}
+_PROBE_TOOL = {
+    "type": "function",
+    "function": {"name": "probe", "description": "Probe.", "parameters": {"type": "object", "properties": {}}},
+}
 
-Part = tuple[str, str, bool]     # (text, source, markup?) of one message content
+Part = tuple[str, str, bool]  # (text, source, markup?) of one message content
 
 
 def compile_template(source: str):
@@ -88,7 +91,7 @@ def compile_template(source: str):
 
     class Generation(jinja2.ext.Extension):
         # transformers' {% generation %} marks assistant text for training masks; here it just renders
-        tags = {"generation"}
+        tags: ClassVar[set[str]] = {"generation"}
 
         def parse(self, parser):
             lineno = next(parser.stream).lineno
@@ -104,8 +107,9 @@ def compile_template(source: str):
     def strftime_now(fmt):
         return datetime.now().strftime(fmt)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[Generation, jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[Generation, jinja2.ext.loopcontrols]
+    )
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -125,16 +129,24 @@ class _Marked:
 class TemplateChat:
     """The `ChatFormat` protocol over a model's Jinja chat template (see the module docstring)."""
 
-    call_shapes = "lenient"   # models with a template of their own write calls in other shapes too
+    call_shapes = "lenient"  # models with a template of their own write calls in other shapes too
 
-    def __init__(self, tokenizer, syntax, template: str, *, variables: dict | None = None,
-                 stop_ids: Iterable[int] = (), preamble: str = PREAMBLE) -> None:
+    def __init__(
+        self,
+        tokenizer,
+        syntax,
+        template: str,
+        *,
+        variables: dict | None = None,
+        stop_ids: Iterable[int] = (),
+        preamble: str = PREAMBLE,
+    ) -> None:
         self.tokenizer = tokenizer
         self.syntax = syntax
         self.preamble = preamble
         self.template = template
         self._template = compile_template(template)
-        self._variables = dict(variables or {})      # bos_token, eos_token, ...: what transformers passes
+        self._variables = dict(variables or {})  # bos_token, eos_token, ...: what transformers passes
         self.warnings: list[str] = []
         specials = tokenizer.special_tokens
         controls = sorted(specials, key=len, reverse=True)
@@ -170,9 +182,14 @@ class TemplateChat:
         # e.g. for a missing tool_call_id, nor one that prints any role name, as ChatML does)
         if "'tool'" not in self.template and '"tool"' not in self.template:
             return False
-        rendered = self._try([{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
-                              {"role": "assistant", "content": "A"},
-                              {"role": "tool", "name": "probe", "content": "\ue000T\ue001"}])
+        rendered = self._try(
+            [
+                {"role": "system", "content": "S"},
+                {"role": "user", "content": "U"},
+                {"role": "assistant", "content": "A"},
+                {"role": "tool", "name": "probe", "content": "\ue000T\ue001"},
+            ]
+        )
         return rendered is not None and "\ue000T\ue001" in rendered
 
     def _probe_system(self) -> bool:
@@ -192,10 +209,10 @@ class TemplateChat:
 
     def _reset(self) -> None:
         self._messages: list[dict] = []
-        self._held: dict[int, list[Part]] = {}     # placeholder number -> its content's parts
+        self._held: dict[int, list[Part]] = {}  # placeholder number -> its content's parts
         self._count = 0
         self._tools: list | None = None
-        self._rendered: str | None = None          # the last rendering: what the context holds, as text
+        self._rendered: str | None = None  # the last rendering: what the context holds, as text
 
     def _placeholder(self) -> str:
         self._count += 1
@@ -212,8 +229,9 @@ class TemplateChat:
         return placeholder
 
     def _render(self, messages: list[dict], tools: list | None, generation: bool = True) -> str:
-        return self._template.render(messages=messages, tools=tools, documents=None,
-                                     add_generation_prompt=generation, **self._variables)
+        return self._template.render(
+            messages=messages, tools=tools, documents=None, add_generation_prompt=generation, **self._variables
+        )
 
     def _render_conversation(self) -> str:
         import jinja2
@@ -256,24 +274,32 @@ class TemplateChat:
             self._tools = self._mark(self.syntax.tool_schemas(tools))
         system_part: Part = (self._system_content(tools, system, self._mark), "system", True)
         if self.system_role:
-            self._messages = [{"role": "system", "content": self._hold([system_part])},
-                              {"role": "user", "content": self._hold([(user, "user", False)])}]
+            self._messages = [
+                {"role": "system", "content": self._hold([system_part])},
+                {"role": "user", "content": self._hold([(user, "user", False)])},
+            ]
         else:
-            self._messages = [{"role": "user", "content": self._hold(
-                [system_part, ("\n\n", "chat", True), (user, "user", False)])}]
+            self._messages = [
+                {"role": "user", "content": self._hold([system_part, ("\n\n", "chat", True), (user, "user", False)])}
+            ]
         self._rendered = self._render_conversation()
         return self._pieces(self._rendered)
 
     def tool_results(self, replies: Sequence[ToolReply], ended: bool) -> Pieces:
         """After the model's call(s): the results (see the module docstring), then the generation prompt."""
         if self.tool_role:
-            messages = [{"role": "tool", "name": self._mark(r.name), "content": self._hold([(r.text, r.source, False)])}
-                        for r in replies]
+            messages = [
+                {"role": "tool", "name": self._mark(r.name), "content": self._hold([(r.text, r.source, False)])}
+                for r in replies
+            ]
         else:
             parts: list[Part] = []
             for i, r in enumerate(replies):
-                parts += [(("\n" if i else "") + "<tool_response>\n", "chat", True), (r.text, r.source, False),
-                          ("\n</tool_response>", "chat", True)]
+                parts += [
+                    (("\n" if i else "") + "<tool_response>\n", "chat", True),
+                    (r.text, r.source, False),
+                    ("\n</tool_response>", "chat", True),
+                ]
             messages = [{"role": "user", "content": self._hold(parts)}]
         return self._after_model(messages, ended)
 
@@ -284,24 +310,27 @@ class TemplateChat:
     def _after_model(self, messages: list[dict], ended: bool) -> Pieces:
         if self._rendered is None:
             raise RuntimeError("TemplateChat: start() a conversation first")
-        model = self._placeholder()                 # the model's message: ids the context already holds
+        model = self._placeholder()  # the model's message: ids the context already holds
         self._messages += [{"role": "assistant", "content": model}, *messages]
         rendered = self._render_conversation()
         at = rendered.find(model)
         if at < 0:
-            self._warn("the chat template does not show the model's message; the suffix is taken after the "
-                       "previous rendering")
-            before, suffix = rendered[:len(self._rendered)], rendered[len(self._rendered):]
+            self._warn(
+                "the chat template does not show the model's message; the suffix is taken after the previous rendering"
+            )
+            before, suffix = rendered[: len(self._rendered)], rendered[len(self._rendered) :]
         else:
-            before, suffix = rendered[:at], rendered[at + len(model):]
+            before, suffix = rendered[:at], rendered[at + len(model) :]
         if before != self._rendered:
-            self._warn("the chat template is not append-only: it renders the earlier conversation differently "
-                       "now; the context keeps what it already holds")
+            self._warn(
+                "the chat template is not append-only: it renders the earlier conversation differently "
+                "now; the context keeps what it already holds"
+            )
         self._rendered = rendered
         if ended:
             for text in self._end_texts:
                 if suffix.startswith(text):
-                    suffix = suffix[len(text):]
+                    suffix = suffix[len(text) :]
                     break
         return self._pieces(suffix)
 
@@ -316,7 +345,7 @@ class TemplateChat:
         parts: list[Part] = []
         pos = 0
         for m in _PLACEHOLDER.finditer(text):
-            parts.append((text[pos:m.start()], "chat", True))
+            parts.append((text[pos : m.start()], "chat", True))
             held = self._held.get(int(m.group(1)))
             if held is None:
                 self._warn("the chat template repeats an earlier message of the model; that copy is left out")
@@ -345,7 +374,7 @@ class TemplateChat:
             if i % 2:
                 ids += self.tokenizer.encode(part)
                 continue
-            for piece in _LONE_MARK.split(part):   # a lone marker (the template split a string) still breaks the text
+            for piece in _LONE_MARK.split(part):  # a lone marker (the template split a string) still breaks the text
                 if piece:
                     ids += self.tokenizer.encode_markup(piece)
         return ids

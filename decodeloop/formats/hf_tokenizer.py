@@ -36,7 +36,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from decodeloop.errors import MissingDependency
 
@@ -68,14 +69,16 @@ def require(module: str):
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise MissingDependency(f"Hugging Face models need the {module.split('.')[0]!r} package: "
-                                f"{install_hint()}") from e
+        raise MissingDependency(
+            f"Hugging Face models need the {module.split('.')[0]!r} package: {install_hint()}"
+        ) from e
 
 
 def _byte_decoder() -> dict[str, int]:
     """The inverse of GPT-2's bytes_to_unicode: the character each byte is written as -> the byte."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars = printable[:]
     n = 0
     for b in range(256):
@@ -135,17 +138,18 @@ class HFTokenizer:
         data = json.loads(backend.to_str())
         data["normalizer"] = _plain_normalizer(data.get("normalizer"))
         data["pre_tokenizer"] = _no_prefix(data.get("pre_tokenizer"))
-        data["post_processor"] = None           # no BOS/EOS: the chat template places them
+        data["post_processor"] = None  # no BOS/EOS: the chat template places them
         data["truncation"] = data["padding"] = None
         added = {t["id"]: t for t in data.get("added_tokens", [])}
         # Control tokens: every added token but whitespace (see the module docstring).
-        self._added: dict[int, str] = {i: t["content"] for i, t in added.items()
-                                       if t["content"] and not t["content"].isspace()}
+        self._added: dict[int, str] = {
+            i: t["content"] for i, t in added.items() if t["content"] and not t["content"].isspace()
+        }
         self._control = frozenset(self._added)
         self._markup = tokenizers.Tokenizer.from_str(json.dumps(data))
         for t in data.get("added_tokens", []):
             if t["id"] in self._control:
-                t["special"] = True          # so that no added token is matched in data
+                t["special"] = True  # so that no added token is matched in data
         self._plain = tokenizers.Tokenizer.from_str(json.dumps(data))
         self._plain.encode_special_tokens = True
         self._specials = {text: i for i, text in self._added.items()}
@@ -156,22 +160,25 @@ class HFTokenizer:
         self._replacement: list[int] | None = None
 
     @classmethod
-    def from_transformers(cls, hf_tokenizer: Any, *, vocab_size: int | None = None,
-                          eos_id: int | None = None) -> "HFTokenizer":
+    def from_transformers(
+        cls, hf_tokenizer: Any, *, vocab_size: int | None = None, eos_id: int | None = None
+    ) -> HFTokenizer:
         """Wrap a transformers fast tokenizer (its `backend_tokenizer`)."""
         backend = getattr(hf_tokenizer, "backend_tokenizer", None)
         if backend is None:
-            raise ValueError(f"{type(hf_tokenizer).__name__} is not a fast tokenizer (no tokenizer.json); "
-                             "decodeloop needs the `tokenizers` backend")
+            raise ValueError(
+                f"{type(hf_tokenizer).__name__} is not a fast tokenizer (no tokenizer.json); "
+                "decodeloop needs the `tokenizers` backend"
+            )
         eos = hf_tokenizer.eos_token_id if eos_id is None else eos_id
         if eos is None:
             raise ValueError("the tokenizer names no end-of-sequence token")
         return cls(backend, eos_id=eos, vocab_size=vocab_size, name=getattr(hf_tokenizer, "name_or_path", "hf"))
 
     @classmethod
-    def from_pretrained(cls, path: str, gguf_file: str | None = None, **kwargs) -> "HFTokenizer":
+    def from_pretrained(cls, path: str, gguf_file: str | None = None, **kwargs) -> HFTokenizer:
         """Load from a local model directory (or a .gguf file in it); never touches the network."""
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")   # and local_files_only: nothing is ever downloaded
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # and local_files_only: nothing is ever downloaded
         transformers = require("transformers")
         hf = transformers.AutoTokenizer.from_pretrained(path, gguf_file=gguf_file, local_files_only=True)
         return cls.from_transformers(hf, **kwargs)
@@ -182,7 +189,7 @@ class HFTokenizer:
         model = data.get("model") or {}
         kinds = _types(data.get("pre_tokenizer")) | _types(data.get("decoder"))
         vocab = model.get("vocab")
-        if isinstance(vocab, list):                       # Unigram: [[piece, score], ...] by id
+        if isinstance(vocab, list):  # Unigram: [[piece, score], ...] by id
             pieces = {piece: i for i, (piece, _score) in enumerate(vocab)}
         elif isinstance(vocab, dict):
             pieces = vocab
@@ -194,16 +201,19 @@ class HFTokenizer:
             decoder = _byte_decoder()
             get = decoder.get
             for piece, i in pieces.items():
-                table[i] = bytes([get(c, 0) for c in piece]) if all(c in decoder for c in piece) \
-                    else piece.encode()   # a piece outside the byte alphabet: its own text
+                table[i] = (
+                    bytes([get(c, 0) for c in piece]) if all(c in decoder for c in piece) else piece.encode()
+                )  # a piece outside the byte alphabet: its own text
         elif kinds & {"Metaspace", "ByteFallback", "Replace"} or model.get("type") == "Unigram":
             fallback = bool(model.get("byte_fallback"))
             for piece, i in pieces.items():
                 m = _BYTE_TOKEN.fullmatch(piece) if fallback else None
                 table[i] = bytes((int(m.group(1), 16),)) if m else piece.replace("▁", " ").encode()
         else:
-            raise ValueError("unsupported tokenizer: neither byte-level BPE nor SentencePiece-style pieces, "
-                             "so the bytes of its tokens are not known exactly")
+            raise ValueError(
+                "unsupported tokenizer: neither byte-level BPE nor SentencePiece-style pieces, "
+                "so the bytes of its tokens are not known exactly"
+            )
         for i, token in added.items():
             table[i] = b"" if i in self._control else token["content"].encode()
         return table
@@ -241,7 +251,7 @@ class HFTokenizer:
             if m is None:
                 break
             out += self._checked(text[end])
-            pos = end + 1   # search again from inside the broken token: tokens may overlap
+            pos = end + 1  # search again from inside the broken token: tokens may overlap
         return out
 
     def _checked(self, chunk: str) -> list[int]:
@@ -277,7 +287,7 @@ class HFTokenizer:
         if special is not None:
             return special
         if not 0 <= token < len(self._table):
-            return f"<unused {token}>"       # an embedding row past the tokenizer's vocabulary
+            return f"<unused {token}>"  # an embedding row past the tokenizer's vocabulary
         text = self._table[token].decode("utf-8", errors="backslashreplace")
         if text.isprintable():
             return text

@@ -18,7 +18,8 @@ forging a turn boundary. Only the chat format places special ids.
 from __future__ import annotations
 
 import codecs
-from typing import Iterable, Mapping, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 # the lab format's special tokens, the one copy of them (chat.LabChat places them), ids 0 to 4 in this order
 EOS, SYSTEM, USER, ASSISTANT, TOOL = SPECIALS = ("<|eos|>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>")
@@ -68,7 +69,7 @@ def check_tokenizer(tokenizer: Tokenizer) -> None:
     that data can never forge a role marker, an end of turn or a call opener.
     """
     special_ids = set(tokenizer.special_tokens.values())
-    for text, token in tokenizer.special_tokens.items():
+    for text, _token in tokenizer.special_tokens.items():
         if not text:
             continue
         ids = tokenizer.encode(text)
@@ -76,7 +77,8 @@ def check_tokenizer(tokenizer: Tokenizer) -> None:
         if forged:
             raise TokenizerError(
                 f"the tokenizer's encode turns the text {text!r} into special id(s) {forged}: tool results "
-                f"and user text could forge special tokens, so this model is not started")
+                f"and user text could forge special tokens, so this model is not started"
+            )
 
 
 class CharTokenizer:
@@ -118,7 +120,7 @@ class CharTokenizer:
                 break
             ids += self.encode(rest[:at])
             ids.append(self._special_ids[name])
-            rest = rest[at + len(name):]
+            rest = rest[at + len(name) :]
         return ids
 
     def token_bytes(self, token: int) -> bytes:
@@ -151,7 +153,6 @@ class CharTokenizer:
         if run:
             out.append(run.decode("utf-8", errors="replace"))
         return "".join(out)
-
 
 
 class StreamDecoder:

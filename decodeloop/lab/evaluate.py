@@ -31,8 +31,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from decodeloop.events import Event
 from decodeloop.harness import Harness
@@ -40,7 +40,7 @@ from decodeloop.harness import Harness
 
 @dataclass
 class EpisodeOutcome:
-    tool: str = ""                 # the tool the episode needs
+    tool: str = ""  # the tool the episode needs
     calls: int = 0
     well_formed: int = 0
     correct_tool: int = 0
@@ -50,7 +50,7 @@ class EpisodeOutcome:
     out_of_retries: bool = False
     hit_token_cap: bool = False
     copied_values: bool = False
-    masked: int = 0                # tokens whose first choice the call grammar ruled out (--constrain)
+    masked: int = 0  # tokens whose first choice the call grammar ruled out (--constrain)
     tokens: int = 0
     seconds: float = 0.0
     answer: str = ""
@@ -69,10 +69,10 @@ class Summary:
     hit_token_cap: int
     value_copy_rate: float
     tokens_per_second: float
-    value_copy_by_tool: dict       # tool -> [episodes whose answer holds the values, episodes]
-    masked_tokens: int = 0         # tokens whose first choice the call grammar ruled out (--constrain)
-    concurrency: int = 1           # episodes in flight at once
-    wall_seconds: float = 0.0      # from the first episode's start to the last one's end (all workers)
+    value_copy_by_tool: dict  # tool -> [episodes whose answer holds the values, episodes]
+    masked_tokens: int = 0  # tokens whose first choice the call grammar ruled out (--constrain)
+    concurrency: int = 1  # episodes in flight at once
+    wall_seconds: float = 0.0  # from the first episode's start to the last one's end (all workers)
 
     def rows(self) -> list[tuple[str, str]]:
         n = self.episodes or 1
@@ -89,8 +89,11 @@ class Summary:
             ("value copy (answer holds the result's values)", f"{self.value_copy_rate:.1%}"),
             *((f"  {tool}", f"{copied}/{total}") for tool, (copied, total) in self.value_copy_by_tool.items()),
             ("tokens per second", f"{self.tokens_per_second:,.0f}"),
-            *([(f"episodes per second ({self.concurrency} in flight)",
-                f"{self.episodes / self.wall_seconds:,.2f}")] if self.concurrency > 1 and self.wall_seconds else []),
+            *(
+                [(f"episodes per second ({self.concurrency} in flight)", f"{self.episodes / self.wall_seconds:,.2f}")]
+                if self.concurrency > 1 and self.wall_seconds
+                else []
+            ),
             *([("tokens the call grammar overrode", f"{self.masked_tokens:,}")] if self.masked_tokens else []),
         ]
 
@@ -151,8 +154,11 @@ def summarize(outcomes: list[EpisodeOutcome]) -> Summary:
     )
 
 
-def evaluate(make_harness: Callable[[Callable[[Event], None]], Harness], episodes: list,
-             progress: Callable[[int, int], None] | None = None) -> tuple[Summary, list[EpisodeOutcome]]:
+def evaluate(
+    make_harness: Callable[[Callable[[Event], None]], Harness],
+    episodes: list,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Summary, list[EpisodeOutcome]]:
     """Run every episode through a harness built around an event recorder, and count."""
     recorded: list[Event] = []
     harness = make_harness(recorded.append)
@@ -176,12 +182,15 @@ def serial_reason(bundle) -> str | None:
     """
     if bundle.model is None:
         return None
-    return (f"the model {bundle.name!r} runs in this process with one KV cache and is not thread-safe; "
-            "its episodes run one at a time")
+    return (
+        f"the model {bundle.name!r} runs in this process with one KV cache and is not thread-safe; "
+        "its episodes run one at a time"
+    )
 
 
-def evaluate_concurrently(open_worker, episodes: list, concurrency: int,
-                          progress: Callable[[int, int], None] | None = None) -> tuple[Summary, list[EpisodeOutcome]]:
+def evaluate_concurrently(
+    open_worker, episodes: list, concurrency: int, progress: Callable[[int, int], None] | None = None
+) -> tuple[Summary, list[EpisodeOutcome]]:
     """Run the episodes with `concurrency` in flight; outcomes in episode order.
 
     `open_worker(emit)` is a context manager that starts one worker's MCP
@@ -223,8 +232,10 @@ def evaluate_concurrently(open_worker, episodes: list, concurrency: int,
             stop.set()
 
     started = time.perf_counter()
-    workers = [threading.Thread(target=work, name=f"eval-worker-{k}", daemon=True)
-               for k in range(min(concurrency, len(episodes)))]
+    workers = [
+        threading.Thread(target=work, name=f"eval-worker-{k}", daemon=True)
+        for k in range(min(concurrency, len(episodes)))
+    ]
     for worker in workers:
         worker.start()
     try:
@@ -232,7 +243,7 @@ def evaluate_concurrently(open_worker, episodes: list, concurrency: int,
             while worker.is_alive():
                 worker.join(0.2)  # short joins, so Ctrl-C reaches this thread
     except KeyboardInterrupt:
-        stop.set()   # workers finish the episode in hand, shut their servers and exit
+        stop.set()  # workers finish the episode in hand, shut their servers and exit
         raise
     if errors:
         raise errors[0]
@@ -256,8 +267,7 @@ class ProgressBar:
         width = 30
         filled = width * done // max(total, 1)
         rate = done / max(time.perf_counter() - self.started, 1e-9)
-        self.stream.write(f"\r{self.label} [{'█' * filled}{'·' * (width - filled)}] {done}/{total} "
-                          f"({rate:.1f}/s)")
+        self.stream.write(f"\r{self.label} [{'█' * filled}{'·' * (width - filled)}] {done}/{total} ({rate:.1f}/s)")
         if done == total:
             self.stream.write("\n")
         self.stream.flush()

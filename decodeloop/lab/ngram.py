@@ -12,10 +12,10 @@ positions served from the cache are not recomputed.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
-from decodeloop.models.base import PrefixCachedModel
 from decodeloop.lab.train.ngram import NgramCounts, as_text, count, training_segments
+from decodeloop.models.base import PrefixCachedModel
 
 DEFAULT_ORDER = 8
 DEFAULT_EPISODES = 1500
@@ -32,8 +32,9 @@ class NgramModel(PrefixCachedModel):
         self.vocab_size = vocab_size
 
     @classmethod
-    def trained(cls, tokenizer, order: int = DEFAULT_ORDER, episodes: int = DEFAULT_EPISODES,
-                seed: int = DEFAULT_SEED) -> "NgramModel":
+    def trained(
+        cls, tokenizer, order: int = DEFAULT_ORDER, episodes: int = DEFAULT_EPISODES, seed: int = DEFAULT_SEED
+    ) -> NgramModel:
         """Train on the lab corpus (seconds; nothing is saved)."""
         from decodeloop.lab.train import corpus
 
@@ -45,7 +46,7 @@ class NgramModel(PrefixCachedModel):
         pass  # no per-position state: the context itself is the state
 
     def _compute(self, start: int) -> Sequence[float]:
-        return self.logits_after(self.cached_tokens[-(self.order - 1):] if self.order > 1 else [])
+        return self.logits_after(self.cached_tokens[-(self.order - 1) :] if self.order > 1 else [])
 
     def logits_after(self, context: Sequence[int]) -> list[float]:
         """log P(next | context), Witten-Bell interpolated over every context length."""
@@ -55,7 +56,7 @@ class NgramModel(PrefixCachedModel):
         for k, table in enumerate(self.counts.followers):
             if k > len(text):
                 break
-            seen = table.get(text[len(text) - k:] if k else "")
+            seen = table.get(text[len(text) - k :] if k else "")
             if seen is None:
                 break  # a longer context cannot have been seen either
             total, nexts = seen

@@ -51,7 +51,8 @@ try:
     import numpy as np
 except ImportError:  # the core is standard library only; numpy is the `lab` extra
     raise MissingDependency(
-        "the transformer model needs numpy: pip install -e '.[lab]' in the clone (or pip install numpy)") from None
+        "the transformer model needs numpy: pip install -e '.[lab]' in the clone (or pip install numpy)"
+    ) from None
 
 DEFAULT_WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights", "transformer.npz")
 CHUNK = 256  # positions per forward chunk: bounds the score matrices of a long prefill
@@ -60,12 +61,12 @@ NO_PREVIOUS = 0  # the "token before" the first position: <|eos|>, as if a turn 
 
 @dataclass(frozen=True)
 class Config:
-    vocab_size: int = 261      # CharTokenizer: 5 special tokens, then 256 bytes
+    vocab_size: int = 261  # CharTokenizer: 5 special tokens, then 256 bytes
     n_layer: int = 4
-    n_head: int = 2            # two heads of 32: room in a query and a key to match several tokens
+    n_head: int = 2  # two heads of 32: room in a query and a key to match several tokens
     d_model: int = 64
-    window: int = 256          # attention sees this many positions, the query's own included
-    lookback: int = 10         # earlier tokens each position embeds besides its own
+    window: int = 256  # attention sees this many positions, the query's own included
+    lookback: int = 10  # earlier tokens each position embeds besides its own
     rope_base: float = 10000.0
 
     @property
@@ -77,8 +78,10 @@ def init_params(config: Config, rng, dtype=np.float32) -> dict:
     """Random weights, GPT-2 style: N(0, 0.02), residual projections scaled down by depth."""
     d, std = config.d_model, 0.02
     proj_std = std / np.sqrt(2 * config.n_layer)
-    p = {"wte": rng.normal(0, std, (config.vocab_size, d)),
-         "wte_prev": rng.normal(0, std, (config.lookback, config.vocab_size, d))}
+    p = {
+        "wte": rng.normal(0, std, (config.vocab_size, d)),
+        "wte_prev": rng.normal(0, std, (config.lookback, config.vocab_size, d)),
+    }
     for i in range(config.n_layer):
         pre = f"blocks.{i}."
         p[pre + "ln_1.g"], p[pre + "ln_1.b"] = np.ones(d), np.zeros(d)
@@ -98,9 +101,9 @@ GELU_C = float(np.sqrt(2 / np.pi))
 
 
 def layer_norm(x, g, b):
-    mu = x.mean(-1, keepdims=True)                                  # [..., 1]
-    var = ((x - mu) ** 2).mean(-1, keepdims=True)                   # [..., 1]
-    return (x - mu) / np.sqrt(var + LN_EPS) * g + b                 # [..., d]
+    mu = x.mean(-1, keepdims=True)  # [..., 1]
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)  # [..., 1]
+    return (x - mu) / np.sqrt(var + LN_EPS) * g + b  # [..., d]
 
 
 def gelu(x):
@@ -115,16 +118,16 @@ def softmax(x):
 def rope_tables(pos0: int, n: int, config: Config, dtype):
     """cos and sin of the rotation angles for positions pos0 .. pos0+n-1."""
     half = config.head_dim // 2
-    freqs = config.rope_base ** (-np.arange(half) / half)             # [hd/2]
-    angles = np.arange(pos0, pos0 + n)[:, None] * freqs[None, :]     # [n, hd/2]
+    freqs = config.rope_base ** (-np.arange(half) / half)  # [hd/2]
+    angles = np.arange(pos0, pos0 + n)[:, None] * freqs[None, :]  # [n, hd/2]
     return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
 
 def rope(x, cos, sin):
     """Rotate each (x1[i], x2[i]) pair of the head's halves by its position's angle."""
     half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]                            # [..., n, hd/2]
-    out = np.empty(x.shape, np.result_type(x, cos))                  # written in place: no temporaries to join
+    x1, x2 = x[..., :half], x[..., half:]  # [..., n, hd/2]
+    out = np.empty(x.shape, np.result_type(x, cos))  # written in place: no temporaries to join
     o1, o2 = out[..., :half], out[..., half:]
     np.multiply(x1, cos, out=o1)
     o1 -= x2 * sin
@@ -137,14 +140,14 @@ def previous_tokens(ids, before, lookback: int):
     """[lookback, *ids.shape]: entry j-1 holds the token j positions back of each token in the
     rows ids [..., T]; `before` are the `lookback` tokens preceding the rows, oldest first."""
     lead = np.broadcast_to(np.asarray(before, dtype=ids.dtype), (*ids.shape[:-1], lookback))
-    full = np.concatenate([lead, ids], axis=-1)                      # [..., lookback+T]
+    full = np.concatenate([lead, ids], axis=-1)  # [..., lookback+T]
     T = ids.shape[-1]
-    return np.stack([full[..., lookback - j:lookback - j + T] for j in range(1, lookback + 1)])
+    return np.stack([full[..., lookback - j : lookback - j + T] for j in range(1, lookback + 1)])
 
 
 def embed(p: dict, ids, previous):
     """The token embeddings plus those of the tokens before each."""
-    x = p["wte"][ids]                                                # [..., T, d]
+    x = p["wte"][ids]  # [..., T, d]
     for j, back in enumerate(previous):
         x = x + p["wte_prev"][j][back]
     return x
@@ -171,11 +174,11 @@ class TransformerModel(PrefixCachedModel):
         self.params = {name: np.asarray(value, dtype=self.dtype) for name, value in params.items()}
         self.record_attention = False  # when set, _compute keeps every attention map (attention_peek.py)
         self.attention: list[list[tuple[int, int, np.ndarray]]] = []
-        self._length = 0               # positions the cache holds
-        self._k = self._v = None       # per layer: [n_head, capacity, head_dim]
+        self._length = 0  # positions the cache holds
+        self._k = self._v = None  # per layer: [n_head, capacity, head_dim]
 
     @classmethod
-    def load(cls, path: str = DEFAULT_WEIGHTS, dtype=np.float32) -> "TransformerModel":
+    def load(cls, path: str = DEFAULT_WEIGHTS, dtype=np.float32) -> TransformerModel:
         params, config, meta = load_weights(path)
         return cls(params, config, dtype, meta)
 
@@ -190,10 +193,10 @@ class TransformerModel(PrefixCachedModel):
         for pos0 in range(start, len(tokens), CHUNK):
             k = self.config.lookback
             before = [tokens[i] if i >= 0 else NO_PREVIOUS for i in range(pos0 - k, pos0)]
-            x = self._forward_chunk(np.asarray(tokens[pos0:pos0 + CHUNK]), before, pos0)
+            x = self._forward_chunk(np.asarray(tokens[pos0 : pos0 + CHUNK]), before, pos0)
         p = self.params
-        h = layer_norm(x[-1], p["ln_f.g"], p["ln_f.b"])                 # [d]
-        return h @ p["wte"].T                                          # [vocab]
+        h = layer_norm(x[-1], p["ln_f.g"], p["ln_f.b"])  # [d]
+        return h @ p["wte"].T  # [vocab]
 
     def _forward_chunk(self, ids, before, pos0: int) -> np.ndarray:
         """Run positions pos0 .. pos0+n-1 (tokens ids, after the tokens `before`) through every
@@ -201,25 +204,25 @@ class TransformerModel(PrefixCachedModel):
         c, p = self.config, self.params
         n, H, hd, d = len(ids), c.n_head, c.head_dim, c.d_model
         end = pos0 + n
-        lo = max(0, pos0 - c.window + 1)                                # oldest key any query here sees
-        cos, sin = rope_tables(pos0, n, c, self.dtype)                   # [n, hd/2]
-        allowed = window_mask(pos0, n, lo, end - lo, c.window)          # [n, end-lo]
-        x = embed(p, ids, previous_tokens(ids, before, c.lookback))     # [n, d]
+        lo = max(0, pos0 - c.window + 1)  # oldest key any query here sees
+        cos, sin = rope_tables(pos0, n, c, self.dtype)  # [n, hd/2]
+        allowed = window_mask(pos0, n, lo, end - lo, c.window)  # [n, end-lo]
+        x = embed(p, ids, previous_tokens(ids, before, c.lookback))  # [n, d]
         for i in range(c.n_layer):
             pre = f"blocks.{i}."
-            h = layer_norm(x, p[pre + "ln_1.g"], p[pre + "ln_1.b"])      # [n, d]
+            h = layer_norm(x, p[pre + "ln_1.g"], p[pre + "ln_1.b"])  # [n, d]
             qkv = h @ p[pre + "attn.c_attn.w"] + p[pre + "attn.c_attn.b"]  # [n, 3d]
-            q, k, v = qkv.reshape(n, 3, H, hd).transpose(1, 2, 0, 3)    # 3 x [H, n, hd]
+            q, k, v = qkv.reshape(n, 3, H, hd).transpose(1, 2, 0, 3)  # 3 x [H, n, hd]
             self._k[i][:, pos0:end] = rope(k, cos, sin)
             self._v[i][:, pos0:end] = v
-            K, V = self._k[i][:, lo:end], self._v[i][:, lo:end]         # [H, end-lo, hd]
-            scores = rope(q, cos, sin) @ K.transpose(0, 2, 1) * hd ** -0.5  # [H, n, end-lo]
-            att = softmax(np.where(allowed, scores, -np.inf))           # [H, n, end-lo]
+            K, V = self._k[i][:, lo:end], self._v[i][:, lo:end]  # [H, end-lo, hd]
+            scores = rope(q, cos, sin) @ K.transpose(0, 2, 1) * hd**-0.5  # [H, n, end-lo]
+            att = softmax(np.where(allowed, scores, -np.inf))  # [H, n, end-lo]
             if self.record_attention:
                 self.attention[i].append((pos0, lo, att))
-            y = (att @ V).transpose(1, 0, 2).reshape(n, d)              # [n, d]
+            y = (att @ V).transpose(1, 0, 2).reshape(n, d)  # [n, d]
             x = x + y @ p[pre + "attn.c_proj.w"] + p[pre + "attn.c_proj.b"]
-            h = layer_norm(x, p[pre + "ln_2.g"], p[pre + "ln_2.b"])      # [n, d]
+            h = layer_norm(x, p[pre + "ln_2.g"], p[pre + "ln_2.b"])  # [n, d]
             h = gelu(h @ p[pre + "mlp.c_fc.w"] + p[pre + "mlp.c_fc.b"])  # [n, 4d]
             x = x + h @ p[pre + "mlp.c_proj.w"] + p[pre + "mlp.c_proj.b"]  # [n, d]
         self._length = end
@@ -235,9 +238,15 @@ class TransformerModel(PrefixCachedModel):
             return
         capacity = max(n, 2 * capacity, 1024)
         shape = (c.n_head, capacity, c.head_dim)
-        k, v = [np.zeros(shape, self.dtype) for _ in range(c.n_layer)], [np.zeros(shape, self.dtype) for _ in range(c.n_layer)]
+        k, v = (
+            [np.zeros(shape, self.dtype) for _ in range(c.n_layer)],
+            [np.zeros(shape, self.dtype) for _ in range(c.n_layer)],
+        )
         for i in range(c.n_layer if self._k is not None else 0):
-            k[i][:, :self._length], v[i][:, :self._length] = self._k[i][:, :self._length], self._v[i][:, :self._length]
+            k[i][:, : self._length], v[i][:, : self._length] = (
+                self._k[i][:, : self._length],
+                self._v[i][:, : self._length],
+            )
         self._k, self._v = k, v
 
 
@@ -285,7 +294,8 @@ def load_weights(path: str) -> tuple[dict, Config, dict]:
     expected = {name: value.shape for name, value in init_params(config, np.random.default_rng(0)).items()}
     wrong = sorted(set(expected) ^ set(params)) or [n for n in expected if params[n].shape != expected[n]]
     if wrong:
-        raise WeightsError(f"{path} is not a lab transformer weight file: its weights do not fit its config "
-                           f"({', '.join(wrong[:3])}{', ...' if len(wrong) > 3 else ''})")
+        raise WeightsError(
+            f"{path} is not a lab transformer weight file: its weights do not fit its config "
+            f"({', '.join(wrong[:3])}{', ...' if len(wrong) > 3 else ''})"
+        )
     return params, config, meta
-

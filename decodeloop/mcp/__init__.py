@@ -7,31 +7,39 @@ where they are used (`McpClient.connect_url`), so a stdio-only run never loads
 http.client or ssl.
 """
 
-from decodeloop.mcp.client import (PROTOCOL_VERSION, STATELESS_VERSION, SUPPORTED_VERSIONS, McpClient, Tool,
-                                   ToolResult)
-from decodeloop.mcp.errors import (AuthorizationError, ConnectionClosed, HttpStatusError, McpError, ProtocolError,
-                                   RequestTimeout, RpcError, SessionExpired, TransportError)
+from decodeloop.mcp.client import PROTOCOL_VERSION, STATELESS_VERSION, SUPPORTED_VERSIONS, McpClient, Tool, ToolResult
+from decodeloop.mcp.errors import (
+    AuthorizationError,
+    ConnectionClosed,
+    HttpStatusError,
+    McpError,
+    ProtocolError,
+    RequestTimeout,
+    RpcError,
+    SessionExpired,
+    TransportError,
+)
 from decodeloop.mcp.jsonrpc import JsonRpcSession
 from decodeloop.mcp.transports import MemoryTransport, StdioTransport, Transport
 
 __all__ = [
-    "McpClient",
-    "Tool",
-    "ToolResult",
     "PROTOCOL_VERSION",
     "STATELESS_VERSION",
     "SUPPORTED_VERSIONS",
-    "JsonRpcSession",
-    "Transport",
-    "StdioTransport",
-    "MemoryTransport",
-    "McpError",
-    "RpcError",
-    "RequestTimeout",
-    "ConnectionClosed",
-    "ProtocolError",
-    "TransportError",
-    "HttpStatusError",
-    "SessionExpired",
     "AuthorizationError",
+    "ConnectionClosed",
+    "HttpStatusError",
+    "JsonRpcSession",
+    "McpClient",
+    "McpError",
+    "MemoryTransport",
+    "ProtocolError",
+    "RequestTimeout",
+    "RpcError",
+    "SessionExpired",
+    "StdioTransport",
+    "Tool",
+    "ToolResult",
+    "Transport",
+    "TransportError",
 ]

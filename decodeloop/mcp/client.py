@@ -44,22 +44,27 @@ server slow to start that answers it late and then refuses initialize as a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
-
 import itertools
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import decodeloop
-from decodeloop.mcp.errors import (HttpStatusError, McpError, ProtocolError, RequestTimeout, RpcError,
-                                   SessionExpired)
+from decodeloop.mcp.errors import HttpStatusError, McpError, ProtocolError, RequestTimeout, RpcError, SessionExpired
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.headers import header_params, header_problem, param_headers
 from decodeloop.mcp.jsonrpc import Deadline, JsonRpcSession
 from decodeloop.mcp.transports.base import Transport
-from decodeloop.mcp.versions import (LEGACY_SSE_REFUSAL, LEGACY_VERSIONS, PROTOCOL_VERSION,  # noqa: F401
-                                     PROTOCOLS, STATELESS_VERSION, SUPPORTED_VERSIONS)  # (re-exported)
+from decodeloop.mcp.versions import (
+    LEGACY_SSE_REFUSAL,
+    LEGACY_VERSIONS,
+    PROTOCOL_VERSION,
+    PROTOCOLS,
+    STATELESS_VERSION,
+    SUPPORTED_VERSIONS,
+)  # (re-exported)
 from decodeloop.trust.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, cap_text
 
 META = "io.modelcontextprotocol/"  # the prefix of the 2026-07-28 _meta keys
@@ -68,8 +73,8 @@ UNSUPPORTED_VERSION = -32022
 HEADER_MISMATCH = -32020
 DISCOVER_PROBE_TIMEOUT = 5.0  # a legacy server on a pipe may never answer server/discover: it waits this at most
 MAX_INPUT_ROUNDS = 10  # input_required answers for one request before giving up on the server
-LISTEN_RETRY = 1.0      # seconds before opening subscriptions/listen again after it dropped
-LISTEN_STEADY = 5.0     # a listen that lasted this long was working: its drop is not a failure in a row
+LISTEN_RETRY = 1.0  # seconds before opening subscriptions/listen again after it dropped
+LISTEN_STEADY = 5.0  # a listen that lasted this long was working: its drop is not a failure in a row
 MAX_LISTEN_FAILURES = 5
 MAX_PAGES = 1000  # tools/list pages followed before assuming the server is looping
 FALLBACK_STATUSES = (400, 404, 405)  # a POST initialize refused so: the server may speak the legacy SSE transport
@@ -83,7 +88,7 @@ class Tool:
     output_schema: dict | None = None
     title: str | None = None
     header_params: dict | None = None  # x-mcp-header marks: argument path -> header name part
-    annotations: dict | None = None    # readOnlyHint, destructiveHint, ...: hints, believed only from trusted servers
+    annotations: dict | None = None  # readOnlyHint, destructiveHint, ...: hints, believed only from trusted servers
 
 
 @dataclass
@@ -111,7 +116,7 @@ class StartupDeadline(Deadline):
     def __init__(self, seconds: float | None) -> None:
         super().__init__(None, seconds)
         self.given: list[tuple[str, float | None]] = []  # (method, seconds it was given to answer; None: no limit)
-        self.unanswered: list[str] = []           # start-up requests that got no answer in their time
+        self.unanswered: list[str] = []  # start-up requests that got no answer in their time
 
     def left(self) -> float | None:
         """Seconds left (0 once spent); None for a client without a timeout: its start-up waits as long as it takes."""
@@ -185,7 +190,10 @@ class McpClient:
         self.client_capabilities = dict(capabilities or {})
         self.client_info = client_info or {"name": "decodeloop", "version": decodeloop.__version__}
         self.session = JsonRpcSession(
-            transport, on_notification=self._notified, on_traffic=on_traffic, log=self.log,
+            transport,
+            on_notification=self._notified,
+            on_traffic=on_traffic,
+            log=self.log,
             request_handlers=request_handlers,
         )
         self.server_info: dict = {}
@@ -214,12 +222,18 @@ class McpClient:
         close_timeout: float = 2.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         **kw: Any,
-    ) -> "McpClient":
+    ) -> McpClient:
         """Spawn a stdio server and return a connected client for it."""
         from decodeloop.mcp.transports.stdio import StdioTransport
 
-        transport = StdioTransport(command, env=env, cwd=cwd, on_stderr=on_stderr, close_timeout=close_timeout,
-                                   max_message_bytes=max_message_bytes)
+        transport = StdioTransport(
+            command,
+            env=env,
+            cwd=cwd,
+            on_stderr=on_stderr,
+            close_timeout=close_timeout,
+            max_message_bytes=max_message_bytes,
+        )
         client = cls(transport, **kw)
         return client.start()
 
@@ -234,7 +248,7 @@ class McpClient:
         connect_timeout: float = 10.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         **kw: Any,
-    ) -> "McpClient":
+    ) -> McpClient:
         """Connect to an HTTP server and return a connected client.
 
         `transport` is "http" (Streamable HTTP), "sse" (legacy HTTP+SSE) or
@@ -252,17 +266,30 @@ class McpClient:
         name = kw.get("name", "server")
         startup: StartupDeadline | None = None
         if transport != "sse":
-            client = cls(StreamableHttpTransport(url, headers, timeout=timeout, connect_timeout=connect_timeout,
-                                                 auth=auth, log=lambda line: log(f"{name}: {line}"),
-                                                 max_message_bytes=max_message_bytes), **kw)
+            client = cls(
+                StreamableHttpTransport(
+                    url,
+                    headers,
+                    timeout=timeout,
+                    connect_timeout=connect_timeout,
+                    auth=auth,
+                    log=lambda line: log(f"{name}: {line}"),
+                    max_message_bytes=max_message_bytes,
+                ),
+                **kw,
+            )
             try:
                 client.open()
                 return client
             except HttpStatusError as exc:
                 client.close()
                 startup = client.startup  # the legacy attempt gets what this one left
-                if (transport == "http" or isinstance(exc, SessionExpired) or exc.status not in FALLBACK_STATUSES
-                        or kw.get("protocol") == STATELESS_VERSION):
+                if (
+                    transport == "http"
+                    or isinstance(exc, SessionExpired)
+                    or exc.status not in FALLBACK_STATUSES
+                    or kw.get("protocol") == STATELESS_VERSION
+                ):
                     raise
                 log(f"{name}: POST initialize answered HTTP {exc.status}; trying the legacy HTTP+SSE transport")
             except BaseException:
@@ -274,12 +301,21 @@ class McpClient:
             kw = dict(kw, protocol=PROTOCOL_VERSION)
         if startup is None:
             startup = StartupDeadline(timeout)
-        client = cls(SseLegacyTransport(url, headers, timeout=timeout, connect_timeout=connect_timeout,
-                                        log=lambda line: log(f"{name}: {line}"), max_message_bytes=max_message_bytes,
-                                        start_timeout=startup.left()), **kw)
+        client = cls(
+            SseLegacyTransport(
+                url,
+                headers,
+                timeout=timeout,
+                connect_timeout=connect_timeout,
+                log=lambda line: log(f"{name}: {line}"),
+                max_message_bytes=max_message_bytes,
+                start_timeout=startup.left(),
+            ),
+            **kw,
+        )
         return client.start(startup)
 
-    def start(self, startup: StartupDeadline | None = None) -> "McpClient":
+    def start(self, startup: StartupDeadline | None = None) -> McpClient:
         """open(), closing the connection if that fails; returns the client."""
         try:
             self.open(startup)
@@ -306,16 +342,19 @@ class McpClient:
             if self.discover():
                 return
             if self.protocol == STATELESS_VERSION:
-                raise self._fail(f"the server does not speak MCP {STATELESS_VERSION} (server/discover failed), "
-                                 "and the configuration pins that version")
+                raise self._fail(
+                    f"the server does not speak MCP {STATELESS_VERSION} (server/discover failed), "
+                    "and the configuration pins that version"
+                )
             self.log(f"server/discover not answered as MCP {STATELESS_VERSION} would; using initialize")
         try:
             self.initialize(self.startup)
         except RpcError as exc:
             # a server slow to start answers the probe after it gave up, then refuses the handshake as a
             # 2026-07-28 server does: it speaks that wire, so ask it again with what is left of the start-up
-            if not (self.protocol == "auto" and exc.code in MODERN_ERRORS
-                    and "server/discover" in self.startup.unanswered):
+            if not (
+                self.protocol == "auto" and exc.code in MODERN_ERRORS and "server/discover" in self.startup.unanswered
+            ):
                 raise
             self.log(f"initialize refused ({exc.message}) after a late server/discover: asking server/discover again")
             if not self.discover(patient=True):
@@ -360,8 +399,11 @@ class McpClient:
         self._tell_transport(STATELESS_VERSION, stateless=True)
         for attempt in range(2):
             left = startup.left()
-            cap = None if patient or getattr(self.transport, "answers_or_refuses", False) else (
-                DISCOVER_PROBE_TIMEOUT if left is None else min(DISCOVER_PROBE_TIMEOUT, left / 2))
+            cap = (
+                None
+                if patient or getattr(self.transport, "answers_or_refuses", False)
+                else (DISCOVER_PROBE_TIMEOUT if left is None else min(DISCOVER_PROBE_TIMEOUT, left / 2))
+            )
             try:
                 result = self._start_request("server/discover", {"_meta": self._meta()}, startup, cap)
                 break
@@ -374,9 +416,15 @@ class McpClient:
                     continue  # refused a version it lists as supported: ask once more, as the spec says to
                 if supported and any(v in LEGACY_VERSIONS for v in supported):
                     return self._legacy()
-                raise self._fail(f"server/discover refused: {exc.message}"
-                                 + (f" (the server supports {', '.join(map(str, supported))}; this client "
-                                    f"{', '.join(SUPPORTED_VERSIONS)})" if supported else ""))
+                raise self._fail(
+                    f"server/discover refused: {exc.message}"
+                    + (
+                        f" (the server supports {', '.join(map(str, supported))}; this client "
+                        f"{', '.join(SUPPORTED_VERSIONS)})"
+                        if supported
+                        else ""
+                    )
+                ) from None
             except RequestTimeout:
                 startup.unanswered.append("server/discover")
                 return self._legacy()
@@ -388,8 +436,9 @@ class McpClient:
         if STATELESS_VERSION not in versions:
             if any(v in LEGACY_VERSIONS for v in versions):
                 return self._legacy()
-            raise self._fail(f"server/discover offers MCP versions {versions!r}; this client speaks "
-                             f"{', '.join(SUPPORTED_VERSIONS)}")
+            raise self._fail(
+                f"server/discover offers MCP versions {versions!r}; this client speaks {', '.join(SUPPORTED_VERSIONS)}"
+            )
         self.protocol_version = STATELESS_VERSION
         self.server_info = _object(_object(result.get("_meta")).get(META + "serverInfo"))
         self.capabilities = _object(result.get("capabilities"))
@@ -437,9 +486,11 @@ class McpClient:
 
     def _meta(self) -> dict:
         """The _meta every 2026-07-28 request carries: version, capabilities, who we are."""
-        return {META + "protocolVersion": STATELESS_VERSION,
-                META + "clientCapabilities": self.client_capabilities,
-                META + "clientInfo": self.client_info}
+        return {
+            META + "protocolVersion": STATELESS_VERSION,
+            META + "clientCapabilities": self.client_capabilities,
+            META + "clientInfo": self.client_info,
+        }
 
     def initialize(self, timeout: float | StartupDeadline | None = None) -> dict:
         """Handshake: agree on a protocol version, then announce we are ready. Returns the server's reply.
@@ -457,8 +508,9 @@ class McpClient:
         if isinstance(timeout, StartupDeadline):
             result = self._start_request("initialize", params, timeout)
         else:
-            result = self._wrap(self.session.request, "initialize", params,
-                                self.timeout if timeout is None else timeout)
+            result = self._wrap(
+                self.session.request, "initialize", params, self.timeout if timeout is None else timeout
+            )
         if not isinstance(result, dict):
             raise self._fail(f"initialize returned {type(result).__name__}, not an object")
         version = result.get("protocolVersion")
@@ -491,7 +543,7 @@ class McpClient:
             self._stopped.set()
             self.session.close()
 
-    def __enter__(self) -> "McpClient":
+    def __enter__(self) -> McpClient:
         if self.protocol_version is None:
             try:
                 self.open()
@@ -633,15 +685,18 @@ class McpClient:
             except RpcError as exc:
                 if exc.code != HEADER_MISMATCH or not self._http_stateless() or attempt:
                     raise
-                self.log(f"{name}: the server says the call's headers do not match its body ({exc.message}); "
-                         "listing the tools again and calling once more")
+                self.log(
+                    f"{name}: the server says the call's headers do not match its body ({exc.message}); "
+                    "listing the tools again and calling once more"
+                )
                 self._tools_cache = None
                 self.list_tools()
                 self.tools_stale.set()
         raise AssertionError("unreachable")
 
-    def _complete(self, method: str, params: dict, timeout: float | Deadline | None,
-                  headers: dict[str, str] | None = None) -> Any:
+    def _complete(
+        self, method: str, params: dict, timeout: float | Deadline | None, headers: dict[str, str] | None = None
+    ) -> Any:
         """A request whose result may ask for input first: answer, retry with the answers, until it completes."""
         for _ in range(MAX_INPUT_ROUNDS):
             result = self._request(method, params, timeout, headers)
@@ -652,8 +707,9 @@ class McpClient:
             requests = result.get("inputRequests")
             if requests is not None:
                 if not isinstance(requests, dict):
-                    raise ProtocolError(f"{self.name}: {method} asked for input with inputRequests that is not "
-                                        "an object")
+                    raise ProtocolError(
+                        f"{self.name}: {method} asked for input with inputRequests that is not an object"
+                    )
                 retry["inputResponses"] = {key: self._answer_input(key, request) for key, request in requests.items()}
             state = result.get("requestState")
             if state is not None:
@@ -661,8 +717,9 @@ class McpClient:
             if requests is None and state is None:
                 raise ProtocolError(f"{self.name}: {method} asked for input without saying what input")
             params = retry
-        raise ProtocolError(f"{self.name}: {method} still asked for input after {MAX_INPUT_ROUNDS} answers; "
-                            "gave up on it")
+        raise ProtocolError(
+            f"{self.name}: {method} still asked for input after {MAX_INPUT_ROUNDS} answers; gave up on it"
+        )
 
     def _answer_input(self, key: str, request: Any) -> Any:
         """The answer to one of a result's inputRequests, from request_handlers; elicitation is declined without one."""
@@ -675,11 +732,17 @@ class McpClient:
             asked = params.get("message")
             self.log(f"the server asked the user for input ({asked!r:.200}); declined: nobody here can answer it")
             return {"action": "decline"}
-        raise ProtocolError(f"{self.name}: the server asked for {method!r} (input {key!r}), which this client "
-                            "does not offer")
+        raise ProtocolError(
+            f"{self.name}: the server asked for {method!r} (input {key!r}), which this client does not offer"
+        )
 
-    def _request(self, method: str, params: dict | None = None, timeout: float | Deadline | None = None,
-                 headers: dict[str, str] | None = None) -> Any:
+    def _request(
+        self,
+        method: str,
+        params: dict | None = None,
+        timeout: float | Deadline | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         timeout = self.timeout if timeout is None else timeout
         if self.stateless:
             params = dict(params or {})

@@ -34,7 +34,9 @@ REDIRECT_URI = "http://localhost:3000/callback"
 def sample_arguments(tool: Tool, tools: list[Tool] = ()) -> dict:
     """Arguments that satisfy the required part of a tool's input schema."""
     properties = tool.input_schema.get("properties") or {}
-    if (properties.get("schema") or {}).get("type") == "object" and "schema" in (tool.input_schema.get("required") or []):
+    if (properties.get("schema") or {}).get("type") == "object" and "schema" in (
+        tool.input_schema.get("required") or []
+    ):
         others = [other for other in tools if other is not tool]
         if others:
             return {"schema": others[0].input_schema}
@@ -52,22 +54,37 @@ def accept_with_defaults(params: dict) -> dict:
     """Answer elicitation/create: accept, filling every field the schema gives a default for."""
     schema = params.get("requestedSchema") or {}
     fields = schema.get("properties") or {}
-    return {"action": "accept",
-            "content": {name: spec["default"] for name, spec in fields.items()
-                        if isinstance(spec, dict) and "default" in spec}}
+    return {
+        "action": "accept",
+        "content": {
+            name: spec["default"] for name, spec in fields.items() if isinstance(spec, dict) and "default" in spec
+        },
+    }
 
 
 def run(url: str, scenario: str, context: dict) -> None:
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     auth = None
     if scenario.startswith("auth/"):
-        auth = OAuth(authorize_url=follow_redirect, redirect_uri=REDIRECT_URI, client_name="decodeloop",
-                     client_id=context.get("client_id"), client_secret=context.get("client_secret"),
-                     client_metadata_url=CLIENT_METADATA_URL, log=say)
+        auth = OAuth(
+            authorize_url=follow_redirect,
+            redirect_uri=REDIRECT_URI,
+            client_name="decodeloop",
+            client_id=context.get("client_id"),
+            client_secret=context.get("client_secret"),
+            client_metadata_url=CLIENT_METADATA_URL,
+            log=say,
+        )
     transport = StreamableHttpTransport(url, timeout=20, auth=auth, log=say)
-    with McpClient(transport, name="server", timeout=20, log=say, capabilities={"elicitation": {}},
-                   request_handlers={"elicitation/create": accept_with_defaults},
-                   on_notification=lambda method, params: say(f"notification {method} {params}")) as client:
+    with McpClient(
+        transport,
+        name="server",
+        timeout=20,
+        log=say,
+        capabilities={"elicitation": {}},
+        request_handlers={"elicitation/create": accept_with_defaults},
+        on_notification=lambda method, params: say(f"notification {method} {params}"),
+    ) as client:
         say(f"connected: MCP {client.protocol_version}, server {client.server_info}")
         tools = client.list_tools()
         calls = context.get("toolCalls")

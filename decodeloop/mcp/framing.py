@@ -22,20 +22,20 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Union
+from typing import Any
 
 from decodeloop.mcp.errors import ProtocolError
 
-Message = Union[dict, list]  # as in transports/base.py (imported from there, it would import every transport)
+Message = dict | list  # as in transports/base.py (imported from there, it would import every transport)
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one message, as bytes on the wire
-MAX_NESTING = 256   # deeper messages are skipped: code that walks them (a trace printing one) would recurse too far
-EDGE = 4096         # bytes of a message's start and end searched for its id
-SHOWN_CHARS = 200   # of a skipped message, shown in the notice
+MAX_NESTING = 256  # deeper messages are skipped: code that walks them (a trace printing one) would recurse too far
+EDGE = 4096  # bytes of a message's start and end searched for its id
+SHOWN_CHARS = 200  # of a skipped message, shown in the notice
 
 _SCALAR = rb'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null'
-_MEMBER = re.compile(rb'\s*"((?:[^"\\]|\\.)*)"\s*:\s*(' + _SCALAR + rb'|[\[{])\s*,?')
-_OPEN = re.compile(rb'\s*\{')
+_MEMBER = re.compile(rb'\s*"((?:[^"\\]|\\.)*)"\s*:\s*(' + _SCALAR + rb"|[\[{])\s*,?")
+_OPEN = re.compile(rb"\s*\{")
 _LAST_ID = re.compile(rb'"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*\Z')
 
 
@@ -84,12 +84,16 @@ def parse(text: str) -> Message:
     try:
         message = json.loads(text)
     except RecursionError:
-        raise Unreadable(f"nested too deeply to parse (more than {MAX_NESTING} levels)",
-                         answered(text), preview(text)) from None
+        raise Unreadable(
+            f"nested too deeply to parse (more than {MAX_NESTING} levels)", answered(text), preview(text)
+        ) from None
     except ValueError as exc:
         where = f" at character {exc.pos:,}" if isinstance(exc, json.JSONDecodeError) else ""
-        raise Unreadable(f"not JSON ({exc.msg if isinstance(exc, json.JSONDecodeError) else exc}{where})",
-                         answered(text), preview(text)) from None
+        raise Unreadable(
+            f"not JSON ({exc.msg if isinstance(exc, json.JSONDecodeError) else exc}{where})",
+            answered(text),
+            preview(text),
+        ) from None
     if not isinstance(message, (dict, list)):
         raise Unreadable(f"not a JSON-RPC message (a JSON {type(message).__name__})", None, preview(text))
     # a cheap necessary condition first: so many levels need at least as many brackets
@@ -171,7 +175,7 @@ def _too_deep(message: Message) -> bool:
         node, depth = stack.pop()
         if depth > MAX_NESTING:
             return True
-        for child in (node.values() if isinstance(node, dict) else node):
+        for child in node.values() if isinstance(node, dict) else node:
             if isinstance(child, (dict, list)):
                 stack.append((child, depth + 1))
     return False

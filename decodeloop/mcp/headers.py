@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-MAX_SAFE_INTEGER = 2 ** 53 - 1
+MAX_SAFE_INTEGER = 2**53 - 1
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # RFC 9110 field-name token
 _PLAIN = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?\Z")  # visible ASCII, inner spaces only
 

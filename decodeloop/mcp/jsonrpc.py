@@ -31,7 +31,8 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from decodeloop.mcp.errors import ConnectionClosed, McpError, ProtocolError, RequestTimeout, RpcError
 from decodeloop.mcp.transports.base import Message, Transport
@@ -49,7 +50,7 @@ class _Waiter:
     lock is released exactly once.
     """
 
-    __slots__ = ("_done", "response", "failure")
+    __slots__ = ("_done", "failure", "response")
 
     def __init__(self) -> None:
         self._done = threading.Lock()
@@ -76,7 +77,7 @@ class Deadline:
     counts from the start, whatever extended it. None for either: no such limit.
     """
 
-    __slots__ = ("timeout", "max_total", "started", "_last")
+    __slots__ = ("_last", "max_total", "started", "timeout")
 
     def __init__(self, timeout: float | None, max_total: float | None = None) -> None:
         self.timeout = timeout
@@ -96,9 +97,11 @@ class Deadline:
     def expired(self, method: str) -> str:
         """Why the request ended, once remaining() ran out."""
         if self.max_total is not None and time.monotonic() >= self.started + self.max_total:
-            return (f"{method} timed out: no answer within the maximum total of {self.max_total:g}s"
-                    + (f" (progress extended its {self.timeout:g}s timeout until then)"
-                       if self.timeout is not None and self._last > self.started else ""))
+            return f"{method} timed out: no answer within the maximum total of {self.max_total:g}s" + (
+                f" (progress extended its {self.timeout:g}s timeout until then)"
+                if self.timeout is not None and self._last > self.started
+                else ""
+            )
         if self._last > self.started:
             return f"{method} timed out after {self.timeout:g}s without progress"
         return f"{method} timed out after {self.timeout:g}s"
@@ -131,8 +134,9 @@ class JsonRpcSession:
         if not self._started:
             self._started = True
             if getattr(self.transport, "reports_request_errors", False):
-                self.transport.start(self._on_message, self._on_close, self._on_garbage,
-                                     on_error=self._on_request_error)
+                self.transport.start(
+                    self._on_message, self._on_close, self._on_garbage, on_error=self._on_request_error
+                )
             else:
                 self.transport.start(self._on_message, self._on_close, self._on_garbage)
 
@@ -156,8 +160,13 @@ class JsonRpcSession:
 
     # -- outgoing ----------------------------------------------------------------------
 
-    def request(self, method: str, params: dict | None = None, timeout: float | Deadline | None = 60.0,
-                headers: dict[str, str] | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        params: dict | None = None,
+        timeout: float | Deadline | None = 60.0,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         """Send a request and wait for its result; `timeout=None` waits forever, a Deadline as long as it says.
 
         `headers` go to the transport with the message (HTTP adds them to its POST).
@@ -191,7 +200,11 @@ class JsonRpcSession:
             raise
         if not answered:
             if self._drop(request_id):
-                why = timeout.expired(method) if isinstance(timeout, Deadline) else f"{method} timed out after {timeout:g}s"
+                why = (
+                    timeout.expired(method)
+                    if isinstance(timeout, Deadline)
+                    else f"{method} timed out after {timeout:g}s"
+                )
                 self._cancel(request_id, why.removeprefix(f"{method} "))
                 raise RequestTimeout(why)
             # The reader claimed the waiter between the timeout and the drop,
@@ -343,7 +356,11 @@ def _wait_deadline(waiter: _Waiter, deadline: Deadline) -> bool:
 
 
 def _short(value: Any) -> str:
-    text = repr(value) if not isinstance(value, (list, dict)) else f"a JSON {'array' if isinstance(value, list) else 'object'}"
+    text = (
+        repr(value)
+        if not isinstance(value, (list, dict))
+        else f"a JSON {'array' if isinstance(value, list) else 'object'}"
+    )
     return text[:200]
 
 

@@ -38,7 +38,7 @@ import re
 import secrets
 import threading
 import urllib.parse
-from typing import Callable
+from collections.abc import Callable
 
 from decodeloop.mcp.errors import AuthorizationError, McpError
 from decodeloop.mcp.transports.httpbase import HttpClient, preview
@@ -78,9 +78,11 @@ def authorization_server_urls(issuer: str) -> list[str]:
     path = parts.path.rstrip("/")
     if not path:
         return [f"{base}/.well-known/oauth-authorization-server", f"{base}/.well-known/openid-configuration"]
-    return [f"{base}/.well-known/oauth-authorization-server{path}",
-            f"{base}/.well-known/openid-configuration{path}",
-            f"{base}{path}/.well-known/openid-configuration"]
+    return [
+        f"{base}/.well-known/oauth-authorization-server{path}",
+        f"{base}/.well-known/openid-configuration{path}",
+        f"{base}{path}/.well-known/openid-configuration",
+    ]
 
 
 def covers(resource: str, server_url: str) -> bool:
@@ -93,10 +95,18 @@ def covers(resource: str, server_url: str) -> bool:
 
 
 class OAuth:
-    def __init__(self, *, authorize_url: Callable[[str], str], redirect_uri: str,
-                 client_name: str = "decodeloop", client_id: str | None = None,
-                 client_secret: str | None = None, client_metadata_url: str | None = None,
-                 timeout: float = 30.0, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        authorize_url: Callable[[str], str],
+        redirect_uri: str,
+        client_name: str = "decodeloop",
+        client_id: str | None = None,
+        client_secret: str | None = None,
+        client_metadata_url: str | None = None,
+        timeout: float = 30.0,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         self.authorize_url = authorize_url
         self.redirect_uri = redirect_uri
         self.client_name = client_name
@@ -136,8 +146,9 @@ class OAuth:
         resource_meta = self._protected_resource(http, server_url, challenge.get("resource_metadata"))
         resource = resource_meta.get("resource") or server_url.split("#")[0]
         if not isinstance(resource, str) or not covers(resource, server_url):
-            raise AuthorizationError(f"the protected resource metadata names resource {resource!r}, "
-                                     f"which does not cover {server_url}")
+            raise AuthorizationError(
+                f"the protected resource metadata names resource {resource!r}, which does not cover {server_url}"
+            )
         servers = resource_meta.get("authorization_servers")
         if not isinstance(servers, list) or not servers or not isinstance(servers[0], str):
             raise AuthorizationError("the protected resource metadata names no authorization server")
@@ -145,8 +156,7 @@ class OAuth:
         issuer = meta["issuer"]
         if self._credentials_issuer not in (None, issuer):
             # a client id belongs to the authorization server that issued it; a new server means a new one
-            self.log(f"the authorization server changed from {self._credentials_issuer} to {issuer}; "
-                     "registering again")
+            self.log(f"the authorization server changed from {self._credentials_issuer} to {issuer}; registering again")
             self.client_id = self.client_secret = self.auth_method = None
         scope = challenge.get("scope")
         if not scope and isinstance(resource_meta.get("scopes_supported"), list):
@@ -154,15 +164,23 @@ class OAuth:
         if status == 403 and self.scope and scope:  # step up: keep what was granted, add what is asked
             scope = " ".join(dict.fromkeys(self.scope.split() + scope.split()))
         if "S256" not in (meta.get("code_challenge_methods_supported") or []):
-            raise AuthorizationError("the authorization server does not list PKCE S256 in "
-                                     "code_challenge_methods_supported; refusing to authorize without it")
+            raise AuthorizationError(
+                "the authorization server does not list PKCE S256 in "
+                "code_challenge_methods_supported; refusing to authorize without it"
+            )
         self._identify(http, meta)
         self._credentials_issuer = issuer
         verifier, challenge_s256 = pkce_pair()
         state = secrets.token_urlsafe(24)
-        query = {"response_type": "code", "client_id": self.client_id, "redirect_uri": self.redirect_uri,
-                 "code_challenge": challenge_s256, "code_challenge_method": "S256", "state": state,
-                 "resource": resource}
+        query = {
+            "response_type": "code",
+            "client_id": self.client_id,
+            "redirect_uri": self.redirect_uri,
+            "code_challenge": challenge_s256,
+            "code_challenge_method": "S256",
+            "state": state,
+            "resource": resource,
+        }
         if scope:
             query["scope"] = scope
         endpoint = _endpoint(meta, "authorization_endpoint")
@@ -174,15 +192,23 @@ class OAuth:
             raise AuthorizationError("the authorization redirect carried the wrong state; refusing the code")
         # RFC 9207: the redirect names its issuer, compared exactly (no normalization) with the one we asked
         if "iss" in answer and answer["iss"] != issuer:
-            raise AuthorizationError(f"the authorization redirect came from issuer {answer['iss']!r}, not "
-                                     f"{issuer!r}; refusing the code")
+            raise AuthorizationError(
+                f"the authorization redirect came from issuer {answer['iss']!r}, not {issuer!r}; refusing the code"
+            )
         if "iss" not in answer and meta.get("authorization_response_iss_parameter_supported") is True:
-            raise AuthorizationError(f"the authorization server {issuer} promises an iss parameter and the "
-                                     "redirect carried none; refusing the code")
+            raise AuthorizationError(
+                f"the authorization server {issuer} promises an iss parameter and the "
+                "redirect carried none; refusing the code"
+            )
         if not answer.get("code"):
             raise AuthorizationError("the authorization redirect carried no code")
-        form = {"grant_type": "authorization_code", "code": answer["code"], "redirect_uri": self.redirect_uri,
-                "code_verifier": verifier, "resource": resource}
+        form = {
+            "grant_type": "authorization_code",
+            "code": answer["code"],
+            "redirect_uri": self.redirect_uri,
+            "code_verifier": verifier,
+            "resource": resource,
+        }
         tokens = self._token(http, meta, form)
         self.access_token = tokens["access_token"]
         self.scope = tokens.get("scope") if isinstance(tokens.get("scope"), str) else scope
@@ -205,8 +231,9 @@ class OAuth:
                 mismatch = mismatch or f"{url} describes issuer {found.get('issuer')!r}, not {issuer!r}"
                 continue
             return found
-        raise AuthorizationError(f"no authorization server metadata for {issuer}"
-                                 + (f" ({mismatch}; refused)" if mismatch else ""))
+        raise AuthorizationError(
+            f"no authorization server metadata for {issuer}" + (f" ({mismatch}; refused)" if mismatch else "")
+        )
 
     def _identify(self, http: HttpClient, meta: dict) -> None:
         if self.client_id is not None and self.auth_method is not None:
@@ -218,22 +245,33 @@ class OAuth:
             self._register(http, meta)
         if self.auth_method is None:
             offered = meta.get("token_endpoint_auth_methods_supported") or (
-                ["client_secret_basic"] if self.client_secret else ["none"])
-            usable = [m for m in ("client_secret_basic", "client_secret_post", "none")
-                      if m in offered and (m == "none" or self.client_secret)]
+                ["client_secret_basic"] if self.client_secret else ["none"]
+            )
+            usable = [
+                m
+                for m in ("client_secret_basic", "client_secret_post", "none")
+                if m in offered and (m == "none" or self.client_secret)
+            ]
             self.auth_method = usable[0] if usable else ("client_secret_basic" if self.client_secret else "none")
 
     def _register(self, http: HttpClient, meta: dict) -> None:
         endpoint = meta.get("registration_endpoint")
         if not isinstance(endpoint, str):
-            raise AuthorizationError("the authorization server offers no dynamic registration; "
-                                     "a pre-registered client id is needed")
+            raise AuthorizationError(
+                "the authorization server offers no dynamic registration; a pre-registered client id is needed"
+            )
         # native: the redirect goes to this machine, not to a web origin (OpenID's rules for redirect URIs)
         local = urllib.parse.urlsplit(self.redirect_uri).hostname in ("localhost", "127.0.0.1", "::1")
-        body = json.dumps({"client_name": self.client_name, "redirect_uris": [self.redirect_uri],
-                           "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
-                           "token_endpoint_auth_method": "none",
-                           "application_type": "native" if local else "web"}).encode()
+        body = json.dumps(
+            {
+                "client_name": self.client_name,
+                "redirect_uris": [self.redirect_uri],
+                "grant_types": ["authorization_code", "refresh_token"],
+                "response_types": ["code"],
+                "token_endpoint_auth_method": "none",
+                "application_type": "native" if local else "web",
+            }
+        ).encode()
         answer = self._post(http, endpoint, body, {"Content-Type": "application/json"}, "registration")
         if not isinstance(answer.get("client_id"), str):
             raise AuthorizationError("the registration answer has no client_id")
@@ -245,14 +283,16 @@ class OAuth:
     def _token(self, http: HttpClient, meta: dict, form: dict[str, str]) -> dict:
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
         if self.auth_method == "client_secret_basic":
-            pair = f"{urllib.parse.quote(self.client_id or '', safe='')}:{urllib.parse.quote(self.client_secret or '', safe='')}"
+            quote = urllib.parse.quote
+            pair = f"{quote(self.client_id or '', safe='')}:{quote(self.client_secret or '', safe='')}"
             headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
         else:
             form = {**form, "client_id": self.client_id or ""}
             if self.auth_method == "client_secret_post":
                 form["client_secret"] = self.client_secret or ""
-        answer = self._post(http, _endpoint(meta, "token_endpoint"), urllib.parse.urlencode(form).encode(),
-                            headers, "token")
+        answer = self._post(
+            http, _endpoint(meta, "token_endpoint"), urllib.parse.urlencode(form).encode(), headers, "token"
+        )
         if not isinstance(answer.get("access_token"), str):
             raise AuthorizationError("the token answer has no access_token")
         return answer
@@ -314,4 +354,3 @@ def follow_redirect(url: str, timeout: float = 30.0) -> str:
     if not location:
         raise AuthorizationError(f"the authorization endpoint answered HTTP {response.status} without a redirect")
     return urllib.parse.urljoin(url, location)
-

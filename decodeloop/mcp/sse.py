@@ -26,10 +26,10 @@ class SseError(ValueError):
 
 @dataclass(slots=True)
 class SseEvent:
-    event: str          # "message" unless the stream named another type
-    data: bytes         # the data lines joined by b"\n"
-    id: str | None      # the stream's last event id after this event (None: never set)
-    retry: int | None   # reconnection delay in ms, if this event carried one
+    event: str  # "message" unless the stream named another type
+    data: bytes  # the data lines joined by b"\n"
+    id: str | None  # the stream's last event id after this event (None: never set)
+    retry: int | None  # reconnection delay in ms, if this event carried one
 
     @property
     def text(self) -> str:
@@ -42,11 +42,11 @@ class SseParser:
     def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self.max_event_bytes = max_event_bytes
         self.last_event_id: str | None = None  # persists across events, as the standard says
-        self.retry: int | None = None          # the latest retry: value seen on the stream
-        self._pieces: list[bytes] = []         # the unfinished line, in pieces
-        self._pending = 0                      # bytes in _pieces
-        self._skip_lf = False                  # the last read ended in CR: a leading LF belongs to it
-        self._first = True                     # a byte order mark may start the stream
+        self.retry: int | None = None  # the latest retry: value seen on the stream
+        self._pieces: list[bytes] = []  # the unfinished line, in pieces
+        self._pending = 0  # bytes in _pieces
+        self._skip_lf = False  # the last read ended in CR: a leading LF belongs to it
+        self._first = True  # a byte order mark may start the stream
         self._data: list[bytes] = []
         self._data_bytes = 0
         self._event = ""
@@ -94,8 +94,9 @@ class SseParser:
             self._pieces.append(rest)
             self._pending += len(rest)
             if self._pending + self._data_bytes > self.max_event_bytes:
-                raise SseError(f"an event is larger than the {self.max_event_bytes:,}-byte cap on one message "
-                               "(max_message_bytes)")
+                raise SseError(
+                    f"an event is larger than the {self.max_event_bytes:,}-byte cap on one message (max_message_bytes)"
+                )
         return events
 
     def finish(self) -> None:
@@ -118,21 +119,21 @@ class SseParser:
             field, value = line, b""
         else:  # one slice for the value, however long: a 20 MB data line is copied once here
             field = line[:colon]
-            value = line[colon + 2:] if line[colon + 1:colon + 2] == b" " else line[colon + 1:]
+            value = line[colon + 2 :] if line[colon + 1 : colon + 2] == b" " else line[colon + 1 :]
         if field == b"data":
             self._data.append(value)
             self._data_bytes += len(value) + 1
             if self._data_bytes > self.max_event_bytes:
-                raise SseError(f"an event is larger than the {self.max_event_bytes:,}-byte cap on one message "
-                               "(max_message_bytes)")
+                raise SseError(
+                    f"an event is larger than the {self.max_event_bytes:,}-byte cap on one message (max_message_bytes)"
+                )
         elif field == b"event":
             self._event = value.decode("utf-8", errors="replace")
         elif field == b"id":
             if b"\0" not in value:
                 self.last_event_id = value.decode("utf-8", errors="replace")
-        elif field == b"retry":
-            if value.isdigit():
-                self.retry = self._event_retry = int(value)
+        elif field == b"retry" and value.isdigit():
+            self.retry = self._event_retry = int(value)
         return None  # unknown fields are ignored
 
     def _dispatch(self) -> SseEvent | None:

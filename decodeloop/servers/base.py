@@ -18,8 +18,9 @@ import base64
 import json
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO
 
 # Kept apart from decodeloop.mcp on purpose: a server should stand on its own.
 LATEST_VERSION = "2025-11-25"  # the newest version initialize agrees to
@@ -55,7 +56,7 @@ class RegisteredTool:
     output_schema: dict | None
     title: str | None
     function: Callable[..., Any]
-    annotations: dict | None = None   # readOnlyHint, destructiveHint, ...
+    annotations: dict | None = None  # readOnlyHint, destructiveHint, ...
 
     def listing(self) -> dict:
         entry: dict = {"name": self.name}
@@ -100,8 +101,9 @@ class ToolServer:
         def register(function: Callable[..., Any]) -> Callable[..., Any]:
             if name in self.tools:
                 raise ValueError(f"tool {name!r} is already registered")
-            self.tools[name] = RegisteredTool(name, description, input_schema, output_schema, title, function,
-                                              annotations)
+            self.tools[name] = RegisteredTool(
+                name, description, input_schema, output_schema, title, function, annotations
+            )
             return function
 
         return register
@@ -137,9 +139,15 @@ class ToolServer:
         version = meta.get(META + "protocolVersion") if isinstance(meta, dict) else None
         if version is not None and version not in STATELESS_VERSIONS:
             all_versions = [*STATELESS_VERSIONS, *SUPPORTED_VERSIONS]
-            return {"jsonrpc": "2.0", "id": request_id, "error": {
-                "code": UNSUPPORTED_VERSION, "message": f"Unsupported protocol version: {version!r}",
-                "data": {"supported": all_versions, "requested": version}}}
+            return {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {
+                    "code": UNSUPPORTED_VERSION,
+                    "message": f"Unsupported protocol version: {version!r}",
+                    "data": {"supported": all_versions, "requested": version},
+                },
+            }
         try:
             result = handler(params)
         except _InvalidParams as exc:
@@ -250,7 +258,10 @@ class ToolServer:
     def argument_parser(self) -> argparse.ArgumentParser:
         parser = argparse.ArgumentParser(description=f"The {self.name} MCP server (stdio).")
         parser.add_argument(
-            "--page-size", type=_positive_int, default=None, metavar="N",
+            "--page-size",
+            type=_positive_int,
+            default=None,
+            metavar="N",
             help="return tools/list in pages of N tools (exercises client pagination)",
         )
         for names, keywords in self.options:
@@ -315,8 +326,11 @@ def _check_value(key: str, spec: dict, value: Any) -> Any:
     if "maximum" in spec and value > spec["maximum"]:
         raise ToolFailure(f'argument "{key}" must be at most {spec["maximum"]}')
     if "minLength" in spec and len(value) < spec["minLength"]:
-        raise ToolFailure(f'argument "{key}" must not be empty' if spec["minLength"] == 1
-                          else f'argument "{key}" must have at least {spec["minLength"]} characters')
+        raise ToolFailure(
+            f'argument "{key}" must not be empty'
+            if spec["minLength"] == 1
+            else f'argument "{key}" must have at least {spec["minLength"]} characters'
+        )
     return value
 
 

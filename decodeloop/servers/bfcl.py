@@ -30,8 +30,11 @@ from decodeloop.servers.base import ToolServer
 
 def build_server(tools: list[dict]) -> ToolServer:
     """A server whose tools are `tools` (tools/list entries), each answering with the call echoed."""
-    server = ToolServer("bfcl", decodeloop.__version__,
-                        instructions="BFCL functions: every call is answered with {\"status\": \"ok\"} and the call.")
+    server = ToolServer(
+        "bfcl",
+        decodeloop.__version__,
+        instructions='BFCL functions: every call is answered with {"status": "ok"} and the call.',
+    )
     for tool in tools:
         server.tool(tool["name"], tool.get("description", ""), tool["inputSchema"])(_echo(tool["name"]))
     return server
@@ -41,6 +44,7 @@ def _echo(name: str):
     # the name is bound here, not as a keyword of the tool: a BFCL argument may be called anything
     def answer(**arguments) -> str:
         return json.dumps({"status": "ok", "function": name, "arguments": arguments}, ensure_ascii=False)
+
     return answer
 
 
@@ -50,10 +54,10 @@ def read_tools(path: str) -> list[dict]:
         with open(path, encoding="utf-8") as f:
             tools = json.load(f)
     except (OSError, ValueError) as e:
-        raise SystemExit(f"bfcl server: cannot read tools from {path}: {e}")
+        raise SystemExit(f"bfcl server: cannot read tools from {path}: {e}") from None
     if not isinstance(tools, list) or not all(
-            isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("inputSchema"), dict)
-            for t in tools):
+        isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("inputSchema"), dict) for t in tools
+    ):
         raise SystemExit(f"bfcl server: {path} is not a JSON list of tools with a name and an inputSchema")
     return tools
 
@@ -66,8 +70,9 @@ def entry_tools(entry_id: str, wheel: str | None = None) -> list[dict]:
 
     category, _, number = entry_id.rpartition("_")
     if category not in CATEGORIES or not number.isdigit():
-        raise SystemExit(f"bfcl server: {entry_id!r} is not an entry id of {', '.join(CATEGORIES)} "
-                         "(e.g. simple_python_1)")
+        raise SystemExit(
+            f"bfcl server: {entry_id!r} is not an entry id of {', '.join(CATEGORIES)} (e.g. simple_python_1)"
+        )
     try:
         with Wheel(locate_wheel(wheel)) as opened:
             entries = load_entries(opened, category, int(number) + 1)
@@ -76,7 +81,7 @@ def entry_tools(entry_id: str, wheel: str | None = None) -> list[dict]:
                 raise SystemExit(f"bfcl server: no entry {entry_id} in {category}")
             return mcp_tools(found[0].functions)
     except BfclError as e:
-        raise SystemExit(f"bfcl server: {e}")
+        raise SystemExit(f"bfcl server: {e}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     tools = read_tools(args.tools) if args.tools else entry_tools(args.entry, args.wheel)
     try:
         server = build_server(tools)
-    except ValueError as e:   # the same name twice
-        raise SystemExit(f"bfcl server: {e}")
+    except ValueError as e:  # the same name twice
+        raise SystemExit(f"bfcl server: {e}") from None
     return server.serve_stdio()
 
 

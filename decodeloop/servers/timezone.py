@@ -24,11 +24,39 @@ ZONES = {
     "hawaii": ("Hawaii-Aleutian Standard Time", "Pacific/Honolulu", "-10:00", None),
 }
 STATE_ZONE = {
-    **dict.fromkeys("CT DE DC FL GA IN KY ME MD MA MI NH NJ NY NC OH PA RI SC VT VA WV".split(), "eastern"),
-    **dict.fromkeys("AL AR IL IA KS LA MN MS MO NE ND OK SD TN TX WI".split(), "central"),
-    **dict.fromkeys("CO ID MT NM UT WY".split(), "mountain"),
+    **dict.fromkeys(
+        [
+            "CT",
+            "DE",
+            "DC",
+            "FL",
+            "GA",
+            "IN",
+            "KY",
+            "ME",
+            "MD",
+            "MA",
+            "MI",
+            "NH",
+            "NJ",
+            "NY",
+            "NC",
+            "OH",
+            "PA",
+            "RI",
+            "SC",
+            "VT",
+            "VA",
+            "WV",
+        ],
+        "eastern",
+    ),
+    **dict.fromkeys(
+        ["AL", "AR", "IL", "IA", "KS", "LA", "MN", "MS", "MO", "NE", "ND", "OK", "SD", "TN", "TX", "WI"], "central"
+    ),
+    **dict.fromkeys(["CO", "ID", "MT", "NM", "UT", "WY"], "mountain"),
     "AZ": "arizona",
-    **dict.fromkeys("CA NV OR WA".split(), "pacific"),
+    **dict.fromkeys(["CA", "NV", "OR", "WA"], "pacific"),
     "AK": "alaska",
     "HI": "hawaii",
 }
@@ -52,8 +80,14 @@ def time_zone(city: str, state: str, unusual: Unusual | None = None) -> dict:
     if code not in STATE_ZONE:
         raise ToolFailure(f'unknown state code "{state.strip()}": use a two-letter US state code such as MT')
     name, iana, standard, summer = ZONES[STATE_ZONE[code]] if unusual is None else unusual.zone(shown, code)
-    return {"city": shown, "state": code, "zone": name, "iana": iana, "utc_offset": standard,
-            "summer_utc_offset": summer}
+    return {
+        "city": shown,
+        "state": code,
+        "zone": name,
+        "iana": iana,
+        "utc_offset": standard,
+        "summer_utc_offset": summer,
+    }
 
 
 def get_time_zone(city: str, state: str, unusual: Unusual | None = None) -> tuple[str, dict]:
@@ -65,10 +99,19 @@ def get_time_zone(city: str, state: str, unusual: Unusual | None = None) -> tupl
 def build_server(page_size: int | None = None, ood: bool = False) -> ToolServer:
     """The server; `ood`: every answer holds values from the OOD side of unusual.py instead."""
     unusual = Unusual("ood") if ood else None
-    server = ToolServer("timezone", decodeloop.__version__, page_size=page_size,
-                        instructions="The time zone a US city keeps: name, IANA id and UTC offsets.")
-    server.tool("get_time_zone", "The time zone of a US city: its name, IANA id and UTC offset.",
-                INPUT, title="Time zone", annotations=READ_ONLY)(lambda city, state: get_time_zone(city, state, unusual))
+    server = ToolServer(
+        "timezone",
+        decodeloop.__version__,
+        page_size=page_size,
+        instructions="The time zone a US city keeps: name, IANA id and UTC offsets.",
+    )
+    server.tool(
+        "get_time_zone",
+        "The time zone of a US city: its name, IANA id and UTC offset.",
+        INPUT,
+        title="Time zone",
+        annotations=READ_ONLY,
+    )(lambda city, state: get_time_zone(city, state, unusual))
     server.options.append((("--ood",), {"action": "store_true", "help": OOD_HELP}))
     return server
 

@@ -16,11 +16,21 @@ from decodeloop.servers.unusual import OOD_HELP, Unusual, fixed, ood_requested
 
 # unit -> (quantity, size in the quantity's base unit)
 UNITS = {
-    "km": ("length", 1000.0), "m": ("length", 1.0), "cm": ("length", 0.01), "mi": ("length", 1609.344),
-    "ft": ("length", 0.3048), "in": ("length", 0.0254),
-    "kg": ("mass", 1.0), "g": ("mass", 0.001), "lb": ("mass", 0.45359237), "oz": ("mass", 0.028349523125),
-    "l": ("volume", 1.0), "ml": ("volume", 0.001), "gal": ("volume", 3.785411784),
-    "c": ("temperature", None), "f": ("temperature", None),
+    "km": ("length", 1000.0),
+    "m": ("length", 1.0),
+    "cm": ("length", 0.01),
+    "mi": ("length", 1609.344),
+    "ft": ("length", 0.3048),
+    "in": ("length", 0.0254),
+    "kg": ("mass", 1.0),
+    "g": ("mass", 0.001),
+    "lb": ("mass", 0.45359237),
+    "oz": ("mass", 0.028349523125),
+    "l": ("volume", 1.0),
+    "ml": ("volume", 0.001),
+    "gal": ("volume", 3.785411784),
+    "c": ("temperature", None),
+    "f": ("temperature", None),
 }
 UNIT_NAMES = list(UNITS)
 
@@ -47,8 +57,7 @@ def converted(value: float, from_unit: str, to_unit: str) -> float:
         raise ToolFailure("value must be a finite number")
     (kind, size), (to_kind, to_size) = UNITS[from_unit], UNITS[to_unit]
     if kind != to_kind:
-        raise ToolFailure(f"cannot convert {from_unit} to {to_unit}: {from_unit} is a {kind}, "
-                          f"{to_unit} is a {to_kind}")
+        raise ToolFailure(f"cannot convert {from_unit} to {to_unit}: {from_unit} is a {kind}, {to_unit} is a {to_kind}")
     if kind == "temperature":
         celsius = value if from_unit == "c" else (value - 32) * 5 / 9
         return celsius if to_unit == "c" else celsius * 9 / 5 + 32
@@ -73,11 +82,19 @@ def convert(value: float, from_unit: str, to_unit: str, unusual: Unusual | None 
 def build_server(page_size: int | None = None, ood: bool = False) -> ToolServer:
     """The server; `ood`: results are written with exactly six decimals (unusual.py's OOD side)."""
     unusual = Unusual("ood") if ood else None
-    server = ToolServer("units", decodeloop.__version__, page_size=page_size,
-                        instructions="Unit conversion for lengths, masses, volumes and temperatures.")
-    server.tool("convert", "Convert an amount from one unit to another of the same kind "
-                "(length, mass, volume or temperature).", INPUT, title="Convert units",
-                annotations=READ_ONLY)(lambda value, from_unit, to_unit: convert(value, from_unit, to_unit, unusual))
+    server = ToolServer(
+        "units",
+        decodeloop.__version__,
+        page_size=page_size,
+        instructions="Unit conversion for lengths, masses, volumes and temperatures.",
+    )
+    server.tool(
+        "convert",
+        "Convert an amount from one unit to another of the same kind (length, mass, volume or temperature).",
+        INPUT,
+        title="Convert units",
+        annotations=READ_ONLY,
+    )(lambda value, from_unit, to_unit: convert(value, from_unit, to_unit, unusual))
     server.options.append((("--ood",), {"action": "store_true", "help": OOD_HELP}))
     return server
 

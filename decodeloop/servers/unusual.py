@@ -29,16 +29,42 @@ import string
 import sys
 
 # -- the servers' own values: never on the OOD side ---------------------------------
-OWN_TEMPERATURES = range(7, 92)          # state means 27..71, plus or minus 15 and a forecast's 5
+OWN_TEMPERATURES = range(7, 92)  # state means 27..71, plus or minus 15 and a forecast's 5
 OWN_HUMIDITY = range(15, 101)
 OWN_WIND = range(1, 31)
 OWN_DIRECTIONS = frozenset(("N", "NE", "E", "SE", "S", "SW", "W", "NW"))
-OWN_WORDS = frozenset(("sunny", "partly", "cloudy", "overcast", "fog", "light", "rain", "thunderstorms", "snow",
-                       # the words of the time zones' names and IANA ids
-                       "eastern", "central", "mountain", "pacific", "alaska", "hawaii-aleutian", "america",
-                       "new", "york", "chicago", "denver", "phoenix", "los", "angeles", "anchorage", "honolulu"))
+OWN_WORDS = frozenset(
+    (
+        "sunny",
+        "partly",
+        "cloudy",
+        "overcast",
+        "fog",
+        "light",
+        "rain",
+        "thunderstorms",
+        "snow",
+        # the words of the time zones' names and IANA ids
+        "eastern",
+        "central",
+        "mountain",
+        "pacific",
+        "alaska",
+        "hawaii-aleutian",
+        "america",
+        "new",
+        "york",
+        "chicago",
+        "denver",
+        "phoenix",
+        "los",
+        "angeles",
+        "anchorage",
+        "honolulu",
+    )
+)
 OWN_OFFSETS = frozenset(("-05:00", "-04:00", "-06:00", "-07:00", "-08:00", "-09:00", "-10:00"))
-OWN_DECIMALS = 3                         # units rounds to three decimals, trailing zeros dropped
+OWN_DECIMALS = 3  # units rounds to three decimals, trailing zeros dropped
 
 # -- fixed members of each side ------------------------------------------------------
 OOD_DIRECTIONS = frozenset(("NNE", "ENE", "ESE", "SSE", "SSW", "WSW", "WNW", "NNW"))
@@ -46,8 +72,16 @@ OOD_WORDS = frozenset(("sleet", "hail", "drizzle", "haze", "smoke", "squalls", "
 TRAIN_WORDS = ("showers", "flurries", "breezy", "clear", "windy", "humid", "frost", "storms", "gusts", "spray")
 MODIFIERS = ("light", "heavy", "scattered", "patchy", "freezing", "blowing", "isolated")  # either side
 OOD_HUMIDITY = frozenset((0, 3, 5, 8, 11, 13))
-OOD_DECIMALS = 6                         # the OOD side writes a conversion with exactly six decimals
-TRAIN_DECIMALS = (0, 1, 2, 4, 5, 7, 8)   # on both sides of six: training learns to stop after the last digit, not at a count
+OOD_DECIMALS = 6  # the OOD side writes a conversion with exactly six decimals
+TRAIN_DECIMALS = (
+    0,
+    1,
+    2,
+    4,
+    5,
+    7,
+    8,
+)  # on both sides of six: training learns to stop after the last digit, not at a count
 REGIONS = ("America", "Pacific", "Atlantic", "Arctic", "Etc")
 SYLLABLES = ("an", "ar", "el", "en", "er", "qu", "ix", "ot", "zu", "va", "ro", "li", "mo", "ka", "te", "sh", "y")
 
@@ -110,8 +144,9 @@ class Unusual:
     def temperature(self, rng: random.Random) -> int:
         def make(r):  # as many of one, two and three digits, a third of them below zero
             digits = r.choice((1, 2, 3))
-            value = r.randint(0 if digits == 1 else 10 ** (digits - 1), min(10 ** digits - 1, 199))
+            value = r.randint(0 if digits == 1 else 10 ** (digits - 1), min(10**digits - 1, 199))
             return -value if r.random() < 1 / 3 else value
+
         return self._draw("temperature", rng, make)
 
     def humidity(self, rng: random.Random) -> int:
@@ -124,6 +159,7 @@ class Unusual:
         def make(r):
             letters = "NESW" if r.random() < 0.7 else string.ascii_uppercase
             return "".join(r.choice(letters) for _ in range(r.randint(1, 3)))
+
         if self.side == "ood" and rng.random() < 0.5:
             return rng.choice(sorted(OOD_DIRECTIONS))
         return self._draw("direction", rng, make)
@@ -138,6 +174,7 @@ class Unusual:
             if r.random() < 0.5:
                 return "".join(r.choice(string.ascii_lowercase) for _ in range(r.randint(3, 10)))
             return "".join(r.choice(SYLLABLES) for _ in range(r.randint(2, 4)))
+
         return self._draw("word", rng, make)
 
     def conditions(self, rng: random.Random) -> str:
@@ -151,14 +188,20 @@ class Unusual:
 
     def weather(self, city: str, code: str, *salt: object) -> dict:
         rng = self.rng("weather", city.casefold(), code, *salt)
-        return {"temperature_f": self.temperature(rng), "conditions": self.conditions(rng),
-                "humidity_pct": self.humidity(rng), "wind_mph": self.wind(rng), "wind_dir": self.direction(rng)}
+        return {
+            "temperature_f": self.temperature(rng),
+            "conditions": self.conditions(rng),
+            "humidity_pct": self.humidity(rng),
+            "wind_mph": self.wind(rng),
+            "wind_dir": self.direction(rng),
+        }
 
     # -- time zones ----------------------------------------------------------------
     def offset(self, rng: random.Random) -> str:
         def make(r):
             hours, minutes = r.randint(-12, 14), r.choice((0, 15, 30, 45))
             return f"{'-' if hours < 0 else '+'}{abs(hours):02d}:{minutes:02d}"
+
         return self._draw("offset", rng, make)
 
     def zone(self, city: str, code: str) -> tuple[str, str, str, str | None]:

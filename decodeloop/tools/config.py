@@ -36,34 +36,45 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 
-from decodeloop.errors import ConfigError  # noqa: F401  (raised here; imported from here by callers too)
+from decodeloop.errors import ConfigError
 from decodeloop.mcp.versions import LEGACY_SSE_REFUSAL, PROTOCOLS, STATELESS_VERSION
 
 POLICY_KEYS = {"trusted", "readOnly", "sideEffects", "allow", "deny"}  # read by policy.py
-SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "transport", "disabled", "protocolVersion", *POLICY_KEYS}
-ENGINE_KEYS = {"url", "model", "tokenizer"}   # the top-level "engine": what --model openai:URL takes (load_engine)
+SERVER_KEYS = {
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "type",
+    "transport",
+    "disabled",
+    "protocolVersion",
+    *POLICY_KEYS,
+}
+ENGINE_KEYS = {"url", "model", "tokenizer"}  # the top-level "engine": what --model openai:URL takes (load_engine)
 TOP_IGNORED = {"$schema", "inputs", "engine"}  # VS Code's prompt-for-a-secret inputs are not supported, only tolerated
-TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http", "streamablehttp": "http",
-              "sse": "sse"}
+TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http", "streamablehttp": "http", "sse": "sse"}
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 
 
 @dataclass
 class ServerSpec:
     name: str
-    command: list[str] | None = None   # a stdio server
+    command: list[str] | None = None  # a stdio server
     env: dict[str, str] | None = None
     cwd: str | None = None
-    url: str | None = None             # an HTTP server
+    url: str | None = None  # an HTTP server
     headers: dict[str, str] = field(default_factory=dict)
-    transport: str = "auto"            # stdio, auto (Streamable HTTP, then legacy SSE), http or sse
-    protocol: str | None = None        # a pinned MCP revision (PROTOCOLS); None: the command line's, else auto
+    transport: str = "auto"  # stdio, auto (Streamable HTTP, then legacy SSE), http or sse
+    protocol: str | None = None  # a pinned MCP revision (PROTOCOLS); None: the command line's, else auto
     # the policy's rules for this server's tools (see policy.py); "*" in a list means every tool
-    trusted: bool = False              # believe its readOnlyHint / destructiveHint annotations
-    read_only: tuple[str, ...] = ()    # tools that only read, whatever the server says
+    trusted: bool = False  # believe its readOnlyHint / destructiveHint annotations
+    read_only: tuple[str, ...] = ()  # tools that only read, whatever the server says
     side_effects: tuple[str, ...] = ()  # tools that act, whatever the server says
-    allow: tuple[str, ...] = ()        # side-effecting tools that run without confirmation
-    deny: tuple[str, ...] = ()         # tools that never run
+    allow: tuple[str, ...] = ()  # side-effecting tools that run without confirmation
+    deny: tuple[str, ...] = ()  # tools that never run
 
 
 def parse_header(text: str) -> tuple[str, str]:
@@ -71,17 +82,18 @@ def parse_header(text: str) -> tuple[str, str]:
     name, colon, value = text.partition(":")
     name, value = name.strip(), value.strip()
     if not colon or not _HEADER_NAME.match(name):
-        raise ConfigError(f"bad header {text!r}: expected \"Name: value\"")
+        raise ConfigError(f'bad header {text!r}: expected "Name: value"')
     if any(c in value for c in "\r\n\0"):
         raise ConfigError(f"bad header {name!r}: the value may not contain line breaks")
     return name, value
 
 
-def url_spec(url: str, headers: dict[str, str] | None = None, transport: str = "auto",
-             name: str | None = None) -> ServerSpec:
+def url_spec(
+    url: str, headers: dict[str, str] | None = None, transport: str = "auto", name: str | None = None
+) -> ServerSpec:
     """A URL server; `sse+http://` and `sse+https://` ask for the legacy SSE transport."""
     if url.startswith(("sse+http://", "sse+https://")):
-        url, transport = url[len("sse+"):], "sse"
+        url, transport = url[len("sse+") :], "sse"
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"bad MCP server URL {url!r}: expected http://host/... or https://host/...")
@@ -115,10 +127,16 @@ def load_engine(path: str) -> dict[str, str] | None:
     engine = data.get("engine") if isinstance(data, dict) else None
     if engine is None:
         return None
-    if not isinstance(engine, dict) or set(engine) - ENGINE_KEYS or not isinstance(engine.get("url"), str) \
-            or not all(isinstance(v, str) for v in engine.values()):
-        raise ConfigError(f"{path}: \"engine\" must be an object of strings with \"url\" and optionally "
-                          f"{', '.join(sorted(ENGINE_KEYS - {'url'}))}")
+    if (
+        not isinstance(engine, dict)
+        or set(engine) - ENGINE_KEYS
+        or not isinstance(engine.get("url"), str)
+        or not all(isinstance(v, str) for v in engine.values())
+    ):
+        raise ConfigError(
+            f'{path}: "engine" must be an object of strings with "url" and optionally '
+            f"{', '.join(sorted(ENGINE_KEYS - {'url'}))}"
+        )
     if not engine["url"].startswith(("http://", "https://")):
         raise ConfigError(f"{path}: the engine's url must be http:// or https://, not {engine['url']!r}")
     out = dict(engine)
@@ -129,16 +147,16 @@ def load_engine(path: str) -> dict[str, str] | None:
 
 def parse_config(data: object, source: str = "config", base: str | None = None) -> list[ServerSpec]:
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a JSON object with \"mcpServers\"")
+        raise ConfigError(f'{source}: expected a JSON object with "mcpServers"')
     keys = [k for k in ("mcpServers", "servers") if k in data]
     if len(keys) != 1:
-        raise ConfigError(f"{source}: expected exactly one of \"mcpServers\" or \"servers\" at the top level")
+        raise ConfigError(f'{source}: expected exactly one of "mcpServers" or "servers" at the top level')
     unknown = set(data) - {keys[0]} - TOP_IGNORED
     if unknown:
         raise ConfigError(f"{source}: unknown top-level key(s) {', '.join(sorted(unknown))}")
     servers = data[keys[0]]
     if not isinstance(servers, dict):
-        raise ConfigError(f"{source}: \"{keys[0]}\" must be an object mapping server names to servers")
+        raise ConfigError(f'{source}: "{keys[0]}" must be an object mapping server names to servers')
     specs = []
     for name, entry in servers.items():
         spec = _server(name, entry, f'{source}: server "{name}"', base)
@@ -154,16 +172,22 @@ def _server(name: str, entry: object, where: str, base: str | None) -> ServerSpe
     assert isinstance(entry, dict)
     trusted = entry.get("trusted", False)
     if not isinstance(trusted, bool):
-        raise ConfigError(f"{where}: \"trusted\" must be true or false")
-    rules = {field: tuple(_names(entry.get(key, []), where, key))
-             for field, key in (("read_only", "readOnly"), ("side_effects", "sideEffects"), ("allow", "allow"),
-                                ("deny", "deny"))}
+        raise ConfigError(f'{where}: "trusted" must be true or false')
+    rules = {
+        field: tuple(_names(entry.get(key, []), where, key))
+        for field, key in (
+            ("read_only", "readOnly"),
+            ("side_effects", "sideEffects"),
+            ("allow", "allow"),
+            ("deny", "deny"),
+        )
+    }
     return dataclasses.replace(spec, trusted=trusted, **rules)
 
 
 def _names(value: object, where: str, key: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f"{where}: \"{key}\" must be a list of tool names (\"*\" for every tool)")
+        raise ConfigError(f'{where}: "{key}" must be a list of tool names ("*" for every tool)')
     return value
 
 
@@ -171,51 +195,53 @@ def _transport(name: str, entry: object, where: str, base: str | None) -> Server
     if not name.strip():
         raise ConfigError(f"{where}: a server needs a non-empty name")
     if not isinstance(entry, dict):
-        raise ConfigError(f"{where}: expected an object with \"command\" or \"url\"")
+        raise ConfigError(f'{where}: expected an object with "command" or "url"')
     unknown = set(entry) - SERVER_KEYS
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} "
-                          f"(known: {', '.join(sorted(SERVER_KEYS))})")
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(SERVER_KEYS))})"
+        )
     if entry.get("disabled") is True:
         return None
     protocol = entry.get("protocolVersion")
     if protocol is not None and protocol not in PROTOCOLS:
-        raise ConfigError(f"{where}: \"protocolVersion\" must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
+        raise ConfigError(f'{where}: "protocolVersion" must be one of {", ".join(PROTOCOLS)}, not {protocol!r}')
     kind = entry.get("type", entry.get("transport"))
     if kind is not None:
         if not isinstance(kind, str) or kind.lower() not in TRANSPORTS:
-            raise ConfigError(f"{where}: \"type\" must be stdio, http or sse, not {kind!r}")
+            raise ConfigError(f'{where}: "type" must be stdio, http or sse, not {kind!r}')
         kind = TRANSPORTS[kind.lower()]
     has_command, has_url = "command" in entry, "url" in entry
     if has_command == has_url:
-        raise ConfigError(f"{where}: needs exactly one of \"command\" (a stdio server) or \"url\" (an HTTP server)")
+        raise ConfigError(f'{where}: needs exactly one of "command" (a stdio server) or "url" (an HTTP server)')
     if has_command:
         if kind not in (None, "stdio"):
-            raise ConfigError(f"{where}: \"type\": \"{kind}\" needs a \"url\", not a \"command\"")
+            raise ConfigError(f'{where}: "type": "{kind}" needs a "url", not a "command"')
         for key in ("url", "headers"):
             if key in entry:
-                raise ConfigError(f"{where}: \"{key}\" is for HTTP servers; this one has a \"command\"")
+                raise ConfigError(f'{where}: "{key}" is for HTTP servers; this one has a "command"')
         command, args = entry["command"], entry.get("args", [])
         if not isinstance(command, str) or not command.strip():
-            raise ConfigError(f"{where}: \"command\" must be a non-empty string")
+            raise ConfigError(f'{where}: "command" must be a non-empty string')
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise ConfigError(f"{where}: \"args\" must be a list of strings")
+            raise ConfigError(f'{where}: "args" must be a list of strings')
         env = _strings(entry.get("env", {}), where, "env")
         cwd = entry.get("cwd")
         if cwd is not None and not isinstance(cwd, str):
-            raise ConfigError(f"{where}: \"cwd\" must be a string")
+            raise ConfigError(f'{where}: "cwd" must be a string')
         if cwd is not None and base is not None:
             cwd = os.path.join(base, os.path.expanduser(cwd))
-        return ServerSpec(name=name, command=[command, *args], env=env or None, cwd=cwd, transport="stdio",
-                          protocol=protocol)
+        return ServerSpec(
+            name=name, command=[command, *args], env=env or None, cwd=cwd, transport="stdio", protocol=protocol
+        )
     if kind == "stdio":
-        raise ConfigError(f"{where}: \"type\": \"stdio\" needs a \"command\", not a \"url\"")
+        raise ConfigError(f'{where}: "type": "stdio" needs a "command", not a "url"')
     for key in ("args", "env", "cwd"):
         if key in entry:
-            raise ConfigError(f"{where}: \"{key}\" is for stdio servers; this one has a \"url\"")
+            raise ConfigError(f'{where}: "{key}" is for stdio servers; this one has a "url"')
     url = entry["url"]
     if not isinstance(url, str):
-        raise ConfigError(f"{where}: \"url\" must be a string")
+        raise ConfigError(f'{where}: "url" must be a string')
     headers = _strings(entry.get("headers", {}), where, "headers")
     try:
         for header, value in headers.items():
@@ -231,7 +257,7 @@ def _transport(name: str, entry: object, where: str, base: str | None) -> Server
 
 def _strings(value: object, where: str, key: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise ConfigError(f"{where}: \"{key}\" must be an object of strings")
+        raise ConfigError(f'{where}: "{key}" must be an object of strings')
     return dict(value)
 
 

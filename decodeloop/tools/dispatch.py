@@ -16,33 +16,34 @@ another, and their outcomes come back in the order the model wrote them.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
+from decodeloop.events import Emit, PolicyDecision, ToolCall, ToolError, ToolResult
 from decodeloop.formats.calls import shapes as call_shapes
 from decodeloop.formats.calls.compact import ParseError
-from decodeloop.events import Emit, PolicyDecision, ToolCall, ToolError, ToolResult
 from decodeloop.mcp.errors import McpError, RequestTimeout
-from decodeloop.tools.router import Router, UnknownTool
 from decodeloop.schema import ArgumentError, check_value, validate_arguments
+from decodeloop.tools.router import Router, UnknownTool
 from decodeloop.trust.policy import denial
 from decodeloop.trust.untrusted import cap_text
 
 DEFAULT_MAX_RESULT_CHARS = 16_000
 DEFAULT_MAX_TURN_RESULT_CHARS = 64_000  # every tool result of one turn together (harness.py shares it out)
-MIN_RESULT_CHARS = 200                  # what a result keeps once the turn's budget is spent
+MIN_RESULT_CHARS = 200  # what a result keeps once the turn's budget is spent
 Check = Callable[[str, str, str, Any, dict], PolicyDecision]  # (name, server, remote name, tool, arguments)
 
 
 @dataclass(slots=True)
 class Outcome:
-    text: str        # what the tool message will say (before the syntax renders it)
+    text: str  # what the tool message will say (before the syntax renders it)
     is_error: bool
-    name: str | None = None      # the tool the call named, once it parsed
-    server: str | None = None    # the server whose text the message carries: it answered, or its schema is quoted
-    stage: str | None = None     # for errors: "parse", "route", "arguments", "repeat" or "call"
-    key: str | None = None       # the call's identity (tool and converted arguments), once validated
+    name: str | None = None  # the tool the call named, once it parsed
+    server: str | None = None  # the server whose text the message carries: it answered, or its schema is quoted
+    stage: str | None = None  # for errors: "parse", "route", "arguments", "repeat" or "call"
+    key: str | None = None  # the call's identity (tool and converted arguments), once validated
 
 
 @dataclass(slots=True)
@@ -56,10 +57,19 @@ class _Prepared:
     shape: str
 
 
-def dispatch_all(call_texts: list[str], syntax, router: Router, emit: Emit, *,
-                 timeout: float | None = None, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-                 answered: set[str] | frozenset[str] = frozenset(), policy: Check | None = None,
-                 origins: Callable[[dict], dict] | None = None, shapes=()) -> list[Outcome]:
+def dispatch_all(
+    call_texts: list[str],
+    syntax,
+    router: Router,
+    emit: Emit,
+    *,
+    timeout: float | None = None,
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    answered: set[str] | frozenset[str] = frozenset(),
+    policy: Check | None = None,
+    origins: Callable[[dict], dict] | None = None,
+    shapes=(),
+) -> list[Outcome]:
     """Every call of one message; `answered` holds the keys of calls already answered this turn.
 
     `policy(name, server, remote_name, tool, arguments)` decides each validated call (None: every call runs);
@@ -77,8 +87,9 @@ def dispatch_all(call_texts: list[str], syntax, router: Router, emit: Emit, *,
         for p in runnable:
             by_server.setdefault(p.server, []).append(p)
         with ThreadPoolExecutor(max_workers=len(by_server)) as pool:
-            done = dict(zip(by_server, pool.map(
-                lambda calls: [_call(p, router, timeout) for p in calls], by_server.values())))
+            done = dict(
+                zip(by_server, pool.map(lambda calls: [_call(p, router, timeout) for p in calls], by_server.values()))
+            )
         results = {id(p): r for server, calls in by_server.items() for p, r in zip(calls, done[server])}
     else:
         results = {id(p): _call(p, router, timeout) for p in runnable}
@@ -103,9 +114,17 @@ def parse_call(text: str, syntax, shape: str | None = None):
     return call_shapes.parse(shape, text)
 
 
-def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered, policy,
-             origins=None, max_chars: int = DEFAULT_MAX_RESULT_CHARS, shape: str | None = None
-             ) -> _Prepared | Outcome:
+def _prepare(
+    call_text: str,
+    syntax,
+    router: Router,
+    emit: Emit,
+    answered,
+    policy,
+    origins=None,
+    max_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    shape: str | None = None,
+) -> _Prepared | Outcome:
     shape = shape or getattr(syntax, "shape", call_shapes.CANONICAL)
 
     def failed(message, stage, name=None, key=None):
@@ -125,23 +144,33 @@ def _prepare(call_text: str, syntax, router: Router, emit: Emit, answered, polic
     except ArgumentError as e:
         # it quotes the server's schema (property names, descriptions, enum values): the server's text, capped
         # like it and marked with the server, so the policy and the marker escape treat it as data
-        return _failed(emit, cap_text(str(e), max_chars, "error"), call_text, "arguments", call.name,
-                       router.owner[call.name], shape=shape)
+        return _failed(
+            emit,
+            cap_text(str(e), max_chars, "error"),
+            call_text,
+            "arguments",
+            call.name,
+            router.owner[call.name],
+            shape=shape,
+        )
     key = call_key(call.name, arguments)
     if key in answered:
         # the commonest small-model failure: the same call again after its result (in any shape); the
         # server is spared
-        return failed(f"{call.name} was already called with these arguments in this turn and its "
-                      f"result is above; answer the user from it, or call with other arguments",
-                      "repeat", call.name, key=key)
+        return failed(
+            f"{call.name} was already called with these arguments in this turn and its "
+            f"result is above; answer the user from it, or call with other arguments",
+            "repeat",
+            call.name,
+            key=key,
+        )
     server = router.owner[call.name]
     if policy is not None:
         decision = policy(call.name, server, router.remote[call.name], tool, arguments)
         emit(decision)
-        if decision.verdict != "allow":   # the server never sees it; the model is told why
+        if decision.verdict != "allow":  # the server never sees it; the model is told why
             return failed(denial(decision), "policy", call.name)
-    emit(ToolCall(call.name, arguments, server, call_text, origins(arguments) if origins is not None else {},
-                  shape))
+    emit(ToolCall(call.name, arguments, server, call_text, origins(arguments) if origins is not None else {}, shape))
     return _Prepared(call_text, call.name, tool, arguments, server, key, shape)
 
 
@@ -156,15 +185,30 @@ def _call(p: _Prepared, router: Router, timeout: float | None):
 def _finish(p: _Prepared, result, emit: Emit, max_result_chars: int) -> Outcome:
     # an error's text is the server's as much as a result's: the same cap holds
     if isinstance(result, RequestTimeout):
-        return _failed(emit, cap_text(f"{p.name} did not answer in time ({result})", max_result_chars, "error"),
-                       p.text, "call", p.name, p.server, shape=p.shape)
+        return _failed(
+            emit,
+            cap_text(f"{p.name} did not answer in time ({result})", max_result_chars, "error"),
+            p.text,
+            "call",
+            p.name,
+            p.server,
+            shape=p.shape,
+        )
     if isinstance(result, McpError):
-        return _failed(emit, cap_text(f"{p.name} failed: {result}", max_result_chars, "error"),
-                       p.text, "call", p.name, p.server, shape=p.shape)
+        return _failed(
+            emit,
+            cap_text(f"{p.name} failed: {result}", max_result_chars, "error"),
+            p.text,
+            "call",
+            p.name,
+            p.server,
+            shape=p.shape,
+        )
     problem = output_problem(p.tool, result)
     if problem is not None:  # the server answered, but not what it promised: a failed call
-        return _failed(emit, cap_text(problem, max_result_chars, "error"), p.text, "call", p.name, p.server,
-                       shape=p.shape)
+        return _failed(
+            emit, cap_text(problem, max_result_chars, "error"), p.text, "call", p.name, p.server, shape=p.shape
+        )
     text = cap_text(result.text(), max_result_chars)
     emit(ToolResult(p.name, result.content, result.is_error, text))
     return Outcome(text, result.is_error, p.name, p.server, "call" if result.is_error else None, p.key)
@@ -182,8 +226,15 @@ def output_problem(tool, result) -> str | None:
     return None
 
 
-def _failed(emit: Emit, message: str, call_text: str, stage: str, name: str | None = None,
-            server: str | None = None, key: str | None = None, shape: str = call_shapes.CANONICAL) -> Outcome:
+def _failed(
+    emit: Emit,
+    message: str,
+    call_text: str,
+    stage: str,
+    name: str | None = None,
+    server: str | None = None,
+    key: str | None = None,
+    shape: str = call_shapes.CANONICAL,
+) -> Outcome:
     emit(ToolError(message, call_text, stage, name, shape))
     return Outcome(message, True, name, server, stage, key)
-

@@ -43,23 +43,30 @@ import re
 import shlex
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from decodeloop.events import Emit, Notice, Rpc, ServerReady, ToolsChanged
 from decodeloop.mcp.client import McpClient, Tool, ToolResult
 from decodeloop.mcp.errors import ConnectionClosed, McpError
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.transports.stdio import StdioTransport
+from decodeloop.schema import did_you_mean, pattern_notes, type_notes
 from decodeloop.tools.config import ConfigError, ServerSpec  # ConfigError is re-exported for callers
 from decodeloop.trust.pins import PinStore, changes, fingerprint
-from decodeloop.schema import did_you_mean, pattern_notes, type_notes
-from decodeloop.trust.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_SCHEMA_CHARS, cap_text, cap_tool, visible_line
+from decodeloop.trust.untrusted import (
+    DEFAULT_MAX_DESCRIPTION_CHARS,
+    DEFAULT_MAX_SCHEMA_CHARS,
+    cap_text,
+    cap_tool,
+    visible_line,
+)
 
 # the folder that holds the decodeloop package, for the bundled servers' imports
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAMESPACE_SEPARATOR = "__"
 MAX_TOOL_NAME = 128
-DEFAULT_MAX_TOOLS = 128   # per server: OpenAI's limit for one request, and more than any model uses well
+DEFAULT_MAX_TOOLS = 128  # per server: OpenAI's limit for one request, and more than any model uses well
 MAX_NOTICE_CHARS = 4_000  # a server's notification or log line, as a notice
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+\Z")
 
@@ -70,25 +77,25 @@ class UnknownTool(LookupError):
 
 class Router:
     def __init__(self, emit: Emit | None = None) -> None:
-        self.tools: dict[str, Tool] = {}        # exposed name -> tool (its .name is the exposed name)
-        self.owner: dict[str, str] = {}         # exposed name -> server name
-        self.remote: dict[str, str] = {}        # exposed name -> the name on its server
+        self.tools: dict[str, Tool] = {}  # exposed name -> tool (its .name is the exposed name)
+        self.owner: dict[str, str] = {}  # exposed name -> server name
+        self.remote: dict[str, str] = {}  # exposed name -> the name on its server
         self.clients: dict[str, McpClient] = {}
         self.served: dict[str, list[Tool]] = {}  # server -> its tools as taken: capped, at their pinned definitions
         # (server, name) -> the definition pinned for it, kept while the server does not list it: a tool that
         # goes and comes back is compared with its pin, as a tool changed in place is
         self.pinned: dict[tuple[str, str], Tool] = {}
         self.pending: dict[tuple[str, str], Tool] = {}  # (server, name) -> a changed definition, held until approved
-        self.reserved: set[str] = set()          # every configured server's name: no other server may use its prefix
-        self.specs: list[ServerSpec] = []        # what start_servers started (the policy reads their rules)
-        self.pin_store: PinStore | None = None   # pins kept between runs (None: for this session only)
-        self._names: dict[tuple[str, str], str] = {}    # (server, name) -> its exposed name, kept while it is listed
-        self.version = 0                         # bumped whenever the exposed tools change
+        self.reserved: set[str] = set()  # every configured server's name: no other server may use its prefix
+        self.specs: list[ServerSpec] = []  # what start_servers started (the policy reads their rules)
+        self.pin_store: PinStore | None = None  # pins kept between runs (None: for this session only)
+        self._names: dict[tuple[str, str], str] = {}  # (server, name) -> its exposed name, kept while it is listed
+        self.version = 0  # bumped whenever the exposed tools change
         self.emit = emit if emit is not None else (lambda event: None)
         # a server's text enters every prompt: each tool's description and schema text is capped
         self.max_description_chars = DEFAULT_MAX_DESCRIPTION_CHARS
         self.max_schema_chars = DEFAULT_MAX_SCHEMA_CHARS
-        self.max_tools = DEFAULT_MAX_TOOLS         # per server
+        self.max_tools = DEFAULT_MAX_TOOLS  # per server
         self._types_noted: set[tuple[str, str]] = set()  # (server, fingerprint): definitions whose types were noted
 
     def add_server(self, server: str, client: McpClient, tools: list[Tool]) -> None:
@@ -97,18 +104,22 @@ class Router:
         self.clients[server] = client
         self.reserved.add(server)
         taken = self._take(server, tools)
-        if self.pin_store is not None:   # pins from an earlier run: a definition changed since is held
+        if self.pin_store is not None:  # pins from an earlier run: a definition changed since is held
             stored = self.pin_store.load(server, _stored_tool)
-            for name, tool in stored.items():   # pins of tools not listed now are kept for their return
+            for name, tool in stored.items():  # pins of tools not listed now are kept for their return
                 self.pinned[(server, name)] = tool
             for n, tool in enumerate(taken):
                 old = stored.get(tool.name)
                 if old is not None and fingerprint(old) != fingerprint(tool):
                     self.pending[(server, tool.name)] = tool
                     taken[n] = dataclasses.replace(old, header_params=tool.header_params)
-                    self.emit(Notice(server, f"tool {tool.name} changed since it was pinned ({self.pin_store.path(server)})"
-                                             f"; held at the pinned definition until approved: "
-                                             + "; ".join(changes(old, tool))))
+                    self.emit(
+                        Notice(
+                            server,
+                            f"tool {tool.name} changed since it was pinned ({self.pin_store.path(server)})"
+                            f"; held at the pinned definition until approved: " + "; ".join(changes(old, tool)),
+                        )
+                    )
         self.served[server] = taken
         for tool in taken:
             self.pinned[(server, tool.name)] = tool
@@ -127,13 +138,23 @@ class Router:
         seen: set[str] = set()
         for n, tool in enumerate(tools):
             if len(kept) >= self.max_tools:
-                self.emit(Notice(server, f"lists {len(tools):,} tools; the first {self.max_tools:,} it could offer "
-                                         f"are taken, the other {len(tools) - n:,} are not (--max-tools "
-                                         f"{self.max_tools})"))
+                self.emit(
+                    Notice(
+                        server,
+                        f"lists {len(tools):,} tools; the first {self.max_tools:,} it could offer "
+                        f"are taken, the other {len(tools) - n:,} are not (--max-tools "
+                        f"{self.max_tools})",
+                    )
+                )
                 break
             if not _NAME_CHARS.match(tool.name) or len(tool.name) > MAX_TOOL_NAME:
-                self.emit(Notice(server, f"tool name {visible_line(repr(tool.name))} refused: not 1-{MAX_TOOL_NAME} "
-                                         "of the MCP tool-name characters A-Z a-z 0-9 _ - ."))
+                self.emit(
+                    Notice(
+                        server,
+                        f"tool name {visible_line(repr(tool.name))} refused: not 1-{MAX_TOOL_NAME} "
+                        "of the MCP tool-name characters A-Z a-z 0-9 _ - .",
+                    )
+                )
                 continue
             if tool.name in seen:
                 self.emit(Notice(server, f"tool {tool.name} is listed twice; the first is kept"))
@@ -169,23 +190,28 @@ class Router:
         for server, tools in self.served.items():
             for tool in tools:
                 name = self._names.get((server, tool.name))
-                if name is None:   # new: after every name already given, so it can take none of them
+                if name is None:  # new: after every name already given, so it can take none of them
                     name = self._new_name(server, tool.name, held)
                     self._names[(server, tool.name)] = name
                     held.add(name)
                 exposed[name] = tool if name == tool.name else dataclasses.replace(tool, name=name)
                 owner[name], remote[name] = server, tool.name
         # keep the servers' order, and each server's listing order, in what the model is shown
-        order = {key: n for n, key in enumerate((server, tool.name) for server, tools in self.served.items()
-                                                for tool in tools)}
+        order = {
+            key: n
+            for n, key in enumerate((server, tool.name) for server, tools in self.served.items() for tool in tools)
+        }
         names = sorted(exposed, key=lambda name: order[(owner[name], remote[name])])
         self.tools = {name: exposed[name] for name in names}
         self.owner, self.remote = owner, remote
         self.version += 1
 
     def _new_name(self, server: str, name: str, taken: set[str]) -> str:
-        others = [other for other in self.reserved if other != server
-                  and name.startswith(server_prefix(other) + NAMESPACE_SEPARATOR)]
+        others = [
+            other
+            for other in self.reserved
+            if other != server and name.startswith(server_prefix(other) + NAMESPACE_SEPARATOR)
+        ]
         if name not in taken and not others:
             return name
         exposed = base = namespaced(server, name)
@@ -222,13 +248,13 @@ class Router:
             kept, held, details = [], [], []
             for tool in self._take(server, tools):
                 key = (server, tool.name)
-                old = self.pinned.get(key)     # listed now or not: a tool that went and came back is no new tool
+                old = self.pinned.get(key)  # listed now or not: a tool that went and came back is no new tool
                 if old is None or fingerprint(tool) == fingerprint(old):
                     kept.append(tool)
                     self.pinned[key] = tool
                     self.pending.pop(key, None)
                     continue
-                kept.append(old)       # the definition the model was shown stays in force
+                kept.append(old)  # the definition the model was shown stays in force
                 self.pending[key] = tool
                 held.append(key)
                 details.extend(f"{tool.name}: {line}" for line in changes(old, tool))
@@ -240,8 +266,17 @@ class Router:
             self._expose()
             after = set(self.tools)
             declared = _object(client.capabilities.get("tools")).get("listChanged") is True
-            self.emit(ToolsChanged(server, sorted(after - before), sorted(before - after), list(self.tools),
-                                   [self._names[key] for key in held], details, declared))
+            self.emit(
+                ToolsChanged(
+                    server,
+                    sorted(after - before),
+                    sorted(before - after),
+                    list(self.tools),
+                    [self._names[key] for key in held],
+                    details,
+                    declared,
+                )
+            )
             changed = True
         return changed
 
@@ -274,15 +309,22 @@ class Router:
         for client in self.clients.values():
             client.close()
 
-    def __enter__(self) -> "Router":
+    def __enter__(self) -> Router:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def start_stdio_servers(commands: list[list[str]], emit: Emit, *, timeout: float = 60.0,
-                        verbose: bool = False, stderr: Callable[[str], None] | None = None, **options: Any) -> Router:
+def start_stdio_servers(
+    commands: list[list[str]],
+    emit: Emit,
+    *,
+    timeout: float = 60.0,
+    verbose: bool = False,
+    stderr: Callable[[str], None] | None = None,
+    **options: Any,
+) -> Router:
     """Start each stdio server, initialize it, list its tools, and route to them."""
     return start_servers(stdio_specs(commands), emit, timeout=timeout, verbose=verbose, stderr=stderr, **options)
 
@@ -291,16 +333,26 @@ def stdio_specs(commands: list[list[str]]) -> list[ServerSpec]:
     """Stdio server commands as specs, each named after its module or script."""
     specs: list[ServerSpec] = []
     for command in commands:
-        specs.append(ServerSpec(name=_server_name(command, {s.name for s in specs}), command=command,
-                                transport="stdio"))
+        specs.append(
+            ServerSpec(name=_server_name(command, {s.name for s in specs}), command=command, transport="stdio")
+        )
     return specs
 
 
-def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout: float = 60.0,
-                  verbose: bool = False, stderr: Callable[[str], None] | None = None,
-                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, reset_timeout_on_progress: bool = False,
-                  max_total_timeout: float | None = None, protocol: str = "auto",
-                  pin_store: str | None = None, max_tools: int = DEFAULT_MAX_TOOLS) -> Router:
+def start_servers(
+    specs: list[ServerSpec],
+    emit: Emit | None = None,
+    *,
+    timeout: float = 60.0,
+    verbose: bool = False,
+    stderr: Callable[[str], None] | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    reset_timeout_on_progress: bool = False,
+    max_total_timeout: float | None = None,
+    protocol: str = "auto",
+    pin_store: str | None = None,
+    max_tools: int = DEFAULT_MAX_TOOLS,
+) -> Router:
     """Connect to each server (stdio or HTTP), open its session, list its tools, and route to them.
 
     The servers start concurrently, one thread each, but everything that can be
@@ -314,9 +366,10 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
     `max_message_bytes` caps one message from a server; `reset_timeout_on_progress`
     and `max_total_timeout` let progress notifications extend a call's timeout
     (see McpClient). `pin_store` is a directory that keeps each server's tool
-    definitions between runs (pins.PinStore). `max_tools` caps the tools taken from one server. `protocol` is the MCP revision for servers whose spec pins
-    none: "auto" (server/discover, then initialize) or a version (McpClient's
-    `protocol`); the ServerReady event says which one each server speaks.
+    definitions between runs (pins.PinStore). `max_tools` caps the tools taken from
+    one server. `protocol` is the MCP revision for servers whose spec pins none:
+    "auto" (server/discover, then initialize) or a version (McpClient's `protocol`);
+    the ServerReady event says which one each server speaks.
     """
     emit = emit if emit is not None else (lambda event: None)
     router = Router(emit)
@@ -324,8 +377,12 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
     router.pin_store = PinStore(pin_store) if pin_store else None
     router.max_tools = max_tools
     router.reserved.update(spec.name for spec in router.specs)  # no server takes another's prefix
-    options = dict(timeout=timeout, reset_timeout_on_progress=reset_timeout_on_progress,
-                   max_total_timeout=max_total_timeout, protocol=protocol)
+    options = dict(
+        timeout=timeout,
+        reset_timeout_on_progress=reset_timeout_on_progress,
+        max_total_timeout=max_total_timeout,
+        protocol=protocol,
+    )
     starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
     opened = _Opened()
 
@@ -339,8 +396,7 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
 
     if len(starts) > 1:
         for start in starts:
-            start.thread = threading.Thread(target=run, args=(start,), name=f"mcp-start-{start.spec.name}",
-                                            daemon=True)
+            start.thread = threading.Thread(target=run, args=(start,), name=f"mcp-start-{start.spec.name}", daemon=True)
             start.thread.start()
     try:
         for start in starts:
@@ -353,9 +409,14 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
                 raise start.error
             router.add_server(start.spec.name, start.client, start.tools)
             info = start.client.server_info or {}
-            emit(ServerReady(start.spec.name, start.client.protocol_version or "",
-                             str(info.get("name", start.spec.name)),
-                             [t.name for t in router.served[start.spec.name]]))   # refused names left out
+            emit(
+                ServerReady(
+                    start.spec.name,
+                    start.client.protocol_version or "",
+                    str(info.get("name", start.spec.name)),
+                    [t.name for t in router.served[start.spec.name]],
+                )
+            )  # refused names left out
     except BaseException:
         opened.close_all()  # the servers still starting end too: their handshakes fail at once
         raise
@@ -365,8 +426,9 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, *, timeout:
 @dataclasses.dataclass
 class _Start:
     """One server being started on its own thread, and what came of it."""
+
     spec: ServerSpec
-    emit: "_Held"
+    emit: _Held
     thread: threading.Thread | None = None
     client: McpClient | None = None
     tools: list[Tool] | None = None
@@ -424,28 +486,41 @@ class _Opened:
             client.close()
 
 
-def _connect(spec: ServerSpec, emit: Emit, verbose: bool, stderr: Callable[[str], None] | None,
-             max_message_bytes: int, options: dict[str, Any], opened: Callable[[McpClient], None]) -> McpClient:
+def _connect(
+    spec: ServerSpec,
+    emit: Emit,
+    verbose: bool,
+    stderr: Callable[[str], None] | None,
+    max_message_bytes: int,
+    options: dict[str, Any],
+    opened: Callable[[McpClient], None],
+) -> McpClient:
     server = spec.name
     options = dict(
-        options, name=server, protocol=spec.protocol or options.get("protocol", "auto"),
+        options,
+        name=server,
+        protocol=spec.protocol or options.get("protocol", "auto"),
         on_traffic=lambda direction, message: emit(Rpc(server, direction, message)),
         # a notice is a server's text too: capped like the rest
-        on_notification=lambda method, params: emit(Notice(server, cap_text(
-            describe_notification(method, params), MAX_NOTICE_CHARS, "notice"))),
+        on_notification=lambda method, params: emit(
+            Notice(server, cap_text(describe_notification(method, params), MAX_NOTICE_CHARS, "notice"))
+        ),
         log=lambda text: emit(Notice(server, cap_text(text.removeprefix(f"{server}: "), MAX_NOTICE_CHARS, "notice"))),
     )
     if spec.url is not None:
-        client = McpClient.connect_url(spec.url, headers=spec.headers, transport=spec.transport,
-                                       max_message_bytes=max_message_bytes, **options)
+        client = McpClient.connect_url(
+            spec.url, headers=spec.headers, transport=spec.transport, max_message_bytes=max_message_bytes, **options
+        )
         opened(client)
         return client
     # the bundled servers import decodeloop: make that work from any directory (the transport adds the
     # small default environment; the config's env wins)
     env = {"PYTHONPATH": PACKAGE_PARENT, **(spec.env or {})}
     show = _stderr_printer(server, stderr) if verbose else None
-    client = McpClient(StdioTransport(spec.command or [], env=env, cwd=spec.cwd, on_stderr=show,
-                                      max_message_bytes=max_message_bytes), **options)
+    client = McpClient(
+        StdioTransport(spec.command or [], env=env, cwd=spec.cwd, on_stderr=show, max_message_bytes=max_message_bytes),
+        **options,
+    )
     opened(client)  # before the handshake: a failure elsewhere can end this one while it waits
     return client.start()
 
@@ -476,12 +551,18 @@ def unique_names(specs: list[ServerSpec]) -> list[ServerSpec]:
 
 def _stored_tool(name: str, stored: dict) -> Tool:
     """A tool rebuilt from the pin store's definition."""
+
     def part(key: str, kind: type):
         return stored.get(key) if isinstance(stored.get(key), kind) else None
 
-    return Tool(name=name, description=part("description", str) or "", input_schema=part("inputSchema", dict) or {},
-                output_schema=part("outputSchema", dict), title=part("title", str),
-                annotations=part("annotations", dict))
+    return Tool(
+        name=name,
+        description=part("description", str) or "",
+        input_schema=part("inputSchema", dict) or {},
+        output_schema=part("outputSchema", dict),
+        title=part("title", str),
+        annotations=part("annotations", dict),
+    )
 
 
 def server_prefix(server: str) -> str:
@@ -496,7 +577,7 @@ def _object(value: Any) -> dict:
 def namespaced(server: str, tool: str) -> str:
     """server__tool, with the server part reduced to tool-name characters and the whole to 128."""
     prefix = server_prefix(server)
-    prefix = prefix[:max(1, MAX_TOOL_NAME - len(NAMESPACE_SEPARATOR) - len(tool))]
+    prefix = prefix[: max(1, MAX_TOOL_NAME - len(NAMESPACE_SEPARATOR) - len(tool))]
     return prefix + NAMESPACE_SEPARATOR + tool
 
 

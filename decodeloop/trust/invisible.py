@@ -33,15 +33,18 @@ from typing import Any
 KINDS = (
     ("tag character", "tag characters", ((0xE0000, 0xE007F),)),
     ("variation selector", "variation selectors", ((0xFE00, 0xFE0F), (0xE0100, 0xE01EF))),
-    ("zero-width character", "zero-width characters",
-     ((0x200B, 0x200D), (0x2060, 0x2064), (0xFEFF, 0xFEFF), (0x180E, 0x180E))),
+    (
+        "zero-width character",
+        "zero-width characters",
+        ((0x200B, 0x200D), (0x2060, 0x2064), (0xFEFF, 0xFEFF), (0x180E, 0x180E)),
+    ),
     ("soft hyphen", "soft hyphens", ((0x00AD, 0x00AD),)),
     ("combining grapheme joiner", "combining grapheme joiners", ((0x034F, 0x034F),)),
     ("deprecated format character", "deprecated format characters", ((0x206A, 0x206F),)),
     ("musical format character", "musical format characters", ((0x1D173, 0x1D17A),)),
 )
 RANGES = tuple(span for _, _, spans in KINDS for span in spans)
-SPELLED_CHARS = 60   # of the text tag characters spell, quoted in a notice
+SPELLED_CHARS = 60  # of the text tag characters spell, quoted in a notice
 
 
 def char_class(ranges) -> str:
@@ -61,6 +64,7 @@ def kind_of(char: str) -> int:
 @dataclasses.dataclass
 class Removed:
     """What `strip` took out: how many of each kind, and the ASCII the tag characters spelled."""
+
     counts: list[int] = dataclasses.field(default_factory=lambda: [0] * len(KINDS))
     spelled: list[str] = dataclasses.field(default_factory=list)
 
@@ -72,13 +76,13 @@ class Removed:
         return sum(self.counts)
 
     def add(self, chars: list[str]) -> None:
-        for char, count in Counter(chars).items():   # few distinct characters, however many in all
+        for char, count in Counter(chars).items():  # few distinct characters, however many in all
             self.counts[kind_of(char)] += count
         for char in chars:
-            if len(self.spelled) > SPELLED_CHARS:    # enough to quote
+            if len(self.spelled) > SPELLED_CHARS:  # enough to quote
                 break
             code = ord(char) - 0xE0000
-            if 0x20 <= code <= 0x7E:   # a tag character for a printable ASCII character
+            if 0x20 <= code <= 0x7E:  # a tag character for a printable ASCII character
                 self.spelled.append(chr(code))
 
     def describe(self) -> str:
@@ -104,7 +108,7 @@ def notice(removed: Removed, what: str) -> str:
 def strip(text: str, removed: Removed | None = None) -> tuple[str, Removed]:
     """The text without its invisible characters, and what was removed (added to `removed` when given)."""
     removed = removed if removed is not None else Removed()
-    found = [] if text.isascii() else INVISIBLE.findall(text)   # the common case: one C-speed check
+    found = [] if text.isascii() else INVISIBLE.findall(text)  # the common case: one C-speed check
     if not found:
         return text, removed
     removed.add(found)
@@ -123,8 +127,10 @@ def map_strings(value: Any, change) -> Any:
     if isinstance(value, str):
         return change(value)
     if isinstance(value, dict):
-        return {map_strings(key, change) if isinstance(key, str) else key: map_strings(item, change)
-                for key, item in value.items()}
+        return {
+            map_strings(key, change) if isinstance(key, str) else key: map_strings(item, change)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
         return [map_strings(item, change) for item in value]
     return value

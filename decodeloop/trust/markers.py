@@ -34,20 +34,43 @@ from __future__ import annotations
 import dataclasses
 import re
 import unicodedata
+from collections.abc import Iterable
 from html.entities import html5
-from typing import Any, Iterable
+from typing import Any
 
 from decodeloop.trust.invisible import map_strings
 
 HERMES_TAGS = ("<tools>", "</tools>", "<tool_response>", "</tool_response>")
 # characters NFKC leaves alone that read as a marker's characters
-LOOK_ALIKES = {"а": "a", "с": "c", "е": "e", "о": "o", "р": "p", "х": "x", "і": "i", "ӏ": "l", "ѕ": "s",
-               "ԁ": "d", "ⅼ": "l", "ǀ": "|", "∣": "|", "│": "|", "‖": "|", "‹": "<", "›": ">", "〈": "<",
-               "〉": ">", "⟨": "<", "⟩": ">", "❬": "<", "❭": ">"}
+LOOK_ALIKES = {
+    "а": "a",
+    "с": "c",
+    "е": "e",
+    "о": "o",
+    "р": "p",
+    "х": "x",
+    "і": "i",
+    "ӏ": "l",
+    "ѕ": "s",
+    "ԁ": "d",
+    "ⅼ": "l",
+    "ǀ": "|",
+    "∣": "|",
+    "│": "|",
+    "‖": "|",
+    "‹": "<",
+    "›": ">",
+    "〈": "<",
+    "〉": ">",
+    "⟨": "<",
+    "⟩": ">",
+    "❬": "<",
+    "❭": ">",
+}
 # a JSON escape; an HTML character reference, numeric or named, with or without its semicolon
 _ESCAPES = re.compile(r"\\u([0-9a-fA-F]{4})|&#([0-9]{1,7}|[xX][0-9a-fA-F]{1,6});?|&([A-Za-z][A-Za-z0-9]{0,31})(;?)")
 _LEGACY_ENTITY_CHARS = max(len(name) for name in html5 if not name.endswith(";"))  # `&lt` with no `;`
-HIDDEN_CATEGORIES = {"Cf", "Mn", "Me"}   # format characters and combining marks: nothing, or a mark, on screen
+HIDDEN_CATEGORIES = {"Cf", "Mn", "Me"}  # format characters and combining marks: nothing, or a mark, on screen
 HANGUL_FILLERS = "\u115f\u1160\u3164\uffa0"  # letters to Unicode, blank to the eye
 
 
@@ -67,7 +90,7 @@ def fold(text: str) -> tuple[str, list[int]]:
         for char in chars:
             for folded in unicodedata.normalize("NFKD", LOOK_ALIKES.get(char, char)).casefold():
                 if unicodedata.category(folded) in HIDDEN_CATEGORIES or folded in HANGUL_FILLERS:
-                    continue   # shows nothing inside a marker, or only a mark on one of its characters
+                    continue  # shows nothing inside a marker, or only a mark on one of its characters
                 out.append(LOOK_ALIKES.get(folded, folded))
                 where.append(at)
         at = end
@@ -99,11 +122,11 @@ def _unescape(text: str, at: int) -> tuple[str, int] | None:
 
 class Markers:
     def __init__(self, markers: Iterable[str]) -> None:
-        self.markers: dict[str, str] = {}            # normalised form -> the marker as the harness writes it
+        self.markers: dict[str, str] = {}  # normalised form -> the marker as the harness writes it
         for marker in markers:
             if marker and marker.strip():
                 self.markers.setdefault(fold(marker)[0], marker)
-        forms = sorted(self.markers, key=len, reverse=True)   # the longest first where two overlap
+        forms = sorted(self.markers, key=len, reverse=True)  # the longest first where two overlap
         self._pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
 
     def neutralize(self, text: str) -> tuple[str, list[str]]:
@@ -111,7 +134,7 @@ class Markers:
         if self._pattern is None:
             return text, []
         if text.isascii() and "\\u" not in text and "&" not in text:
-            view, where = text.lower(), None           # the common case: one C-speed pass
+            view, where = text.lower(), None  # the common case: one C-speed pass
         else:
             view, where = fold(text)
         found: list[str] = []
@@ -120,7 +143,7 @@ class Markers:
         for match in self._pattern.finditer(view):
             start = match.start() if where is None else where[match.start()]
             end = match.end() if where is None else where[match.end() - 1] + 1
-            if where is not None:   # an escape sequence spelling the marker's last character ends after it
+            if where is not None:  # an escape sequence spelling the marker's last character ends after it
                 escaped = _unescape(text, end - 1) if text[end - 1] in "\\&" else None
                 end = escaped[1] if escaped else end
             marker = self.markers[match.group()]

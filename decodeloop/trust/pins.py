@@ -18,7 +18,8 @@ import hashlib
 import json
 import os
 import re
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from decodeloop.errors import ConfigError
 
@@ -27,8 +28,13 @@ PREVIEW = 80  # characters of a changed description quoted in the report
 
 def definition(tool: Any) -> dict[str, Any]:
     """The parts of a tool that reach the model or check its calls."""
-    return {"title": tool.title, "description": tool.description, "inputSchema": tool.input_schema,
-            "outputSchema": tool.output_schema, "annotations": getattr(tool, "annotations", None)}
+    return {
+        "title": tool.title,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+        "outputSchema": tool.output_schema,
+        "annotations": getattr(tool, "annotations", None),
+    }
 
 
 def fingerprint(tool: Any) -> str:
@@ -49,10 +55,15 @@ def changes(pinned: Any, offered: Any) -> list[str]:
     if pinned.output_schema != offered.output_schema:
         out.append("outputSchema changed" + _schema_changes(pinned.output_schema or {}, offered.output_schema or {}))
     before, after = getattr(pinned, "annotations", None) or {}, getattr(offered, "annotations", None) or {}
-    if before != after:   # a hint the policy may believe (readOnlyHint) is part of the definition
-        out.append("annotations changed: " + ", ".join(
-            f"{key} {json.dumps(before.get(key))} → {json.dumps(after.get(key))}"
-            for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)))
+    if before != after:  # a hint the policy may believe (readOnlyHint) is part of the definition
+        out.append(
+            "annotations changed: "
+            + ", ".join(
+                f"{key} {json.dumps(before.get(key))} → {json.dumps(after.get(key))}"
+                for key in sorted(set(before) | set(after))
+                if before.get(key) != after.get(key)
+            )
+        )
     return out
 
 
@@ -109,15 +120,20 @@ class PinStore:
             raise PinStoreError(f"cannot read the pins of server {server} from {self.path(server)}: {exc}") from None
         tools = data.get("tools") if isinstance(data, dict) else None
         if not isinstance(tools, dict):
-            raise PinStoreError(f"{self.path(server)}: expected {{\"tools\": {{...}}}}")
-        return {name: make(name, entry["definition"]) for name, entry in tools.items()
-                if isinstance(entry, dict) and isinstance(entry.get("definition"), dict)}
+            raise PinStoreError(f'{self.path(server)}: expected {{"tools": {{...}}}}')
+        return {
+            name: make(name, entry["definition"])
+            for name, entry in tools.items()
+            if isinstance(entry, dict) and isinstance(entry.get("definition"), dict)
+        }
 
     def save(self, server: str, tools: Iterable[Any]) -> None:
         """Store these tools as the server's pins (written whole, then renamed into place)."""
         os.makedirs(self.directory, exist_ok=True)
-        data = {"server": server, "tools": {tool.name: {"fingerprint": fingerprint(tool), "definition": definition(tool)}
-                                            for tool in tools}}
+        data = {
+            "server": server,
+            "tools": {tool.name: {"fingerprint": fingerprint(tool), "definition": definition(tool)} for tool in tools},
+        }
         path = self.path(server)
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             json.dump(data, f, ensure_ascii=False, indent=1, sort_keys=True)

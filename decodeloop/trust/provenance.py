@@ -15,8 +15,9 @@ booleans and nulls are not matched.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from decodeloop.decode.context import MODEL
 
@@ -26,8 +27,9 @@ TRACED = ("system", "user")  # besides tool results, the sources an argument val
 @dataclass(slots=True)
 class Provenance:
     """The context's text by source: (source, text) in order, one entry per source."""
+
     texts: list[tuple[str, str]]
-    planned: str = ""   # the model's text written before the first server result entered the context
+    planned: str = ""  # the model's text written before the first server result entered the context
 
     @property
     def untrusted(self) -> list[tuple[str, str]]:
@@ -48,9 +50,9 @@ def provenance(context, tokenizer) -> Provenance:
         if untrusted_source(span.source):
             before_data = False
         if span.source in TRACED or span.source.startswith("tool:"):
-            by_source.setdefault(span.source, []).append(tokenizer.decode(context.ids[span.start:span.end]))
+            by_source.setdefault(span.source, []).append(tokenizer.decode(context.ids[span.start : span.end]))
         elif span.source == MODEL and before_data:
-            planned.append(tokenizer.decode(context.ids[span.start:span.end]))
+            planned.append(tokenizer.decode(context.ids[span.start : span.end]))
     return Provenance([(source, "\n".join(parts)) for source, parts in by_source.items()], "\n".join(planned))
 
 
@@ -77,8 +79,7 @@ def values(arguments: Any, path: str = "") -> Iterator[tuple[str, str]]:
 def origins(arguments: Any, seen: Provenance) -> dict[str, list[str]]:
     """Each argument value's path -> the sources whose text contains it (empty: the model wrote it itself)."""
     texts = [(source, text.casefold()) for source, text in seen.texts]
-    return {path: [source for source, text in texts if value.casefold() in text]
-            for path, value in values(arguments)}
+    return {path: [source for source, text in texts if value.casefold() in text] for path, value in values(arguments)}
 
 
 def from_data(arguments: Any, seen: Provenance, pieces: bool = False) -> tuple[str, str, str] | None:

@@ -17,12 +17,12 @@ largest first, with their tokens and tools, and how to narrow them.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from decodeloop.formats.chat import pieces_ids
 from decodeloop.errors import ToolSurfaceError
+from decodeloop.formats.chat import pieces_ids
 
-DEFAULT_MAX_TOOL_TOKENS = 16_384   # half a 32k window: room left for the conversation
+DEFAULT_MAX_TOOL_TOKENS = 16_384  # half a 32k window: room left for the conversation
 
 
 def prompt_tokens(chat, tools: Sequence, system: str | None) -> int:
@@ -30,8 +30,16 @@ def prompt_tokens(chat, tools: Sequence, system: str | None) -> int:
     return len(pieces_ids(chat.start(list(tools), "", system)))
 
 
-def check_tools(chat, tools: Sequence, owner: dict[str, str], system: str | None, *, max_tool_tokens: int,
-                context_length: int | None, max_tokens: int) -> int:
+def check_tools(
+    chat,
+    tools: Sequence,
+    owner: dict[str, str],
+    system: str | None,
+    *,
+    max_tool_tokens: int,
+    context_length: int | None,
+    max_tokens: int,
+) -> int:
     """The tool block's tokens; raises ToolSurfaceError when it is over the cap or the prompt cannot fit.
 
     `owner` maps each tool's name to its server. Calls `chat.start`, so it is for
@@ -41,12 +49,16 @@ def check_tools(chat, tools: Sequence, owner: dict[str, str], system: str | None
     whole = prompt_tokens(chat, tools, system) if tools else base
     block = whole - base
     if block > max_tool_tokens:
-        raise ToolSurfaceError(f"the tools' descriptions take {block:,} tokens of the prompt, over the cap of "
-                               f"{max_tool_tokens:,} (--max-tool-tokens): {_by_server(chat, tools, owner, system, base)}")
+        raise ToolSurfaceError(
+            f"the tools' descriptions take {block:,} tokens of the prompt, over the cap of "
+            f"{max_tool_tokens:,} (--max-tool-tokens): {_by_server(chat, tools, owner, system, base)}"
+        )
     if context_length is not None and whole + max_tokens > context_length:
-        raise ToolSurfaceError(f"the first prompt is {whole:,} tokens and the turn may write {max_tokens:,} more "
-                               f"(--max-tokens): over the model's context of {context_length:,} tokens. The tools "
-                               f"take {block:,}: {_by_server(chat, tools, owner, system, base)}")
+        raise ToolSurfaceError(
+            f"the first prompt is {whole:,} tokens and the turn may write {max_tokens:,} more "
+            f"(--max-tokens): over the model's context of {context_length:,} tokens. The tools "
+            f"take {block:,}: {_by_server(chat, tools, owner, system, base)}"
+        )
     return block
 
 
@@ -55,8 +67,10 @@ def _by_server(chat, tools: Sequence, owner: dict[str, str], system: str | None,
     servers: dict[str, list] = {}
     for tool in tools:
         servers.setdefault(owner.get(tool.name, "?"), []).append(tool)
-    shares = sorted(((prompt_tokens(chat, own, system) - base, server, len(own)) for server, own in servers.items()),
-                    reverse=True)
-    named = ", ".join(f"{server} {tokens:,} tokens in {count:,} tool{'s' * (count != 1)}"
-                      for tokens, server, count in shares)
+    shares = sorted(
+        ((prompt_tokens(chat, own, system) - base, server, len(own)) for server, own in servers.items()), reverse=True
+    )
+    named = ", ".join(
+        f"{server} {tokens:,} tokens in {count:,} tool{'s' * (count != 1)}" for tokens, server, count in shares
+    )
     return named + "; offer fewer with --max-tools, or leave a server out"

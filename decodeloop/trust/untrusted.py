@@ -25,16 +25,25 @@ from typing import Any
 
 from decodeloop.trust import invisible
 
-DEFAULT_MAX_DESCRIPTION_CHARS = 4_000   # a tool's description, and each description or title in its schemas
-DEFAULT_MAX_SCHEMA_CHARS = 16_000       # a tool's inputSchema as JSON, after its descriptions are capped
-MARGIN = "  │ "                         # starts every continuation line of server text in a terminal view
+DEFAULT_MAX_DESCRIPTION_CHARS = 4_000  # a tool's description, and each description or title in its schemas
+DEFAULT_MAX_SCHEMA_CHARS = 16_000  # a tool's inputSchema as JSON, after its descriptions are capped
+MARGIN = "  │ "  # starts every continuation line of server text in a terminal view
 
 # C0 controls but newline and tab, DEL, C1 controls (0x9b is a one-byte CSI to some terminals), the
 # format characters that reorder text (bidi marks, overrides and isolates), line and paragraph separators,
 # interlinear annotation marks, and every invisible character (invisible.py: tag characters, variation
 # selectors, zero-width characters, soft hyphen...)
-UNSAFE_RANGES = ((0x00, 0x08), (0x0B, 0x1F), (0x7F, 0x9F), (0x061C, 0x061C), (0x200E, 0x200F), (0x2028, 0x202E),
-                 (0x2066, 0x2069), (0xFFF9, 0xFFFB), *invisible.RANGES)
+UNSAFE_RANGES = (
+    (0x00, 0x08),
+    (0x0B, 0x1F),
+    (0x7F, 0x9F),
+    (0x061C, 0x061C),
+    (0x200E, 0x200F),
+    (0x2028, 0x202E),
+    (0x2066, 0x2069),
+    (0xFFF9, 0xFFFB),
+    *invisible.RANGES,
+)
 UNSAFE = re.compile(invisible.char_class(UNSAFE_RANGES))
 _NAMED = {"\r": "\\r", "\x1b": "\\x1b"}
 
@@ -98,8 +107,9 @@ def cap_strings(value: Any, limit: int) -> Any:
     return value
 
 
-def cap_tool(tool: Any, max_description: int = DEFAULT_MAX_DESCRIPTION_CHARS,
-             max_schema: int = DEFAULT_MAX_SCHEMA_CHARS) -> tuple[Any, str | None]:
+def cap_tool(
+    tool: Any, max_description: int = DEFAULT_MAX_DESCRIPTION_CHARS, max_schema: int = DEFAULT_MAX_SCHEMA_CHARS
+) -> tuple[Any, str | None]:
     """A tool whose description and schema text fit the caps, and what was done to it.
 
     The description, and every `description` and `title` string in the input and
@@ -114,16 +124,20 @@ def cap_tool(tool: Any, max_description: int = DEFAULT_MAX_DESCRIPTION_CHARS,
         cut.append(f"description ({len(description):,} characters)")
         description = cap_text(description, max_description, "description")
     input_schema = _cap_schema_text(tool.input_schema, max_description, cut, "inputSchema")
-    output_schema = (None if tool.output_schema is None
-                     else _cap_schema_text(tool.output_schema, max_description, cut, "outputSchema"))
+    output_schema = (
+        None
+        if tool.output_schema is None
+        else _cap_schema_text(tool.output_schema, max_description, cut, "outputSchema")
+    )
     size = len(json.dumps(input_schema, ensure_ascii=False, default=str))
     if size > max_schema:
-        return None, (f"tool {visible_line(tool.name)!r} refused: its inputSchema is {size:,} characters of JSON, "
-                      f"over the cap of {max_schema:,}")
+        return None, (
+            f"tool {visible_line(tool.name)!r} refused: its inputSchema is {size:,} characters of JSON, "
+            f"over the cap of {max_schema:,}"
+        )
     if not cut:
         return tool, None
-    capped = dataclasses.replace(tool, description=description, input_schema=input_schema,
-                                 output_schema=output_schema)
+    capped = dataclasses.replace(tool, description=description, input_schema=input_schema, output_schema=output_schema)
     return capped, (f"tool {visible_line(tool.name)!r}: cut to {max_description:,} characters: " + ", ".join(cut))
 
 

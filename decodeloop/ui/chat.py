@@ -21,11 +21,13 @@ from typing import TextIO
 
 from decodeloop.events import Event
 from decodeloop.trust.tool_budget import ToolSurfaceError
-from decodeloop.ui.style import Style, use_color
 from decodeloop.trust.untrusted import visible, visible_line
+from decodeloop.ui.style import Style, use_color
 
-HELP = ("commands: /reset starts a new conversation, /tools lists the tools, /approve NAME puts a tool's "
-        "changed definition in force, /quit ends (or Ctrl-D)")
+HELP = (
+    "commands: /reset starts a new conversation, /tools lists the tools, /approve NAME puts a tool's "
+    "changed definition in force, /quit ends (or Ctrl-D)"
+)
 RESULT_PREVIEW = 200
 
 
@@ -40,7 +42,7 @@ class ChatView:
     def __init__(self, out: TextIO | None = None, color: bool | None = None) -> None:
         self.out = out or sys.stdout
         self.style = Style(use_color(self.out) if color is None else color)
-        self._speaking = False   # "assistant>" has been written for the current stretch of answer
+        self._speaking = False  # "assistant>" has been written for the current stretch of answer
 
     def __call__(self, event: Event) -> None:
         render = getattr(self, "on_" + event.kind, None)
@@ -55,8 +57,10 @@ class ChatView:
         self.out.write(text + "\n")
 
     def on_server(self, e) -> None:
-        self._line(self.style("● ", "blue") + f"{visible_line(e.server)}: tools "
-                   f"{', '.join(visible_line(name) for name in e.tools) or 'none'}")
+        self._line(
+            self.style("● ", "blue") + f"{visible_line(e.server)}: tools "
+            f"{', '.join(visible_line(name) for name in e.tools) or 'none'}"
+        )
 
     def on_token(self, e) -> None:
         if e.delta:
@@ -69,11 +73,13 @@ class ChatView:
             self.out.write(visible(text))  # the model may copy escapes from a result
 
     def on_tool_call(self, e) -> None:
-        self._line(self.style("  ⚙ ", "yellow") + f"{visible_line(e.name)}("
-                   f"{visible(json.dumps(e.arguments, ensure_ascii=False))}) on {visible_line(e.server)}")
+        self._line(
+            self.style("  ⚙ ", "yellow") + f"{visible_line(e.name)}("
+            f"{visible(json.dumps(e.arguments, ensure_ascii=False))}) on {visible_line(e.server)}"
+        )
 
     def on_policy(self, e) -> None:
-        if e.verdict != "allow":   # a compact view: only what did not run
+        if e.verdict != "allow":  # a compact view: only what did not run
             self._line(self.style("  ⛔ policy: ", "red") + _quoted(f"{e.name} not run: {e.reason}", 400))
 
     def on_tool_result(self, e) -> None:
@@ -87,10 +93,18 @@ class ChatView:
         self._line(self.style(f"  · {visible_line(e.source)}: ", "dim") + _quoted(e.message))
 
     def on_tools_changed(self, e) -> None:
-        change = " ".join([*(f"+{visible_line(n)}" for n in e.added), *(f"-{visible_line(n)}" for n in e.removed),
-                           *(f"~{visible_line(n)} held (/approve {visible_line(n)})" for n in e.held)])
-        self._line(self.style(f"  ⟳ {visible_line(e.server)}: tools changed ", "blue") + f"({change or 'nothing'})"
-                   + ("" if e.declared else self.style("; the server had not declared listChanged", "red")))
+        change = " ".join(
+            [
+                *(f"+{visible_line(n)}" for n in e.added),
+                *(f"-{visible_line(n)}" for n in e.removed),
+                *(f"~{visible_line(n)} held (/approve {visible_line(n)})" for n in e.held),
+            ]
+        )
+        self._line(
+            self.style(f"  ⟳ {visible_line(e.server)}: tools changed ", "blue")
+            + f"({change or 'nothing'})"
+            + ("" if e.declared else self.style("; the server had not declared listChanged", "red"))
+        )
         for what in e.changes:
             self._line("    " + _quoted(what, 240))
 
@@ -107,12 +121,11 @@ class ChatView:
 
 
 class ChatSession:
-    def __init__(self, harness, stdin: TextIO | None = None, out: TextIO | None = None,
-                 quiet: bool = False) -> None:
+    def __init__(self, harness, stdin: TextIO | None = None, out: TextIO | None = None, quiet: bool = False) -> None:
         self.harness = harness
         self.stdin = stdin or sys.stdin
         self.out = out or sys.stdout
-        self.quiet = quiet          # JSON Lines on stdout: no prompts or command output there
+        self.quiet = quiet  # JSON Lines on stdout: no prompts or command output there
         self.interactive = bool(getattr(self.stdin, "isatty", lambda: False)()) and not quiet
 
     def loop(self) -> int:
@@ -125,7 +138,7 @@ class ChatSession:
                     line = input("you> ") if self.interactive else self.stdin.readline()
                 except EOFError:
                     break
-                except KeyboardInterrupt:   # at the prompt: a fresh prompt, as in a shell
+                except KeyboardInterrupt:  # at the prompt: a fresh prompt, as in a shell
                     self.out.write("\n")
                     continue
                 if not self.interactive and not line:
@@ -139,7 +152,7 @@ class ChatSession:
                     continue
                 try:
                     self.harness.run(line)
-                except ToolSurfaceError as e:   # a server's tools grew past what the prompt can hold
+                except ToolSurfaceError as e:  # a server's tools grew past what the prompt can hold
                     print(f"decodeloop: not sent: {visible(str(e))}", file=sys.stderr if self.quiet else self.out)
         finally:
             if history is not None:
@@ -159,16 +172,20 @@ class ChatSession:
             for tool in self.harness.tools:
                 server = router.owner.get(tool.name, "?")
                 held = (server, router.remote.get(tool.name)) in router.pending
-                self._say(f"{visible_line(tool.name)} ({visible_line(server)}): "
-                          f"{_quoted(tool.description or '', 120)}"
-                          + (f" [changed definition held: /approve {visible_line(tool.name)}]" if held else ""))
+                self._say(
+                    f"{visible_line(tool.name)} ({visible_line(server)}): "
+                    f"{_quoted(tool.description or '', 120)}"
+                    + (f" [changed definition held: /approve {visible_line(tool.name)}]" if held else "")
+                )
         elif name == "/approve":
             words = line.split()
             if len(words) != 2:
                 self._say("usage: /approve NAME")
             elif self.harness.router.approve(words[1]):
-                self._say(f"(approved: calls to {visible_line(words[1])} follow its new definition now; "
-                          "the prompt describes it from the next conversation, /reset)")
+                self._say(
+                    f"(approved: calls to {visible_line(words[1])} follow its new definition now; "
+                    "the prompt describes it from the next conversation, /reset)"
+                )
             else:
                 self._say(f"no changed definition of {visible_line(words[1])} is held")
         elif name == "/help":
@@ -188,8 +205,9 @@ class ChatSession:
             import readline
         except ImportError:
             return None
-        path = os.path.join(os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"),
-                            "decodeloop", "chat_history")
+        path = os.path.join(
+            os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "decodeloop", "chat_history"
+        )
         try:
             readline.read_history_file(path)
         except OSError:

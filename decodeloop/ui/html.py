@@ -23,7 +23,8 @@ import html
 import io
 import json
 import os
-from typing import Any, BinaryIO, Iterable
+from collections.abc import Iterable
+from typing import Any, BinaryIO
 
 from decodeloop.events import Event
 from decodeloop.trust.untrusted import UNSAFE_RANGES, visible
@@ -68,21 +69,28 @@ def add_attention(events: list[dict[str, Any]], model, tokenizer) -> None:
     `model` recorded its maps (`record_attention`); positions it no longer holds are skipped."""
     ids = list(getattr(model, "cached_tokens", []))
     maps = getattr(model, "attention", [])
-    tool = [(s[0], s[1]) for e in events if e["event"] in ("prompt", "inject") for s in e.get("spans") or []
-            if str(s[2]).startswith("tool")]
+    tool = [
+        (s[0], s[1])
+        for e in events
+        if e["event"] in ("prompt", "inject")
+        for s in e.get("spans") or []
+        if str(s[2]).startswith("tool")
+    ]
     rows = []
     for e in events:
         if e["event"] != "token":
             continue
-        query = e["context"] - 2           # the last position before the token was appended
+        query = e["context"] - 2  # the last position before the token was appended
         found = [_row(layer, query) for layer in maps]
         if not found or any(f is None for f in found) or query >= len(ids):
             continue
         lo = found[0][0]
-        heads = [{"layer": layer, "head": head,
-                  "weights": [round(float(w), 4) for w in weights[head][:query + 1 - lo]]}
-                 for layer, (_, weights) in enumerate(found) for head in range(weights.shape[0])]
-        e["attention"] = {"start": lo, "keys": [tokenizer.token_text(t) for t in ids[lo:query + 1]], "heads": heads}
+        heads = [
+            {"layer": layer, "head": head, "weights": [round(float(w), 4) for w in weights[head][: query + 1 - lo]]}
+            for layer, (_, weights) in enumerate(found)
+            for head in range(weights.shape[0])
+        ]
+        e["attention"] = {"start": lo, "keys": [tokenizer.token_text(t) for t in ids[lo : query + 1]], "heads": heads}
         rows.append((e, lo, found))
     scores: dict[int, list[float]] = {}
     for e, lo, found in rows:
@@ -122,7 +130,7 @@ def read_trace(lines: Iterable[str], **bounds: int) -> PageEvents:
     kept = PageEvents(**bounds)
     cut = None
     for number, line in enumerate(lines, 1):
-        if cut is not None:   # the unreadable line was not the last one after all
+        if cut is not None:  # the unreadable line was not the last one after all
             raise TraceError(cut[1])
         if not line.strip():
             continue
@@ -137,9 +145,13 @@ def read_trace(lines: Iterable[str], **bounds: int) -> PageEvents:
             raise TraceError(f'line {number}: not an event (an object with "event")')
         kept.add(event)
     if cut is not None:
-        kept.add({"event": "notice", "source": SOURCE,
-                  "message": f"the trace's last line (line {cut[0]}, {cut[2]:,} characters) is cut short; "
-                             "it is left out"})
+        kept.add(
+            {
+                "event": "notice",
+                "source": SOURCE,
+                "message": f"the trace's last line (line {cut[0]}, {cut[2]:,} characters) is cut short; it is left out",
+            }
+        )
     return kept
 
 
@@ -163,7 +175,7 @@ def write_page(out: BinaryIO, texts: Iterable[bytes], meta: dict[str, Any] | Non
     meta = dict(meta or {})
     title = html.escape(visible(str(meta.get("title") or "decodeloop trace")))
     head, tail = TEMPLATE.replace("__CSS__", CSS).replace("__JS__", JS).split("__DATA__")
-    out.write(head.replace("__TITLE__", title).encode("utf-8"))   # the title last: its text is the user's
+    out.write(head.replace("__TITLE__", title).encode("utf-8"))  # the title last: its text is the user's
     out.write(b'{"meta":' + embed(fit(meta)).encode("utf-8") + b',"events":[')
     for n, text in enumerate(texts):
         out.write(b"," + text if n else text)
@@ -181,5 +193,6 @@ def _viewer_file(name: str) -> str:
 TEMPLATE = _viewer_file("page.html")
 CSS = _viewer_file("viewer.css")
 # the characters the views spell as escapes, as a JavaScript class: the one list is untrusted.UNSAFE_RANGES
-JS = _viewer_file("viewer.js").replace("__UNSAFE__", "[" + "".join(
-    f"\\u{{{a:x}}}" + ("" if a == b else f"-\\u{{{b:x}}}") for a, b in UNSAFE_RANGES) + "]")
+JS = _viewer_file("viewer.js").replace(
+    "__UNSAFE__", "[" + "".join(f"\\u{{{a:x}}}" + ("" if a == b else f"-\\u{{{b:x}}}") for a, b in UNSAFE_RANGES) + "]"
+)

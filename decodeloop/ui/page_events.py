@@ -27,28 +27,49 @@ from typing import Any
 
 from decodeloop.trust.untrusted import json_escaped
 
-MAX_STRING = 20_000            # characters of one string (or object key) the page keeps
-MAX_EVENT_BYTES = 100_000      # one event's JSON in the page
-FLOOD_FIRST = 100              # events of one kind from one server kept as they come
-FLOOD_LAST = 10                # then only the last ones
-MAX_FLOOD_KINDS = 256          # kinds told apart; past that an event counts only against the page's cap
-MAX_PAGE_BYTES = 64_000_000    # every event's JSON in the page, the cut's tail included
-PAGE_TAIL = 50                 # events kept after the page is cut, so the turn's end is still shown
-SOURCE = "viewer"              # the source of the notices this module writes into the page
+MAX_STRING = 20_000  # characters of one string (or object key) the page keeps
+MAX_EVENT_BYTES = 100_000  # one event's JSON in the page
+FLOOD_FIRST = 100  # events of one kind from one server kept as they come
+FLOOD_LAST = 10  # then only the last ones
+MAX_FLOOD_KINDS = 256  # kinds told apart; past that an event counts only against the page's cap
+MAX_PAGE_BYTES = 64_000_000  # every event's JSON in the page, the cut's tail included
+PAGE_TAIL = 50  # events kept after the page is cut, so the turn's end is still shown
+SOURCE = "viewer"  # the source of the notices this module writes into the page
 
 CUT = "\u2026 [cut for the page: {:,} characters in all]"
 CUT_ITEMS = "\u2026 [cut for the page: {:,} more item(s)]"
 CUT_KEYS = "\u2026 [cut for the page: {:,} more key(s)]"
-CUT_KEY = "\u2026"             # the key of the note that ends an object cut short
+CUT_KEY = "\u2026"  # the key of the note that ends an object cut short
 
 # the MCP methods told apart in a flood; any other method is "other" (its name is the server's to choose)
-MCP_METHODS = frozenset((
-    "initialize", "notifications/initialized", "ping", "server/discover", "tools/list", "tools/call",
-    "notifications/message", "notifications/progress", "notifications/cancelled",
-    "notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/resources/updated",
-    "notifications/prompts/list_changed", "notifications/roots/list_changed", "resources/list", "resources/read",
-    "prompts/list", "prompts/get", "sampling/createMessage", "elicitation/create", "roots/list",
-    "logging/setLevel", "completion/complete", "subscriptions/listen"))
+MCP_METHODS = frozenset(
+    (
+        "initialize",
+        "notifications/initialized",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "notifications/message",
+        "notifications/progress",
+        "notifications/cancelled",
+        "notifications/tools/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+        "notifications/prompts/list_changed",
+        "notifications/roots/list_changed",
+        "resources/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "sampling/createMessage",
+        "elicitation/create",
+        "roots/list",
+        "logging/setLevel",
+        "completion/complete",
+        "subscriptions/listen",
+    )
+)
 
 
 def embed(data: Any) -> str:
@@ -99,7 +120,7 @@ class _Fitter:
                 out[CUT_KEY] = CUT_KEYS.format(len(value) - n)
                 break
             key = str(key)
-            if len(key) > MAX_STRING:   # a key is cut like a string, but never for the budget: it names its value
+            if len(key) > MAX_STRING:  # a key is cut like a string, but never for the budget: it names its value
                 key = key[:MAX_STRING] + CUT.format(len(key))
             self.left -= len(key) + 3
             out[key] = self.value(item)
@@ -116,18 +137,22 @@ def event_json(data: dict) -> bytes:
     budget = MAX_EVENT_BYTES * 0.9
     while len(text) > MAX_EVENT_BYTES and budget >= 100:
         text = embed(_shared(data, budget)).encode()
-        budget /= 4   # escapes (a control character is written in six) made the JSON longer than counted
+        budget /= 4  # escapes (a control character is written in six) made the JSON longer than counted
     if len(text) > MAX_EVENT_BYTES:
         kind = data.get("event")
-        text = embed({"event": kind[:100] if isinstance(kind, str) else "?",
-                      "note": "this event is too large for the page"}).encode()
+        text = embed(
+            {"event": kind[:100] if isinstance(kind, str) else "?", "note": "this event is too large for the page"}
+        ).encode()
     return text
 
 
 def _shared(data: dict, budget: float) -> dict:
     """The event's fields within `budget`: small fields first, then the large ones, each an equal share."""
-    small = {key for key, item in data.items() if not isinstance(item, (dict, list, tuple))
-             and not (isinstance(item, str) and len(item) > 200)}
+    small = {
+        key
+        for key, item in data.items()
+        if not isinstance(item, (dict, list, tuple)) and not (isinstance(item, str) and len(item) > 200)
+    }
     fitter = _Fitter(budget)
     out = {key: fitter.value(item) for key, item in data.items() if key in small}
     large = [key for key in data if key not in small]
@@ -135,8 +160,8 @@ def _shared(data: dict, budget: float) -> dict:
         share = max(0.0, fitter.left) / (len(large) - n)
         part = _Fitter(share)
         out[key] = part.value(data[key])
-        fitter.left -= share - part.left   # what it spent: a little more than its share, for a note
-    return {key: out[key] for key in data}   # the fields in their order
+        fitter.left -= share - part.left  # what it spent: a little more than its share, for a note
+    return {key: out[key] for key in data}  # the fields in their order
 
 
 def text_size(value: Any) -> int:
@@ -199,7 +224,7 @@ class _Flood:
         self.seen = 0
         self.dropped = 0
         self.dropped_chars = 0
-        self.last: deque[tuple[int, bytes, int]] = deque()   # (order, JSON, characters in the original)
+        self.last: deque[tuple[int, bytes, int]] = deque()  # (order, JSON, characters in the original)
 
 
 class PageEvents:
@@ -208,12 +233,12 @@ class PageEvents:
     def __init__(self, max_page_bytes: int = MAX_PAGE_BYTES, page_tail: int = PAGE_TAIL) -> None:
         self.max_page_bytes = max_page_bytes
         self.page_tail = page_tail
-        self._kept: list[tuple[int, bytes]] = []          # (order, JSON) before any cut
+        self._kept: list[tuple[int, bytes]] = []  # (order, JSON) before any cut
         self._floods: dict[tuple, _Flood] = {}
-        self._count = 0                                   # events added
-        self.bytes_held = 0                               # the JSON of every event kept
-        self._cut_at: int | None = None                   # the order of the first event the page's cap left out
-        self._tail: deque[tuple[int, bytes, int]] = deque()   # the last events after the cut
+        self._count = 0  # events added
+        self.bytes_held = 0  # the JSON of every event kept
+        self._cut_at: int | None = None  # the order of the first event the page's cap left out
+        self._tail: deque[tuple[int, bytes, int]] = deque()  # the last events after the cut
         self._cut_events = 0
         self._cut_chars = 0
 
@@ -221,7 +246,7 @@ class PageEvents:
         """Keep an event's JSON form, or count it, within the bounds."""
         order, self._count = self._count, self._count + 1
         text = event_json(data)
-        room = self.max_page_bytes - self.page_tail * MAX_EVENT_BYTES   # the tail's room is kept back
+        room = self.max_page_bytes - self.page_tail * MAX_EVENT_BYTES  # the tail's room is kept back
         if self._cut_at is None and self.bytes_held + len(text) > room:
             self._cut_at = order
         if self._cut_at is not None:
@@ -265,15 +290,19 @@ class PageEvents:
         for kind, flood in self._floods.items():
             rows.extend((order, text) for order, text, _ in flood.last)
             if flood.dropped:
-                note = (f"\u2026 {flood.dropped:,} more {describe(kind)} ({_amount(flood.dropped_chars)}) not kept; "
-                        f"the first {FLOOD_FIRST:,} are above and the last {len(flood.last):,} follow")
+                note = (
+                    f"\u2026 {flood.dropped:,} more {describe(kind)} ({_amount(flood.dropped_chars)}) not kept; "
+                    f"the first {FLOOD_FIRST:,} are above and the last {len(flood.last):,} follow"
+                )
                 rows.append((flood.last[0][0] - 0.5, self._notice(note)))
         if self._cut_at is not None:
             rows.extend((order, text) for order, text, _ in self._tail)
             if self._cut_events:
-                note = (f"\u2026 the page is cut here: {self._cut_events:,} more events "
-                        f"({_amount(self._cut_chars)}) not kept, past the page's cap of "
-                        f"{self.max_page_bytes:,} bytes; the last {len(self._tail):,} follow")
+                note = (
+                    f"\u2026 the page is cut here: {self._cut_events:,} more events "
+                    f"({_amount(self._cut_chars)}) not kept, past the page's cap of "
+                    f"{self.max_page_bytes:,} bytes; the last {len(self._tail):,} follow"
+                )
                 rows.append((self._tail[0][0] - 0.5, self._notice(note)))
         rows.sort(key=lambda row: row[0])
         return [text for _, text in rows]

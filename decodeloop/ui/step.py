@@ -19,12 +19,30 @@ from decodeloop.events import Event
 from decodeloop.ui.trace import TraceView
 
 PAUSE_ON = {"token", "stop", "tool_call", "tool_error", "rpc", "tool_result", "inject"}
-HELP = ("[Enter] next frame · m: to the model's next token · t: to the next tool call · s: to the next stop · "
-        "c: to the end · q: quit")
+HELP = (
+    "[Enter] next frame · m: to the model's next token · t: to the next tool call · s: to the next stop · "
+    "c: to the end · q: quit"
+)
 # what each "run to" command waits for: the events it pauses on next
 RUN_TO = {"m": frozenset({"token"}), "t": frozenset({"tool_call", "tool_error"}), "s": frozenset({"stop"})}
-COMMANDS = {"": "n", "n": "n", "next": "n", "m": "m", "model": "m", "token": "m", "t": "t", "tool": "t", "call": "t", "s": "s", "stop": "s",
-            "c": "c", "continue": "c", "end": "c", "q": "q", "quit": "q"}
+COMMANDS = {
+    "": "n",
+    "n": "n",
+    "next": "n",
+    "m": "m",
+    "model": "m",
+    "token": "m",
+    "t": "t",
+    "tool": "t",
+    "call": "t",
+    "s": "s",
+    "stop": "s",
+    "c": "c",
+    "continue": "c",
+    "end": "c",
+    "q": "q",
+    "quit": "q",
+}
 
 
 class QuitRequested(Exception):
@@ -35,8 +53,8 @@ class StepView:
     def __init__(self, trace: TraceView, stdin: TextIO | None = None) -> None:
         self.trace = trace
         self.stdin = stdin if stdin is not None else sys.stdin  # None when the process has no stdin
-        self.running = False                       # after `c` or end of input: no more pauses
-        self.until: frozenset[str] | None = None   # after `t` or `s`: pause only on these events
+        self.running = False  # after `c` or end of input: no more pauses
+        self.until: frozenset[str] | None = None  # after `t` or `s`: pause only on these events
 
     def __call__(self, event: Event) -> None:
         self.trace(event)

@@ -5,8 +5,16 @@ from __future__ import annotations
 import os
 from typing import TextIO
 
-CODES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "blue": "34",
-         "magenta": "35", "cyan": "36"}
+CODES = {
+    "dim": "2",
+    "bold": "1",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
 
 
 def use_color(stream: TextIO) -> bool:

@@ -18,15 +18,29 @@ import re
 import sys
 from typing import TextIO
 
-from decodeloop.events import (Done, Event, Inject, Notice, PolicyDecision, Prompt, Rpc, ServerReady, Stop, Token,
-                               ToolCall, ToolError, ToolResult, ToolsChanged)
+from decodeloop.events import (
+    Done,
+    Event,
+    Inject,
+    Notice,
+    PolicyDecision,
+    Prompt,
+    Rpc,
+    ServerReady,
+    Stop,
+    Token,
+    ToolCall,
+    ToolError,
+    ToolResult,
+    ToolsChanged,
+)
 from decodeloop.formats.calls.shapes import DESCRIBED
+from decodeloop.trust.untrusted import MARGIN, quoted, visible, visible_line
 from decodeloop.ui.legend import ByteLegend, probs_note
 from decodeloop.ui.style import Style, use_color
-from decodeloop.trust.untrusted import MARGIN, quoted, visible, visible_line
 
 RPC_PREVIEW = 600  # characters of a JSON-RPC message shown in the trace
-ALT_MIN = 0.001    # alternatives less likely than this are not worth a column
+ALT_MIN = 0.001  # alternatives less likely than this are not worth a column
 SHORT = {"stop_sequence": "stop", "tool_call": "call", "max_tokens": "cap"}
 _MARKER = re.compile(r"(?<!\n)<\|")  # a marker like <|user|> or <|im_start|> not already at a line start
 
@@ -66,8 +80,10 @@ class TraceView:
     # -- start-up -----------------------------------------------------------
     def on_server(self, e: ServerReady) -> str:
         s = self.style
-        return (s("● ", "blue") + s(visible_line(e.server), "bold") + f": MCP {e.protocol_version}, server "
-                f"{show(e.server_name)}, tools: {names(e.tools) or 'none'}")
+        return (
+            s("● ", "blue") + s(visible_line(e.server), "bold") + f": MCP {e.protocol_version}, server "
+            f"{show(e.server_name)}, tools: {names(e.tools) or 'none'}"
+        )
 
     def on_prompt(self, e: Prompt) -> str:
         s = self.style
@@ -87,13 +103,13 @@ class TraceView:
             text += "\n" + self.style(f"       {legend}", "dim")
         settings = (e.temperature, e.top_k, e.top_p, e.min_p)
         if e.prob is not None and e.temperature is not None and settings != self.probs_at:
-            self.probs_at = settings   # before the first token line: what its probabilities are
+            self.probs_at = settings  # before the first token line: what its probabilities are
             text = self.style(probs_note(*settings), "dim") + "\n" + text
         return text
 
     def _line(self, e: Token) -> str:
         s = self.style
-        if e.forced:   # jump-forward: the grammar left no choice, so no forward ran for this token
+        if e.forced:  # jump-forward: the grammar left no choice, so no forward ran for this token
             forward = "none: forced"
         else:
             forward = f"+{e.computed}" + (" prefill" if e.computed > 1 else "") + f" ({e.cached} cached)"
@@ -104,9 +120,11 @@ class TraceView:
             sample += s("  alt " + " ".join(alts), "dim") if alts else ""
         checks = ",".join(SHORT.get(c, c) for c in e.checks)
         verdict = s("→ " + e.stop, "yellow", "bold") if e.stop else s("· " + self._state(e), "dim")
-        line = (f"{s(f'{e.index:4d}', 'dim')} │ fwd {forward:<24} │ {sample} │ ctx {e.context:<5} │ "
-                f"check {checks} {verdict}")
-        if e.masked is not None:   # --constrain changed the model's first choice
+        line = (
+            f"{s(f'{e.index:4d}', 'dim')} │ fwd {forward:<24} │ {sample} │ ctx {e.context:<5} │ "
+            f"check {checks} {verdict}"
+        )
+        if e.masked is not None:  # --constrain changed the model's first choice
             line += s(f"  ⊘ {label(e.masked)} masked → {label(e.text)} ({e.allowed} allowed)", "magenta")
         return line
 
@@ -120,19 +138,31 @@ class TraceView:
     def _frame(self, e: Token) -> str:
         s = self.style
         step = "prefill of the positions added since the last step" if e.computed > 1 else "one new position"
-        forward = (f"1 forward  {e.computed} position(s) new since the last forward; {e.cached} of common prefix "
-                   "not re-read (no KV cache: the n-gram reads only its last ORDER-1 tokens)" if self.no_kv_cache
-                   else f"1 forward  computed {e.computed} position(s) ({step}); {e.cached} served from the cache")
-        lines = [s(f"── token {e.index} " + "─" * 40, "dim"), forward,
-                 f"2 sample   {s(label(e.text), 'cyan')}"
-                 + (f"  p={e.prob:.3f}   most likely: " + ", ".join(f"{label(t)} {p:.3f}" for t, p in e.top)
-                    if e.prob is not None and e.top else ""),
-                 f"3 append   context is now {e.context} tokens",
-                 f"4 stop     checked {', '.join(e.checks)}: "
-                 + (s(f"{e.stop} fired", "yellow", "bold") if e.stop else f"none fired ({self._state(e)})")]
+        forward = (
+            f"1 forward  {e.computed} position(s) new since the last forward; {e.cached} of common prefix "
+            "not re-read (no KV cache: the n-gram reads only its last ORDER-1 tokens)"
+            if self.no_kv_cache
+            else f"1 forward  computed {e.computed} position(s) ({step}); {e.cached} served from the cache"
+        )
+        lines = [
+            s(f"── token {e.index} " + "─" * 40, "dim"),
+            forward,
+            f"2 sample   {s(label(e.text), 'cyan')}"
+            + (
+                f"  p={e.prob:.3f}   most likely: " + ", ".join(f"{label(t)} {p:.3f}" for t, p in e.top)
+                if e.prob is not None and e.top
+                else ""
+            ),
+            f"3 append   context is now {e.context} tokens",
+            f"4 stop     checked {', '.join(e.checks)}: "
+            + (s(f"{e.stop} fired", "yellow", "bold") if e.stop else f"none fired ({self._state(e)})"),
+        ]
         if e.masked is not None:
-            lines.insert(3, f"  grammar  the model put {label(e.masked)} first; the call grammar masked it and "
-                            f"allowed {e.allowed} token(s)")
+            lines.insert(
+                3,
+                f"  grammar  the model put {label(e.masked)} first; the call grammar masked it and "
+                f"allowed {e.allowed} token(s)",
+            )
         if e.delta:
             lines.append(f"  shown    {show(e.delta)}")
         return "\n".join(lines)
@@ -142,23 +172,38 @@ class TraceView:
         return self.style(f"■ stop: {e.reason}", "yellow")
 
     def on_tool_call(self, e: ToolCall) -> str:
-        line = (self.style("⚙ parsed ", "yellow") + f"{quoted(e.text)}  →  {visible_line(e.name)}("
-                f"{visible(json.dumps(e.arguments, ensure_ascii=False))}) on server {visible_line(e.server)}")
-        if e.shape in DESCRIBED:   # not the syntax's own shape: say how it was written
+        line = (
+            self.style("⚙ parsed ", "yellow") + f"{quoted(e.text)}  →  {visible_line(e.name)}("
+            f"{visible(json.dumps(e.arguments, ensure_ascii=False))}) on server {visible_line(e.server)}"
+        )
+        if e.shape in DESCRIBED:  # not the syntax's own shape: say how it was written
             line += self.style(f"  [written as {DESCRIBED[e.shape]}: {e.shape}]", "dim")
-        if e.origins:   # where each value occurs in the context: the user's words, a tool result, neither
-            line += "\n" + self.style("  values from: " + "; ".join(
-                f"{visible_line(path)} ← {', '.join(sources) or 'the model'}" for path, sources in e.origins.items()),
-                "dim")
+        if e.origins:  # where each value occurs in the context: the user's words, a tool result, neither
+            line += "\n" + self.style(
+                "  values from: "
+                + "; ".join(
+                    f"{visible_line(path)} ← {', '.join(sources) or 'the model'}" for path, sources in e.origins.items()
+                ),
+                "dim",
+            )
         return line
 
     def on_policy(self, e: PolicyDecision) -> str:
-        mark = self.style("⛨ policy allow ", "green") if e.verdict == "allow" else self.style("⛔ policy deny ", "red", "bold")
+        mark = (
+            self.style("⛨ policy allow ", "green")
+            if e.verdict == "allow"
+            else self.style("⛔ policy deny ", "red", "bold")
+        )
         return mark + f"{visible_line(e.name)} on {visible_line(e.server)} ({e.tool_class}): {visible_line(e.reason)}"
 
     def on_tool_error(self, e: ToolError) -> str:
-        return (self.style(f"✗ {e.stage} error ", "red", "bold") + f"in {show(e.text)}\n"
-                + self.style("  the model is told: ", "red") + "error: " + quoted(e.message))
+        return (
+            self.style(f"✗ {e.stage} error ", "red", "bold")
+            + f"in {show(e.text)}\n"
+            + self.style("  the model is told: ", "red")
+            + "error: "
+            + quoted(e.message)
+        )
 
     def on_rpc(self, e: Rpc) -> str:
         arrow = "→" if e.direction == "send" else "←"
@@ -174,16 +219,27 @@ class TraceView:
 
     def on_inject(self, e: Inject) -> str:
         # the call's last token was sampled but never run through the model, so it is prefilled too
-        return (self.style("⇢ inject ", "blue") + f"{show(e.text)}: {e.tokens} tokens appended, context "
-                f"{e.context}; the next forward computes {e.tokens + 1} positions (these and the call's "
-                f"closing token) and serves {e.context - e.tokens - 1} from the cache")
+        return (
+            self.style("⇢ inject ", "blue") + f"{show(e.text)}: {e.tokens} tokens appended, context "
+            f"{e.context}; the next forward computes {e.tokens + 1} positions (these and the call's "
+            f"closing token) and serves {e.context - e.tokens - 1} from the cache"
+        )
 
     def on_tools_changed(self, e: ToolsChanged) -> str:
-        change = " ".join([*(f"+{visible_line(name)}" for name in e.added),
-                           *(f"-{visible_line(name)}" for name in e.removed),
-                           *(f"~{visible_line(name)} held" for name in e.held)]) or "nothing changed"
-        line = (self.style(f"⟳ {visible_line(e.server)}: tools changed ", "blue") + f"({change}); calls route to them now, "
-                "the system prompt describes them from the next conversation")
+        change = (
+            " ".join(
+                [
+                    *(f"+{visible_line(name)}" for name in e.added),
+                    *(f"-{visible_line(name)}" for name in e.removed),
+                    *(f"~{visible_line(name)} held" for name in e.held),
+                ]
+            )
+            or "nothing changed"
+        )
+        line = (
+            self.style(f"⟳ {visible_line(e.server)}: tools changed ", "blue") + f"({change}); calls route to them now, "
+            "the system prompt describes them from the next conversation"
+        )
         if e.held:
             line += "; a changed definition is held at the pinned one until approved"
         if not e.declared:
@@ -197,8 +253,11 @@ class TraceView:
 
     def on_request(self, e) -> str:
         cached = "not reported" if e.cached is None else f"{e.cached:,} cached"
-        return self.style(f"· request: {e.prompt:,} prompt tokens as {e.sent} ({cached}), {e.generated} "
-                          f"streamed, {visible_line(e.finish)}, {e.seconds:.2f}s", "dim")
+        return self.style(
+            f"· request: {e.prompt:,} prompt tokens as {e.sent} ({cached}), {e.generated} "
+            f"streamed, {visible_line(e.finish)}, {e.seconds:.2f}s",
+            "dim",
+        )
 
     def on_done(self, e: Done) -> str:
         s = self.style

@@ -27,14 +27,14 @@ from decodeloop.bfcl.tools import convert, input_schema, mcp_tools
 from decodeloop.formats.calls.compact import Call
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.chat import ASSISTANT, EOS, USER, LabChat
+from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.table import TableModel
 from decodeloop.mcp import McpClient, StdioTransport
 from decodeloop.models import ModelBundle
-from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.schema import ArgumentError, validate_arguments
 from decodeloop.servers import command
-from decodeloop.formats.tokenizer import CharTokenizer
 
 pytestmark = pytest.mark.slow
 SIZES = {"simple_python": 400, "multiple": 200, "parallel": 200, "parallel_multiple": 200, "irrelevance": 240}
@@ -44,7 +44,7 @@ SIZES = {"simple_python": 400, "multiple": 200, "parallel": 200, "parallel_multi
 def wheel_path():
     cache = os.path.join(os.environ.get("DECODELOOP_CACHE") or os.path.join(ROOT, ".cache", "decodeloop"), "bfcl")
     try:
-        return locate_wheel(cache=cache)   # downloads it the first time
+        return locate_wheel(cache=cache)  # downloads it the first time
     except BfclError as e:
         pytest.fail(f"the BFCL wheel is needed: {e}")
 
@@ -104,25 +104,42 @@ def _fake_wheel(tmp_path, data: dict[str, str]) -> Wheel:
     return Wheel(str(path))
 
 
-GOOD = {"id": "simple_python_0", "question": [[{"role": "user", "content": "hi"}]],
-        "function": [{"name": "f", "parameters": {"type": "dict", "properties": {}}}]}
+GOOD = {
+    "id": "simple_python_0",
+    "question": [[{"role": "user", "content": "hi"}]],
+    "function": [{"name": "f", "parameters": {"type": "dict", "properties": {}}}],
+}
 
 
-@pytest.mark.parametrize("line, answer, message", [
-    ("{not json", None, "line 2 is not JSON"),
-    (json.dumps({**GOOD, "id": "simple_python_1", "question": [[{"role": "assistant", "content": "x"}]]}), None,
-     "line 2 (simple_python_1): a message is not"),
-    (json.dumps({**GOOD, "id": "simple_python_1", "function": []}), None, "function is not a non-empty list"),
-    (json.dumps({**GOOD, "id": "simple_python_1"}), "", "has no possible answer for simple_python_1"),
-    (json.dumps({**GOOD, "id": "simple_python_1"}), json.dumps({"id": "simple_python_1", "ground_truth": {"f": 1}}),
-     "ground_truth is not a list"),
-])
+@pytest.mark.parametrize(
+    "line, answer, message",
+    [
+        ("{not json", None, "line 2 is not JSON"),
+        (
+            json.dumps({**GOOD, "id": "simple_python_1", "question": [[{"role": "assistant", "content": "x"}]]}),
+            None,
+            "line 2 (simple_python_1): a message is not",
+        ),
+        (json.dumps({**GOOD, "id": "simple_python_1", "function": []}), None, "function is not a non-empty list"),
+        (json.dumps({**GOOD, "id": "simple_python_1"}), "", "has no possible answer for simple_python_1"),
+        (
+            json.dumps({**GOOD, "id": "simple_python_1"}),
+            json.dumps({"id": "simple_python_1", "ground_truth": {"f": 1}}),
+            "ground_truth is not a list",
+        ),
+    ],
+)
 def test_a_malformed_entry_or_answer_is_a_clear_error(tmp_path, line, answer, message):
     answers = json.dumps({"id": "simple_python_0", "ground_truth": [{"f": {}}]})
     if answer:
         answers += "\n" + answer
-    fake = _fake_wheel(tmp_path, {"bfcl_eval/data/BFCL_v4_simple_python.json": json.dumps(GOOD) + "\n" + line,
-                                  "bfcl_eval/data/possible_answer/BFCL_v4_simple_python.json": answers})
+    fake = _fake_wheel(
+        tmp_path,
+        {
+            "bfcl_eval/data/BFCL_v4_simple_python.json": json.dumps(GOOD) + "\n" + line,
+            "bfcl_eval/data/possible_answer/BFCL_v4_simple_python.json": answers,
+        },
+    )
     with pytest.raises(BfclError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_entries(fake, "simple_python")
 
@@ -168,13 +185,21 @@ def test_each_alias_converts(entries):
     # float -> number, kept description; integer unchanged
     [tool] = mcp_tools(by_id(entries, "parallel_multiple_1").functions[:1])
     assert tool["name"] == "volume_cylinder.calculate"
-    assert tool["inputSchema"] == {"type": "object", "required": ["radius", "height"], "properties": {
-        "radius": {"type": "number", "description": "The radius of the cylinder."},
-        "height": {"type": "number", "description": "The height of the cylinder."}}}
+    assert tool["inputSchema"] == {
+        "type": "object",
+        "required": ["radius", "height"],
+        "properties": {
+            "radius": {"type": "number", "description": "The radius of the cylinder."},
+            "height": {"type": "number", "description": "The height of the cylinder."},
+        },
+    }
     # tuple -> array, its items' float -> number
     coord = mcp_tools(by_id(entries, "simple_python_83").functions)[0]["inputSchema"]["properties"]["coord1"]
-    assert coord == {"type": "array", "description": "The first coordinate as (latitude, longitude).",
-                     "items": {"type": "number"}}
+    assert coord == {
+        "type": "array",
+        "description": "The first coordinate as (latitude, longitude).",
+        "items": {"type": "number"},
+    }
     # any -> no type constraint, the description kept
     data = mcp_tools(by_id(entries, "simple_python_109").functions)[0]["inputSchema"]["properties"]["data"]
     assert data == {"description": "The training data for the model."}
@@ -184,7 +209,10 @@ def test_each_alias_converts(entries):
     assert conditions["items"]["type"] == "object"
     assert conditions["items"]["required"] == ["field", "operation", "value"]
     assert conditions["items"]["properties"]["operation"] == {
-        "type": "string", "description": "The operation to be performed.", "enum": ["<", ">", "=", ">=", "<="]}
+        "type": "string",
+        "description": "The operation to be performed.",
+        "enum": ["<", ">", "=", ">=", "<="],
+    }
     # BFCL's own "optional" marker is dropped, JSON Schema's default and format kept
     props = mcp_tools(by_id(entries, "multiple_5").functions)
     date = next(t for t in props if t["name"] == "weather.get_by_city_date")["inputSchema"]["properties"]["date"]
@@ -209,7 +237,9 @@ def test_an_unknown_type_is_a_clear_error():
     with pytest.raises(BfclError, match="parameters must be of type dict"):
         input_schema({"type": "string"})
     assert convert({"type": "dict", "properties": {"a": {"type": "tuple", "items": {"type": "any"}}}}) == {
-        "type": "object", "properties": {"a": {"type": "array", "items": {}}}}
+        "type": "object",
+        "properties": {"a": {"type": "array", "items": {}}},
+    }
 
 
 def test_possible_answers_fit_the_converted_schemas(entries):
@@ -225,23 +255,27 @@ def test_possible_answers_fit_the_converted_schemas(entries):
                     assert validate_arguments(name, arguments, tools[name]) == arguments
                 except ArgumentError:
                     misfits.append(entry.id)
-    assert sorted(set(misfits)) == ["parallel_152", "parallel_multiple_21", "parallel_multiple_94",
-                                    "simple_python_307"]
+    assert sorted(set(misfits)) == ["parallel_152", "parallel_multiple_21", "parallel_multiple_94", "simple_python_307"]
 
 
 # -- the checker ------------------------------------------------------------------------------------------
 
 
 def test_the_checker_loads_without_the_packages_dependencies(wheel_path):
-    code = ("import sys; from decodeloop.bfcl import Wheel; from decodeloop.bfcl.checker import load_checker; "
-            f"c = load_checker(Wheel({wheel_path!r})); "
-            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'openai', 'anthropic', 'torch', "
-            "'transformers', 'tqdm', 'requests', 'pydantic'}); "
-            "print(c.__name__, c.__spec__.origin, heavy)")
+    code = (
+        "import sys; from decodeloop.bfcl import Wheel; from decodeloop.bfcl.checker import load_checker; "
+        f"c = load_checker(Wheel({wheel_path!r})); "
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'openai', 'anthropic', 'torch', "
+        "'transformers', 'tqdm', 'requests', 'pydantic'}); "
+        "print(c.__name__, c.__spec__.origin, heavy)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["bfcl_eval.eval_checker.ast_eval.ast_checker",
-                                   "bfcl_eval/eval_checker/ast_eval/ast_checker.py", "[]"]
+    assert done.stdout.split() == [
+        "bfcl_eval.eval_checker.ast_eval.ast_checker",
+        "bfcl_eval/eval_checker/ast_eval/ast_checker.py",
+        "[]",
+    ]
 
 
 def test_the_checker_accepts_every_possible_answer(entries, checker):
@@ -252,16 +286,20 @@ def test_the_checker_accepts_every_possible_answer(entries, checker):
 
 
 def test_the_checker_rejects_wrong_outputs(entries, checker):
-    entry = by_id(entries, "simple_python_1")          # math.factorial(number=5)
+    entry = by_id(entries, "simple_python_1")  # math.factorial(number=5)
     assert check(checker, entry, [{"math.factorial": {"number": 5}}])["valid"]
     assert check(checker, entry, [{"math.factorial": {"number": 5.0}}])["error_type"] == "type_error:simple"
     assert check(checker, entry, [{"math.factorial": {"number": 6}}])["error_type"] == "value_error:others"
     # the name is compared as the model wrote it: no dot-to-underscore rewriting
-    assert check(checker, entry, [{"math_factorial": {"number": 5}}])["error_type"] == \
-        "simple_function_checker:wrong_func_name"
+    assert (
+        check(checker, entry, [{"math_factorial": {"number": 5}}])["error_type"]
+        == "simple_function_checker:wrong_func_name"
+    )
     assert check(checker, entry, [])["error_type"] == "simple_function_checker:wrong_count"
-    assert check(checker, entry, [{"math.factorial": {"number": 5, "extra": 1}}])["error_type"] == \
-        "simple_function_checker:unexpected_param"
+    assert (
+        check(checker, entry, [{"math.factorial": {"number": 5, "extra": 1}}])["error_type"]
+        == "simple_function_checker:unexpected_param"
+    )
     triangle = by_id(entries, "simple_python_0")
     # strings compare without case and punctuation; an optional argument may be left out
     assert check(checker, triangle, [{"calculate_triangle_area": {"base": 10, "height": 5, "unit": "Units"}}])["valid"]
@@ -284,8 +322,7 @@ def test_the_checker_rejects_wrong_outputs(entries, checker):
 
 
 def _client(args):
-    return McpClient(StdioTransport([*command("bfcl"), *args], cwd=ROOT, close_timeout=2.0), name="bfcl",
-                     timeout=20)
+    return McpClient(StdioTransport([*command("bfcl"), *args], cwd=ROOT, close_timeout=2.0), name="bfcl", timeout=20)
 
 
 def test_the_server_lists_an_entrys_functions_and_answers_calls(entries, tmp_path):
@@ -296,11 +333,17 @@ def test_the_server_lists_an_entrys_functions_and_answers_calls(entries, tmp_pat
         listed = client.list_tools()
         assert [t.name for t in listed] == ["math_toolkit.sum_of_multiples", "math_toolkit.product_of_primes"]
         assert listed[0].input_schema["properties"]["multiples"] == {
-            "type": "array", "items": {"type": "integer"}, "description": "The numbers to find multiples of."}
+            "type": "array",
+            "items": {"type": "integer"},
+            "description": "The numbers to find multiples of.",
+        }
         result = client.call_tool("math_toolkit.product_of_primes", {"count": 5})
         assert not result.is_error
-        assert json.loads(result.text()) == {"status": "ok", "function": "math_toolkit.product_of_primes",
-                                             "arguments": {"count": 5}}
+        assert json.loads(result.text()) == {
+            "status": "ok",
+            "function": "math_toolkit.product_of_primes",
+            "arguments": {"count": 5},
+        }
         wrong = client.call_tool("math_toolkit.product_of_primes", {"count": "five"})
         assert wrong.is_error and "count" in wrong.text()
 
@@ -312,13 +355,17 @@ def test_the_server_serves_an_entry_by_id_from_the_wheel(wheel_path):
         assert tool.input_schema["properties"]["number"]["type"] == "integer"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--entry", "java_3"], "is not an entry id"),
-    (["/nonexistent/tools.json"], "cannot read tools from /nonexistent/tools.json"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--entry", "java_3"], "is not an entry id"),
+        (["/nonexistent/tools.json"], "cannot read tools from /nonexistent/tools.json"),
+    ],
+)
 def test_the_server_refuses_bad_input_in_one_line(args, message):
-    done = subprocess.run([*command("bfcl"), *args], capture_output=True, text=True, cwd=ROOT, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [*command("bfcl"), *args], capture_output=True, text=True, cwd=ROOT, timeout=60, stdin=subprocess.DEVNULL
+    )
     assert done.returncode != 0
     assert message in done.stderr and "Traceback" not in done.stderr
 
@@ -345,15 +392,22 @@ def run(bundle, chosen, checker, events=None, max_tokens=3000, call_shapes=None)
             if events is not None:
                 events.append(event)
             emit(event)
-        return Harness(bundle, Sampler(), router, both, system=system,
-                       config=TurnConfig(max_tokens=max_tokens, collect_calls=True, call_shapes=call_shapes))
+
+        return Harness(
+            bundle,
+            Sampler(),
+            router,
+            both,
+            system=system,
+            config=TurnConfig(max_tokens=max_tokens, collect_calls=True, call_shapes=call_shapes),
+        )
 
     return run_entries(chosen, checker, make_harness, syntax=bundle.syntax)
 
 
 def pick(entries, per_category=3):
     chosen = [e for c in CATEGORIES[:4] for e in entries[c][:per_category]]
-    assert len({e.user for e in chosen}) == len(chosen)   # the table keys on the question
+    assert len({e.user for e in chosen}) == len(chosen)  # the table keys on the question
     return chosen
 
 
@@ -373,7 +427,7 @@ def test_right_calls_score_right_through_the_harness(entries, checker):
     assert len(results) == sum(len(e.answer) for e in chosen)
     assert all(r["status"] == "ok" for r in results)
     assert {"status": "ok", "function": "math.factorial", "arguments": {"number": 5}} in results
-    assert not [e for e in events if e.kind == "done"]   # nothing generated after the first message's results
+    assert not [e for e in events if e.kind == "done"]  # nothing generated after the first message's results
     summary = summarize("simple_python", outcomes[:3])
     assert (summary.accuracy, summary.well_formed_rate) == (1.0, 1.0)
 
@@ -389,9 +443,12 @@ def test_a_wrong_argument_scores_wrong(entries, checker):
         wrong[entry.user] = calls_text(output)
     outcomes = run(scripted_bundle(wrong), chosen, checker)
     assert [(o.id, o.correct) for o in outcomes] == [(e.id, False) for e in chosen]
-    assert all(o.calls == o.well_formed > 0 for o in outcomes)   # well formed, but wrong
-    assert {o.error for o in outcomes} <= {"value_error:others", "parallel_function_checker_no_order:cannot_find_match",
-                                          "type_error:simple"}
+    assert all(o.calls == o.well_formed > 0 for o in outcomes)  # well formed, but wrong
+    assert {o.error for o in outcomes} <= {
+        "value_error:others",
+        "parallel_function_checker_no_order:cannot_find_match",
+        "type_error:simple",
+    }
 
 
 def test_malformed_unknown_and_invalid_calls(entries, checker):
@@ -400,7 +457,7 @@ def test_malformed_unknown_and_invalid_calls(entries, checker):
         '<tool_call>\n{"name": "math.factorial", "arguments": {"number": 5}\n</tool_call>': (False, 1, 0),
         '<tool_call>\n{"name": "math_factorial", "arguments": {"number": 5}}\n</tool_call>': (False, 1, 0),
         '<tool_call>\n{"name": "math.factorial", "arguments": {"number": "five"}}\n</tool_call>': (False, 1, 0),
-        '<tool_call>\n{"name": "math.factorial", "arguments": {"number": 5': (False, 1, 0),   # ends unclosed
+        '<tool_call>\n{"name": "math.factorial", "arguments": {"number": 5': (False, 1, 0),  # ends unclosed
         "The factorial of 5 is 120.": (False, 0, 0),
     }
     for text, (correct, calls, well_formed) in cases.items():
@@ -414,17 +471,22 @@ def test_malformed_unknown_and_invalid_calls(entries, checker):
     right = '<tool_call>\n{"name": "math.factorial", "arguments": {"number": 5}}\n</tool_call>'
     [outcome] = run(scripted_bundle({entry.user: right}), [entry], checker, max_tokens=30)
     assert (outcome.correct, outcome.calls, outcome.well_formed, outcome.stop, outcome.error) == (
-        False, 1, 0, "max_tokens", "ast_decoder:cut_by_token_cap")
+        False,
+        1,
+        0,
+        "max_tokens",
+        "ast_decoder:cut_by_token_cap",
+    )
 
 
 def test_calls_in_an_alternate_shape_are_scored_in_that_shape(entries, checker):
     entry = by_id(entries, "simple_python_1")
     # a right call, and one that does not validate: the latter still reaches the checker, read in its shape
     for number, correct, well_formed, error in ((5, True, 1, ""), ("five", False, 0, "type_error:simple")):
-        fenced = '```json\n{"name": "math.factorial", "arguments": {"number": %s}}\n```' % json.dumps(number)
+        fenced = f'```json\n{{"name": "math.factorial", "arguments": {{"number": {json.dumps(number)}}}}}\n```'
         [outcome] = run(scripted_bundle({entry.user: fenced}), [entry], checker, call_shapes="lenient")
         assert (outcome.correct, outcome.calls, outcome.well_formed, outcome.error) == (correct, 1, well_formed, error)
-        assert outcome.near_misses == 0   # a block read as a call is no near miss
+        assert outcome.near_misses == 0  # a block read as a call is no near miss
         assert outcome.output == [{"math.factorial": {"number": number}}]
 
 
@@ -442,16 +504,27 @@ def test_irrelevance_is_right_without_a_call_and_a_call_is_a_false_call(entries,
     chosen = entries["irrelevance"][:2]
     first, second = chosen
     name = first.functions[0]["name"]
-    script = {first.user: "I cannot answer that with these tools.",
-              second.user: calls_text([{second.functions[0]["name"]: {}}])}
+    script = {
+        first.user: "I cannot answer that with these tools.",
+        second.user: calls_text([{second.functions[0]["name"]: {}}]),
+    }
     outcomes = run(scripted_bundle(script), chosen, checker)
     assert [(o.correct, o.calls) for o in outcomes] == [(True, 0), (False, 1)]
     summary = summarize("irrelevance", outcomes)
     assert (summary.accuracy, summary.false_calls) == (0.5, 1)
     assert name  # the tools were listed from the entry's functions
     lines = table([summary])
-    assert lines[0].split() == ["category", "entries", "accuracy", "well-formed", "false", "calls", "call-like", "text",
-                                 "s/entry"]
+    assert lines[0].split() == [
+        "category",
+        "entries",
+        "accuracy",
+        "well-formed",
+        "false",
+        "calls",
+        "call-like",
+        "text",
+        "s/entry",
+    ]
     assert lines[1].split()[:5] == ["irrelevance", "2", "50.0%", "(1)", "0.0%"]
 
 
@@ -468,13 +541,27 @@ def _eval(*args, wheel_path=None):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     if wheel_path:
         env["DECODELOOP_BFCL_WHEEL"] = wheel_path
-    return subprocess.run([sys.executable, "-m", "decodeloop", "eval", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "decodeloop", "eval", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_eval_suite_json_summary(wheel_path):
-    done = _eval("--suite", "bfcl:simple_python,irrelevance", "--model", "table", "--entries", "2", "--json",
-                 wheel_path=wheel_path)
+    done = _eval(
+        "--suite",
+        "bfcl:simple_python,irrelevance",
+        "--model",
+        "table",
+        "--entries",
+        "2",
+        "--json",
+        wheel_path=wheel_path,
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["suite"] == "bfcl" and summary["model"] == "table"
@@ -483,8 +570,12 @@ def test_eval_suite_json_summary(wheel_path):
     assert summary["categories"]["simple_python"]["accuracy"] == 0.0
     assert summary["categories"]["irrelevance"]["accuracy"] == 1.0
     assert summary["categories"]["irrelevance"]["false_calls"] == 0
-    assert [e["id"] for e in summary["entries"]] == ["simple_python_0", "simple_python_1", "irrelevance_0",
-                                                     "irrelevance_1"]
+    assert [e["id"] for e in summary["entries"]] == [
+        "simple_python_0",
+        "simple_python_1",
+        "irrelevance_0",
+        "irrelevance_1",
+    ]
 
 
 def test_eval_suite_table(wheel_path):
@@ -492,18 +583,30 @@ def test_eval_suite_table(wheel_path):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "table, BFCL irrelevance (first 1 entries each), temperature 0"
-    assert lines[1].split() == ["category", "entries", "accuracy", "well-formed", "false", "calls", "call-like", "text",
-                                 "s/entry"]
+    assert lines[1].split() == [
+        "category",
+        "entries",
+        "accuracy",
+        "well-formed",
+        "false",
+        "calls",
+        "call-like",
+        "text",
+        "s/entry",
+    ]
     assert lines[2].split()[:7] == ["irrelevance", "1", "100.0%", "(1)", "-", "0/1", "0/1"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--suite", "bfcl:java"], "unknown BFCL category 'java'"),
-    (["--suite", "other:simple_python"], "unknown suite"),
-    (["--suite", "bfcl:irrelevance", "--entries", "0"], "--entries must be at least 1"),
-    (["--suite", "bfcl:irrelevance", "--concurrency", "2"], "do not apply"),
-    (["--entries", "3"], "apply to --suite"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--suite", "bfcl:java"], "unknown BFCL category 'java'"),
+        (["--suite", "other:simple_python"], "unknown suite"),
+        (["--suite", "bfcl:irrelevance", "--entries", "0"], "--entries must be at least 1"),
+        (["--suite", "bfcl:irrelevance", "--concurrency", "2"], "do not apply"),
+        (["--entries", "3"], "apply to --suite"),
+    ],
+)
 def test_eval_suite_usage_errors(args, message):
     done = _eval(*args, "--model", "table")
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FAULTY, ROOT
 
 from decodeloop.servers.weather import get_weather
@@ -20,8 +19,9 @@ ANSWER = "It's 33°F and overcast in Polson, MT right now, with 53% humidity and
 def run(*args: str, stdin: str = "", no_site: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     flags = ["-S"] if no_site else []
-    return subprocess.run([sys.executable, *flags, *args], input=stdin, capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, *flags, *args], input=stdin, capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout
+    )
 
 
 def test_decode_loop_runs_without_site_packages():
@@ -34,7 +34,10 @@ def test_decode_loop_runs_without_site_packages():
     assert "prefill" in out
     # the call, the JSON-RPC request and response, the result, the answer
     assert "⚙ parsed [call get_weather city=Polson state=MT]" in out
-    assert '"method": "tools/call", "params": {"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}' in out
+    assert (
+        '"method": "tools/call", "params": {"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}'
+        in out
+    )
     assert f'"text": "{WEATHER_TEXT}"' in out
     assert "the next forward computes 60 positions" in out
     assert out.rstrip().endswith("answer: " + ANSWER)
@@ -61,8 +64,14 @@ def test_json_lines_event_stream():
     assert "".join(t["delta"] for t in tokens).strip() == ANSWER
     assert all({"text", "id", "prob", "top", "computed", "cached", "context"} <= t.keys() for t in tokens)
     # order: server ready, prompt, tokens, call, result, inject, tokens, done
-    assert kinds.index("server") < kinds.index("prompt") < kinds.index("token") < kinds.index("tool_call") \
-        < kinds.index("tool_result") < kinds.index("inject")
+    assert (
+        kinds.index("server")
+        < kinds.index("prompt")
+        < kinds.index("token")
+        < kinds.index("tool_call")
+        < kinds.index("tool_result")
+        < kinds.index("inject")
+    )
 
 
 def test_quiet_prints_only_the_answer():
@@ -75,7 +84,10 @@ def test_step_mode_through_a_pipe():
     p = run("decode_loop.py", "--step", stdin="\n\nc\n")
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("[Enter] next frame") == 3
-    assert "1 forward  computed 886 position(s)" in p.stdout and "4 stop     checked eos, tool_call, max_tokens" in p.stdout
+    assert (
+        "1 forward  computed 886 position(s)" in p.stdout
+        and "4 stop     checked eos, tool_call, max_tokens" in p.stdout
+    )
     assert p.stdout.rstrip().endswith(ANSWER)
 
 
@@ -123,8 +135,17 @@ def test_bad_server_command_is_a_clean_error():
 
 def test_gave_up_exit_code_and_message():
     # the faulty server has no get_weather: the table's call is an unknown tool every time
-    p = run("-m", "decodeloop", "run", "-q", "--mcp", " ".join(FAULTY), "--max-retries", "1",
-            "What's the weather in Polson, MT?")
+    p = run(
+        "-m",
+        "decodeloop",
+        "run",
+        "-q",
+        "--mcp",
+        " ".join(FAULTY),
+        "--max-retries",
+        "1",
+        "What's the weather in Polson, MT?",
+    )
     assert p.returncode == 3
     assert 'unknown tool "get_weather"' in p.stderr and "gave up after 1" in p.stderr
 
@@ -151,16 +172,26 @@ def test_console_script_is_installed_with_the_package():
     script = os.path.join(os.path.dirname(sys.executable), "decodeloop")
     if not os.path.exists(script):
         import pytest
+
         pytest.skip("decodeloop is not installed in this environment (./run-tests installs it)")
-    p = subprocess.run([script, "run", "-q", "What's the weather in Polson, MT?"], capture_output=True,
-                       text=True, timeout=30)
+    p = subprocess.run(
+        [script, "run", "-q", "What's the weather in Polson, MT?"], capture_output=True, text=True, timeout=30
+    )
     assert p.stdout == ANSWER + "\n"
 
 
 def test_chat_reads_a_pipe_one_turn_per_line():
     """`decodeloop chat` over a pipe: each line a user turn of one conversation, /commands between."""
-    lines = ["What's the weather in Polson, MT?", "/tools", "", "/reset", "What's the weather in Polson, MT?",
-             "/nonsense", "/quit", "never read"]
+    lines = [
+        "What's the weather in Polson, MT?",
+        "/tools",
+        "",
+        "/reset",
+        "What's the weather in Polson, MT?",
+        "/nonsense",
+        "/quit",
+        "never read",
+    ]
     p = run("-m", "decodeloop", "chat", stdin="\n".join(lines) + "\n")
     assert p.returncode == 0 and p.stderr == "", p.stderr
     out = p.stdout
@@ -188,6 +219,7 @@ def test_chat_continues_the_conversation_in_json_lines():
 
 # -- what a learner trips over ----------------------------------------------------------------------------
 
+
 def _pauses(stdout: str) -> list[str]:
     """The transcript cut at each step-mode prompt: what was shown before each pause, then the rest."""
     return stdout.split("[Enter] next frame")
@@ -207,17 +239,23 @@ def test_step_mode_runs_to_the_next_tool_call_and_the_next_stop():
     p = run("decode_loop.py", "--step", stdin="t\ns\nc\n")
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     shown = _pauses(p.stdout)
-    assert len(shown) == 4                      # the first frame, then a pause after t, after s; c ends
+    assert len(shown) == 4  # the first frame, then a pause after t, after s; c ends
     help_line = shown[1].splitlines()[0]
-    for key in ("m: to the model's next token", "t: to the next tool call", "s: to the next stop", "c: to the end",
-                "q: quit"):
+    for key in (
+        "m: to the model's next token",
+        "t: to the next tool call",
+        "s: to the next stop",
+        "c: to the end",
+        "q: quit",
+    ):
         assert key in help_line
     # t: every token of the call, its stop, and the pause on the parsed call
     before_call = shown[1].rstrip().splitlines()
     assert before_call[-4] == "■ stop: tool_call" and before_call[-2].startswith("⚙ parsed [call get_weather")
     # between them, the policy's decision: the bundled server is trusted and its tool is read-only
-    assert before_call[-3] == ("⛨ policy allow get_weather on weather (read-only): trusted server weather "
-                               "annotates it readOnlyHint")
+    assert before_call[-3] == (
+        "⛨ policy allow get_weather on weather (read-only): trusted server weather annotates it readOnlyHint"
+    )
     # and under the call, where its values occur in the context (the system prompt's example, the question)
     assert before_call[-1] == "  values from: city ← system, user; state ← system, user"
     assert shown[1].count("── token ") == 39
@@ -227,8 +265,13 @@ def test_step_mode_runs_to_the_next_tool_call_and_the_next_stop():
 
 
 def test_step_mode_with_stdin_closed_runs_to_the_end():
-    p = subprocess.run(["sh", "-c", 'exec "$0" -S decode_loop.py --step <&-', sys.executable],
-                       capture_output=True, text=True, cwd=ROOT, timeout=30)
+    p = subprocess.run(
+        ["sh", "-c", 'exec "$0" -S decode_loop.py --step <&-', sys.executable],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=30,
+    )
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     assert "(end of input: running to the end)" in p.stdout and p.stdout.rstrip().endswith(ANSWER)
 
@@ -236,19 +279,22 @@ def test_step_mode_with_stdin_closed_runs_to_the_end():
 def test_the_trace_says_once_what_byte_tokens_are():
     lines = run("decode_loop.py").stdout.splitlines()
     [at] = [i for i, line in enumerate(lines) if "↳" in line]
-    assert "'\\xc2'" in lines[at - 2] and "'\\xb0'" in lines[at - 1]   # the token lines keep their columns
+    assert "'\\xc2'" in lines[at - 2] and "'\\xb0'" in lines[at - 1]  # the token lines keep their columns
     assert lines[at - 1].index("│ ctx") == lines[at - 2].index("│ ctx") == lines[at - 3].index("│ ctx")
-    assert lines[at].strip() == ("↳ '\\xc2' '\\xb0': bytes, not characters: ° is 2 bytes in UTF-8 (c2 b0), "
-                                     "split across these tokens; the text shows ° once its last byte is in")
+    assert lines[at].strip() == (
+        "↳ '\\xc2' '\\xb0': bytes, not characters: ° is 2 bytes in UTF-8 (c2 b0), "
+        "split across these tokens; the text shows ° once its last byte is in"
+    )
 
 
 def test_byte_legend_for_other_tokenizers_and_broken_characters():
     from decodeloop.ui.legend import ByteLegend
 
-    legend = ByteLegend()           # byte-level BPE: a token with text and a partial character
+    legend = ByteLegend()  # byte-level BPE: a token with text and a partial character
     assert legend("Hello") is None and legend(" \\xe2\\x80") is None
-    assert legend("\\x99s").startswith("↳ ' \\xe2\\x80' '\\x99s': bytes, not characters: "
-                                      "’ is 3 bytes in UTF-8 (e2 80 99)")
+    assert legend("\\x99s").startswith(
+        "↳ ' \\xe2\\x80' '\\x99s': bytes, not characters: ’ is 3 bytes in UTF-8 (e2 80 99)"
+    )
     assert legend("\\xc2") is None  # once only
     broken = ByteLegend()
     assert broken("\\xc2") is None and "U+FFFD" in broken("a")
@@ -270,11 +316,13 @@ def test_script_help_shows_the_script_and_its_own_defaults():
 
 
 def test_usage_errors_show_the_commands_usage():
-    for args, usage in ((["-m", "decodeloop", "run", "--max-tokens", "0", "hi"], "usage: decodeloop run [-h]"),
-                        (["-m", "decodeloop", "run", "--no-such-option", "hi"], "usage: decodeloop run [-h]"),
-                        (["-m", "decodeloop", "eval", "--episodes", "0"], "usage: decodeloop eval [-h]"),
-                        (["decode_loop.py", "--max-tokens", "0"], "usage: decode_loop.py [-h]"),
-                        (["decode_loop.py", "--no-such-option"], "usage: decode_loop.py [-h]")):
+    for args, usage in (
+        (["-m", "decodeloop", "run", "--max-tokens", "0", "hi"], "usage: decodeloop run [-h]"),
+        (["-m", "decodeloop", "run", "--no-such-option", "hi"], "usage: decodeloop run [-h]"),
+        (["-m", "decodeloop", "eval", "--episodes", "0"], "usage: decodeloop eval [-h]"),
+        (["decode_loop.py", "--max-tokens", "0"], "usage: decode_loop.py [-h]"),
+        (["decode_loop.py", "--no-such-option"], "usage: decode_loop.py [-h]"),
+    ):
         p = run(*args)
         assert p.returncode == 2 and p.stderr.startswith(usage), (args, p.stderr[:200])
     assert "error: unknown option --no-such-option (see decode_loop.py --help)" in p.stderr
@@ -295,10 +343,16 @@ def test_a_token_cap_that_leaves_no_answer_is_exit_status_4():
 
 def test_a_reader_that_goes_away_is_exit_status_141_without_a_traceback():
     read_end, write_end = os.pipe()
-    os.close(read_end)              # `| head -0`: the first write finds no reader
+    os.close(read_end)  # `| head -0`: the first write finds no reader
     try:
-        p = subprocess.run([sys.executable, "-S", "decode_loop.py"], stdout=write_end, stderr=subprocess.PIPE,
-                           text=True, cwd=ROOT, timeout=30)
+        p = subprocess.run(
+            [sys.executable, "-S", "decode_loop.py"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            timeout=30,
+        )
     finally:
         os.close(write_end)
     assert p.returncode == 141 and p.stderr == ""
@@ -309,14 +363,16 @@ def test_a_mistyped_option_is_named_with_what_it_may_mean(args):
     # its value would otherwise be read as the prompt, or the prompt reported missing
     p = run("-m", "decodeloop", "run", *args)
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr.splitlines()[-1] == "decodeloop run: error: unknown option --temprature (did you mean " \
-                                         "--temperature?)"
+    assert (
+        p.stderr.splitlines()[-1] == "decodeloop run: error: unknown option --temprature (did you mean --temperature?)"
+    )
 
 
 def test_an_unquoted_prompt_and_an_abbreviated_option():
     p = run("-m", "decodeloop", "run", "What's", "the", "weather")
-    assert p.returncode == 2 and p.stderr.splitlines()[-1].endswith("unrecognized arguments: the weather (a prompt "
-                                                                    "with spaces needs quotes)")
+    assert p.returncode == 2 and p.stderr.splitlines()[-1].endswith(
+        "unrecognized arguments: the weather (a prompt with spaces needs quotes)"
+    )
     p = run("-m", "decodeloop", "run", "--temp", "0", "-q", "What's the weather in Polson, MT?")
     assert p.returncode == 0 and p.stdout.strip() == ANSWER
 
@@ -332,20 +388,29 @@ def test_ctrl_c_at_the_policys_question_ends_its_line_and_the_turn():
     # a real terminal (a pty): the question is asked only there; ^C at it interrupts the turn
     import pty
     import select
-    import time
 
     pid, fd = pty.fork()
-    if pid == 0:   # the child: the malicious server's demo, whose injected send_email the policy asks about
+    if pid == 0:  # the child: the malicious server's demo, whose injected send_email the policy asks about
         os.chdir(ROOT)
-        os.execv(sys.executable, [sys.executable, "-m", "decodeloop", "run", "--mcp",
-                                  f"{sys.executable} -m decodeloop.servers.malicious", "Summarize my latest email."])
+        os.execv(
+            sys.executable,
+            [
+                sys.executable,
+                "-m",
+                "decodeloop",
+                "run",
+                "--mcp",
+                f"{sys.executable} -m decodeloop.servers.malicious",
+                "Summarize my latest email.",
+            ],
+        )
     out, sent = b"", False
     while True:
-        ready, _, _ = select.select([fd], [], [], 120)   # a guard against a hang, not a measure
+        ready, _, _ = select.select([fd], [], [], 120)  # a guard against a hang, not a measure
         assert ready, out[-2000:]
         try:
             data = os.read(fd, 65536)
-        except OSError:   # the child closed the terminal
+        except OSError:  # the child closed the terminal
             break
         if not data:
             break
@@ -356,5 +421,5 @@ def test_ctrl_c_at_the_policys_question_ends_its_line_and_the_turn():
     _, status = os.waitpid(pid, 0)
     text = out.decode(errors="replace")
     assert sent and os.waitstatus_to_exitcode(status) == 130 and "Traceback" not in text
-    assert "[y/N] ^C\r\n" in text, text[text.find("[y/N]"):][:200]
+    assert "[y/N] ^C\r\n" in text, text[text.find("[y/N]") :][:200]
     assert text.rstrip().endswith("interrupted.")

@@ -16,22 +16,21 @@ from conftest import ROOT, WEATHER
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from decodeloop.formats.calls.compact import CompactSyntax
-from decodeloop.formats.calls.json import JsonSyntax
-from decodeloop.formats.chat import LabChat
-from decodeloop.constrain.processor import ByteMatcher, CallConstraint, unsupported
+from decodeloop.constrain.processor import CallConstraint, unsupported
 from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
 from decodeloop.decode.loop import generate
+from decodeloop.decode.stops import Stops
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder
 from decodeloop.harness import Harness, TurnConfig
-from decodeloop.models import ModelBundle, lab_bundle
 from decodeloop.lab.table import TableModel
+from decodeloop.models import lab_bundle
 from decodeloop.processors import ProcessorState
-from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
 from decodeloop.schema import check_value, validate_arguments
-from decodeloop.decode.stops import Stops
-from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView
 
@@ -42,9 +41,15 @@ RESULT = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"
 
 NAMES = ["a", "b", "city", "n-1", "x.y", "_k", "bad key", "é"]
 PATTERNS = ["^[a-z]+$", "^[A-Z]{2}$", r"\d", "^(ab|cd)*$", "x", r"^\w+$", "^.{0,3}$", '^[^"]*$', "^-?[0-9]+$"]
-MEMBERS = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b c", "", "é", 'x"y', "[1]", "3", "true"]),
-                    st.booleans(), st.none(), st.floats(-2, 2, allow_nan=False).map(lambda x: round(x, 2)),
-                    st.just([1, "a"]), st.just({"k": 1}))
+MEMBERS = st.one_of(
+    st.integers(-3, 3),
+    st.sampled_from(["a", "b c", "", "é", 'x"y', "[1]", "3", "true"]),
+    st.booleans(),
+    st.none(),
+    st.floats(-2, 2, allow_nan=False).map(lambda x: round(x, 2)),
+    st.just([1, "a"]),
+    st.just({"k": 1}),
+)
 TYPES = ["string", "integer", "number", "boolean", "null", "array", "object"]
 
 
@@ -54,8 +59,11 @@ def bound(kind):
 
 @st.composite
 def leaf(draw):
-    kind = draw(st.sampled_from(["string", "string", "integer", "number", "boolean", "null", "enum", "const",
-                                 "untyped", "typelist"]))
+    kind = draw(
+        st.sampled_from(
+            ["string", "string", "integer", "number", "boolean", "null", "enum", "const", "untyped", "typelist"]
+        )
+    )
     if kind == "string":
         schema = {"type": "string"}
         if draw(st.booleans()):
@@ -81,8 +89,7 @@ def leaf(draw):
     if kind == "const":
         return {"const": draw(MEMBERS)}
     if kind == "typelist":
-        return {"type": draw(st.lists(st.sampled_from(TYPES[:5]), min_size=1, max_size=3, unique=True)),
-                "maxLength": 4}
+        return {"type": draw(st.lists(st.sampled_from(TYPES[:5]), min_size=1, max_size=3, unique=True)), "maxLength": 4}
     return {}
 
 
@@ -100,12 +107,20 @@ def obj(draw, child):
 
 
 def extend(child):
-    array = st.builds(lambda items, low, high: {"type": "array", "items": items, "minItems": low, "maxItems": high},
-                      child, st.integers(0, 2), st.integers(1, 3))
+    array = st.builds(
+        lambda items, low, high: {"type": "array", "items": items, "minItems": low, "maxItems": high},
+        child,
+        st.integers(0, 2),
+        st.integers(1, 3),
+    )
     any_of = st.lists(child, min_size=1, max_size=3).map(lambda branches: {"anyOf": branches})
-    one_of = st.sampled_from([({"type": "string", "maxLength": 3}, {"type": "integer"}),
-                              ({"type": "boolean"}, {"type": "null"}),
-                              ({"enum": ["a", "b"]}, {"enum": ["c", 1]})]).map(lambda b: {"oneOf": list(b)})
+    one_of = st.sampled_from(
+        [
+            ({"type": "string", "maxLength": 3}, {"type": "integer"}),
+            ({"type": "boolean"}, {"type": "null"}),
+            ({"enum": ["a", "b"]}, {"enum": ["c", 1]}),
+        ]
+    ).map(lambda b: {"oneOf": list(b)})
     all_of = st.builds(lambda x: {"allOf": [x, {"maxLength": 3, "minimum": -5}]}, child)
     # a string branch keeps a compact text a string, and the sibling maxLength then applies to it
     guarded = st.lists(child, min_size=1, max_size=3).map(lambda branches: {"anyOf": branches, "maxLength": 1})
@@ -124,11 +139,26 @@ def with_refs(schema, target):
     return {**schema, "$defs": {"D": target}, "properties": {**schema["properties"], "r": {"$ref": "#/$defs/D"}}}
 
 
-LINKED = {"type": "object", "$defs": {"N": {"type": "object", "properties": {
-    "v": {"type": "integer", "minimum": 0}, "next": {"$ref": "#/$defs/N"}}, "required": ["v"],
-    "additionalProperties": False}}, "properties": {"list": {"$ref": "#/$defs/N"}}, "required": ["list"]}
-tool_schemas = st.one_of(obj(values), st.just({}), obj(values).map(with_top_level_any_of),
-                         st.builds(with_refs, obj(values), values), st.just(LINKED))
+LINKED = {
+    "type": "object",
+    "$defs": {
+        "N": {
+            "type": "object",
+            "properties": {"v": {"type": "integer", "minimum": 0}, "next": {"$ref": "#/$defs/N"}},
+            "required": ["v"],
+            "additionalProperties": False,
+        }
+    },
+    "properties": {"list": {"$ref": "#/$defs/N"}},
+    "required": ["list"],
+}
+tool_schemas = st.one_of(
+    obj(values),
+    st.just({}),
+    obj(values).map(with_top_level_any_of),
+    st.builds(with_refs, obj(values), values),
+    st.just(LINKED),
+)
 
 
 # --- the driver: the real generate, Stops, parser and validator --------------------------------------------
@@ -148,22 +178,39 @@ class RandomLogits:
         return [self.rng.gauss(0.0, self.scale) for _ in range(self.vocab)]
 
 
-def constrained_turn(tools, syntax, seed, temperature, mode="required", max_tokens=3000, logits_model=None,
-                     tokenizer=None, closer_id=None):
+def constrained_turn(
+    tools,
+    syntax,
+    seed,
+    temperature,
+    mode="required",
+    max_tokens=3000,
+    logits_model=None,
+    tokenizer=None,
+    closer_id=None,
+):
     tokenizer = tokenizer or CharTokenizer()
     bundle = SimpleNamespace(tokenizer=tokenizer, syntax=syntax, opener_id=None, closer_id=closer_id)
     notices = []
     constraint = CallConstraint(bundle, lambda: tools, mode=mode, emit=notices.append, max_tokens=max_tokens)
     model = logits_model or RandomLogits(seed, tokenizer.vocab_size, 3.0)
     engine = LocalEngine(model, Sampler(temperature=temperature, seed=seed), [constraint])
-    stops = Stops(eos_ids={tokenizer.eos_id}, opener=syntax.opener, scanner_factory=syntax.scanner,
-                  max_tokens=max_tokens, max_call_chars=10 ** 6, closer=syntax.closer, closer_id=closer_id)
+    stops = Stops(
+        eos_ids={tokenizer.eos_id},
+        opener=syntax.opener,
+        scanner_factory=syntax.scanner,
+        max_tokens=max_tokens,
+        max_call_chars=10**6,
+        closer=syntax.closer,
+        closer_id=closer_id,
+    )
     context = Context()
     context.extend(tokenizer.encode("prompt"), "user")
     state = ProcessorState(context=context.ids, generated=len(context))
     tokens = []
-    verdict = generate(engine, stops, context, StreamDecoder(tokenizer), tokenizer, tokens.append, [], state,
-                       detail=False)
+    verdict = generate(
+        engine, stops, context, StreamDecoder(tokenizer), tokenizer, tokens.append, [], state, detail=False
+    )
     return verdict, constraint, notices, tokens
 
 
@@ -175,10 +222,18 @@ def check_call(syntax, text, schemas):
     return call
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.lists(tool_schemas, min_size=1, max_size=3), st.sampled_from(["compact", "json"]),
-       st.integers(0, 2 ** 32), st.sampled_from([0.0, 1.0, 2.0]))
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    st.lists(tool_schemas, min_size=1, max_size=3),
+    st.sampled_from(["compact", "json"]),
+    st.integers(0, 2**32),
+    st.sampled_from([0.0, 1.0, 2.0]),
+)
 def test_every_constrained_call_parses_and_validates(schemas, syntax_name, seed, temperature):
     syntax = CompactSyntax() if syntax_name == "compact" else JsonSyntax()
     tools = [SimpleNamespace(name=f"tool_{i}", input_schema=s) for i, s in enumerate(schemas)]
@@ -201,14 +256,16 @@ def lab_tools():
     from decodeloop.servers.units import INPUT as UNITS
     from decodeloop.servers.weather import FORECAST_INPUT, WEATHER_INPUT
 
-    return [SimpleNamespace(name="get_weather", input_schema=WEATHER_INPUT),
-            SimpleNamespace(name="get_forecast", input_schema=FORECAST_INPUT),
-            SimpleNamespace(name="get_time_zone", input_schema=TIMEZONE),
-            SimpleNamespace(name="convert", input_schema=UNITS)]
+    return [
+        SimpleNamespace(name="get_weather", input_schema=WEATHER_INPUT),
+        SimpleNamespace(name="get_forecast", input_schema=FORECAST_INPUT),
+        SimpleNamespace(name="get_time_zone", input_schema=TIMEZONE),
+        SimpleNamespace(name="convert", input_schema=UNITS),
+    ]
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
-@given(st.sampled_from(["compact", "json"]), st.integers(0, 2 ** 32), st.sampled_from([0.0, 0.7, 1.5]))
+@given(st.sampled_from(["compact", "json"]), st.integers(0, 2**32), st.sampled_from([0.0, 0.7, 1.5]))
 def test_random_logits_on_the_lab_tools_always_write_valid_calls(syntax_name, seed, temperature):
     syntax = CompactSyntax() if syntax_name == "compact" else JsonSyntax()
     tools = lab_tools()
@@ -226,7 +283,7 @@ def test_free_outside_calls_and_no_change_to_the_logits_it_was_given():
     constraint = CallConstraint(bundle, lab_tools, mode="calls")
     logits = [0.0] * tokenizer.vocab_size
     ctx = tokenizer.encode("x [call ")
-    assert constraint(logits, ProcessorState(ctx, 0, False, 1)) is logits     # not in a call: untouched
+    assert constraint(logits, ProcessorState(ctx, 0, False, 1)) is logits  # not in a call: untouched
     for kind in ("list", "numpy", "torch"):
         if kind == "torch":
             torch = pytest.importorskip("torch")
@@ -235,7 +292,7 @@ def test_free_outside_calls_and_no_change_to_the_logits_it_was_given():
             given_logits = np.zeros(tokenizer.vocab_size, dtype=np.float32)
         else:
             given_logits = list(logits)
-        constraint(given_logits, ProcessorState(ctx, 0, False, 1))            # resets between calls
+        constraint(given_logits, ProcessorState(ctx, 0, False, 1))  # resets between calls
         out = constraint(given_logits, ProcessorState(ctx, 0, True, 2))
         values = out if kind == "list" else out.tolist()
         allowed = [i for i, v in enumerate(values) if v != float("-inf")]
@@ -248,7 +305,7 @@ def test_free_outside_calls_and_no_change_to_the_logits_it_was_given():
 def test_what_can_be_constrained():
     assert unsupported(CharTokenizer()) is None
     wide = SimpleNamespace(vocab_size=49152, token_bytes=lambda t: b"ab")
-    assert unsupported(wide) is None                                       # a BPE vocabulary: TokenMatcher
+    assert unsupported(wide) is None  # a BPE vocabulary: TokenMatcher
     assert "token_bytes" in unsupported(SimpleNamespace(vocab_size=100))
     assert "special token" in unsupported(CharTokenizer(), None, closer_id=3)
 
@@ -259,8 +316,9 @@ def test_the_grammar_follows_the_tools_registered_now():
     version = [0]
     bundle = SimpleNamespace(tokenizer=tokenizer, syntax=CompactSyntax(), opener_id=None, closer_id=None)
     notices = []
-    constraint = CallConstraint(bundle, lambda: list(tools), mode="calls", emit=notices.append,
-                                version=lambda: version[0])
+    constraint = CallConstraint(
+        bundle, lambda: list(tools), mode="calls", emit=notices.append, version=lambda: version[0]
+    )
     assert constraint.matcher.tools == ["get_weather"]
     tools.append(lab_tools()[3])
     version[0] += 1
@@ -276,13 +334,16 @@ def test_the_grammar_follows_the_tools_registered_now():
 
 def harness(events, table, router, **config):
     tokenizer = CharTokenizer()
-    return Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events,
-                   config=TurnConfig(**config))
+    return Harness(
+        lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events, config=TurnConfig(**config)
+    )
 
 
 def test_off_adds_nothing(events):
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
-             "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
+        "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>",
+    }
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
         h = harness(events, table, router)
         h.run(QUESTION)
@@ -295,8 +356,11 @@ def test_off_adds_nothing(events):
 
 def test_a_call_the_mask_corrects_shows_what_the_model_wanted(events):
     # the table writes "state MT": the grammar allows only "=" after the key, and the table picks up again
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state MT]",
-             "state=": "MT]", "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state MT]",
+        "state=": "MT]",
+        "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>",
+    }
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
         h = harness(events, table, router, constrain="calls")
         result = h.run(QUESTION)
@@ -315,9 +379,11 @@ def test_a_call_the_mask_corrects_shows_what_the_model_wanted(events):
 
 
 def test_required_opens_the_turn_with_a_call_then_leaves_the_model_free(events):
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "I do not know.<|eos|>",
-             "[call ": "get_weather city=Polson state=MT]",
-             "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "I do not know.<|eos|>",
+        "[call ": "get_weather city=Polson state=MT]",
+        "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>",
+    }
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
         free = harness(events, table, router).run(QUESTION)
         assert free.answer == "I do not know." and free.tool_calls == 0
@@ -338,8 +404,18 @@ def test_required_is_per_turn_and_a_bad_mode_is_refused(events):
 
 def test_notices_at_start_up_name_what_is_not_enforced(events):
     tokenizer = CharTokenizer()
-    tools = [SimpleNamespace(name="t", input_schema={"type": "object", "properties": {
-        "when": {"type": "string", "format": "date-time"}, "code": {"type": "string", "pattern": "(?=a)a"}}})]
+    tools = [
+        SimpleNamespace(
+            name="t",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "when": {"type": "string", "format": "date-time"},
+                    "code": {"type": "string", "pattern": "(?=a)a"},
+                },
+            },
+        )
+    ]
     bundle = SimpleNamespace(tokenizer=tokenizer, syntax=CompactSyntax(), opener_id=None, closer_id=None)
     CallConstraint(bundle, lambda: tools, mode="calls", emit=events)
     messages = [n.message for n in events.of("notice")]
@@ -348,17 +424,27 @@ def test_notices_at_start_up_name_what_is_not_enforced(events):
 
 
 def test_cli_constrain_runs_and_refuses_what_it_cannot_do():
-    run = subprocess.run([sys.executable, "-S", "decode_loop.py", "--constrain", "required", "--quiet"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-S", "decode_loop.py", "--constrain", "required", "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0 and "33°F" in run.stdout
-    bad = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--model", "hf:nowhere", "--constrain", "calls",
-                          "hi"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "nowhere" in bad.stderr       # a BPE model is constrained too: it must exist
+    bad = subprocess.run(
+        [sys.executable, "-m", "decodeloop", "run", "--model", "hf:nowhere", "--constrain", "calls", "hi"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "nowhere" in bad.stderr  # a BPE model is constrained too: it must exist
 
 
 def test_ngram_calls_under_the_constraint_always_parse(events):
-    from decodeloop.models import load_model
     from decodeloop.lab.train.corpus import lab_server_commands
+    from decodeloop.models import load_model
 
     bundle = load_model("ngram", order=4)
     with start_stdio_servers(lab_server_commands(), events, timeout=10) as router:
@@ -374,8 +460,11 @@ def test_eval_counts_the_tokens_the_grammar_overrode():
     from decodeloop.lab.evaluate import evaluate
     from decodeloop.lab.train.corpus import Episode
 
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state MT]",
-             "state=": "MT]", "<|tool|>" + RESULT + "<|assistant|>": "33°F and overcast.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state MT]",
+        "state=": "MT]",
+        "<|tool|>" + RESULT + "<|assistant|>": "33°F and overcast.<|eos|>",
+    }
     episode = Episode(QUESTION, "get_weather", {"city": "Polson", "state": "MT"}, "", RESULT, "", ["33°F"])
     with start_stdio_servers([WEATHER], lambda e: None, timeout=10) as router:
         for constrain, masked, well_formed in (("off", 0, 0.0), ("calls", 1, 1.0)):

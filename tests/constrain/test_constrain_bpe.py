@@ -13,19 +13,70 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_constrain import check_call, constrained_turn, lab_tools, tool_schemas
 
-from decodeloop.formats.calls.compact import CompactSyntax
-from decodeloop.formats.calls.json import JsonSyntax
-from decodeloop.constrain.processor import CallConstraint, matcher_for
 from decodeloop.constrain.grammar.bytes import CLOSER_TOKEN
 from decodeloop.constrain.grammar.tokens import TokenMatcher
+from decodeloop.constrain.processor import CallConstraint, matcher_for
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.processors import ProcessorState
 
 EOS, CLOSER = 0, 1
 # pieces that cross the grammar's boundaries: opener and value, key and colon, string end and comma
-PIECES = ['{"', '":', ' "', '",', '"}', '}}', '}\n', '>{"', '<tool_call>', '</tool_call>', '</tool_call>\n', 'tool',
-          '_call', 'name', 'arguments', 'get_', 'weather', 'city', 'state', ' MT', 'Pol', 'son', 'é', '°F', '[call ',
-          'call', ' city=', '=', ']', ']\n', '12', '-3', '0.', 'true', 'null', 'e+', '\\n', '\\"', '""', '":"',
-          'tool_', '_0', '_1', '_2', 'ab', '"a"', ': [', '], ', '{}', '"}}', '"}}\n</', 'tool_call>', '\n{"name": "']
+PIECES = [
+    '{"',
+    '":',
+    ' "',
+    '",',
+    '"}',
+    "}}",
+    "}\n",
+    '>{"',
+    "<tool_call>",
+    "</tool_call>",
+    "</tool_call>\n",
+    "tool",
+    "_call",
+    "name",
+    "arguments",
+    "get_",
+    "weather",
+    "city",
+    "state",
+    " MT",
+    "Pol",
+    "son",
+    "é",
+    "°F",
+    "[call ",
+    "call",
+    " city=",
+    "=",
+    "]",
+    "]\n",
+    "12",
+    "-3",
+    "0.",
+    "true",
+    "null",
+    "e+",
+    "\\n",
+    '\\"',
+    '""',
+    '":"',
+    "tool_",
+    "_0",
+    "_1",
+    "_2",
+    "ab",
+    '"a"',
+    ": [",
+    "], ",
+    "{}",
+    '"}}',
+    '"}}\n</',
+    "tool_call>",
+    '\n{"name": "',
+]
 ALPHABET = '{}[]":, =_abcdxyz0123456789.-<>/\\né°'
 
 
@@ -51,7 +102,7 @@ class PieceTokenizer:
         data, out, i = text.encode("utf-8"), [], 0
         while i < len(data):
             for n in range(min(self._longest, len(data) - i), 0, -1):
-                token = self._ids.get(data[i:i + n])
+                token = self._ids.get(data[i : i + n])
                 if token is not None:
                     out.append(token)
                     i += n
@@ -89,10 +140,18 @@ def brute_force_mask(matcher: TokenMatcher, state) -> list[bool]:
 vocabularies = st.lists(st.text(alphabet=ALPHABET, min_size=2, max_size=7), max_size=60)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.lists(tool_schemas, min_size=1, max_size=2), st.sampled_from(["compact", "json", "json_token"]),
-       vocabularies, st.integers(0, 2 ** 32))
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    st.lists(tool_schemas, min_size=1, max_size=2),
+    st.sampled_from(["compact", "json", "json_token"]),
+    vocabularies,
+    st.integers(0, 2**32),
+)
 def test_every_mask_equals_walking_each_token_through_the_grammar(schemas, syntax_name, extra, seed):
     closer_token = syntax_name == "json_token"
     syntax = CompactSyntax() if syntax_name == "compact" else JsonSyntax()
@@ -101,7 +160,7 @@ def test_every_mask_equals_walking_each_token_through_the_grammar(schemas, synta
     tools = [type("Tool", (), {"name": f"tool_{i}", "input_schema": s}) for i, s in enumerate(schemas)]
     matcher.start(tools, syntax)
     state, rng = matcher.begin(), random.Random(seed)
-    for _ in range(40):                         # a random walk through allowed tokens, checking every state met
+    for _ in range(40):  # a random walk through allowed tokens, checking every state met
         if state is None or matcher.done(state):
             break
         mask = matcher.mask(state)
@@ -111,19 +170,35 @@ def test_every_mask_equals_walking_each_token_through_the_grammar(schemas, synta
         state = matcher.advance(state, rng.choice(allowed))
 
 
-@settings(max_examples=50, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.lists(tool_schemas, min_size=1, max_size=3), st.sampled_from(["compact", "json", "json_token"]),
-       vocabularies, st.integers(0, 2 ** 32), st.sampled_from([0.0, 1.0, 2.0]))
-def test_every_constrained_call_on_a_bpe_vocabulary_parses_and_validates(schemas, syntax_name, extra, seed,
-                                                                          temperature):
+@settings(
+    max_examples=50,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    st.lists(tool_schemas, min_size=1, max_size=3),
+    st.sampled_from(["compact", "json", "json_token"]),
+    vocabularies,
+    st.integers(0, 2**32),
+    st.sampled_from([0.0, 1.0, 2.0]),
+)
+def test_every_constrained_call_on_a_bpe_vocabulary_parses_and_validates(
+    schemas, syntax_name, extra, seed, temperature
+):
     closer_token = syntax_name == "json_token"
     syntax = CompactSyntax() if syntax_name == "compact" else JsonSyntax()
     tokenizer = PieceTokenizer(PIECES + extra, closer_token)
     tools = [type("Tool", (), {"name": f"tool_{i}", "input_schema": s}) for i, s in enumerate(schemas)]
-    verdict, constraint, notices, _ = constrained_turn(tools, syntax, seed, temperature, max_tokens=400,
-                                                       tokenizer=tokenizer,
-                                                       closer_id=CLOSER if closer_token else None)
+    verdict, constraint, notices, _ = constrained_turn(
+        tools,
+        syntax,
+        seed,
+        temperature,
+        max_tokens=400,
+        tokenizer=tokenizer,
+        closer_id=CLOSER if closer_token else None,
+    )
     assert isinstance(constraint.matcher, TokenMatcher)
     if not constraint.matcher.tools:
         assert any("no tool can be called" in n.message for n in notices)
@@ -139,15 +214,16 @@ def test_every_constrained_call_on_a_bpe_vocabulary_parses_and_validates(schemas
 
 
 @settings(max_examples=20, deadline=None, derandomize=True)
-@given(st.sampled_from(["compact", "json", "json_token"]), st.integers(0, 2 ** 32), st.integers(60, 120))
+@given(st.sampled_from(["compact", "json", "json_token"]), st.integers(0, 2**32), st.integers(60, 120))
 def test_a_call_still_open_near_the_cap_is_closed_within_it(syntax_name, seed, cap):
     # random logits at a high temperature write free strings for ever; the shortest end is written in time
     closer_token = syntax_name == "json_token"
     syntax = CompactSyntax() if syntax_name == "compact" else JsonSyntax()
     tokenizer = PieceTokenizer(PIECES, closer_token)
     tools = lab_tools()
-    verdict, _, _, tokens = constrained_turn(tools, syntax, seed, 3.0, max_tokens=cap, tokenizer=tokenizer,
-                                             closer_id=CLOSER if closer_token else None)
+    verdict, _, _, tokens = constrained_turn(
+        tools, syntax, seed, 3.0, max_tokens=cap, tokenizer=tokenizer, closer_id=CLOSER if closer_token else None
+    )
     assert verdict.reason == "tool_call" and len(tokens) <= cap
     check_call(syntax, verdict.calls[0], {t.name: t.input_schema for t in tools})
 
@@ -161,16 +237,20 @@ def test_apply_keeps_the_logits_kind_and_forbids_ids_past_the_vocabulary():
     state = matcher.advance_bytes(matcher.begin(), b'{"name": "get_')
     expected = np.flatnonzero(matcher.mask(state)).tolist()
     assert sorted(tokenizer.decode([t]) for t in expected) == ["f", "t", "w", "weather"]
-    n = tokenizer.vocab_size + 24                       # an output layer larger than the tokenizer, as in real models
-    for logits in (np.zeros(n, dtype=np.float32), torch.zeros(n, dtype=torch.float32),
-                   torch.zeros(n, dtype=torch.bfloat16), [0.0] * n):
+    n = tokenizer.vocab_size + 24  # an output layer larger than the tokenizer, as in real models
+    for logits in (
+        np.zeros(n, dtype=np.float32),
+        torch.zeros(n, dtype=torch.float32),
+        torch.zeros(n, dtype=torch.bfloat16),
+        [0.0] * n,
+    ):
         before = list(logits) if type(logits) is list else logits.tolist()
         out, override = matcher.apply(logits, state)
         values = out if type(out) is list else out.tolist()
         assert [i for i, v in enumerate(values) if v != float("-inf")] == expected
         assert type(out) is type(logits) and (type(out) is list or out.dtype == logits.dtype)
         assert (list(logits) if type(logits) is list else logits.tolist()) == before
-        assert override is not None and override[1] == len(expected)   # all zeros: argmax is id 0, ruled out
+        assert override is not None and override[1] == len(expected)  # all zeros: argmax is id 0, ruled out
 
 
 def test_an_opener_that_ends_inside_a_token_feeds_the_rest_to_the_grammar():
@@ -199,11 +279,18 @@ def test_a_free_form_object_key_does_not_make_a_state_per_token():
     words = {"".join(rng.choice("abcdefghijklmnopqrstuvwxyz_") for _ in range(rng.randint(2, 12))) for _ in range(5000)}
     tokenizer = PieceTokenizer(PIECES + sorted(words))
     matcher = TokenMatcher(tokenizer)
-    tools = [SimpleNamespace(name="average", input_schema={
-        "type": "object", "properties": {"grades": {"type": "dict"}, "name": {"type": "string"}},
-        "required": ["grades"]})]
+    tools = [
+        SimpleNamespace(
+            name="average",
+            input_schema={
+                "type": "object",
+                "properties": {"grades": {"type": "dict"}, "name": {"type": "string"}},
+                "required": ["grades"],
+            },
+        )
+    ]
     matcher.start(tools, JsonSyntax())
     state = matcher.advance_bytes(matcher.begin(), b'{"name": "average", "arguments": {"grades": {"')
     before = matcher.grammar.size
-    assert matcher.mask(state).sum() > 1000          # any word may begin a free key
+    assert matcher.mask(state).sum() > 1000  # any word may begin a free key
     assert matcher.grammar.size - before < 200

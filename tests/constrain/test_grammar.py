@@ -14,22 +14,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodeloop.formats.calls.compact import CompactSyntax
-from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.constrain.grammar import charset as cs
 from decodeloop.constrain.grammar.bytes import ByteGrammar, utf8_range
-from decodeloop.constrain.grammar.compile import _Schemas, _bounds, call_grammar
+from decodeloop.constrain.grammar.compile import _bounds, _Schemas, call_grammar
 from decodeloop.constrain.grammar.machines import BARE, UNICODE_SPACE, Number, Text
 from decodeloop.constrain.grammar.regex import Unsupported, compile_pattern
+from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.schema import validate_arguments
 from decodeloop.servers.timezone import INPUT as TIMEZONE_INPUT
 from decodeloop.servers.units import INPUT as UNITS_INPUT
 from decodeloop.servers.weather import FORECAST_INPUT, WEATHER_INPUT
 
-LAB_TOOLS = [SimpleNamespace(name="get_weather", input_schema=WEATHER_INPUT),
-             SimpleNamespace(name="get_forecast", input_schema=FORECAST_INPUT),
-             SimpleNamespace(name="get_time_zone", input_schema=TIMEZONE_INPUT),
-             SimpleNamespace(name="convert", input_schema=UNITS_INPUT)]
+LAB_TOOLS = [
+    SimpleNamespace(name="get_weather", input_schema=WEATHER_INPUT),
+    SimpleNamespace(name="get_forecast", input_schema=FORECAST_INPUT),
+    SimpleNamespace(name="get_time_zone", input_schema=TIMEZONE_INPUT),
+    SimpleNamespace(name="convert", input_schema=UNITS_INPUT),
+]
 
 
 def walk(machine, rng: random.Random, limit: int = 400):
@@ -65,24 +67,50 @@ def test_charset_operations():
 
 def test_unicode_space_is_exactly_what_isspace_calls_whitespace():
     spaces = cs.normalize((c, c) for c in range(cs.MAX_CP + 1) if chr(c).isspace())
-    assert UNICODE_SPACE == spaces
+    assert spaces == UNICODE_SPACE
     assert not cs.contains(BARE, ord(" ")) and not cs.contains(BARE, 0x3000) and cs.contains(BARE, ord("é"))
 
 
 def test_utf8_ranges():
     assert utf8_range(b"\xc3") == (0xC0, 0xFF, 2)
-    assert utf8_range(b"\xe0") == (0x800, 0xFFF, 3)          # E0 80..9F would be overlong
-    assert utf8_range(b"\xed\xa0") is not None               # surrogates are excluded by the caller
-    assert utf8_range(b"\xf4\x90") is None                   # past U+10FFFF
+    assert utf8_range(b"\xe0") == (0x800, 0xFFF, 3)  # E0 80..9F would be overlong
+    assert utf8_range(b"\xed\xa0") is not None  # surrogates are excluded by the caller
+    assert utf8_range(b"\xf4\x90") is None  # past U+10FFFF
     assert utf8_range(b"\xc0") is None and utf8_range(b"\xff") is None
 
 
 # --- patterns -------------------------------------------------------------------------------------------
 
-PATTERNS = [r"^[A-Z]{2}$", r"\d+", r"^a|b$", r"^(foo|bar)+baz?$", r"[^a-c]x", r".", r"^\w+@\w+\.com$", r"a{2,3}",
-            r"a{,2}b", r"x{}", r"[]a]", r"^$", r"^\S+$", r"(?:ab)*c", r"^[a-z]+(-[a-z]+)*$", r"^\d{3}-\d{4}$",
-            r"^[^\W\d]+$", r"^(?P<x>a|bc)\Z", r"\Aab", r"[\x41-\x43]+", r"^[ -~]*$", r"^[^\"\\]*$", r"a.c",
-            r"(a|b)*abb", r"^[0-9]{1,3}(\.[0-9]{1,3}){3}$", r"colou?r", r"[.-]", r"\n"]
+PATTERNS = [
+    r"^[A-Z]{2}$",
+    r"\d+",
+    r"^a|b$",
+    r"^(foo|bar)+baz?$",
+    r"[^a-c]x",
+    r".",
+    r"^\w+@\w+\.com$",
+    r"a{2,3}",
+    r"a{,2}b",
+    r"x{}",
+    r"[]a]",
+    r"^$",
+    r"^\S+$",
+    r"(?:ab)*c",
+    r"^[a-z]+(-[a-z]+)*$",
+    r"^\d{3}-\d{4}$",
+    r"^[^\W\d]+$",
+    r"^(?P<x>a|bc)\Z",
+    r"\Aab",
+    r"[\x41-\x43]+",
+    r"^[ -~]*$",
+    r"^[^\"\\]*$",
+    r"a.c",
+    r"(a|b)*abb",
+    r"^[0-9]{1,3}(\.[0-9]{1,3}){3}$",
+    r"colou?r",
+    r"[.-]",
+    r"\n",
+]
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
@@ -95,10 +123,19 @@ def test_a_pattern_accepts_only_what_re_search_matches(pattern, text):
         pytest.fail(f"{pattern!r} should accept {text!r}: on ASCII without line breaks the DFA is exact")
 
 
-@pytest.mark.parametrize("pattern, why", [(r"\bfoo", "word boundary"), (r"(?=a)", "lookahead"),
-                                           (r"(a)\1", "backreference"), (r"(?i)abc", "inline flags"),
-                                           (r"a(^b)", "anchor"), (r"a*+", "possessive"), (r"a{2000}", "1000"),
-                                           (r"[", "cannot compile")])
+@pytest.mark.parametrize(
+    "pattern, why",
+    [
+        (r"\bfoo", "word boundary"),
+        (r"(?=a)", "lookahead"),
+        (r"(a)\1", "backreference"),
+        (r"(?i)abc", "inline flags"),
+        (r"a(^b)", "anchor"),
+        (r"a*+", "possessive"),
+        (r"a{2000}", "1000"),
+        (r"[", "cannot compile"),
+    ],
+)
 def test_patterns_the_grammar_cannot_enforce_say_why(pattern, why):
     with pytest.raises(Unsupported, match=re.escape(why)):
         compile_pattern(pattern)
@@ -108,8 +145,12 @@ def test_patterns_the_grammar_cannot_enforce_say_why(pattern, why):
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
-@given(st.sampled_from(PATTERNS + [None]), st.integers(0, 4), st.one_of(st.none(), st.integers(0, 8)),
-       st.integers(0, 2 ** 32))
+@given(
+    st.sampled_from(PATTERNS + [None]),
+    st.integers(0, 4),
+    st.one_of(st.none(), st.integers(0, 8)),
+    st.integers(0, 2**32),
+)
 def test_strings_with_a_pattern_and_lengths_never_dead_end(pattern, low, high, seed):
     dfa = None
     if pattern is not None:
@@ -125,12 +166,16 @@ def test_strings_with_a_pattern_and_lengths_never_dead_end(pattern, low, high, s
             assert pattern is None or re.search(pattern, value)
 
 
-bounds = st.one_of(st.none(), st.integers(-1000, 1000), st.floats(-1e3, 1e3, allow_nan=False),
-                   st.sampled_from([0, 0.1, -0.1, 1e-300, 5e-324, 1.7976931348623157e308, 2 ** 60 + 1]))
+bounds = st.one_of(
+    st.none(),
+    st.integers(-1000, 1000),
+    st.floats(-1e3, 1e3, allow_nan=False),
+    st.sampled_from([0, 0.1, -0.1, 1e-300, 5e-324, 1.7976931348623157e308, 2**60 + 1]),
+)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(st.sampled_from(["integer", "number"]), bounds, bounds, st.booleans(), st.booleans(), st.integers(0, 2 ** 32))
+@given(st.sampled_from(["integer", "number"]), bounds, bounds, st.booleans(), st.booleans(), st.integers(0, 2**32))
 def test_numbers_stay_within_bounds_as_schema_py_compares_them(kind, low, high, low_open, high_open, seed):
     schema = {"type": kind}
     if low is not None:
@@ -149,14 +194,15 @@ def test_numbers_stay_within_bounds_as_schema_py_compares_them(kind, low, high, 
     for _ in range(10):
         text, done = walk(machine, rng, limit=60)
         if done:
-            validate_arguments("t", {"v": text}, wrapper)           # the compact syntax: a string, converted
+            validate_arguments("t", {"v": text}, wrapper)  # the compact syntax: a string, converted
             validate_arguments("t", {"v": json.loads(text)}, wrapper)  # the JSON syntax: a number
 
 
 def test_number_bounds_that_float_rounding_would_break():
     # 0.99999999999999999999 is below 1 exactly, but float() makes it 1.0, which exclusiveMaximum 1 refuses
-    lower, upper, _ = _bounds(_Schemas("t", {}).alternatives({"type": "number", "exclusiveMaximum": 1}, [], True)[0],
-                              False)
+    lower, upper, _ = _bounds(
+        _Schemas("t", {}).alternatives({"type": "number", "exclusiveMaximum": 1}, [], True)[0], False
+    )
     machine = Number(False, lower, upper)
     assert machine.run("0.99999999999999999999") is None or not machine.final(machine.run("0.99999999999999999999"))
     assert machine.accepts("0.5") and not machine.accepts("1") and not machine.accepts("1.0")
@@ -177,13 +223,13 @@ def test_compact_calls_for_the_lab_tools():
     assert m.accepts('get_forecast city="Los Angeles" state=CA days=7]')
     assert m.accepts('get_forecast  state=CA\tcity="a \\"b\\""]')
     assert m.accepts("convert value=-12.5 from_unit=km to_unit=mi]")
-    assert not m.accepts("get_forecast city=X state=MT days=8]")      # maximum 7
-    assert not m.accepts("get_forecast city=X state=MT days=2.0]")    # an integer
-    assert not m.accepts("get_weather city=X]")                        # state is required
-    assert not m.accepts('get_weather city="" state=MT]')              # minLength 1
-    assert not m.accepts("get_weather city=X state=MT zip=1]")         # additionalProperties false
-    assert not m.accepts("get_weather city=X city=Y state=MT]")        # each key once
-    assert not m.accepts("get_wether city=X state=MT]")                # no such tool
+    assert not m.accepts("get_forecast city=X state=MT days=8]")  # maximum 7
+    assert not m.accepts("get_forecast city=X state=MT days=2.0]")  # an integer
+    assert not m.accepts("get_weather city=X]")  # state is required
+    assert not m.accepts('get_weather city="" state=MT]')  # minLength 1
+    assert not m.accepts("get_weather city=X state=MT zip=1]")  # additionalProperties false
+    assert not m.accepts("get_weather city=X city=Y state=MT]")  # each key once
+    assert not m.accepts("get_wether city=X state=MT]")  # no such tool
     assert not m.accepts("convert value=1 from_unit=furlong to_unit=m]")  # enum
 
 
@@ -194,7 +240,7 @@ def test_json_calls_for_the_lab_tools():
     assert not m.accepts('{"name":"get_forecast","arguments":{"city":"A","state":"B","days":0}}</tool_call>')
     assert not m.accepts('{"name":"get_forecast","arguments":{"city":"A","state":"B","days":"3"}}</tool_call>')
     assert not m.accepts('{"arguments":{"city":"A","state":"B"},"name":"get_weather"}</tool_call>')  # name first
-    assert not m.accepts('{"name":"get_weather"}</tool_call>')        # its arguments are required
+    assert not m.accepts('{"name":"get_weather"}</tool_call>')  # its arguments are required
 
 
 def schema_tools(schema):
@@ -202,43 +248,72 @@ def schema_tools(schema):
 
 
 def test_what_the_grammar_cannot_express_is_reported():
-    problems = call_grammar(schema_tools({"type": "object", "properties": {
-        "a": {"type": "string", "pattern": r"(?=x)x"},
-        "b": {"type": "string", "format": "date-time"},
-        "c": {"oneOf": [{"type": "integer"}, {"type": "number"}]},
-        "d": {"type": "array", "uniqueItems": True}}}), "json").problems
+    problems = call_grammar(
+        schema_tools(
+            {
+                "type": "object",
+                "properties": {
+                    "a": {"type": "string", "pattern": r"(?=x)x"},
+                    "b": {"type": "string", "format": "date-time"},
+                    "c": {"oneOf": [{"type": "integer"}, {"type": "number"}]},
+                    "d": {"type": "array", "uniqueItems": True},
+                },
+            }
+        ),
+        "json",
+    ).problems
     text = "\n".join(problems)
     assert "lookahead" in text and "format" in text and "oneOf" in text and "uniqueItems" in text
-    problems = call_grammar(schema_tools({"type": "object", "properties": {"x": {"type": "integer", "minimum": 5,
-                                                                                "maximum": 1}},
-                                          "required": ["x"]}), "json").problems
+    problems = call_grammar(
+        schema_tools(
+            {"type": "object", "properties": {"x": {"type": "integer", "minimum": 5, "maximum": 1}}, "required": ["x"]}
+        ),
+        "json",
+    ).problems
     assert any("no arguments satisfy" in p for p in problems)
     problems = call_grammar([SimpleNamespace(name="a b", input_schema={})], "compact").problems
     assert any("cannot name this tool" in p for p in problems)
 
 
 def test_anyof_oneof_allof_ref_and_nesting_in_json():
-    schema = {"type": "object", "$defs": {"P": {"type": "object", "properties": {"x": {"type": "integer"}},
-                                                  "required": ["x"], "additionalProperties": False}},
-              "properties": {
-                  "opt": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
-                  "one": {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "boolean"}]},
-                  "both": {"allOf": [{"type": "integer", "minimum": 3}, {"maximum": 4}]},
-                  "point": {"$ref": "#/$defs/P"},
-                  "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1, "maxItems": 2},
-              }, "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "$defs": {
+            "P": {
+                "type": "object",
+                "properties": {"x": {"type": "integer"}},
+                "required": ["x"],
+                "additionalProperties": False,
+            }
+        },
+        "properties": {
+            "opt": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
+            "one": {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "boolean"}]},
+            "both": {"allOf": [{"type": "integer", "minimum": 3}, {"maximum": 4}]},
+            "point": {"$ref": "#/$defs/P"},
+            "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1, "maxItems": 2},
+        },
+        "additionalProperties": False,
+    }
     grammar = call_grammar(schema_tools(schema), "json")
     assert grammar.problems == []
     m = grammar.machine
     ok = '{"name":"t","arguments":{"opt":null,"one":true,"both":4,"point":{"x":-3},"tags":["b","a"]}}</tool_call>'
     assert m.accepts(ok)
-    for bad in ('"opt":-1', '"one":"abc"', '"both":5', '"point":{"x":1,"y":2}', '"tags":[]', '"tags":["a","c"]',
-                '"point":{}'):
-        assert not m.accepts('{"name":"t","arguments":{' + bad + '}}</tool_call>'), bad
+    for bad in (
+        '"opt":-1',
+        '"one":"abc"',
+        '"both":5',
+        '"point":{"x":1,"y":2}',
+        '"tags":[]',
+        '"tags":["a","c"]',
+        '"point":{}',
+    ):
+        assert not m.accepts('{"name":"t","arguments":{' + bad + "}}</tool_call>"), bad
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
-@given(st.sampled_from(["compact", "json"]), st.integers(0, 2 ** 32))
+@given(st.sampled_from(["compact", "json"]), st.integers(0, 2**32))
 def test_random_walks_through_the_lab_grammar_parse_and_validate(syntax_name, seed):
     syntax = CompactSyntax() if syntax_name == "compact" else JsonSyntax()
     grammar = ByteGrammar(call_grammar(LAB_TOOLS, syntax_name).machine)
@@ -255,8 +330,9 @@ def test_random_walks_through_the_lab_grammar_parse_and_validate(syntax_name, se
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(st.lists(st.tuples(st.integers(0, 0x10FFFF), st.integers(0, 3000)), max_size=4),
-       st.binary(min_size=0, max_size=3))
+@given(
+    st.lists(st.tuples(st.integers(0, 0x10FFFF), st.integers(0, 3000)), max_size=4), st.binary(min_size=0, max_size=3)
+)
 def test_the_byte_layer_allows_exactly_the_utf8_of_allowed_characters(pairs, prefix):
     chars = cs.intersect(cs.normalize((lo, min(lo + n, cs.MAX_CP)) for lo, n in pairs), cs.TEXT)
     if prefix and utf8_range(prefix) is None:
@@ -270,6 +346,7 @@ def test_the_byte_layer_allows_exactly_the_utf8_of_allowed_characters(pairs, pre
             expected = cs.contains(chars, byte)
         else:
             found = utf8_range(data)
-            expected = found is not None and any(cs.overlaps(chars, a, b)
-                                                 for a, b in cs.intersect(((found[0], found[1]),), cs.TEXT))
+            expected = found is not None and any(
+                cs.overlaps(chars, a, b) for a, b in cs.intersect(((found[0], found[1]),), cs.TEXT)
+            )
         assert (byte in allowed) == expected, (hex(byte), data)

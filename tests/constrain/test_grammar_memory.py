@@ -13,39 +13,47 @@ import numpy as np
 import pytest
 from test_constrain_bpe import PIECES, PieceTokenizer
 
-from decodeloop.formats.calls.json import JsonSyntax
-from decodeloop.constrain.processor import CallConstraint
 from decodeloop.constrain.grammar import tokens
 from decodeloop.constrain.grammar.bytes import ByteState
 from decodeloop.constrain.grammar.tokens import TokenMatcher
+from decodeloop.constrain.processor import CallConstraint
+from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.processors import ProcessorState
 
 SETS = 30
-CAP = 6                      # masks the budget holds at this vocabulary (each also has an index array)
+CAP = 6  # masks the budget holds at this vocabulary (each also has an index array)
 
 
 def tool_set(i: int) -> list:
     """A tool set of its own: its tool's name, keys and bounds differ from every other's."""
-    schema = {"type": "dict", "properties": {f"key_{i}": {"type": "str", "maxLength": 40 + i},
-                                             "n": {"type": "int", "minimum": -i, "maximum": 100 + i}},
-              "required": [f"key_{i}", "n"]}
+    schema = {
+        "type": "dict",
+        "properties": {
+            f"key_{i}": {"type": "str", "maxLength": 40 + i},
+            "n": {"type": "int", "minimum": -i, "maximum": 100 + i},
+        },
+        "required": [f"key_{i}", "n"],
+    }
     return [SimpleNamespace(name=f"tool_{i}", input_schema=schema)]
 
 
 def write_call(constraint: CallConstraint, tokenizer, i: int) -> None:
     """A valid call to tool_i, token by token through the processor, as a model would write it."""
     prompt = tokenizer.encode("prompt <tool_call>")
-    body = tokenizer.encode(f'{{"name": "tool_{i}", "arguments": {{"key_{i}": "a city, a state", "n": 12}}}}'
-                            "</tool_call>")
+    body = tokenizer.encode(
+        f'{{"name": "tool_{i}", "arguments": {{"key_{i}": "a city, a state", "n": 12}}}}</tool_call>'
+    )
     context = list(prompt)
     constraint(np.zeros(tokenizer.vocab_size), ProcessorState(context[:-1], len(prompt) - 1, False, 0))  # free text
     for token in body:
-        out = constraint(np.zeros(tokenizer.vocab_size, dtype=np.float32),
-                         ProcessorState(context, len(prompt) - 1, True, len(context) - len(prompt)))
-        assert np.isfinite(out[token]), tokenizer.decode([token])      # the call is valid: never masked
+        out = constraint(
+            np.zeros(tokenizer.vocab_size, dtype=np.float32),
+            ProcessorState(context, len(prompt) - 1, True, len(context) - len(prompt)),
+        )
+        assert np.isfinite(out[token]), tokenizer.decode([token])  # the call is valid: never masked
         context.append(token)
     constraint(np.zeros(tokenizer.vocab_size), ProcessorState(context, len(prompt) - 1, True, len(body)))
-    assert constraint._closed                                   # the closer ended the call
+    assert constraint._closed  # the closer ended the call
 
 
 def live_masks() -> int:
@@ -55,7 +63,7 @@ def live_masks() -> int:
 @pytest.fixture
 def small_budget(monkeypatch):
     tokenizer = PieceTokenizer(PIECES)
-    per_mask = tokenizer.vocab_size                   # a bool per token
+    per_mask = tokenizer.vocab_size  # a bool per token
     monkeypatch.setattr(tokens, "MASK_MEMORY", CAP * per_mask)
     gc.collect()
     gc.disable()
@@ -71,7 +79,7 @@ def test_masks_stay_within_the_budget_across_many_tool_sets(small_budget, fresh)
     bundle = SimpleNamespace(tokenizer=tokenizer, syntax=JsonSyntax(), opener_id=None, closer_id=None)
     current = {"tools": tool_set(0), "version": 0}
 
-    class Holder:                                   # holds its processor in a cycle, as a Harness does
+    class Holder:  # holds its processor in a cycle, as a Harness does
         def tools(self):
             return current["tools"]
 
@@ -89,7 +97,7 @@ def test_masks_stay_within_the_budget_across_many_tool_sets(small_budget, fresh)
         write_call(constraint, tokenizer, i)
         grammars.append(weakref.ref(constraint.matcher.grammar))
         most = max(most, live_masks())
-    assert most <= CAP + 1, most                     # the newest is kept even when it alone is over the budget
+    assert most <= CAP + 1, most  # the newest is kept even when it alone is over the budget
     assert len(tokens.MASKS) <= CAP + 1
     if not fresh:
         # each grammar replaced was freed when the next was compiled, without the cycle collector
@@ -110,7 +118,7 @@ def test_a_replaced_grammar_releases_its_masks_at_once():
 def test_a_copy_shares_the_vocabulary_and_never_frees_the_grammar_it_was_copied_from():
     tokenizer = PieceTokenizer(PIECES)
     matcher = TokenMatcher(tokenizer)
-    assert TokenMatcher(tokenizer).matrix is matcher.matrix          # one set of tables per tokenizer
+    assert TokenMatcher(tokenizer).matrix is matcher.matrix  # one set of tables per tokenizer
     matcher.start(tool_set(1), JsonSyntax())
     state = matcher.advance_bytes(matcher.begin(), b'{"name": "tool_1", "arguments": {"key_1": "')
     mask = matcher.mask(state).copy()

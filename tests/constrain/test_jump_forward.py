@@ -4,19 +4,20 @@ Real engines: the lab transformer (numpy, shipped weights) and a tiny transforme
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import tiny_hf
 from conftest import WEATHER
-from test_constrain_bpe import PIECES, PieceTokenizer
 from test_constrain import lab_tools
+from test_constrain_bpe import PIECES, PieceTokenizer
 
-from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.constrain.processor import CallConstraint, forced_text
+from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import load_model
-from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from types import SimpleNamespace
+from decodeloop.tools.router import start_stdio_servers
 
 QUESTION = "What's the weather in Polson, MT?"
 
@@ -24,8 +25,9 @@ QUESTION = "What's the weather in Polson, MT?"
 def turn(bundle, jump: bool, question: str = QUESTION, mode: str = "required", max_tokens: int = 120):
     events = []
     with start_stdio_servers([WEATHER], events.append, timeout=10) as router:
-        harness = Harness(bundle, Sampler(), router, events.append,
-                          config=TurnConfig(constrain=mode, max_tokens=max_tokens))
+        harness = Harness(
+            bundle, Sampler(), router, events.append, config=TurnConfig(constrain=mode, max_tokens=max_tokens)
+        )
         harness.constraint.jump_forward = jump
         result = harness.run(question)
     tokens = [e for e in events if getattr(e, "kind", "") == "token"]
@@ -46,7 +48,7 @@ def test_forced_text_follows_the_grammar_with_json_spacing():
     assert forced_text(grammar, state, json=True, closer="</tool_call>") == '{"name": "get_weather", "arguments": {"'
     for byte in b'{"name":"get_weather","arguments":{"city":"Polson","state":"MT"}}':
         state = grammar.advance(state, byte)
-    assert forced_text(grammar, state, json=True, closer="</tool_call>") == ""   # the closer is the model's
+    assert forced_text(grammar, state, json=True, closer="</tool_call>") == ""  # the closer is the model's
 
 
 def test_the_lab_transformer_writes_the_same_tokens_with_fewer_forwards():

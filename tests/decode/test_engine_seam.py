@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from conftest import WEATHER
 
+from decodeloop.decode.engine import Step
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.chat import LabChat
-from decodeloop.decode.engine import Step
+from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.models import ModelBundle
-from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.tools.router import start_stdio_servers
 
 QUESTION = "What's the weather in Polson, MT?"
 RESULT = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"
@@ -32,14 +32,14 @@ class StreamingEngine:
         self.tokenizer = tokenizer
         self.script = [(tokenizer.encode_markup(k), tokenizer.encode_markup(v)) for k, v in script.items()]
         self.stream: list[int] | None = None
-        self.opened: list[int] = []        # context length each stream was opened with
-        self.closed = 0                    # streams the loop closed
-        self.prefilled: list[int] = []     # positions the "server" computed per stream (no cache across streams)
+        self.opened: list[int] = []  # context length each stream was opened with
+        self.closed = 0  # streams the loop closed
+        self.prefilled: list[int] = []  # positions the "server" computed per stream (no cache across streams)
 
     def step(self, context: list[int], state) -> Step:
         if self.stream is None:
-            ends = [(key, text) for key, text in self.script if context[-len(key):] == key]
-            key, text = max(ends, key=lambda kt: len(kt[0]))
+            ends = [(key, text) for key, text in self.script if context[-len(key) :] == key]
+            _key, text = max(ends, key=lambda kt: len(kt[0]))
             self.stream = list(text)
             self.opened.append(len(context))
             computed, cached = len(context), 0
@@ -60,13 +60,17 @@ class StreamingEngine:
 def test_an_engine_that_samples_for_itself_runs_the_whole_turn(events):
     tokenizer = CharTokenizer()
     syntax = CompactSyntax()
-    engine = StreamingEngine(tokenizer, {
-        # after the call the stream would go on; the loop must close it at the call's "]"
-        "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT] and more text",
-        "<|tool|>" + RESULT + "<|assistant|>": "It is 33°F in Polson.<|eos|>",
-    })
-    bundle = ModelBundle("streaming", tokenizer, LabChat(tokenizer, syntax), syntax,
-                         make_engine=lambda sampler, processors: engine)
+    engine = StreamingEngine(
+        tokenizer,
+        {
+            # after the call the stream would go on; the loop must close it at the call's "]"
+            "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT] and more text",
+            "<|tool|>" + RESULT + "<|assistant|>": "It is 33°F in Polson.<|eos|>",
+        },
+    )
+    bundle = ModelBundle(
+        "streaming", tokenizer, LabChat(tokenizer, syntax), syntax, make_engine=lambda sampler, processors: engine
+    )
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
         result = Harness(bundle, Sampler(), router, events).run(QUESTION)
     assert result.answer == "It is 33°F in Polson." and result.reason == "eos"

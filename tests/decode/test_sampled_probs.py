@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 import decodeloop.sampling as sampling
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import load_model
-from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler, explain
+from decodeloop.tools.router import start_stdio_servers
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView
 
@@ -30,12 +30,14 @@ np = pytest.importorskip("numpy")
 
 KINDS = ["list", "numpy", "torch", "torch-device-kernels"]
 grid_logits = st.lists(st.integers(-640, 640).map(lambda k: k / 64.0), min_size=2, max_size=120)
-sampler_settings = st.fixed_dictionaries(dict(
-    temperature=st.sampled_from([0.3, 0.7, 1.0, 1.6]),
-    top_k=st.one_of(st.just(0), st.integers(1, 130)),
-    top_p=st.one_of(st.just(1.0), st.floats(0.05, 1.0)),
-    min_p=st.one_of(st.just(0.0), st.floats(0.0, 1.0)),
-))
+sampler_settings = st.fixed_dictionaries(
+    dict(
+        temperature=st.sampled_from([0.3, 0.7, 1.0, 1.6]),
+        top_k=st.one_of(st.just(0), st.integers(1, 130)),
+        top_p=st.one_of(st.just(1.0), st.floats(0.05, 1.0)),
+        min_p=st.one_of(st.just(0.0), st.floats(0.0, 1.0)),
+    )
+)
 
 
 def as_kind(values, kind, dtype="float64"):
@@ -51,7 +53,7 @@ def cut_is_clear(values, temperature, top_k, top_p, min_p, rel=1e-9):
     """False when a top-p or min-p cut lies within rounding of a token (either side is then right)."""
     top = max(values)
     weights = [math.exp((v - top) / temperature) for v in values]
-    order = sorted(range(len(values)), key=lambda i: (-values[i], i))[:top_k or None]
+    order = sorted(range(len(values)), key=lambda i: (-values[i], i))[: top_k or None]
     total, cum = math.fsum(weights[i] for i in order), 0.0
     for i in order:
         cum += weights[i]
@@ -67,14 +69,14 @@ def cut_is_clear(values, temperature, top_k, top_p, min_p, rel=1e-9):
 def test_explain_is_the_distribution_sample_draws_from(values, config, kind, pick):
     assume(cut_is_clear(values, **config))
     sampler = Sampler(seed=3, **config)
-    dist = sampler.distribution(values)          # the reference: what `sample` draws from, exactly
+    dist = sampler.distribution(values)  # the reference: what `sample` draws from, exactly
     probs = dict(dist)
-    token = pick % len(values)                   # any token: a cut one has probability 0
+    token = pick % len(values)  # any token: a cut one has probability 0
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sampling, "_TORCH_CPU_VIA_NUMPY", kind != "torch-device-kernels")
         x = as_kind(values, kind)
         drawn = sampler.sample(x)
-        prob, top = sampler.explain(x, token, 3)                             # from what the draw kept
+        prob, top = sampler.explain(x, token, 3)  # from what the draw kept
         again, top_again = Sampler(seed=3, **config).explain(as_kind(values, kind), token, 3)  # afresh
     assert drawn in probs
     # the draw's weights are a cumulative sum: tiny probabilities hold to 1e-12
@@ -89,9 +91,16 @@ def test_explain_is_the_distribution_sample_draws_from(values, config, kind, pic
 
 
 @pytest.mark.parametrize("kind", ["numpy", "torch", "torch-device-kernels"])
-@pytest.mark.parametrize("config", [dict(temperature=0.8), dict(temperature=0.8, top_p=0.9),
-                                    dict(temperature=0.7, top_k=50), dict(temperature=1.3, min_p=0.05),
-                                    dict(temperature=0.5, top_k=200, top_p=0.8, min_p=0.01)])
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(temperature=0.8),
+        dict(temperature=0.8, top_p=0.9),
+        dict(temperature=0.7, top_k=50),
+        dict(temperature=1.3, min_p=0.05),
+        dict(temperature=0.5, top_k=200, top_p=0.8, min_p=0.01),
+    ],
+)
 def test_explain_at_real_vocabularies(kind, config, monkeypatch):
     monkeypatch.setattr(sampling, "_TORCH_CPU_VIA_NUMPY", kind != "torch-device-kernels")
     values = (np.random.default_rng(7).standard_normal(49_152) * 3.0).astype(np.float32)
@@ -125,8 +134,12 @@ def test_settings_name_what_shapes_the_distribution():
     assert Sampler().settings() == {"temperature": 0.0}
     assert Sampler(temperature=0.0, top_k=5, top_p=0.5).settings() == {"temperature": 0.0}  # greedy ignores them
     assert Sampler(temperature=0.7).settings() == {"temperature": 0.7}
-    assert Sampler(temperature=0.7, top_k=40, top_p=0.9, min_p=0.05).settings() == \
-        {"temperature": 0.7, "top_k": 40, "top_p": 0.9, "min_p": 0.05}
+    assert Sampler(temperature=0.7, top_k=40, top_p=0.9, min_p=0.05).settings() == {
+        "temperature": 0.7,
+        "top_k": 40,
+        "top_p": 0.9,
+        "min_p": 0.05,
+    }
 
 
 def run_ngram(sampler, emit):
@@ -134,7 +147,8 @@ def run_ngram(sampler, emit):
     bundle = load_model("ngram", order=4)
     with start_stdio_servers([WEATHER], emit, timeout=10) as router:
         return Harness(bundle, sampler, router, emit, config=TurnConfig(max_tokens=60)).run(
-            "What's the weather in Polson, MT?")
+            "What's the weather in Polson, MT?"
+        )
 
 
 def test_token_events_carry_the_temperature_and_its_probabilities(events):
@@ -157,10 +171,10 @@ def test_the_probabilities_match_the_draws():
     # agrees with the probabilities the event shows (a T = 1 softmax would not)
     bundle = load_model("ngram", order=4)
     model = bundle.model
-    context = bundle.tokenizer.encode("[call get_")   # an uncertain step: weather, forecast or time zone
+    context = bundle.tokenizer.encode("[call get_")  # an uncertain step: weather, forecast or time zone
     logits = model.forward(context)
     sampler = Sampler(temperature=0.7, seed=5)
-    prob, top = sampler.explain(logits, 0, 3)
+    _prob, top = sampler.explain(logits, 0, 3)
     counts: dict[int, int] = {}
     draws = 20_000
     for _ in range(draws):
@@ -168,7 +182,7 @@ def test_the_probabilities_match_the_draws():
         counts[token] = counts.get(token, 0) + 1
     for token, p in top:
         assert abs(counts.get(token, 0) / draws - p) < 5 * math.sqrt(p * (1 - p) / draws) + 1e-3
-    cold = dict(explain(logits, 0, 3)[1])   # the T = 1 view disagrees with the draws by more than that
+    cold = dict(explain(logits, 0, 3)[1])  # the T = 1 view disagrees with the draws by more than that
     first = top[0][0]
     assert abs(counts[first] / draws - cold[first]) > 5 * math.sqrt(cold[first] * (1 - cold[first]) / draws)
 
@@ -178,13 +192,17 @@ def test_the_trace_and_json_lines_say_which_distribution(events):
     run_ngram(Sampler(temperature=0.7, top_k=5, seed=2), TraceView(out, color=False))
     text = out.getvalue()
     note = [line for line in text.splitlines() if line.startswith("p: ")]
-    assert note == ["p: each token's probability in the distribution it was drawn from, softmax(logits / 0.7) "
-                    "cut to top-k 5 and renormalised over the tokens kept (a token cut has p 0)"]
+    assert note == [
+        "p: each token's probability in the distribution it was drawn from, softmax(logits / 0.7) "
+        "cut to top-k 5 and renormalised over the tokens kept (a token cut has p 0)"
+    ]
     assert text.index(note[0]) < text.index("   1 │ fwd")
     out = io.StringIO()
     run_ngram(Sampler(), TraceView(out, color=False))
-    assert "p: the model's probability of each token, softmax(logits) at temperature 1; sampling is greedy " \
-           "(T = 0): the most likely token is taken" in out.getvalue()
+    assert (
+        "p: the model's probability of each token, softmax(logits) at temperature 1; sampling is greedy "
+        "(T = 0): the most likely token is taken" in out.getvalue()
+    )
     out = io.StringIO()
     run_ngram(Sampler(temperature=0.7, top_k=5, seed=2), JsonlView(out))
     tokens = [json.loads(line) for line in out.getvalue().splitlines() if '"event": "token"' in line]

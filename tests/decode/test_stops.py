@@ -104,7 +104,9 @@ def test_stop_string_split_in_every_way():
     assert count == 2 ** (len(text) - 1)
 
 
-@pytest.mark.parametrize("split", list(itertools.combinations(range(1, 7), 1)) + list(itertools.combinations(range(1, 7), 2)))
+@pytest.mark.parametrize(
+    "split", list(itertools.combinations(range(1, 7), 1)) + list(itertools.combinations(range(1, 7), 2))
+)
 def test_stop_string_split_across_two_or_three_tokens(split):
     stop = "\n\nUser:"
     bounds = (0, *split, len(stop))
@@ -344,7 +346,12 @@ def test_verdict_is_a_slotted_record():
     assert isinstance(verdict, Verdict)
     assert not hasattr(verdict, "__dict__")
     assert (verdict.reason, verdict.delta, verdict.call_text, verdict.held, verdict.in_call, verdict.count) == (
-        None, "a", None, "", False, 1,
+        None,
+        "a",
+        None,
+        "",
+        False,
+        1,
     )
 
 
@@ -472,5 +479,5 @@ def test_property_calls_and_stops_together(case, stop_strings):
     assert last.reason == "tool_call"
     scanner = BracketScanner()
     close = scanner.feed(text[end:])
-    expected = opener + (text[end:] if close is None else text[end:end + close])
+    expected = opener + (text[end:] if close is None else text[end : end + close])
     assert last.call_text == expected

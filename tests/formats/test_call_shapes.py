@@ -8,28 +8,35 @@ from conftest import FAULTY, WEATHER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodeloop.formats.calls.shapes import ALTERNATES, BY_NAME, NotACall, parse, read
+from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.compact import ParseError
 from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.formats.calls.shapes import ALTERNATES, BY_NAME, NotACall, parse, read
 from decodeloop.formats.chat import LabChat
-from decodeloop.harness import Harness, TurnConfig
-from decodeloop.models import ModelBundle
-from decodeloop.lab.table import TableModel
-from decodeloop.tools.router import start_stdio_servers
-from decodeloop.sampling import Sampler
-from decodeloop.decode.stops import Stops
 from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.table import TableModel
+from decodeloop.models import ModelBundle
+from decodeloop.sampling import Sampler
+from decodeloop.tools.router import start_stdio_servers
 
 TOOLS = {"get_weather", "math.factorial"}
 EOS = 0
 ARGS = '{"city": "Polson", "state": "MT"}'
-CALL = '{"name": "get_weather", "arguments": ' + ARGS + '}'
+CALL = '{"name": "get_weather", "arguments": ' + ARGS + "}"
 
 
 def stops(lenient: bool = True, collect: bool = True) -> Stops:
     syntax = JsonSyntax()
-    return Stops(eos_ids={EOS}, opener=syntax.opener, scanner_factory=syntax.scanner, max_tokens=100_000,
-                 collect_calls=collect, alternates=ALTERNATES if lenient else (), known=TOOLS.__contains__)
+    return Stops(
+        eos_ids={EOS},
+        opener=syntax.opener,
+        scanner_factory=syntax.scanner,
+        max_tokens=100_000,
+        collect_calls=collect,
+        alternates=ALTERNATES if lenient else (),
+        known=TOOLS.__contains__,
+    )
 
 
 def feed(text: str, cuts=(), *, end: bool = True, **options):
@@ -61,11 +68,11 @@ RECOGNISED = [
     (CALL, "bare_json"),
     ("  \n" + CALL, "bare_json"),
     ("[" + CALL + "]", "bare_json"),
-    ('<function=get_weather>' + ARGS + '</function>', "function_tag"),
+    ("<function=get_weather>" + ARGS + "</function>", "function_tag"),
     ("<tools>" + CALL + "</tools>", "tools_tag"),
     ("[TOOL_CALLS][" + CALL + "]", "tool_calls_tag"),
-    ('{"name": "get_weather", "parameters": ' + ARGS + '}', "bare_json"),               # Llama 3.x
-    ('{"type": "function", "name": "get_weather", "parameters": ' + ARGS + '}', "bare_json"),
+    ('{"name": "get_weather", "parameters": ' + ARGS + "}", "bare_json"),  # Llama 3.x
+    ('{"type": "function", "name": "get_weather", "parameters": ' + ARGS + "}", "bare_json"),
     ('{"name": "get_weather", "arguments": "{\\"city\\": \\"Polson\\"}"}', "bare_json"),  # arguments twice encoded
 ]
 
@@ -81,7 +88,7 @@ def test_each_alternate_is_read_as_a_call_and_nothing_of_it_is_shown(text, shape
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(RECOGNISED), st.lists(st.integers(min_value=1, max_value=120), max_size=12))
 def test_recognition_does_not_depend_on_how_the_text_is_cut_into_tokens(case, cuts):
-    before = "" if case[1] in ("bare_json", "tool_calls_tag") else "Sure.\n"   # bare JSON opens a message
+    before = "" if case[1] in ("bare_json", "tool_calls_tag") else "Sure.\n"  # bare JSON opens a message
     text = before + case[0] + "\n"
     whole = feed(text)
     assert feed(text, cuts)[:4] == whole[:4]
@@ -90,45 +97,52 @@ def test_recognition_does_not_depend_on_how_the_text_is_cut_into_tokens(case, cu
 
 def test_the_text_after_a_line_break_is_shown_and_the_call_is_held_back_while_it_is_written():
     text = "Let me check.\n```json\n" + CALL + "\n```"
-    reason, calls, shapes, shown, _, helds = feed(text, range(1, len(text)))
+    reason, _calls, shapes, shown, _, helds = feed(text, range(1, len(text)))
     assert reason == "tool_call" and shown == "Let me check.\n" and shapes == ("fenced_json",)
-    assert any(h.startswith("```json\n{") for h in helds)   # the span is held, not shown, while it is written
+    assert any(h.startswith("```json\n{") for h in helds)  # the span is held, not shown, while it is written
 
 
 def test_parallel_calls_in_one_array_and_in_consecutive_objects_are_all_collected():
-    array = '```json\n[' + CALL + ', {"name": "math.factorial", "arguments": {"n": 5}}]\n```'
+    array = "```json\n[" + CALL + ', {"name": "math.factorial", "arguments": {"n": 5}}]\n```'
     reason, calls, shapes, *_ = feed(array)
-    assert reason == "tool_call" and [parse(s, c).name for s, c in zip(shapes, calls)] == ["get_weather",
-                                                                                       "math.factorial"]
-    assert calls[1] == '{"name": "math.factorial", "arguments": {"n": 5}}'   # each element as written
+    assert reason == "tool_call" and [parse(s, c).name for s, c in zip(shapes, calls)] == [
+        "get_weather",
+        "math.factorial",
+    ]
+    assert calls[1] == '{"name": "math.factorial", "arguments": {"n": 5}}'  # each element as written
     lines = CALL + '\n{"name": "math.factorial", "arguments": {"n": 3}}'
     for cuts in ((), range(1, len(lines))):
         reason, calls, shapes, *_ = feed(lines, cuts)
-        assert [parse(s, c).arguments for s, c in zip(shapes, calls)] == [{"city": "Polson", "state": "MT"},
-                                                                          {"n": 3}]
+        assert [parse(s, c).arguments for s, c in zip(shapes, calls)] == [{"city": "Polson", "state": "MT"}, {"n": 3}]
 
 
-@pytest.mark.parametrize("text", [
-    "Here is how: " + CALL,                               # bare JSON only at the start of the message
-    "In JSON that is ```json\n" + CALL + "\n``` inline",  # a fence only at the start of a line
-    "```python\nprint(get_weather)\n```",                 # a code block
-    "```\nprint(1)\n```",
-    '```json\n{"city": "Polson"}\n```',                   # JSON with no name
-    '{"temperature": 33}',
-    "[1] See the forecast.",
-    "[Note] get_weather is a tool.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Here is how: " + CALL,  # bare JSON only at the start of the message
+        "In JSON that is ```json\n" + CALL + "\n``` inline",  # a fence only at the start of a line
+        "```python\nprint(get_weather)\n```",  # a code block
+        "```\nprint(1)\n```",
+        '```json\n{"city": "Polson"}\n```',  # JSON with no name
+        '{"temperature": 33}',
+        "[1] See the forecast.",
+        "[Note] get_weather is a tool.",
+    ],
+)
 def test_text_that_is_not_a_call_stays_text_as_written(text):
     reason, calls, _, shown, notices, _ = feed(text)
     assert reason == "eos" and calls == () and shown == text and not notices
 
 
-@pytest.mark.parametrize("text,why", [
-    ('```json\n{"name": "get_weather", "arguments": {"city": }}\n```', "does not parse"),
-    ('{"name": "get_weather", "arguments": [1]}', "not a JSON object"),
-    ('{"name": "get_weather", "args": {}}', "keys a call does not have"),
-    ('<function=get_weather>{"city": Polson}</function>', "does not parse"),
-])
+@pytest.mark.parametrize(
+    "text,why",
+    [
+        ('```json\n{"name": "get_weather", "arguments": {"city": }}\n```', "does not parse"),
+        ('{"name": "get_weather", "arguments": [1]}', "not a JSON object"),
+        ('{"name": "get_weather", "args": {}}', "keys a call does not have"),
+        ('<function=get_weather>{"city": Polson}</function>', "does not parse"),
+    ],
+)
 def test_a_near_miss_stays_text_with_a_notice_that_says_why(text, why):
     reason, calls, _, shown, notices, _ = feed(text)
     assert reason == "eos" and calls == () and shown == text
@@ -153,20 +167,21 @@ def test_strict_reads_only_the_syntax_own_shape():
 
 
 def test_an_unclosed_fence_at_the_end_of_the_message_is_read_when_it_holds_a_whole_call():
-    reason, calls, shapes, shown, _, _ = feed("```json\n" + CALL + "\n")
+    reason, _calls, shapes, _shown, _, _ = feed("```json\n" + CALL + "\n")
     assert reason == "tool_call" and shapes == ("fenced_json",)
 
 
 def test_an_alternate_longer_than_a_call_may_be_is_let_go_as_text():
     text = "[" + " " * 5000 + "]"
-    reason, calls, _, shown, _, _ = feed(text, range(100, len(text), 100))
+    reason, _calls, _, shown, _, _ = feed(text, range(100, len(text), 100))
     assert reason == "eos" and shown == text
 
 
 def test_reading_and_parsing_refuse_what_is_not_a_call():
     with pytest.raises(NotACall):
-        read(BY_NAME["fenced_json"], '```json\n{"name": "get_weather", "arguments": {}, "x": 1}\n```',
-             TOOLS.__contains__)
+        read(
+            BY_NAME["fenced_json"], '```json\n{"name": "get_weather", "arguments": {}, "x": 1}\n```', TOOLS.__contains__
+        )
     with pytest.raises(NotACall):
         read(BY_NAME["bare_json"], '{"name": "get_weather", "name": "x", "arguments": {}}', TOOLS.__contains__)
     with pytest.raises(NotACall):
@@ -190,11 +205,14 @@ def _bundle(table):
 
 
 def test_a_fenced_call_is_answered_like_any_other_and_the_events_name_its_shape(events):
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "```json\n" + CALL + "\n```<|eos|>",
-             "<|tool|>" + RESULT + "<|assistant|>": "It is 33°F and overcast.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "```json\n" + CALL + "\n```<|eos|>",
+        "<|tool|>" + RESULT + "<|assistant|>": "It is 33°F and overcast.<|eos|>",
+    }
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
-        result = Harness(_bundle(table), Sampler(), router, events,
-                         config=TurnConfig(call_shapes="lenient")).run(QUESTION)
+        result = Harness(_bundle(table), Sampler(), router, events, config=TurnConfig(call_shapes="lenient")).run(
+            QUESTION
+        )
     assert result.answer == "It is 33°F and overcast." and result.tool_calls == 1
     [call] = events.of("tool_call")
     assert call.shape == "fenced_json" and call.to_json()["shape"] == "fenced_json"
@@ -205,44 +223,59 @@ def test_a_fenced_call_is_answered_like_any_other_and_the_events_name_its_shape(
 def test_strict_prints_the_same_fence_as_the_answer(events):
     table = {"<|user|>" + QUESTION + "<|assistant|>": "```json\n" + CALL + "\n```<|eos|>"}
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
-        result = Harness(_bundle(table), Sampler(), router, events,
-                         config=TurnConfig(call_shapes="strict")).run(QUESTION)
+        result = Harness(_bundle(table), Sampler(), router, events, config=TurnConfig(call_shapes="strict")).run(
+            QUESTION
+        )
     assert result.tool_calls == 0 and result.answer.startswith("```json")
 
 
 def test_a_repeat_in_another_shape_is_the_same_call_and_the_turn_ends_in_a_defined_way(events):
     """The canonical call, then the same call again as bare JSON after its result: the repeat guard."""
     canonical = "<tool_call>\n" + CALL + "\n</tool_call>"
-    table = {"<|user|>" + QUESTION + "<|assistant|>": canonical + "<|eos|>",
-             "<|tool|>" + RESULT + "<|assistant|>": CALL + "<|eos|>",
-             "answer the user from it, or call with other arguments<|assistant|>": CALL + "<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": canonical + "<|eos|>",
+        "<|tool|>" + RESULT + "<|assistant|>": CALL + "<|eos|>",
+        "answer the user from it, or call with other arguments<|assistant|>": CALL + "<|eos|>",
+    }
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
-        result = Harness(_bundle(table), Sampler(), router, events,
-                         config=TurnConfig(call_shapes="lenient")).run(QUESTION)
+        result = Harness(_bundle(table), Sampler(), router, events, config=TurnConfig(call_shapes="lenient")).run(
+            QUESTION
+        )
     assert result.reason == "repeated_call" and result.answer == ""
     errors = events.of("tool_error")
     assert [e.stage for e in errors] == ["repeat", "repeat"] and {e.shape for e in errors} == {"bare_json"}
-    assert len(events.of("tool_call")) == 1          # the server saw the call once
+    assert len(events.of("tool_call")) == 1  # the server saw the call once
 
 
 def test_calls_of_one_message_in_two_shapes_run_together(events):
-    text = ("<tool_call>\n" + CALL + "\n</tool_call>\n```json\n"
-            '{"name": "count_words", "arguments": {"text": "a b"}}\n```')
-    table = {"<|user|>" + QUESTION + "<|assistant|>": text + "<|eos|>",
-             "<|tool|>2 words<|assistant|>": "Both done.<|eos|>"}
+    text = (
+        "<tool_call>\n" + CALL + '\n</tool_call>\n```json\n{"name": "count_words", "arguments": {"text": "a b"}}\n```'
+    )
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": text + "<|eos|>",
+        "<|tool|>2 words<|assistant|>": "Both done.<|eos|>",
+    }
     with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
-        result = Harness(_bundle(table), Sampler(), router, events,
-                         config=TurnConfig(call_shapes="lenient")).run(QUESTION)
-    assert result.answer == "Both done." and [c.shape for c in events.of("tool_call")] == ["tool_call",
-                                                                                          "fenced_json"]
+        result = Harness(_bundle(table), Sampler(), router, events, config=TurnConfig(call_shapes="lenient")).run(
+            QUESTION
+        )
+    assert result.answer == "Both done." and [c.shape for c in events.of("tool_call")] == ["tool_call", "fenced_json"]
 
 
 def test_the_lazy_grammar_may_start_only_once_the_model_named_a_tool_that_exists():
-    for text, begun in (('```json\n{"result": 3', False), ("```json\n{", False), ('```json\n{ "name"', False),
-                        ('```json\n{ "name": "get_weather', False), ('```json\n{ "name": "get_weather"', True),
-                        ('{"name": "get_weather"', True), ('{"name": "get_weather_now"', False),
-                        ('{"name": "calculate_triangle_area"', False), ('{"temperature"', False),
-                        ('<tools>{"name":"math.factorial"', True), ('```json\n{"data": {"name": "get_weather"', False)):
+    for text, begun in (
+        ('```json\n{"result": 3', False),
+        ("```json\n{", False),
+        ('```json\n{ "name"', False),
+        ('```json\n{ "name": "get_weather', False),
+        ('```json\n{ "name": "get_weather"', True),
+        ('{"name": "get_weather"', True),
+        ('{"name": "get_weather_now"', False),
+        ('{"name": "calculate_triangle_area"', False),
+        ('{"temperature"', False),
+        ('<tools>{"name":"math.factorial"', True),
+        ('```json\n{"data": {"name": "get_weather"', False),
+    ):
         s = stops()
         for ch in text:
             s.check(1, ch)

@@ -27,23 +27,27 @@ def error(text: str) -> ParseError:
 
 # --- valid forms ---------------------------------------------------------------
 
-@pytest.mark.parametrize("text, name, arguments", [
-    ("[call get_weather city=Polson state=MT]", "get_weather", {"city": "Polson", "state": "MT"}),
-    ("[call get_time]", "get_time", {}),
-    ("[call   get_time   ]", "get_time", {}),
-    ("[call x\ta=1\t\tb=2\n]", "x", {"a": "1", "b": "2"}),
-    ("[call fs/read_file path=/tmp/a.txt]", "fs/read_file", {"path": "/tmp/a.txt"}),
-    ("[call a.b-c_d k.e-y_=v]", "a.b-c_d", {"k.e-y_": "v"}),
-    ("[call x _k=v]", "x", {"_k": "v"}),
-    ('[call x q="New York"]', "x", {"q": "New York"}),
-    ('[call x q=""]', "x", {"q": ""}),
-    ('[call x q="a=b [c] d"]', "x", {"q": "a=b [c] d"}),
-    (r'[call x q="say \"hi\" \\ \n \t"]', "x", {"q": 'say "hi" \\ \n \t'}),
-    ('[call x q="line one\nline two"]', "x", {"q": "line one\nline two"}),
-    ("[call x q=héllo,wörld!]", "x", {"q": "héllo,wörld!"}),
-    ("[call x a=1]  \n", "x", {"a": "1"}),
-    ('[call x a="1" b=2]', "x", {"a": "1", "b": "2"}),
-])
+
+@pytest.mark.parametrize(
+    "text, name, arguments",
+    [
+        ("[call get_weather city=Polson state=MT]", "get_weather", {"city": "Polson", "state": "MT"}),
+        ("[call get_time]", "get_time", {}),
+        ("[call   get_time   ]", "get_time", {}),
+        ("[call x\ta=1\t\tb=2\n]", "x", {"a": "1", "b": "2"}),
+        ("[call fs/read_file path=/tmp/a.txt]", "fs/read_file", {"path": "/tmp/a.txt"}),
+        ("[call a.b-c_d k.e-y_=v]", "a.b-c_d", {"k.e-y_": "v"}),
+        ("[call x _k=v]", "x", {"_k": "v"}),
+        ('[call x q="New York"]', "x", {"q": "New York"}),
+        ('[call x q=""]', "x", {"q": ""}),
+        ('[call x q="a=b [c] d"]', "x", {"q": "a=b [c] d"}),
+        (r'[call x q="say \"hi\" \\ \n \t"]', "x", {"q": 'say "hi" \\ \n \t'}),
+        ('[call x q="line one\nline two"]', "x", {"q": "line one\nline two"}),
+        ("[call x q=héllo,wörld!]", "x", {"q": "héllo,wörld!"}),
+        ("[call x a=1]  \n", "x", {"a": "1"}),
+        ('[call x a="1" b=2]', "x", {"a": "1", "b": "2"}),
+    ],
+)
 def test_parse_valid(text, name, arguments):
     assert parse(text) == Call(name, arguments)
 
@@ -54,10 +58,13 @@ def test_argument_order_is_kept():
 
 # --- errors: each says what was expected, where, what was found, and the right shape
 
+
 def test_key_without_equals_names_column_found_and_shape():
     e = error("[call get_weather Polson MT]")
-    assert str(e) == ('expected key=value after "get_weather" at column 19, found "Polson"; '
-                      "a call looks like [call get_weather key=value ...]")
+    assert str(e) == (
+        'expected key=value after "get_weather" at column 19, found "Polson"; '
+        "a call looks like [call get_weather key=value ...]"
+    )
     assert e.column == 19
 
 
@@ -66,34 +73,37 @@ def test_key_without_equals_after_an_argument():
     assert 'after "city=Polson" at column 31, found "MT"' in str(e)
 
 
-@pytest.mark.parametrize("text, column, words", [
-    ("[call ]", 7, ['expected a tool name', 'found "]"', "[call NAME key=value ...]"]),
-    ("[call    ]", 10, ["expected a tool name", 'found "]"']),
-    ("[call city=Polson]", 7, ["expected a tool name", 'found the argument "city="']),
-    ('[call "x"]', 7, ["expected a tool name", 'found a quote (")']),
-    ("[call get,weather]", 10, ['unexpected ","', 'tool name "get,weather"', "letters, digits, _ . - and /"]),
-    ("[call get_weather =Polson]", 19, ['expected an argument name before "="']),
-    ("[call x 1city=a]", 9, ['argument name "1city"', "not valid", "starts with a letter or _"]),
-    ("[call x ci,ty=a]", 9, ['argument name "ci,ty"', "not valid"]),
-    ("[call x a=1 b=2 a=3]", 17, ['duplicate argument "a"']),
-    ('[call x a="abc]', 11, ["unterminated quote", 'value of "a"', "column 11", 'closing quote (")']),
-    ('[call x a="abc\\', 11, ["unterminated quote"]),
-    (r'[call x a="a\qb"]', 13, [r'unknown escape "\q"', 'value of "a"', r'\" for a quote', r"\\ for a backslash"]),
-    ("[call x a=1] and more", 14, ['unexpected text after the closing "]"', '"and"']),
-    ("[call x a=1", 12, ["unclosed call", 'expected "]"', "the end of the text", "[call x key=value ...]"]),
-    ("[call x", 8, ["unclosed call"]),
-    ("[call x a=", 11, ["unclosed call"]),
-    ("get_weather city=Polson", 1, ['expected a call to start with "[call "', 'found "get_weather"']),
-    ("", 1, ['expected a call to start with "[call "', "found the end of the text"]),
-    ("[call]", 6, ['expected a space after "[call"', 'found "]"']),
-    ("[call x a= b]", 11, ['expected a value after "a="', "found a space", 'a=""']),
-    ("[call x a=]", 11, ['expected a value after "a="', 'found "]"']),
-    ("[call x q=[1,2]]", 11, ['expected a value after "q="', 'found "["', "double quotes"]),
-    ('[call x a=b"c"]', 12, ['after the value of "a"', 'found a quote (")', 'a="..."']),
-    ("[call x a=b=c]", 12, ['after the value of "a"', 'found "="']),
-    ('[call x a="b"c=1]', 14, ['expected a space or "]" after the value of "a"', 'found "c"']),
-    ('[call x "v"]', 9, ['expected key=value after "x"', 'found a quote (")']),
-])
+@pytest.mark.parametrize(
+    "text, column, words",
+    [
+        ("[call ]", 7, ["expected a tool name", 'found "]"', "[call NAME key=value ...]"]),
+        ("[call    ]", 10, ["expected a tool name", 'found "]"']),
+        ("[call city=Polson]", 7, ["expected a tool name", 'found the argument "city="']),
+        ('[call "x"]', 7, ["expected a tool name", 'found a quote (")']),
+        ("[call get,weather]", 10, ['unexpected ","', 'tool name "get,weather"', "letters, digits, _ . - and /"]),
+        ("[call get_weather =Polson]", 19, ['expected an argument name before "="']),
+        ("[call x 1city=a]", 9, ['argument name "1city"', "not valid", "starts with a letter or _"]),
+        ("[call x ci,ty=a]", 9, ['argument name "ci,ty"', "not valid"]),
+        ("[call x a=1 b=2 a=3]", 17, ['duplicate argument "a"']),
+        ('[call x a="abc]', 11, ["unterminated quote", 'value of "a"', "column 11", 'closing quote (")']),
+        ('[call x a="abc\\', 11, ["unterminated quote"]),
+        (r'[call x a="a\qb"]', 13, [r'unknown escape "\q"', 'value of "a"', r"\" for a quote", r"\\ for a backslash"]),
+        ("[call x a=1] and more", 14, ['unexpected text after the closing "]"', '"and"']),
+        ("[call x a=1", 12, ["unclosed call", 'expected "]"', "the end of the text", "[call x key=value ...]"]),
+        ("[call x", 8, ["unclosed call"]),
+        ("[call x a=", 11, ["unclosed call"]),
+        ("get_weather city=Polson", 1, ['expected a call to start with "[call "', 'found "get_weather"']),
+        ("", 1, ['expected a call to start with "[call "', "found the end of the text"]),
+        ("[call]", 6, ['expected a space after "[call"', 'found "]"']),
+        ("[call x a= b]", 11, ['expected a value after "a="', "found a space", 'a=""']),
+        ("[call x a=]", 11, ['expected a value after "a="', 'found "]"']),
+        ("[call x q=[1,2]]", 11, ['expected a value after "q="', 'found "["', "double quotes"]),
+        ('[call x a=b"c"]', 12, ['after the value of "a"', 'found a quote (")', 'a="..."']),
+        ("[call x a=b=c]", 12, ['after the value of "a"', 'found "="']),
+        ('[call x a="b"c=1]', 14, ['expected a space or "]" after the value of "a"', 'found "c"']),
+        ('[call x "v"]', 9, ['expected key=value after "x"', 'found a quote (")']),
+    ],
+)
 def test_errors(text, column, words):
     e = error(text)
     assert e.column == column, str(e)
@@ -108,22 +118,26 @@ def test_parse_error_is_a_value_error():
 
 # --- render ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("value, written", [
-    ("Polson", "Polson"),
-    ("héllo,wörld!", "héllo,wörld!"),
-    ("", '""'),
-    ("New York", '"New York"'),
-    ("a=b", '"a=b"'),
-    ("[x]", '"[x]"'),
-    ('say "hi"', r'"say \"hi\""'),
-    ("C:\\dir", r'"C:\\dir"'),
-    ("two\nlines\tx", r'"two\nlines\tx"'),
-    ("\u00a0", '"\u00a0"'),
-    (3, "3"),
-    (True, "true"),
-    (None, "null"),
-    (["a", "b"], r'"[\"a\", \"b\"]"'),
-])
+
+@pytest.mark.parametrize(
+    "value, written",
+    [
+        ("Polson", "Polson"),
+        ("héllo,wörld!", "héllo,wörld!"),
+        ("", '""'),
+        ("New York", '"New York"'),
+        ("a=b", '"a=b"'),
+        ("[x]", '"[x]"'),
+        ('say "hi"', r'"say \"hi\""'),
+        ("C:\\dir", r'"C:\\dir"'),
+        ("two\nlines\tx", r'"two\nlines\tx"'),
+        ("\u00a0", '"\u00a0"'),
+        (3, "3"),
+        (True, "true"),
+        (None, "null"),
+        (["a", "b"], r'"[\"a\", \"b\"]"'),
+    ],
+)
 def test_render_value_quotes_only_when_needed(value, written):
     assert render_value(value) == written
 
@@ -148,11 +162,12 @@ def test_render_result():
 
 # --- the scanner -----------------------------------------------------------------
 
+
 def scan(body: str, size: int) -> int | None:
     """Feed `body` in pieces of `size`; the offset into `body` just past the close, or None."""
     scanner = CompactSyntax().scanner()
     for start in range(0, len(body), size):
-        closed = scanner.feed(body[start:start + size])
+        closed = scanner.feed(body[start : start + size])
         if closed is not None:
             assert scanner.closed and scanner.length == start + closed
             return start + closed
@@ -166,8 +181,8 @@ BODIES = [
     ('x q="a ] b"]tail', 12),
     (r'x q="say \"]\" ok"] more', 19),
     (r'x q="back\\"]rest', 13),
-    ('x a=b"]', 7),                         # a stray quote mid-value does not open a quote
-    ('x "a]b"', 5),                         # nor one where a key belongs
+    ('x a=b"]', 7),  # a stray quote mid-value does not open a quote
+    ('x "a]b"', 5),  # nor one where a key belongs
     ('x a="]"b="]"]', 13),
     ('x a=""]', 7),
 ]
@@ -188,7 +203,7 @@ def test_scanner_stays_open_inside_quotes(size):
 def test_scanner_quote_split_from_its_equals_sign():
     scanner = CallScanner()
     assert scanner.feed("x q=") is None
-    assert scanner.feed('"]') is None          # the quote opened a value: "]" is inside it
+    assert scanner.feed('"]') is None  # the quote opened a value: "]" is inside it
     assert scanner.feed('"') is None
     assert scanner.feed("]") == 1
     assert scanner.length == len('x q="]"]')
@@ -223,6 +238,7 @@ def test_empty_pieces_are_fine():
 
 # --- describe --------------------------------------------------------------------
 
+
 @dataclass
 class Tool:
     name: str
@@ -230,14 +246,18 @@ class Tool:
     input_schema: dict = field(default_factory=dict)
 
 
-WEATHER = Tool("get_weather", "Current weather for a US city.", {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "description": "City name."},
-        "state": {"type": "string", "description": "Two-letter US state code, e.g. MT."},
+WEATHER = Tool(
+    "get_weather",
+    "Current weather for a US city.",
+    {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "City name."},
+            "state": {"type": "string", "description": "Two-letter US state code, e.g. MT."},
+        },
+        "required": ["city", "state"],
     },
-    "required": ["city", "state"],
-})
+)
 
 
 def test_describe_one_tool():
@@ -246,22 +266,26 @@ def test_describe_one_tool():
         'spaces, quotes, brackets or = in double quotes, writing \\" for a quote and \\\\ for a backslash. '
         "The result comes back in a tool message; then answer the user.\n\n"
         "get_weather: Current weather for a US city. Arguments: city (string, required): City name. "
-        "state (string, required): Two-letter US state code, e.g. MT.")
+        "state (string, required): Two-letter US state code, e.g. MT."
+    )
 
 
 def test_describe_enum_default_bounds_optional_and_order():
-    forecast = Tool("get_forecast", "Daily forecast\n   for a US city", {
-        "type": "object",
-        "properties": {
-            "days": {"type": "integer", "minimum": 1, "maximum": 7, "default": 3,
-                     "description": "How many days"},
-            "unit": {"type": "string", "enum": ["f", "c"], "default": "f"},
-            "place": {"type": "string", "enum": ["New York", "a,b"]},
-            "tags": {"type": "array", "items": {"type": "string"}},
-            "note": {"type": ["string", "null"], "exclusiveMinimum": 0},
+    forecast = Tool(
+        "get_forecast",
+        "Daily forecast\n   for a US city",
+        {
+            "type": "object",
+            "properties": {
+                "days": {"type": "integer", "minimum": 1, "maximum": 7, "default": 3, "description": "How many days"},
+                "unit": {"type": "string", "enum": ["f", "c"], "default": "f"},
+                "place": {"type": "string", "enum": ["New York", "a,b"]},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "note": {"type": ["string", "null"], "exclusiveMinimum": 0},
+            },
+            "required": ["days"],
         },
-        "required": ["days"],
-    })
+    )
     clock = Tool("get_time", "", {"type": "object", "properties": {}})
     text = SYNTAX.describe([forecast, clock])
     paragraphs = text.split("\n\n")
@@ -272,7 +296,8 @@ def test_describe_enum_default_bounds_optional_and_order():
         "unit (string, optional, one of f, c, default f). "
         'place (string, optional, one of "New York", "a,b"). '
         "tags (JSON array of strings, optional). "
-        "note (string or null, optional, greater than 0).")
+        "note (string or null, optional, greater than 0)."
+    )
     assert paragraphs[2] == "get_time: Takes no arguments."
     assert SYNTAX.describe([forecast, clock]) == text
 
@@ -285,7 +310,7 @@ def test_describe_nothing():
 
 names = st.from_regex(r"[A-Za-z0-9_./-]+", fullmatch=True)
 keys = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.-]*", fullmatch=True)
-tricky = st.sampled_from(['"', "\\", "[", "]", "=", " ", "\n", "\t", "\r", "\\\"", '"]', "\u00a0", ""])
+tricky = st.sampled_from(['"', "\\", "[", "]", "=", " ", "\n", "\t", "\r", '\\"', '"]', "\u00a0", ""])
 values = st.one_of(st.text(), st.lists(st.one_of(tricky, st.text(max_size=3)), max_size=8).map("".join))
 calls = st.builds(Call, names, st.dictionaries(keys, values, max_size=5))
 
@@ -299,14 +324,14 @@ def test_parse_inverts_render(call):
 @settings(max_examples=300)
 @given(calls, st.randoms(use_true_random=False))
 def test_scanner_closes_exactly_at_the_end(call, rng: random.Random):
-    body = SYNTAX.render(call)[len(OPENER):]
+    body = SYNTAX.render(call)[len(OPENER) :]
     scanner = SYNTAX.scanner()
     start = 0
     while start < len(body):
         size = rng.randint(1, max(1, len(body) - start))
         if rng.random() < 0.5:
             size = rng.randint(1, 3)
-        piece = body[start:start + size]
+        piece = body[start : start + size]
         closed = scanner.feed(piece)
         if closed is not None:
             assert start + closed == len(body)

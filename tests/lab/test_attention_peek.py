@@ -7,8 +7,8 @@ import os
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from conftest import ROOT
+
 from decodeloop.ui.heatmap import svg, terminal
 
 pytest.importorskip("numpy")
@@ -22,15 +22,15 @@ def load_peek():
 
 
 def test_the_copying_head_beats_chance():
-    from decodeloop.lab.transformer import TransformerModel
     from decodeloop.formats.tokenizer import CharTokenizer
     from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.transformer import TransformerModel
 
     peek = load_peek()
     chosen = [e for e in episodes(0, 40, "heldout") if e.tool == "get_weather"][:3]
     scores, chance = peek.copy_scores(TransformerModel.load(), chosen, system_prompt(), CharTokenizer())
     assert 0 < chance < 0.05
-    assert scores.max() > 5 * chance        # one head looks at the characters it copies
+    assert scores.max() > 5 * chance  # one head looks at the characters it copies
     assert scores.min() < scores.max() / 2  # and not every head does
 
 
@@ -44,7 +44,7 @@ def test_svg_is_well_formed_and_carries_the_characters(tmp_path, capsys):
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
     episode = peek.unusual_first([e for e in episodes(0, 80, "ood") if e.tool == "get_weather"])[0]
-    for ch in set(episode.result.replace(" ", "")):           # every character of the tool result labels a column
+    for ch in set(episode.result.replace(" ", "")):  # every character of the tool result labels a column
         assert ch in texts
     assert len(list(root.iter("{http://www.w3.org/2000/svg}rect"))) > 10
     out = capsys.readouterr().out
@@ -59,8 +59,8 @@ def test_svg_is_well_formed_and_carries_the_characters(tmp_path, capsys):
 
 
 def test_the_drawn_ood_episode_has_a_negative_three_digit_temperature_and_a_made_up_word():
-    from decodeloop.servers.unusual import MODIFIERS, OOD_WORDS, TRAIN_WORDS
     from decodeloop.lab.train.corpus import episodes
+    from decodeloop.servers.unusual import MODIFIERS, OOD_WORDS, TRAIN_WORDS
 
     peek = load_peek()
     pool = [e for e in episodes(0, 160, "ood") if e.tool == "get_weather"]
@@ -68,13 +68,13 @@ def test_the_drawn_ood_episode_has_a_negative_three_digit_temperature_and_a_made
     temperature, conditions = first.values
     assert temperature.startswith("-") and len(temperature) == len("-123°F") and temperature in first.result
     assert set(conditions.split()) - OOD_WORDS - set(MODIFIERS) - set(TRAIN_WORDS)
-    assert sorted(map(id, peek.unusual_first(pool))) == sorted(map(id, pool))      # the same episodes
+    assert sorted(map(id, peek.unusual_first(pool))) == sorted(map(id, pool))  # the same episodes
 
 
 def test_the_ood_copy_head_beats_chance():
-    from decodeloop.lab.transformer import TransformerModel
     from decodeloop.formats.tokenizer import CharTokenizer
     from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.transformer import TransformerModel
 
     peek = load_peek()
     chosen = peek.unusual_first([e for e in episodes(0, 80, "ood") if e.tool == "get_weather"])[:3]
@@ -97,7 +97,7 @@ def test_terminal_shading_without_colour_and_backgrounds_with_it():
     plain = terminal(rows, labels, columns, color=False)
     assert "\x1b[" not in plain and plain.splitlines()[-1] == "a  ▒█" and "x·⏎" in plain
     assert "\x1b[48;5;" in terminal(rows, labels, columns, color=True)
-    ET.fromstring(svg(rows, ["<"], ["&", '"', "]"], title="a < b"))   # escaped
+    ET.fromstring(svg(rows, ["<"], ["&", '"', "]"], title="a < b"))  # escaped
 
 
 def test_a_multi_byte_character_labels_its_first_column_only():

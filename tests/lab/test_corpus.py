@@ -2,15 +2,15 @@
 
 from conftest import Recorder
 
-from decodeloop.models import lab_bundle
 from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.lab.train import corpus
+from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.schema import validate_arguments
-from decodeloop.formats.tokenizer import CharTokenizer
-from decodeloop.lab.train import corpus
+from decodeloop.tools.router import start_stdio_servers
 
 
 def test_same_seed_same_episodes_and_different_seeds_differ():

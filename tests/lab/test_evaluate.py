@@ -7,23 +7,24 @@ import sys
 import pytest
 from conftest import ROOT
 
-from decodeloop.models import lab_bundle
-from decodeloop.lab.evaluate import evaluate
+from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.evaluate import evaluate
 from decodeloop.lab.table import TableModel
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.lab.train.corpus import Episode, lab_server_commands
+from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import get_weather
-from decodeloop.formats.tokenizer import CharTokenizer
-from decodeloop.lab.train.corpus import Episode, lab_server_commands
+from decodeloop.tools.router import start_stdio_servers
 
 POLSON = get_weather("Polson", "MT")[0]
 FARGO = get_weather("Fargo", "ND")[0]
 
 EPISODES = [
     # 1. right call first time, answer copies both values
-    Episode("Weather in Polson, MT?", "get_weather", {"city": "Polson", "state": "MT"},
-            "", POLSON, "", ["33°F", "overcast"]),
+    Episode(
+        "Weather in Polson, MT?", "get_weather", {"city": "Polson", "state": "MT"}, "", POLSON, "", ["33°F", "overcast"]
+    ),
     # 2. malformed call, then a right one; the answer misses a value
     Episode("Weather in Fargo, ND?", "get_weather", {"city": "Fargo", "state": "ND"}, "", FARGO, "", ["x-missing"]),
     # 3. the right tool with wrong arguments, then an unknown tool twice: out of retries
@@ -45,16 +46,28 @@ def test_counts_on_a_hand_made_case():
     tokenizer = CharTokenizer()
     with start_stdio_servers(lab_server_commands(), lambda e: None) as router:
         summary, outcomes = evaluate(
-            lambda emit: Harness(lab_bundle(TableModel(tokenizer, TABLE), tokenizer), Sampler(), router, emit,
-                                 config=TurnConfig(max_retries=3)),
-            EPISODES)
+            lambda emit: Harness(
+                lab_bundle(TableModel(tokenizer, TABLE), tokenizer),
+                Sampler(),
+                router,
+                emit,
+                config=TurnConfig(max_retries=3),
+            ),
+            EPISODES,
+        )
     one, two, three = outcomes
     assert (one.calls, one.well_formed, one.correct_tool, one.correct_arguments, one.retries) == (1, 1, 1, 1, 0)
     assert one.answered and one.copied_values and not one.out_of_retries
     assert (two.calls, two.well_formed, two.correct_tool, two.correct_arguments, two.retries) == (2, 1, 1, 1, 1)
     assert two.answered and not two.copied_values
     # bad state (right tool, wrong arguments: an error result), unknown tool, unknown tool
-    assert (three.calls, three.well_formed, three.correct_tool, three.correct_arguments, three.retries) == (3, 3, 1, 0, 2)
+    assert (three.calls, three.well_formed, three.correct_tool, three.correct_arguments, three.retries) == (
+        3,
+        3,
+        1,
+        0,
+        2,
+    )
     assert three.out_of_retries and not three.answered
     assert summary.episodes == 3 and summary.calls == 6
     assert summary.well_formed_rate == pytest.approx(5 / 6)
@@ -68,14 +81,40 @@ def test_counts_on_a_hand_made_case():
 
 
 def test_eval_command_json_summary():
-    p = subprocess.run([sys.executable, "-m", "decodeloop", "eval", "--model", "ngram", "--order", "6",
-                        "--episodes", "5", "--temperature", "0.7", "--json"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "decodeloop",
+            "eval",
+            "--model",
+            "ngram",
+            "--order",
+            "6",
+            "--episodes",
+            "5",
+            "--temperature",
+            "0.7",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout)
     assert summary["episodes"] == 5 and summary["model"] == "ngram" and summary["order"] == 6
-    for key in ("well_formed_rate", "correct_tool_rate", "correct_arguments_rate", "retries_per_episode",
-                "answered", "out_of_retries", "value_copy_rate", "tokens_per_second"):
+    for key in (
+        "well_formed_rate",
+        "correct_tool_rate",
+        "correct_arguments_rate",
+        "retries_per_episode",
+        "answered",
+        "out_of_retries",
+        "value_copy_rate",
+        "tokens_per_second",
+    ):
         assert key in summary
     by_tool = summary["value_copy_by_tool"]
     assert sum(total for _, total in by_tool.values()) == 5
@@ -92,6 +131,7 @@ def _table_worker(routers, barrier=None):
 
     class Gathered(TableModel):
         """Waits at the barrier on its first forward: every worker must be inside an episode at once."""
+
         waited = False
 
         def forward(self, context):
@@ -105,8 +145,14 @@ def _table_worker(routers, barrier=None):
         with start_stdio_servers(lab_server_commands(), lambda e: None) as router:
             with threading.Lock():
                 routers.append(router)
-            yield Harness(lab_bundle(Gathered(tokenizer, TABLE), tokenizer), Sampler(), router, emit,
-                          config=TurnConfig(max_retries=3))
+            yield Harness(
+                lab_bundle(Gathered(tokenizer, TABLE), tokenizer),
+                Sampler(),
+                router,
+                emit,
+                config=TurnConfig(max_retries=3),
+            )
+
     return worker
 
 
@@ -124,8 +170,16 @@ def test_concurrent_episodes_are_in_flight_together_with_their_own_servers_and_c
     episodes = EPISODES * 3
     tokenizer = CharTokenizer()
     with start_stdio_servers(lab_server_commands(), lambda e: None) as router:
-        one, serial = evaluate(lambda emit: Harness(lab_bundle(TableModel(tokenizer, TABLE), tokenizer), Sampler(),
-                                                    router, emit, config=TurnConfig(max_retries=3)), episodes)
+        one, serial = evaluate(
+            lambda emit: Harness(
+                lab_bundle(TableModel(tokenizer, TABLE), tokenizer),
+                Sampler(),
+                router,
+                emit,
+                config=TurnConfig(max_retries=3),
+            ),
+            episodes,
+        )
     routers: list = []
     # four workers each wait at the barrier inside their first episode: it passes only if all four are in flight
     many, concurrent = evaluate_concurrently(_table_worker(routers, threading.Barrier(4, timeout=120)), episodes, 4)
@@ -135,7 +189,7 @@ def test_concurrent_episodes_are_in_flight_together_with_their_own_servers_and_c
     assert len(routers) == 4
     pids = [{client.transport.pid for client in r.clients.values()} for r in routers]
     assert all(len(p) == len(lab_server_commands()) for p in pids)
-    assert len(set().union(*pids)) == 4 * len(lab_server_commands())   # no server process shared
+    assert len(set().union(*pids)) == 4 * len(lab_server_commands())  # no server process shared
 
 
 def test_a_failing_worker_stops_the_run_with_its_error():
@@ -154,9 +208,29 @@ def test_a_failing_worker_stops_the_run_with_its_error():
 
 def test_eval_concurrency_with_an_in_process_model_runs_serially_and_says_so():
     def run(k):
-        p = subprocess.run([sys.executable, "-m", "decodeloop", "eval", "--model", "ngram", "--order", "6",
-                            "--episodes", "4", "--temperature", "0.7", "--json", "--concurrency", str(k)],
-                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "decodeloop",
+                "eval",
+                "--model",
+                "ngram",
+                "--order",
+                "6",
+                "--episodes",
+                "4",
+                "--temperature",
+                "0.7",
+                "--json",
+                "--concurrency",
+                str(k),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout), p.stderr
 
@@ -165,12 +239,17 @@ def test_eval_concurrency_with_an_in_process_model_runs_serially_and_says_so():
     assert "--concurrency 3" in notice and "not thread-safe" in notice and "one at a time" in notice
     timing = ("tokens_per_second", "wall_seconds", "concurrency")
     assert {k: v for k, v in one.items() if k not in timing} == {k: v for k, v in three.items() if k not in timing}
-    assert three["concurrency"] == 1   # what really ran
+    assert three["concurrency"] == 1  # what really ran
 
 
 def test_eval_concurrency_must_be_positive():
-    p = subprocess.run([sys.executable, "-m", "decodeloop", "eval", "--model", "table", "--concurrency", "0"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "decodeloop", "eval", "--model", "table", "--concurrency", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and "--concurrency must be at least 1" in p.stderr
 
 
@@ -183,9 +262,27 @@ def test_eval_split_ood_asks_the_held_out_questions_of_the_servers_run_with_ood(
     assert [s.name for s in ood] == [s.name for s in held_out] == ["weather", "timezone", "units"]
     assert all(s.command[-1] == "--ood" and s.trusted for s in ood)
     assert not any("--ood" in s.command for s in held_out)
-    p = subprocess.run([sys.executable, "-m", "decodeloop", "eval", "--model", "ngram", "--order", "6",
-                        "--episodes", "3", "--split", "ood", "--json"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "decodeloop",
+            "eval",
+            "--model",
+            "ngram",
+            "--order",
+            "6",
+            "--episodes",
+            "3",
+            "--split",
+            "ood",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout)
     assert summary["split"] == "ood" and summary["episodes"] == 3

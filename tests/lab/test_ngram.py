@@ -9,8 +9,8 @@ import sys
 import pytest
 from conftest import ROOT
 
-from decodeloop.lab.ngram import NgramModel
 from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.lab.ngram import NgramModel
 from decodeloop.lab.train.ngram import count
 
 V = CharTokenizer.vocab_size
@@ -63,8 +63,9 @@ def test_cache_contract():
 
 
 def run_ngram_script(*args):
-    p = subprocess.run([sys.executable, "-S", "decode_loop_ngram.py", *args], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-S", "decode_loop_ngram.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert p.returncode in (0, 3, 4), p.stderr  # answered, gave up, or the token cap
     return p, [json.loads(line) for line in p.stdout.splitlines()]
 
@@ -89,23 +90,43 @@ def test_high_order_writes_well_formed_calls():
 
 
 def test_trace_shows_the_malformed_call_and_the_message():
-    p = subprocess.run([sys.executable, "-S", "decode_loop_ngram.py", "--order", "4"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
-    assert "✗ parse error in \"[call" in p.stdout and "the model is told: error: " in p.stdout
+    p = subprocess.run(
+        [sys.executable, "-S", "decode_loop_ngram.py", "--order", "4"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert '✗ parse error in "[call' in p.stdout and "the model is told: error: " in p.stdout
 
 
 def test_order_0_is_refused_not_run_as_order_8():
     for order in ("0", "-1"):
-        p = subprocess.run([sys.executable, "-S", "decode_loop_ngram.py", "--order", order], cwd=ROOT,
-                           capture_output=True, text=True, timeout=60)
+        p = subprocess.run(
+            [sys.executable, "-S", "decode_loop_ngram.py", "--order", order],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert p.returncode == 2 and "--order must be at least 1" in p.stderr and p.stdout == ""
 
 
 def test_the_trace_says_what_the_ngrams_cached_count_is():
-    p = subprocess.run([sys.executable, "-S", "decode_loop_ngram.py", "--order", "4"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-S", "decode_loop_ngram.py", "--order", "4"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     [note] = [line for line in p.stdout.splitlines() if line.startswith("· ngram:")]
     assert "no KV cache" in note and "reads the last 3 tokens" in note and "did not re-read" in note
-    quiet = subprocess.run([sys.executable, "-S", "decode_loop_ngram.py", "--order", "4", "-q"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=60)
+    quiet = subprocess.run(
+        [sys.executable, "-S", "decode_loop_ngram.py", "--order", "4", "-q"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "KV cache" not in quiet.stdout + quiet.stderr

@@ -10,16 +10,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
-
 from conftest import ROOT
 
 transformer = pytest.importorskip("decodeloop.lab.transformer")
 np = transformer.np
 
+from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.lab.train import backprop
+from decodeloop.lab.transformer import Config, TransformerModel, init_params, load_weights, save_weights
 from decodeloop.models import lab_bundle
-from decodeloop.lab.transformer import Config, TransformerModel, init_params, load_weights, save_weights  # noqa: E402
-from decodeloop.formats.tokenizer import CharTokenizer  # noqa: E402
-from decodeloop.lab.train import backprop  # noqa: E402
 
 TINY = Config(n_layer=2, n_head=2, d_model=8, window=5, lookback=4)
 
@@ -48,8 +47,8 @@ def test_every_gradient_matches_numerical_differences(monkeypatch, config):
     # small query chunks so the chunked attention and its backward are exercised
     monkeypatch.setattr(backprop, "QUERY_CHUNK", 3)
     p = noisy_params(config)
-    batch = tiny_batch()                              # a 13-token prefix
-    loss, grads = backprop.loss_and_grads(p, config, *batch)
+    batch = tiny_batch()  # a 13-token prefix
+    _loss, grads = backprop.loss_and_grads(p, config, *batch)
     assert set(grads) == set(p)
 
     def loss_at(name, value):
@@ -80,8 +79,10 @@ def test_a_wrong_gradient_would_be_caught(monkeypatch):
     _, grads = backprop.loss_and_grads(p, TINY, *batch)
     name, eps = "blocks.0.mlp.c_fc.w", 1e-6
     direction = np.random.default_rng(3).normal(size=p[name].shape)
-    numerical = (backprop.loss_and_grads({**p, name: p[name] + eps * direction}, TINY, *batch)[0]
-                 - backprop.loss_and_grads({**p, name: p[name] - eps * direction}, TINY, *batch)[0]) / (2 * eps)
+    numerical = (
+        backprop.loss_and_grads({**p, name: p[name] + eps * direction}, TINY, *batch)[0]
+        - backprop.loss_and_grads({**p, name: p[name] - eps * direction}, TINY, *batch)[0]
+    ) / (2 * eps)
     assert abs(numerical - float((grads[name] * direction).sum())) > 1e-4
 
 
@@ -102,8 +103,8 @@ def test_training_logits_are_the_cached_models_logits(monkeypatch):
     prefix, suffixes, _, _ = tiny_batch(prefix_len=20)
     keep = [(TINY.n_layer - 1 - i) * (TINY.window - 1) for i in range(TINY.n_layer)]
     _, tape = backprop.segment_forward(p, TINY, prefix[None], 0, keep=keep)
-    x, _ = backprop.segment_forward(p, TINY, suffixes, len(prefix), tape.past(TINY), before=prefix[-TINY.lookback:])
-    logits = backprop.head_logits(p, x)                                # [B, T, vocab]
+    x, _ = backprop.segment_forward(p, TINY, suffixes, len(prefix), tape.past(TINY), before=prefix[-TINY.lookback :])
+    logits = backprop.head_logits(p, x)  # [B, T, vocab]
     for row in range(len(suffixes)):
         model = TransformerModel(p, TINY, np.float64)
         context = list(prefix)
@@ -147,7 +148,7 @@ def test_injected_span_prefill_matches_full_recompute(small_chunks, k):
     model = TransformerModel(p, SMALL, np.float64)
     context = [int(t) for t in rng.integers(0, 261, 30)]
     model.forward(context)
-    context.append(int(rng.integers(0, 261)))        # the sampled token the model has not run yet
+    context.append(int(rng.integers(0, 261)))  # the sampled token the model has not run yet
     context += [int(t) for t in rng.integers(0, 261, k)]  # the tool message the harness injects
     logits = model.forward(context)
     assert model.last_computed == k + 1
@@ -234,17 +235,19 @@ def test_stop_weights_cover_where_each_copy_ends_and_where_a_forecast_goes_on_or
     for episode, (_, targets, weights) in zip(chosen, data.suffixes):
         # in the call (3 x 5): each value's first character (or its opening quote), then the space or "]" after it
         values = [str(v) for v in episode.arguments.values()]
-        bounds = "".join(('"' if " " in value else value[0]) + after
-                         for value, after in zip(values, [" "] * (len(values) - 1) + ["]"]))
+        bounds = "".join(
+            ('"' if " " in value else value[0]) + after
+            for value, after in zip(values, [" "] * (len(values) - 1) + ["]"])
+        )
         assert tokenizer.decode(int(t) for t, w in zip(targets, weights) if w == 15.0) == bounds
         answer = episode.answer
-        after = set()                                  # indices in the answer of each copied piece's next character
+        after = set()  # indices in the answer of each copied piece's next character
         for piece in episode.copied:
             at = answer.rfind(piece) if len(piece) == 1 else answer.find(piece)
             while at >= 0:
                 after.add(at + len(piece))
                 at = -1 if len(piece) == 1 else answer.find(piece, at + 1)
-        if episode.tool == "get_forecast":             # each later line's break and day, then the end
+        if episode.tool == "get_forecast":  # each later line's break and day, then the end
             for at in [i for i, c in enumerate(answer) if c == "\n"][1:]:
                 after.update(range(at, at + 4))
         expected = "".join(answer[i] if i < len(answer) else "<|eos|>" for i in sorted(after))
@@ -277,8 +280,8 @@ def test_repeated_conditions_make_two_days_alike_in_the_result_and_the_answer():
         conditions = [line.split(", ", 1)[1] for line in alike.result.splitlines()]
         days = [line.split()[0] for line in alike.result.splitlines()]
         assert days == [line.split()[0] for line in episode.result.splitlines()]
-        assert len(set(conditions)) < len(conditions)           # two days alike
-        assert alike.answer.endswith(":\n" + alike.result)      # the answer still quotes the result
+        assert len(set(conditions)) < len(conditions)  # two days alike
+        assert alike.answer.endswith(":\n" + alike.result)  # the answer still quotes the result
         assert alike.values == episode.values and alike.copied == [*episode.values, *conditions]
     other = next(e for e in chosen if e.tool != "get_forecast")
     assert repeated_conditions(other, rng) is other
@@ -385,9 +388,9 @@ def test_shipped_weights_cache_matches_recompute_on_a_real_transcript():
 @pytest.mark.slow
 def test_shipped_weights_call_and_answer_a_held_out_question(events):
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.tools.router import start_stdio_servers
-    from decodeloop.sampling import Sampler
     from decodeloop.lab.train.corpus import episodes, lab_server_commands
+    from decodeloop.sampling import Sampler
+    from decodeloop.tools.router import start_stdio_servers
 
     tokenizer = CharTokenizer()
     model = TransformerModel.load()
@@ -401,10 +404,10 @@ def test_shipped_weights_call_and_answer_a_held_out_question(events):
             [call] = events.of("tool_call")
             assert (call.name, call.arguments) == (episode.tool, episode.arguments)
             [tool_result] = events.of("tool_result")
-            assert tool_result.text == episode.result      # the real server's answer
+            assert tool_result.text == episode.result  # the real server's answer
             [inject] = events.of("inject")
             after = events.of("token")[[t.stop for t in events.of("token")].index("tool_call") + 1]
-            assert after.computed == inject.tokens + 1      # only the injected span (and the call's "]")
+            assert after.computed == inject.tokens + 1  # only the injected span (and the call's "]")
             assert result.reason == "eos"
             assert all(value in result.answer for value in episode.values), (result.answer, episode.values)
 
@@ -414,15 +417,16 @@ def test_shipped_weights_copy_values_no_training_transcript_holds(events):
     # the ood split: the servers started with --ood answer with values from the side of unusual.py
     # that training never draws from (negative or three-digit temperatures, made-up condition words)
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.tools.router import start_stdio_servers
-    from decodeloop.sampling import Sampler
     from decodeloop.lab.train.corpus import episodes, lab_server_commands
+    from decodeloop.sampling import Sampler
+    from decodeloop.tools.router import start_stdio_servers
 
     model = TransformerModel.load()
     ood = [e for e in episodes(11, 40, "ood") if e.tool in ("get_weather", "get_time_zone")][:4]
     with start_stdio_servers(lab_server_commands(ood=True), events, timeout=20) as router:
-        harness = Harness(lab_bundle(model, CharTokenizer()), Sampler(), router, events,
-                          config=TurnConfig(max_tokens=300))
+        harness = Harness(
+            lab_bundle(model, CharTokenizer()), Sampler(), router, events, config=TurnConfig(max_tokens=300)
+        )
         for episode in ood:
             events.clear()
             harness.reset()
@@ -439,8 +443,14 @@ def test_without_numpy_the_cli_names_the_extra():
     done = subprocess.run([sys.executable, "-S", "-c", "import numpy"], capture_output=True, env=env)
     if done.returncode == 0:
         pytest.skip("numpy importable without site-packages here")
-    done = subprocess.run([sys.executable, "-S", "-m", "decodeloop", "run", "--model", "transformer", "--quiet", "hi"],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-S", "-m", "decodeloop", "run", "--model", "transformer", "--quiet", "hi"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert done.returncode == 1
     # the package is on no registry: the hint is the one that works from a clone
     assert "pip install -e '.[lab]'" in done.stderr and "Traceback" not in done.stderr
@@ -466,15 +476,28 @@ def test_a_bad_weights_file_is_one_line_of_error(tmp_path):
     misfit = tmp_path / "misfit.npz"
     params, config, meta = load_weights(WEIGHTS)
     save_weights(str(misfit), {**params, "wte": params["wte"][:10]}, config, meta)
-    for path, why in ((not_npz, "not an .npz file"), (misfit, "do not fit its config (wte)"),
-                      (tmp_path, "no such file")):
-        done = subprocess.run([sys.executable, "decode_loop_transformer.py", "--weights", str(path)],
-                              capture_output=True, text=True, cwd=ROOT, timeout=60)
+    for path, why in (
+        (not_npz, "not an .npz file"),
+        (misfit, "do not fit its config (wte)"),
+        (tmp_path, "no such file"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "decode_loop_transformer.py", "--weights", str(path)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
         assert done.returncode == 2 and done.stdout == "", done.stderr
         assert done.stderr.count("\n") == 1 and why in done.stderr, done.stderr
         assert done.stderr.startswith("decode_loop_transformer.py: error: --weights: ")
-    done = subprocess.run([sys.executable, "attention_peek.py", "--weights", str(not_npz)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "attention_peek.py", "--weights", str(not_npz)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "not an .npz file" in done.stderr
 
 
@@ -503,7 +526,7 @@ def test_training_by_default_writes_here_not_over_the_shipped_weights(monkeypatc
     monkeypatch.chdir(work)
     assert main(TRAIN) == 0
     assert shipped.read_bytes() == b"the shipped weights"
-    _, config, meta = load_weights(str(work / "transformer.npz"))
+    _, _config, meta = load_weights(str(work / "transformer.npz"))
     assert meta["train"]["steps"] == 1
     assert "--weights transformer.npz" in capsys.readouterr().err  # how to run what was trained
 
@@ -512,11 +535,11 @@ def test_training_replaces_the_shipped_weights_only_when_named(monkeypatch, tmp_
     from decodeloop.cli import main
 
     shipped = _shipped_weights_elsewhere(monkeypatch, tmp_path)
-    monkeypatch.chdir(shipped.parent)   # the default file name here is the shipped file: refused, untouched
+    monkeypatch.chdir(shipped.parent)  # the default file name here is the shipped file: refused, untouched
     assert main(TRAIN) == 2
     assert shipped.read_bytes() == b"the shipped weights"
     assert f"--out {shipped}" in capsys.readouterr().err
-    assert main([*TRAIN, "--out", str(shipped)]) == 0   # asked for by name
+    assert main([*TRAIN, "--out", str(shipped)]) == 0  # asked for by name
     assert load_weights(str(shipped))[2]["train"]["steps"] == 1
 
 
@@ -524,8 +547,14 @@ def test_attention_peek_into_a_closed_pipe_is_exit_status_141(tmp_path):
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        done = subprocess.run([sys.executable, "attention_peek.py", "--episodes", "1", "--svg", ""],
-                              stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "attention_peek.py", "--episodes", "1", "--svg", ""],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
     finally:
         os.close(write_end)
     assert done.returncode == 141 and done.stderr == ""

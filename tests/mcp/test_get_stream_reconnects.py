@@ -11,9 +11,6 @@ asked and waits a millisecond: the test counts, it never times.
 
 from __future__ import annotations
 
-import threading
-import time
-
 from conftest import Recorder
 
 from decodeloop.mcp.transports import http as http_transport
@@ -42,7 +39,8 @@ def test_a_get_stream_that_ends_at_once_with_retry_0_is_given_up_after_n_with_a_
     n = http_transport.MAX_LISTEN_FAILURES
     assert [text for text in notices if "gave up on the GET stream" in text] == [
         f"gave up on the GET stream for messages the server starts: it failed or ended without a message "
-        f"{n} times in a row"]
+        f"{n} times in a row"
+    ]
     gets = [r for r in server.seen() if r["method"] == "GET" and r["path"] == "/mcp"]
     assert len(gets) == n
     # each reopening resumed from the last priming id, and waited what the backoff said for that many failures

@@ -21,14 +21,18 @@ from conftest import FAULTY
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodeloop.mcp import McpClient, StdioTransport
-from decodeloop.mcp.errors import (ConnectionClosed, HttpStatusError, McpError, ProtocolError, RequestTimeout,
-                                   TransportError)
-from decodeloop.mcp import framing
+from decodeloop.mcp import McpClient, StdioTransport, framing
+from decodeloop.mcp.errors import (
+    ConnectionClosed,
+    HttpStatusError,
+    McpError,
+    ProtocolError,
+    RequestTimeout,
+    TransportError,
+)
 from decodeloop.mcp.sse import SseParser
 from decodeloop.mcp.transports import http as http_transport
 from decodeloop.mcp.transports.httpbase import HttpClient
-
 
 TIMEOUT = 60  # the client's request timeout: a guard against a hang, never what a test waits for
 
@@ -38,8 +42,14 @@ def connect(server, path="/mcp", **kw):
     kw.setdefault("protocol", "2025-11-25")
     logs: list[str] = []
     traffic: list[tuple[str, dict]] = []
-    client = McpClient.connect_url(server.url + path, name="faulty", timeout=kw.pop("timeout", TIMEOUT),
-                                   log=logs.append, on_traffic=lambda d, m: traffic.append((d, m)), **kw)
+    client = McpClient.connect_url(
+        server.url + path,
+        name="faulty",
+        timeout=kw.pop("timeout", TIMEOUT),
+        log=logs.append,
+        on_traffic=lambda d, m: traffic.append((d, m)),
+        **kw,
+    )
     client.logs, client.traffic = logs, traffic
     return client
 
@@ -87,7 +97,9 @@ def test_garbage_on_an_event_stream_is_logged_and_the_call_fails_clearly(http_se
     with connect(server) as client:
         with pytest.raises(TransportError, match="ended before the response"):
             client.call_tool("garbage_sse", {})
-        assert any("not JSON (Expecting value at character 0): this is not JSON" in line for line in client.logs), client.logs
+        assert any("not JSON (Expecting value at character 0): this is not JSON" in line for line in client.logs), (
+            client.logs
+        )
         assert any("): {broken" in line for line in client.logs), client.logs
         assert client.call_tool("echo", {"text": "fine"}).text() == "fine"
 
@@ -166,7 +178,9 @@ def test_a_legacy_server_refuses_the_discover_probe_and_is_initialized(http_serv
         assert client.call_tool("echo", {"text": "old wire"}).text() == "old wire"
     probe, initialize = [r for r in server.seen() if r["method"] == "POST"][:2]
     assert json.loads(probe["body"])["method"] == "server/discover"
-    assert probe["headers"]["MCP-Protocol-Version"] == "2026-07-28" and probe["headers"]["Mcp-Method"] == "server/discover"
+    assert (
+        probe["headers"]["MCP-Protocol-Version"] == "2026-07-28" and probe["headers"]["Mcp-Method"] == "server/discover"
+    )
     # the fallback is a plain 2025-11-25 initialize: no version header, no mirrored method
     assert json.loads(initialize["body"])["method"] == "initialize"
     assert "MCP-Protocol-Version" not in initialize["headers"] and "Mcp-Method" not in initialize["headers"]
@@ -208,7 +222,7 @@ def test_a_redirect_to_another_origin_never_carries_the_headers(http_server):
     server = http_server("--redirect-to", other.url)
     with connect(server, path="/redirect", headers={"Authorization": "Bearer s3cret"}) as client:
         assert client.call_tool("echo", {"text": "via redirect"}).text() == "via redirect"
-    assert [r["path"] for r in server.seen() if r["method"] == "POST"][0] == "/redirect"
+    assert next(r["path"] for r in server.seen() if r["method"] == "POST") == "/redirect"
     received = other.seen()
     assert received and all("Authorization" not in r["headers"] for r in received)
     assert "Bearer s3cret" not in json.dumps(received)
@@ -218,8 +232,13 @@ def test_a_legacy_endpoint_on_another_origin_is_refused(http_server):
     other = http_server()
     server = http_server("--redirect-to", other.url)
     with pytest.raises(ProtocolError, match="not on the origin .* refusing to send messages there"):
-        McpClient.connect_url(f"{server.url}/sse-elsewhere", transport="sse",
-                              headers={"Authorization": "Bearer s3cret"}, name="faulty", timeout=TIMEOUT)
+        McpClient.connect_url(
+            f"{server.url}/sse-elsewhere",
+            transport="sse",
+            headers={"Authorization": "Bearer s3cret"},
+            name="faulty",
+            timeout=TIMEOUT,
+        )
     assert other.seen() == []
 
 
@@ -260,8 +279,10 @@ def test_the_cancellation_after_a_timeout_is_sent_in_the_background(http_server,
         wait_for(lambda: any("notifications/cancelled" in r["body"] for r in server.seen()), "the cancel arrived")
         assert posted_from and threading.current_thread() not in posted_from
         # bounded: the background POST gives up after its own timeout, and says so
-        wait_for(lambda: any("could not send notifications/cancelled" in line for line in client.logs),
-                 "the held cancellation gave up")
+        wait_for(
+            lambda: any("could not send notifications/cancelled" in line for line in client.logs),
+            "the held cancellation gave up",
+        )
         assert client.call_tool("echo", {"text": "after"}).text() == "after"
     [cancel] = [json.loads(r["body"]) for r in server.seen() if "notifications/cancelled" in r["body"]]
     assert cancel["params"] == {"requestId": call["id"], "reason": "timed out after 0.5s"}
@@ -282,13 +303,23 @@ def test_an_answer_over_the_cap_fails_its_request_naming_the_cap(http_server, ss
             client.call_tool("big", {"megabytes": 2, "sse": sse})
         if sse:  # an event over the cap ends its stream
             assert "an event is larger than the 1,048,576-byte cap on one message (max_message_bytes)" in str(
-                excinfo.value)
+                excinfo.value
+            )
         else:  # refused from its Content-Length, before a byte of it is read
             request_id = [m for d, m in client.traffic if m.get("method") == "tools/call"][-1]["id"]
-            size = len(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {
-                "content": [{"type": "text", "text": "y" * (2 * MB)}]}}))
-            assert str(excinfo.value) == (f"faulty: the response to request {request_id} is {size:,} bytes, over "
-                                          "the 1,048,576-byte cap on one message (max_message_bytes); it was skipped")
+            size = len(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request_id,
+                        "result": {"content": [{"type": "text", "text": "y" * (2 * MB)}]},
+                    }
+                )
+            )
+            assert str(excinfo.value) == (
+                f"faulty: the response to request {request_id} is {size:,} bytes, over "
+                "the 1,048,576-byte cap on one message (max_message_bytes); it was skipped"
+            )
         assert client.call_tool("echo", {"text": "next"}).text() == "next"
 
 
@@ -301,8 +332,10 @@ def test_invalid_utf8_in_an_answer_fails_it_at_once_with_the_position(http_serve
             client.call_tool("bad_utf8", {"sse": sse, "linger": TIMEOUT})
         request_id = [m for d, m in client.traffic if m.get("method") == "tools/call"][-1]["id"]
         position = len(f'{{"jsonrpc":"2.0","id":{request_id},"result":{{"content":[{{"type":"text","text":"caf')
-        assert str(excinfo.value) == (f"faulty: the response to request {request_id} could not be read: "
-                                      f"not valid UTF-8: byte 0xff at position {position}")
+        assert str(excinfo.value) == (
+            f"faulty: the response to request {request_id} could not be read: "
+            f"not valid UTF-8: byte 0xff at position {position}"
+        )
         assert client.call_tool("echo", {"text": "café"}).text() == "café"
 
 
@@ -345,7 +378,7 @@ class CopyMeter:
         self._lock = threading.Lock()
         self._active = False
 
-    def __enter__(self) -> "CopyMeter":
+    def __enter__(self) -> CopyMeter:
         self._was_tracing = tracemalloc.is_tracing()
         if not self._was_tracing:
             tracemalloc.start()
@@ -411,8 +444,11 @@ def test_a_20_megabyte_result_over_http_is_read_in_linear_work(http_server, sse,
     with connect(server) as client:
         with monkeypatch.context() as patch, CopyMeter() as meter:
             plain_readinto = socket.SocketIO.readinto
-            patch.setattr(socket.SocketIO, "readinto", lambda sock, buffer: meter.read(
-                lambda part: plain_readinto(sock, part), buffer))
+            patch.setattr(
+                socket.SocketIO,
+                "readinto",
+                lambda sock, buffer: meter.read(lambda part: plain_readinto(sock, part), buffer),
+            )
             counter.parses = counter.bytes_parsed = 0
             text = client.call_tool("big", {"megabytes": 20, "sse": sse}).text()
         assert text == "y" * (20 * MB)
@@ -470,22 +506,26 @@ def events_of(*chunks: bytes) -> list[tuple[str, str, str | None, int | None]]:
 
 
 def test_sse_parser_line_endings_split_anywhere():
-    stream = b"\xef\xbb\xbfid: 1\r\nevent: note\r\ndata: a\r\ndata:b\r\n\r\n: comment\n\ndata: c\r\rretry: 250\ndata: d\n\n"
+    stream = (
+        b"\xef\xbb\xbfid: 1\r\nevent: note\r\ndata: a\r\ndata:b\r\n\r\n: comment\n\ndata: c\r\rretry: 250\ndata: d\n\n"
+    )
     expected = [("note", "a\nb", "1", None), ("message", "c", "1", None), ("message", "d", "1", 250)]
     assert events_of(stream) == expected
     for size in (1, 2, 3, 7):  # every split point, CR and LF in different reads
-        assert events_of(*[stream[i:i + size] for i in range(0, len(stream), size)]) == expected
+        assert events_of(*[stream[i : i + size] for i in range(0, len(stream), size)]) == expected
 
 
 def test_sse_parser_ignores_bad_fields_and_keeps_the_last_id():
     assert events_of(b"retry: soon\nid: a\0b\nfoo: bar\ndata\n\nid\ndata: x\n\n") == [
-        ("message", "", None, None), ("message", "x", "", None)]
+        ("message", "", None, None),
+        ("message", "x", "", None),
+    ]
 
 
 def test_sse_parser_big_event_in_small_reads_is_linear():
     size = 20 * MB
     data = b"data: " + b"z" * size + b"\n\n"
-    chunks = [data[i:i + READ] for i in range(0, len(data), READ)]
+    chunks = [data[i : i + READ] for i in range(0, len(data), READ)]
     del data
     parser = SseParser()
     events = []
@@ -501,11 +541,18 @@ line_text = st.text(st.characters(blacklist_characters="\r\n\0", blacklist_categ
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.lists(line_text, max_size=3), st.one_of(st.none(), line_text),
-                          st.one_of(st.none(), line_text.filter(lambda t: t.strip() == t and t))),
-                max_size=6),
-       st.lists(st.sampled_from([b"\n", b"\r", b"\r\n"]), min_size=1, max_size=4),
-       st.lists(st.integers(1, 50), max_size=30))
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(line_text, max_size=3),
+            st.one_of(st.none(), line_text),
+            st.one_of(st.none(), line_text.filter(lambda t: t.strip() == t and t)),
+        ),
+        max_size=6,
+    ),
+    st.lists(st.sampled_from([b"\n", b"\r", b"\r\n"]), min_size=1, max_size=4),
+    st.lists(st.integers(1, 50), max_size=30),
+)
 def test_sse_parser_property_any_split_any_line_ending(events, endings, cuts):
     stream, expected, last_id, k = bytearray(), [], None, 0
 
@@ -531,7 +578,7 @@ def test_sse_parser_property_any_split_any_line_ending(events, endings, cuts):
             expected.append((kind or "message", "\n".join(data), last_id, None))
     pieces, start = [], 0
     for cut in cuts:
-        pieces.append(bytes(stream[start:start + cut]))
+        pieces.append(bytes(stream[start : start + cut]))
         start += cut
     pieces.append(bytes(stream[start:]))
     assert events_of(*pieces) == expected

@@ -73,9 +73,7 @@ class ScriptedTransport:
 
     def wait_sent(self, predicate, timeout=WAIT):
         with self._sent_changed:
-            found = self._sent_changed.wait_for(
-                lambda: next((m for m in self.sent if predicate(m)), None), timeout
-            )
+            found = self._sent_changed.wait_for(lambda: next((m for m in self.sent if predicate(m)), None), timeout)
         assert found, f"nothing matching was sent; sent: {self.sent}"
         return found
 
@@ -168,10 +166,12 @@ def test_notifications_are_delivered_and_a_failing_handler_is_survived():
     session, transport, logs = make_session(on_notification=on_notification)
     transport.deliver({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hi"}})
     transport.deliver({"jsonrpc": "2.0", "method": "explode"})
-    transport.deliver([  # a batch, as servers of older revisions may send
-        {"jsonrpc": "2.0", "method": "one", "params": {"n": 1}},
-        {"jsonrpc": "2.0", "method": "two", "params": {"n": 2}},
-    ])
+    transport.deliver(
+        [  # a batch, as servers of older revisions may send
+            {"jsonrpc": "2.0", "method": "one", "params": {"n": 1}},
+            {"jsonrpc": "2.0", "method": "two", "params": {"n": 2}},
+        ]
+    )
     transport.flush()
     assert seen == [
         ("notifications/message", {"level": "info", "data": "hi"}),

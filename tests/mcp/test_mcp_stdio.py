@@ -16,14 +16,14 @@ import pytest
 
 import decodeloop
 from decodeloop.mcp import (
-                            McpClient,
-                            MemoryTransport,
-                            ProtocolError,
-                            RpcError,
-                            StdioTransport,
-                            Tool,
-                            ToolResult,
-                            )
+    McpClient,
+    MemoryTransport,
+    ProtocolError,
+    RpcError,
+    StdioTransport,
+    Tool,
+    ToolResult,
+)
 from decodeloop.mcp.jsonrpc import JsonRpcSession
 from decodeloop.servers import weather
 from decodeloop.servers.base import ToolServer
@@ -42,8 +42,10 @@ def weather_transport(kind: str):
     return MemoryTransport(weather.build_server(page_size=1))
 
 
-@pytest.fixture(params=[("stdio", "2025-11-25"), ("memory", "2025-11-25"), ("stdio", "auto"), ("memory", "auto")],
-                ids=lambda p: f"{p[0]}-{'discover' if p[1] == 'auto' else p[1]}")
+@pytest.fixture(
+    params=[("stdio", "2025-11-25"), ("memory", "2025-11-25"), ("stdio", "auto"), ("memory", "auto")],
+    ids=lambda p: f"{p[0]}-{'discover' if p[1] == 'auto' else p[1]}",
+)
 def client(request):
     sent = []
     kind, protocol = request.param
@@ -90,17 +92,25 @@ def legacy(server: ToolServer) -> ToolServer:
     handle = server.handle
     server.handle = lambda message: (
         {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "Method not found"}}
-        if message.get("method") == "server/discover" else handle(message))
+        if message.get("method") == "server/discover"
+        else handle(message)
+    )
     return server
 
 
 def test_a_legacy_server_is_spoken_to_with_initialize_after_discover_fails():
     sent = []
-    with McpClient(MemoryTransport(legacy(ToolServer("legacy", "1.0"))), name="legacy",
-                   on_traffic=lambda direction, message: sent.append((direction, message))) as client:
+    with McpClient(
+        MemoryTransport(legacy(ToolServer("legacy", "1.0"))),
+        name="legacy",
+        on_traffic=lambda direction, message: sent.append((direction, message)),
+    ) as client:
         assert client.protocol_version == "2025-11-25"
     assert [m.get("method") for d, m in sent if d == "send"] == [
-        "server/discover", "initialize", "notifications/initialized"]
+        "server/discover",
+        "initialize",
+        "notifications/initialized",
+    ]
 
 
 def test_a_pinned_2026_wire_refuses_a_server_without_it():
@@ -162,7 +172,11 @@ def test_get_weather_text_and_structured_content_agree(client):
     s = result.structured
     assert (line["city"], line["state"]) == ("Polson", "MT")
     assert (int(line["temp"]), line["conditions"], int(line["humidity"]), int(line["wind"]), line["dir"]) == (
-        s["temperature_f"], s["conditions"], s["humidity_pct"], s["wind_mph"], s["wind_dir"],
+        s["temperature_f"],
+        s["conditions"],
+        s["humidity_pct"],
+        s["wind_mph"],
+        s["wind_dir"],
     )
     assert (result.text(), s) == weather.get_weather("Polson", "MT")  # the reference
 
@@ -231,22 +245,31 @@ def test_tool_result_text_never_shows_raw_binary():
             {"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="},
             {"type": "resource", "resource": {"uri": "file:///notes.txt", "text": "embedded notes"}},
             {"type": "resource_link", "name": "report", "uri": "file:///report.pdf"},
-            {"type": "resource_link", "name": "data", "uri": "file:///d.csv", "mimeType": "text/csv",
-             "description": "the raw numbers"},
-            {"type": "resource", "resource": {"uri": "file:///a.bin", "mimeType": "application/octet-stream",
-                                              "blob": "AAECAwQ="}},
+            {
+                "type": "resource_link",
+                "name": "data",
+                "uri": "file:///d.csv",
+                "mimeType": "text/csv",
+                "description": "the raw numbers",
+            },
+            {
+                "type": "resource",
+                "resource": {"uri": "file:///a.bin", "mimeType": "application/octet-stream", "blob": "AAECAwQ="},
+            },
             {"type": "hologram"},
         ],
         is_error=False,
     )
-    assert result.text() == "\n".join([
-        "two charts:",
-        "[image image/png, 12287 bytes]",
-        "[audio audio/wav, 4 bytes]",
-        "[resource file:///notes.txt]",
-        "embedded notes",
-        "[resource link report file:///report.pdf]",
-        "[resource link data file:///d.csv (text/csv)] the raw numbers",
-        "[resource file:///a.bin application/octet-stream, 5 bytes]",
-        "[hologram content]",
-    ])
+    assert result.text() == "\n".join(
+        [
+            "two charts:",
+            "[image image/png, 12287 bytes]",
+            "[audio audio/wav, 4 bytes]",
+            "[resource file:///notes.txt]",
+            "embedded notes",
+            "[resource link report file:///report.pdf]",
+            "[resource link data file:///d.csv (text/csv)] the raw numbers",
+            "[resource file:///a.bin application/octet-stream, 5 bytes]",
+            "[hologram content]",
+        ]
+    )

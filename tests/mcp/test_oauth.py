@@ -5,16 +5,21 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from decodeloop.mcp.oauth import (authorization_server_urls, covers, parse_challenge, pkce_pair,
-                                  protected_resource_urls)
+from decodeloop.mcp.oauth import authorization_server_urls, covers, parse_challenge, pkce_pair, protected_resource_urls
 from decodeloop.tools.router import describe_notification
 
 
 def test_bearer_challenge_parameters():
-    header = ('Bearer error="insufficient_scope", scope="mcp:basic mcp:write", '
-              'resource_metadata="http://h:1/.well-known/oauth-protected-resource/mcp", realm=x')
-    assert parse_challenge(header) == {"error": "insufficient_scope", "scope": "mcp:basic mcp:write", "realm": "x",
-                                       "resource_metadata": "http://h:1/.well-known/oauth-protected-resource/mcp"}
+    header = (
+        'Bearer error="insufficient_scope", scope="mcp:basic mcp:write", '
+        'resource_metadata="http://h:1/.well-known/oauth-protected-resource/mcp", realm=x'
+    )
+    assert parse_challenge(header) == {
+        "error": "insufficient_scope",
+        "scope": "mcp:basic mcp:write",
+        "realm": "x",
+        "resource_metadata": "http://h:1/.well-known/oauth-protected-resource/mcp",
+    }
     assert parse_challenge('Basic realm="a"') == {}
     assert parse_challenge('Bearer scope="say \\"hi\\""') == {"scope": 'say "hi"'}
 
@@ -29,15 +34,19 @@ def test_pkce_s256():
 
 def test_discovery_order():
     assert protected_resource_urls("http://h:1/mcp") == [
-        "http://h:1/.well-known/oauth-protected-resource/mcp", "http://h:1/.well-known/oauth-protected-resource"]
+        "http://h:1/.well-known/oauth-protected-resource/mcp",
+        "http://h:1/.well-known/oauth-protected-resource",
+    ]
     assert protected_resource_urls("http://h:1/") == ["http://h:1/.well-known/oauth-protected-resource"]
     assert authorization_server_urls("https://as.example/tenant1") == [
         "https://as.example/.well-known/oauth-authorization-server/tenant1",
         "https://as.example/.well-known/openid-configuration/tenant1",
-        "https://as.example/tenant1/.well-known/openid-configuration"]
+        "https://as.example/tenant1/.well-known/openid-configuration",
+    ]
     assert authorization_server_urls("https://as.example") == [
         "https://as.example/.well-known/oauth-authorization-server",
-        "https://as.example/.well-known/openid-configuration"]
+        "https://as.example/.well-known/openid-configuration",
+    ]
 
 
 def test_resource_must_cover_the_server():
@@ -47,9 +56,15 @@ def test_resource_must_cover_the_server():
 
 
 def test_notifications_in_the_trace():
-    assert describe_notification("notifications/progress", {"progressToken": 1, "progress": 2, "total": 5,
-                                                            "message": "halfway"}) == "progress 2/5: halfway"
+    assert (
+        describe_notification(
+            "notifications/progress", {"progressToken": 1, "progress": 2, "total": 5, "message": "halfway"}
+        )
+        == "progress 2/5: halfway"
+    )
     assert describe_notification("notifications/progress", {"progress": 0.5}) == "progress 0.5"
-    assert describe_notification("notifications/message", {"level": "warning", "data": "low disk"}) == \
-        "log warning: low disk"
+    assert (
+        describe_notification("notifications/message", {"level": "warning", "data": "low disk"})
+        == "log warning: low disk"
+    )
     assert describe_notification("notifications/tools/list_changed", {}) == "notifications/tools/list_changed"

@@ -13,8 +13,9 @@ def test_client_answers_a_server_ping_mid_call():
 
 def test_notifications_are_delivered_and_never_fatal():
     seen = []
-    with McpClient.start_stdio(FAULTY, name="faulty", timeout=5,
-                               on_notification=lambda method, params: seen.append((method, params))) as client:
+    with McpClient.start_stdio(
+        FAULTY, name="faulty", timeout=5, on_notification=lambda method, params: seen.append((method, params))
+    ) as client:
         assert client.call_tool("chatty", {}).text() == "finished"
         assert client.call_tool("echo", {"text": "still here"}).text() == "still here"
     assert ("notifications/message", {"level": "info", "data": "working"}) in seen

@@ -33,8 +33,7 @@ WHOLE = "the timeout for a server's whole start-up"
 
 def received(log) -> list[str]:
     """The requests the server received (the cancellations after each timeout left out)."""
-    return [m for m in log.read_text().split()
-            if not m.startswith("notifications/")] if log.exists() else []
+    return [m for m in log.read_text().split() if not m.startswith("notifications/")] if log.exists() else []
 
 
 def test_a_silent_stdio_server_fails_in_one_timeout_and_the_probe_keeps_to_its_limit(tmp_path, monkeypatch):
@@ -112,15 +111,17 @@ def test_a_silent_server_on_the_legacy_sse_transport_fails_within_the_start_ups_
 
 
 def test_a_client_without_a_timeout_starts_as_before_and_the_probe_on_a_pipe_keeps_its_limit(
-        tmp_path, monkeypatch, http_server):
+    tmp_path, monkeypatch, http_server
+):
     # timeout=None waits as long as a server takes: the start-up has no limit, save the pipe probe's own
     with McpClient.start_stdio(WEATHER, name="weather", timeout=None) as client:
         assert client.startup.given == [("server/discover", mcp_client.DISCOVER_PROBE_TIMEOUT)]
         assert {tool.name for tool in client.list_tools(client.startup)} == {"get_weather", "get_forecast"}
     monkeypatch.setattr(mcp_client, "DISCOVER_PROBE_TIMEOUT", 0.25)  # a legacy server on a pipe ignores the probe
     log = tmp_path / "received"
-    with McpClient.start_stdio([sys.executable, SILENT, str(log), "--answers", "initialize"], name="mute",
-                               timeout=None) as client:
+    with McpClient.start_stdio(
+        [sys.executable, SILENT, str(log), "--answers", "initialize"], name="mute", timeout=None
+    ) as client:
         assert client.startup.given == [("server/discover", 0.25), ("initialize", None)]
         assert client.protocol_version == "2025-11-25"
     with McpClient.connect_url(http_server().url + "/mcp", name="http", timeout=None) as client:

@@ -25,10 +25,17 @@ META = "io.modelcontextprotocol/"
 def test_config_pins_a_revision_per_server(tmp_path):
     path = tmp_path / "servers.json"
     weather = ["-m", "decodeloop.servers.weather"]
-    path.write_text(json.dumps({"mcpServers": {
-        "new": {"command": sys.executable, "args": weather, "protocolVersion": "2026-07-28"},
-        "old": {"command": sys.executable, "args": weather, "protocolVersion": "2025-11-25"},
-        "either": {"command": sys.executable, "args": weather}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "new": {"command": sys.executable, "args": weather, "protocolVersion": "2026-07-28"},
+                    "old": {"command": sys.executable, "args": weather, "protocolVersion": "2025-11-25"},
+                    "either": {"command": sys.executable, "args": weather},
+                }
+            }
+        )
+    )
     specs = load_config(str(path))
     assert [spec.protocol for spec in specs] == ["2026-07-28", "2025-11-25", None]
     events: list = []
@@ -44,11 +51,27 @@ def test_the_command_line_pins_the_servers_the_config_leaves_open_and_the_trace_
 
     config = tmp_path / "mcp.json"
     weather = ["-m", "decodeloop.servers.weather"]
-    config.write_text(json.dumps({"mcpServers": {
-        "new": {"command": sys.executable, "args": weather, "protocolVersion": "2026-07-28"},
-        "old": {"command": sys.executable, "args": weather}}}))
-    p = run("-m", "decodeloop", "run", "--mcp-config", str(config), "--mcp-protocol", "2025-11-25",
-            "What's the weather in Polson, MT?", no_site=False)
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "new": {"command": sys.executable, "args": weather, "protocolVersion": "2026-07-28"},
+                    "old": {"command": sys.executable, "args": weather},
+                }
+            }
+        )
+    )
+    p = run(
+        "-m",
+        "decodeloop",
+        "run",
+        "--mcp-config",
+        str(config),
+        "--mcp-protocol",
+        "2025-11-25",
+        "What's the weather in Polson, MT?",
+        no_site=False,
+    )
     assert p.returncode == 0, p.stderr
     trace = p.stdout + p.stderr
     assert '● new: MCP 2026-07-28, server "weather"' in trace
@@ -57,10 +80,13 @@ def test_the_command_line_pins_the_servers_the_config_leaves_open_and_the_trace_
     assert bad.returncode == 2 and "--mcp-protocol" in bad.stderr
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"command": "x", "protocolVersion": "2030-01-01"}, "protocolVersion"),
-    ({"url": "sse+http://localhost/sse", "protocolVersion": "2026-07-28"}, "cannot speak MCP 2026-07-28"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"command": "x", "protocolVersion": "2030-01-01"}, "protocolVersion"),
+        ({"url": "sse+http://localhost/sse", "protocolVersion": "2026-07-28"}, "cannot speak MCP 2026-07-28"),
+    ],
+)
 def test_config_refuses_a_revision_it_cannot_speak(entry, message):
     with pytest.raises(ConfigError, match=message):
         parse_config({"mcpServers": {"s": entry}})
@@ -80,11 +106,16 @@ class Scripted:
         method, params = message["method"], message.get("params", {})
         assert params["_meta"][META + "protocolVersion"] == "2026-07-28"  # on every request
         if method == "server/discover":
-            result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
-                      "_meta": {META + "serverInfo": {"name": "scripted", "version": "0"}}}
+            result = {
+                "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {}},
+                "_meta": {META + "serverInfo": {"name": "scripted", "version": "0"}},
+            }
         elif method == "tools/list":
-            result = {"tools": self.tools, **({"ttlMs": self.ttl_ms, "cacheScope": "private"}
-                                              if self.ttl_ms is not None else {})}
+            result = {
+                "tools": self.tools,
+                **({"ttlMs": self.ttl_ms, "cacheScope": "private"} if self.ttl_ms is not None else {}),
+            }
         else:
             result = self.call(params)
         return {"jsonrpc": "2.0", "id": message["id"], "result": {"resultType": "complete", **result}}
@@ -99,19 +130,30 @@ TOOL = {"name": "deploy", "inputSchema": {"type": "object"}}
 def asking(params: dict) -> dict:
     """A tool that wants a confirmation first, carried in requestState, then answers with what it got."""
     if "inputResponses" not in params:
-        return {"resultType": "input_required", "requestState": "opaque+state/1=",
-                "inputRequests": {"confirm": {"method": "elicitation/create", "params": {
-                    "message": "Deploy to production?",
-                    "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}}}
+        return {
+            "resultType": "input_required",
+            "requestState": "opaque+state/1=",
+            "inputRequests": {
+                "confirm": {
+                    "method": "elicitation/create",
+                    "params": {
+                        "message": "Deploy to production?",
+                        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+                    },
+                }
+            },
+        }
     answer = params["inputResponses"]["confirm"]
     return {"content": [{"type": "text", "text": f"{answer['action']} {params.get('requestState')}"}]}
 
 
 def test_input_required_is_answered_and_retried_with_the_state_echoed():
     server = Scripted([TOOL], asking)
-    with McpClient(MemoryTransport(server), capabilities={"elicitation": {}},
-                   request_handlers={"elicitation/create": lambda params: {"action": "accept",
-                                                                           "content": {"ok": True}}}) as client:
+    with McpClient(
+        MemoryTransport(server),
+        capabilities={"elicitation": {}},
+        request_handlers={"elicitation/create": lambda params: {"action": "accept", "content": {"ok": True}}},
+    ) as client:
         assert client.stateless
         assert client.call_tool("deploy", {}).text() == "accept opaque+state/1="
     first, retry = server.calls()
@@ -138,8 +180,13 @@ def test_a_server_that_never_stops_asking_fails_the_call_clearly():
 
 
 def test_input_the_client_does_not_offer_fails_the_call_clearly():
-    server = Scripted([TOOL], lambda params: {"resultType": "input_required", "inputRequests": {
-        "llm": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}}})
+    server = Scripted(
+        [TOOL],
+        lambda params: {
+            "resultType": "input_required",
+            "inputRequests": {"llm": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}},
+        },
+    )
     with McpClient(MemoryTransport(server), name="s") as client:
         with pytest.raises(ProtocolError, match="sampling/createMessage"):
             client.call_tool("deploy", {})
@@ -176,16 +223,23 @@ def test_tools_list_is_cached_for_its_ttl_and_refetched_on_list_changed():
 
 def test_tools_that_run_only_as_tasks_are_not_offered():
     logs: list[str] = []
-    tools = [TOOL, {"name": "research", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}},
-             {"name": "maybe", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}}]
+    tools = [
+        TOOL,
+        {"name": "research", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}},
+        {"name": "maybe", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
+    ]
     with McpClient(MemoryTransport(Scripted(tools)), log=logs.append) as client:
         assert [t.name for t in client.list_tools()] == ["deploy", "maybe"]
     assert any("'research'" in line and "task" in line for line in logs)
 
 
 def test_ref_schemas_are_kept_as_sent():
-    schema = {"type": "object", "$defs": {"place": {"type": "object", "properties": {"city": {"type": "string"}}}},
-              "properties": {"where": {"$ref": "#/$defs/place"}}, "$schema": "https://json-schema.org/draft/2020-12/schema"}
+    schema = {
+        "type": "object",
+        "$defs": {"place": {"type": "object", "properties": {"city": {"type": "string"}}}},
+        "properties": {"where": {"$ref": "#/$defs/place"}},
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+    }
     with McpClient(MemoryTransport(Scripted([{"name": "go", "inputSchema": schema}]))) as client:
         assert client.list_tools()[0].input_schema == schema
 
@@ -197,23 +251,36 @@ def test_header_values_are_encoded_as_the_spec_shows():
     assert encode_value("line1\nline2") == "=?base64?bGluZTEKbGluZTI=?="
     assert encode_value("=?base64?literal?=") == "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="
     assert standard_headers({"method": "tools/call", "params": {"name": "get_weather"}}) == {
-        "Mcp-Method": "tools/call", "Mcp-Name": "get_weather"}
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "get_weather",
+    }
     assert standard_headers({"method": "tools/list", "params": {}}) == {"Mcp-Method": "tools/list"}
 
 
 def test_header_marks_are_checked_and_mirrored():
-    schema = {"type": "object", "properties": {
-        "region": {"type": "string", "x-mcp-header": "Region"},
-        "opts": {"type": "object", "properties": {"n": {"type": "integer", "x-mcp-header": "N"}}},
-        "flag": {"type": "boolean", "x-mcp-header": "Flag"}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "opts": {"type": "object", "properties": {"n": {"type": "integer", "x-mcp-header": "N"}}},
+            "flag": {"type": "boolean", "x-mcp-header": "Flag"},
+        },
+    }
     assert header_problem(schema) is None
     marks = header_params(schema)
     assert param_headers(marks, {"region": "eu", "opts": {"n": 7}, "flag": False}) == {
-        "Mcp-Param-Region": "eu", "Mcp-Param-N": "7", "Mcp-Param-Flag": "false"}
+        "Mcp-Param-Region": "eu",
+        "Mcp-Param-N": "7",
+        "Mcp-Param-Flag": "false",
+    }
     assert param_headers(marks, {"region": None}) == {}
-    bad = [{"type": "object", "properties": {"a": {"type": "number", "x-mcp-header": "A"}}},
-           {"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": "A"},
-                                             "b": {"type": "string", "x-mcp-header": "a"}}},
-           {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "A"}}}},
-           {"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": "has space"}}}]
+    bad = [
+        {"type": "object", "properties": {"a": {"type": "number", "x-mcp-header": "A"}}},
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string", "x-mcp-header": "A"}, "b": {"type": "string", "x-mcp-header": "a"}},
+        },
+        {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "A"}}}},
+        {"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": "has space"}}},
+    ]
     assert all(header_problem(schema) for schema in bad)

@@ -51,8 +51,12 @@ KINDS = ["list", "numpy", "torch"]
 
 
 def state(context, generated=0, step=None, in_call=False):
-    return ProcessorState(context=list(context), generated=generated,
-                          step=len(context) - generated if step is None else step, in_call=in_call)
+    return ProcessorState(
+        context=list(context),
+        generated=generated,
+        step=len(context) - generated if step is None else step,
+        in_call=in_call,
+    )
 
 
 # --- repetition penalty ----------------------------------------------------------

@@ -1,7 +1,6 @@
 """Sampler: greedy, temperature, top-k, top-p, exact distributions, seeded draws, bad input."""
 
 import math
-import os
 import random
 from collections import Counter
 
@@ -348,7 +347,10 @@ def test_top_tokens_matches_softmax():
 
 
 def test_top_tokens_edge_cases():
-    assert top_tokens([0.0, 1.0, 1.0], 2) == [(1, pytest.approx(0.4223, abs=1e-4)), (2, pytest.approx(0.4223, abs=1e-4))]
+    assert top_tokens([0.0, 1.0, 1.0], 2) == [
+        (1, pytest.approx(0.4223, abs=1e-4)),
+        (2, pytest.approx(0.4223, abs=1e-4)),
+    ]
     assert [t for t, _ in top_tokens([0.0, 1.0], 5)] == [1, 0]
     assert top_tokens([0.0, 1.0], 0) == []
     big = top_tokens([1000.0, 999.0], 1)
@@ -359,11 +361,76 @@ def test_top_tokens_edge_cases():
 
 
 GOLDEN = [
-    (dict(temperature=1.0), [75, 36, 163, 36, 147, 88, 16, 124, 16, 115, 29, 36, 108, 163, 36, 36, 163, 235, 163, 89, 268, 16, 163, 48]),
-    (dict(temperature=0.7), [36, 36, 163, 36, 163, 88, 36, 163, 16, 120, 36, 36, 120, 163, 36, 36, 163, 163, 163, 115, 186, 36, 163, 36]),
-    (dict(temperature=0.8, top_k=10), [163, 163, 36, 163, 36, 163, 163, 36, 163, 163, 163, 163, 163, 16, 163, 163, 36, 115, 36, 163, 186, 163, 120, 163]),
-    (dict(temperature=0.8, top_p=0.9), [163, 163, 36, 163, 36, 163, 163, 36, 163, 163, 163, 163, 163, 120, 163, 163, 36, 83, 36, 163, 89, 163, 88, 163]),
-    (dict(temperature=1.2, top_k=20, top_p=0.8), [163, 163, 16, 163, 36, 163, 163, 36, 163, 36, 163, 163, 36, 88, 163, 163, 36, 154, 36, 36, 186, 163, 88, 163]),
+    (
+        dict(temperature=1.0),
+        [75, 36, 163, 36, 147, 88, 16, 124, 16, 115, 29, 36, 108, 163, 36, 36, 163, 235, 163, 89, 268, 16, 163, 48],
+    ),
+    (
+        dict(temperature=0.7),
+        [36, 36, 163, 36, 163, 88, 36, 163, 16, 120, 36, 36, 120, 163, 36, 36, 163, 163, 163, 115, 186, 36, 163, 36],
+    ),
+    (
+        dict(temperature=0.8, top_k=10),
+        [
+            163,
+            163,
+            36,
+            163,
+            36,
+            163,
+            163,
+            36,
+            163,
+            163,
+            163,
+            163,
+            163,
+            16,
+            163,
+            163,
+            36,
+            115,
+            36,
+            163,
+            186,
+            163,
+            120,
+            163,
+        ],
+    ),
+    (
+        dict(temperature=0.8, top_p=0.9),
+        [
+            163,
+            163,
+            36,
+            163,
+            36,
+            163,
+            163,
+            36,
+            163,
+            163,
+            163,
+            163,
+            163,
+            120,
+            163,
+            163,
+            36,
+            83,
+            36,
+            163,
+            89,
+            163,
+            88,
+            163,
+        ],
+    ),
+    (
+        dict(temperature=1.2, top_k=20, top_p=0.8),
+        [163, 163, 16, 163, 36, 163, 163, 36, 163, 36, 163, 163, 36, 88, 163, 163, 36, 154, 36, 36, 186, 163, 88, 163],
+    ),
 ]
 
 
@@ -417,12 +484,12 @@ def test_min_p_frequencies():
 # Three ways in: a numpy array, a CPU tensor (read through a numpy view, drawing from a
 # torch.Generator), and a tensor through the device kernels that a GPU runs, forced on the CPU.
 
-import numpy as np  # noqa: E402
-from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+import numpy as np
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
-import decodeloop.sampling as sampling  # noqa: E402
-from decodeloop.sampling import explain  # noqa: E402
+import decodeloop.sampling as sampling
+from decodeloop.sampling import explain
 
 ARRAY_KINDS = ["numpy", "torch", "torch-device-kernels"]
 
@@ -480,26 +547,31 @@ def boundaries_clear(values, temperature, top_k, top_p, min_p, rel):
             cum += weights[i]
             if abs(cum - top_p * total) <= rel * total:
                 return False
-    if min_p > 0.0 and any(abs(weights[i] - min_p) <= rel for i in order):
-        return False
-    return True
+    return not (min_p > 0.0 and any(abs(weights[i] - min_p) <= rel for i in order))
 
 
 # Logits on a grid of 1/64: exact in float32 and float64 alike, distinct values far apart
 # (so no rounding can reorder them), and plenty of exact ties.
-grid_logits = st.lists(st.one_of(st.integers(-640, 640).map(lambda k: k / 64.0), st.just(-INF)),
-                       min_size=1, max_size=120).filter(lambda xs: max(xs) > -INF)
-sampler_settings = st.fixed_dictionaries(dict(
-    temperature=st.sampled_from([0.3, 0.7, 1.0, 1.6]),
-    top_k=st.one_of(st.just(0), st.integers(1, 130)),
-    top_p=st.one_of(st.just(1.0), st.floats(0.05, 1.0)),
-    min_p=st.one_of(st.just(0.0), st.floats(0.0, 1.0)),
-))
+grid_logits = st.lists(
+    st.one_of(st.integers(-640, 640).map(lambda k: k / 64.0), st.just(-INF)), min_size=1, max_size=120
+).filter(lambda xs: max(xs) > -INF)
+sampler_settings = st.fixed_dictionaries(
+    dict(
+        temperature=st.sampled_from([0.3, 0.7, 1.0, 1.6]),
+        top_k=st.one_of(st.just(0), st.integers(1, 130)),
+        top_p=st.one_of(st.just(1.0), st.floats(0.05, 1.0)),
+        min_p=st.one_of(st.just(0.0), st.floats(0.0, 1.0)),
+    )
+)
 
 
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.filter_too_much])
-@given(values=grid_logits, config=sampler_settings, kind=st.sampled_from(ARRAY_KINDS),
-       dtype=st.sampled_from(["float64", "float32"]))
+@given(
+    values=grid_logits,
+    config=sampler_settings,
+    kind=st.sampled_from(ARRAY_KINDS),
+    dtype=st.sampled_from(["float64", "float32"]),
+)
 def test_array_kept_set_equals_list_path(values, config, kind, dtype):
     if kind.startswith("torch"):
         pytest.importorskip("torch")
@@ -537,14 +609,18 @@ def test_greedy_equal_on_random_real_vocabularies(kind):
 
 
 @pytest.mark.parametrize("vocab", [49_152, 151_936])
-@pytest.mark.parametrize("config", [
-    dict(temperature=0.8, top_p=0.9),
-    dict(temperature=0.8, top_k=50),
-    dict(temperature=0.8, top_k=50, top_p=0.9, min_p=0.05),
-    dict(temperature=0.8, min_p=0.05),
-    dict(temperature=1.5, top_p=0.8),   # flat: a nucleus of thousands, bigger than any first guess
-    dict(temperature=0.3, top_p=0.95),  # peaked: a nucleus of a few tokens
-], ids=str)
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(temperature=0.8, top_p=0.9),
+        dict(temperature=0.8, top_k=50),
+        dict(temperature=0.8, top_k=50, top_p=0.9, min_p=0.05),
+        dict(temperature=0.8, min_p=0.05),
+        dict(temperature=1.5, top_p=0.8),  # flat: a nucleus of thousands, bigger than any first guess
+        dict(temperature=0.3, top_p=0.95),  # peaked: a nucleus of a few tokens
+    ],
+    ids=str,
+)
 def test_array_kept_set_equals_list_path_on_real_vocabularies(vocab, config, kind):
     rng = np.random.default_rng(vocab)
     x = rng.standard_normal(vocab) * 3.0
@@ -566,7 +642,7 @@ def test_top_k_with_ties_at_the_cut_keeps_the_lowest_ids(kind, k):
     expected = sampler.distribution(values)
     assert len(expected) == k
     assert_same_distribution(sampler.distribution(as_array(values, kind)), expected, rel=1e-9)
-    prob, top = explain(as_array(values, kind), 0, min(k, 10))
+    _prob, top = explain(as_array(values, kind), 0, min(k, 10))
     assert [t for t, _ in top] == [t for t, _ in explain(values, 0, min(k, 10))[1]]
 
 
@@ -580,13 +656,17 @@ def test_explain_on_mostly_masked_logits(kind):
     assert top[2][1] == 0.0
 
 
-@pytest.mark.parametrize("config", [
-    dict(temperature=1.0),
-    dict(temperature=0.7, top_k=5),
-    dict(temperature=1.0, top_p=0.8),
-    dict(temperature=0.9, top_k=8, top_p=0.7, min_p=0.1),
-    dict(temperature=1.2, min_p=0.2),
-], ids=str)
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(temperature=1.0),
+        dict(temperature=0.7, top_k=5),
+        dict(temperature=1.0, top_p=0.8),
+        dict(temperature=0.9, top_k=8, top_p=0.7, min_p=0.1),
+        dict(temperature=1.2, min_p=0.2),
+    ],
+    ids=str,
+)
 def test_array_frequencies_match_distribution(config, kind):
     values = random_logits(6, n=12, scale=1.0)
     sampler = Sampler(seed=1234, **config)
@@ -611,8 +691,16 @@ def test_array_frequencies_on_a_large_vocabulary(kind):
     assert abs(observed - rest) <= 4.5 * math.sqrt(rest * (1 - rest) / draws)
 
 
-@pytest.mark.parametrize("config", [dict(temperature=1.0), dict(temperature=0.8, top_k=10),
-                                    dict(temperature=0.8, top_p=0.9), dict(temperature=0.8, min_p=0.05)], ids=str)
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(temperature=1.0),
+        dict(temperature=0.8, top_k=10),
+        dict(temperature=0.8, top_p=0.9),
+        dict(temperature=0.8, min_p=0.05),
+    ],
+    ids=str,
+)
 def test_array_same_seed_same_tokens(config, kind):
     x = as_array(random_logits(8, n=5000, scale=1.0), kind, "float32")
     a, b = Sampler(seed=42, **config), Sampler(seed=42, **config)
@@ -639,7 +727,7 @@ def test_torch_draws_come_from_a_torch_generator_per_device():
     x = torch.tensor(random_logits(10, n=100, scale=1.0))
     sampler = Sampler(temperature=1.0, seed=3)
     sampler.sample(x)
-    (device, generator), = sampler._torch_rngs.items()
+    ((device, generator),) = sampler._torch_rngs.items()
     assert device == x.device and isinstance(generator, torch.Generator)
     assert generator.initial_seed() == 3
 
@@ -664,7 +752,9 @@ def test_array_dtypes_and_layouts(kind):
     for dtype in ("float64", "float32", "float16"):
         x = as_array(values, kind, dtype)
         assert Sampler().sample(x) == expected
-        assert Sampler(temperature=1.0, top_k=3, seed=0).sample(x) in set(kept(Sampler(temperature=1.0, top_k=3).distribution(values)))
+        assert Sampler(temperature=1.0, top_k=3, seed=0).sample(x) in set(
+            kept(Sampler(temperature=1.0, top_k=3).distribution(values))
+        )
     if kind != "numpy":
         import torch
 
@@ -768,8 +858,11 @@ def test_module_imports_with_the_standard_library_only():
     import sys
 
     from conftest import ROOT as root
-    code = ("import sys; sys.path.insert(0, %r); import decodeloop.sampling, decodeloop.processors; "
-            "from decodeloop.sampling import Sampler; print(Sampler(temperature=1.0, seed=1).sample([0.0, 1.0]), "
-            "'numpy' in sys.modules, 'torch' in sys.modules)" % root)
+
+    code = (
+        f"import sys; sys.path.insert(0, {root!r}); import decodeloop.sampling, decodeloop.processors; "
+        "from decodeloop.sampling import Sampler; print(Sampler(temperature=1.0, seed=1).sample([0.0, 1.0]), "
+        "'numpy' in sys.modules, 'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split()[1:] == ["False", "False"]

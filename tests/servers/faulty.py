@@ -24,8 +24,9 @@ import time
 # Runnable as a plain script from anywhere: make the repository importable.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from decodeloop.servers.base import ToolServer  # noqa: E402
-from raw_answers import RawAnswers  # noqa: E402  (beside this script)
+from raw_answers import RawAnswers
+
+from decodeloop.servers.base import ToolServer
 
 server = ToolServer("faulty", "0.0.1")
 raw = RawAnswers(server)
@@ -103,10 +104,13 @@ def chatty() -> str:
 @server.tool(
     "count_words",
     "Count the words of TEXT; with lie=true the structured result breaks the declared outputSchema.",
-    {"type": "object", "properties": {"text": {"type": "string"}, "lie": {"type": "boolean"}},
-     "required": ["text"], "additionalProperties": False},
-    output_schema={"type": "object", "properties": {"words": {"type": "integer", "minimum": 0}},
-                   "required": ["words"]},
+    {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "lie": {"type": "boolean"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    },
+    output_schema={"type": "object", "properties": {"words": {"type": "integer", "minimum": 0}}, "required": ["words"]},
 )
 def count_words(text: str, lie: bool = False) -> tuple[str, dict]:
     words = len(text.split())
@@ -119,8 +123,11 @@ def count_words(text: str, lie: bool = False) -> tuple[str, dict]:
     {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": False},
 )
 def grow(name: str) -> str:
-    server.tool(name, "Return the text unchanged (added at run time).",
-                {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})(echo)
+    server.tool(
+        name,
+        "Return the text unchanged (added at run time).",
+        {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    )(echo)
     _send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     return f"added {name}"
 
@@ -132,6 +139,7 @@ def wire_tool(*args, **kw):
     def register(function):
         WIRE_TOOLS.append((args, kw, function))
         return function
+
     return register
 
 
@@ -143,9 +151,16 @@ TEXT_END = b'"}]}'
     "huge",
     "Answer with a text of that many megabytes of z, written in pieces: the id first (as Python servers "
     "write it) or last (as TypeScript servers do); without the newline, then hang.",
-    {"type": "object", "properties": {"megabytes": {"type": "integer", "minimum": 0},
-                                      "id_last": {"type": "boolean"}, "newline": {"type": "boolean"}},
-     "required": ["megabytes"], "additionalProperties": False},
+    {
+        "type": "object",
+        "properties": {
+            "megabytes": {"type": "integer", "minimum": 0},
+            "id_last": {"type": "boolean"},
+            "newline": {"type": "boolean"},
+        },
+        "required": ["megabytes"],
+        "additionalProperties": False,
+    },
 )
 def huge(megabytes: int, id_last: bool = False, newline: bool = True) -> str:
     piece = b"z" * (1 << 20)
@@ -175,14 +190,19 @@ def bad_utf8() -> str:
 @wire_tool(
     "deep",
     "Send a message nested LEVELS deep: the answer itself, or a notification before a plain answer.",
-    {"type": "object", "properties": {"levels": {"type": "integer", "minimum": 1},
-                                      "notification": {"type": "boolean"}},
-     "required": ["levels"], "additionalProperties": False},
+    {
+        "type": "object",
+        "properties": {"levels": {"type": "integer", "minimum": 1}, "notification": {"type": "boolean"}},
+        "required": ["levels"],
+        "additionalProperties": False,
+    },
 )
 def deep(levels: int, notification: bool = False) -> str:
     nested = b"[" * levels + b"]" * levels
     if notification:
-        raw.write(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":' + nested + b"}}\n")
+        raw.write(
+            b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":' + nested + b"}}\n"
+        )
         return "after the deep notification"
     raw.answer(b'{"jsonrpc":"2.0","id":' + raw.id() + b',"result":{"content":[],"deep":' + nested + b"}}\n")
     return "unreachable"
@@ -215,16 +235,24 @@ def spawn_child() -> str:
 @wire_tool(
     "progress",
     "Send STEPS progress notifications for this call, one every INTERVAL seconds, then answer.",
-    {"type": "object", "properties": {"steps": {"type": "integer", "minimum": 0},
-                                      "interval": {"type": "number", "minimum": 0}},
-     "required": ["steps", "interval"], "additionalProperties": False},
+    {
+        "type": "object",
+        "properties": {"steps": {"type": "integer", "minimum": 0}, "interval": {"type": "number", "minimum": 0}},
+        "required": ["steps", "interval"],
+        "additionalProperties": False,
+    },
 )
 def progress(steps: int, interval: float) -> str:
     token = ((raw.current.get("params") or {}).get("_meta") or {}).get("progressToken")
     for step in range(1, steps + 1):
         time.sleep(interval)
-        _send({"jsonrpc": "2.0", "method": "notifications/progress",
-               "params": {"progressToken": token, "progress": step, "total": steps}})
+        _send(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": token, "progress": step, "total": steps},
+            }
+        )
     return f"done after {steps} steps"
 
 
@@ -248,9 +276,11 @@ def main() -> int:
     parser.add_argument("--barrier", nargs=2, metavar=("DIR", "N"), help="wait until N servers reached DIR")
     parser.add_argument("--pid-file", help="write the pid here")
     parser.add_argument("--exit-at-start", type=int, help="exit at once with this code")
-    parser.add_argument("--wire-faults", action="store_true",
-                        help="also offer the tools that break the wire: huge, bad_utf8, deep, orphan, spawn_child, "
-                             "progress")
+    parser.add_argument(
+        "--wire-faults",
+        action="store_true",
+        help="also offer the tools that break the wire: huge, bad_utf8, deep, orphan, spawn_child, progress",
+    )
     args = parser.parse_args()
     if args.wire_faults:
         for tool_args, tool_kw, function in WIRE_TOOLS:

@@ -18,8 +18,9 @@ import sys
 # Runnable as a plain script from anywhere: make the repository importable.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from decodeloop.servers.base import ToolServer  # noqa: E402
-from raw_answers import RawAnswers  # noqa: E402  (beside this script)
+from raw_answers import RawAnswers
+
+from decodeloop.servers.base import ToolServer
 
 server = ToolServer("flooding", "0.0.1")
 options = argparse.Namespace(log_messages=0, log_chars=1000, result_items=1, item_chars=20)
@@ -29,14 +30,18 @@ raw = RawAnswers(server)
 @server.tool(
     "get_weather",
     "Flood the client with log notifications, then answer.",
-    {"type": "object", "properties": {"city": {"type": "string"}, "state": {"type": "string"}},
-     "required": ["city"], "additionalProperties": False},
+    {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "state": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
 )
 def get_weather(city: str, state: str = "") -> str:
     filler = "x" * options.log_chars
     batch: list[bytes] = []
     for n in range(options.log_messages):
-        data = f"{n:>9} {filler}"[:options.log_chars]
+        data = f"{n:>9} {filler}"[: options.log_chars]
         note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": data}}
         batch.append((json.dumps(note) + "\n").encode())
         if len(batch) == 1000:

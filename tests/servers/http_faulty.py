@@ -39,12 +39,34 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-TOOLS = ["echo", "headers", "fail500", "drop_json", "drop_sse", "resume_sse", "garbage_sse", "silent",
-         "big", "forget", "bad_utf8", "deep", "push_deep", "slow_sse", "header_check", "split"]
-SPLIT = {"type": "object", "properties": {"hex": {"type": "string"}, "marker": {"type": "string"},
-                                         "escape": {"type": "boolean"},
-                                         "framing": {"type": "string", "enum": ["json", "sse", "chunked"]}},
-         "required": ["hex", "marker"]}
+TOOLS = [
+    "echo",
+    "headers",
+    "fail500",
+    "drop_json",
+    "drop_sse",
+    "resume_sse",
+    "garbage_sse",
+    "silent",
+    "big",
+    "forget",
+    "bad_utf8",
+    "deep",
+    "push_deep",
+    "slow_sse",
+    "header_check",
+    "split",
+]
+SPLIT = {
+    "type": "object",
+    "properties": {
+        "hex": {"type": "string"},
+        "marker": {"type": "string"},
+        "escape": {"type": "boolean"},
+        "framing": {"type": "string", "enum": ["json", "sse", "chunked"]},
+    },
+    "required": ["hex", "marker"],
+}
 seen: list[dict] = []
 sessions: set[str] = set()
 resumable: dict[str, dict] = {}  # event id -> the response to replay on GET with that Last-Event-ID
@@ -75,8 +97,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def _record(self, body: bytes = b"") -> None:
         with lock:
-            seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers.items()),
-                         "body": body[:500].decode("utf-8", errors="replace")})
+            seen.append(
+                {
+                    "method": self.command,
+                    "path": self.path,
+                    "headers": dict(self.headers.items()),
+                    "body": body[:500].decode("utf-8", errors="replace"),
+                }
+            )
 
     def _send(self, status: int, body: bytes = b"", kind: str = "application/json", headers: dict | None = None):
         self.send_response(status)
@@ -153,8 +181,9 @@ class Handler(BaseHTTPRequestHandler):
         self._record(body)
         if self.path.startswith("/status/"):
             status = int(self.path.rsplit("/", 1)[1])
-            self._send(status, b"<html><body><h1>Service   Unavailable</h1>\n<p>try later</p></body></html>",
-                       "text/html")
+            self._send(
+                status, b"<html><body><h1>Service   Unavailable</h1>\n<p>try later</p></body></html>", "text/html"
+            )
             return
         if self.path == "/redirect":
             self._send(307, b"", headers={"Location": redirect_to + "/mcp"})
@@ -183,21 +212,40 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 sessions.add(session)
             version = message["params"]["protocolVersion"]
-            self._json({"jsonrpc": "2.0", "id": request_id, "result": {
-                "protocolVersion": version, "capabilities": {"tools": {}},
-                "serverInfo": {"name": "http-faulty", "version": "0"}}}, {"Mcp-Session-Id": session})
+            self._json(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {
+                        "protocolVersion": version,
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "http-faulty", "version": "0"},
+                    },
+                },
+                {"Mcp-Session-Id": session},
+            )
             return
         meta = (message.get("params") or {}).get("_meta") or {}
         modern = self.modern = stateless and meta.get("io.modelcontextprotocol/protocolVersion") == "2026-07-28"
         if modern and method == "server/discover":
-            self._json({"jsonrpc": "2.0", "id": request_id, "result": {
-                "resultType": "complete", "supportedVersions": ["2026-07-28", "2025-11-25"],
-                "capabilities": {"tools": {}},
-                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "http-faulty", "version": "0"}}}})
+            self._json(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {
+                        "resultType": "complete",
+                        "supportedVersions": ["2026-07-28", "2025-11-25"],
+                        "capabilities": {"tools": {}},
+                        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "http-faulty", "version": "0"}},
+                    },
+                }
+            )
             return
         if own_session:
-            self._json(result(request_id, "answered by " + self.headers.get("Host", "?")),
-                       {"Mcp-Session-Id": "own-" + uuid.uuid4().hex})
+            self._json(
+                result(request_id, "answered by " + self.headers.get("Host", "?")),
+                {"Mcp-Session-Id": "own-" + uuid.uuid4().hex},
+            )
             return
         if not modern and self.headers.get("Mcp-Session-Id") not in sessions:
             self._send(404, b'{"error": "unknown session"}')
@@ -209,10 +257,13 @@ class Handler(BaseHTTPRequestHandler):
                 marked = listings > 1
             tools = [{"name": name, "inputSchema": SPLIT if name == "split" else {"type": "object"}} for name in TOOLS]
             if marked:  # the schema changed: the server now wants region in a header
-                tools[TOOLS.index("header_check")]["inputSchema"] = {"type": "object", "properties": {
-                    "region": {"type": "string", "x-mcp-header": "Region"}}}
-            self._json({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools, "ttlMs": 0,
-                                                                        "cacheScope": "private"}})
+                tools[TOOLS.index("header_check")]["inputSchema"] = {
+                    "type": "object",
+                    "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+                }
+            self._json(
+                {"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools, "ttlMs": 0, "cacheScope": "private"}}
+            )
             return
         if method != "tools/call":
             self._json({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no"}})
@@ -241,8 +292,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def tool_drop_sse(self, request_id, arguments) -> None:
         self._sse_start()
-        self.wfile.write(b": working on it\n\ndata: {\"jsonrpc\": \"2.0\", \"method\": \"notifications/message\", "
-                         b"\"params\": {\"level\": \"info\", \"data\": \"half way\"}}\n\n")
+        self.wfile.write(
+            b': working on it\n\ndata: {"jsonrpc": "2.0", "method": "notifications/message", '
+            b'"params": {"level": "info", "data": "half way"}}\n\n'
+        )
         self.wfile.flush()
 
     def tool_resume_sse(self, request_id, arguments) -> None:
@@ -265,8 +318,19 @@ class Handler(BaseHTTPRequestHandler):
 
     def tool_header_check(self, request_id, arguments) -> None:
         if self.headers.get("Mcp-Param-Region") != arguments.get("region"):
-            self._send(400, json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {
-                "code": -32020, "message": "Header mismatch: Mcp-Param-Region does not match the body"}}).encode())
+            self._send(
+                400,
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request_id,
+                        "error": {
+                            "code": -32020,
+                            "message": "Header mismatch: Mcp-Param-Region does not match the body",
+                        },
+                    }
+                ).encode(),
+            )
             return
         self._json(result(request_id, f"region {arguments.get('region')}"))
 
@@ -275,8 +339,10 @@ class Handler(BaseHTTPRequestHandler):
         outcome = "finished"
         try:
             for step in range(int(arguments.get("steps", 100))):
-                self.wfile.write(b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":'
-                                 b'{"progressToken":0,"progress":%d}}\n\n' % step)
+                self.wfile.write(
+                    b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":'
+                    b'{"progressToken":0,"progress":%d}}\n\n' % step
+                )
                 self.wfile.flush()
                 time.sleep(0.1)
             self.wfile.write(b"data: " + json.dumps(result(request_id, "done", self.modern)).encode() + b"\n\n")
@@ -294,14 +360,17 @@ class Handler(BaseHTTPRequestHandler):
             self._sse_start()
             view = memoryview(b"id: b1\ndata: " + data + b"\n\n")
             for start in range(0, len(view), 1 << 16):  # in many writes, as a real stream arrives
-                self.wfile.write(view[start:start + (1 << 16)])
+                self.wfile.write(view[start : start + (1 << 16)])
             self.wfile.flush()
         else:
             self._send(200, data)
 
     def tool_bad_utf8(self, request_id, arguments) -> None:
-        data = (b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode()
-                + b',"result":{"content":[{"type":"text","text":"caf\xff"}]}}')
+        data = (
+            b'{"jsonrpc":"2.0","id":'
+            + json.dumps(request_id).encode()
+            + b',"result":{"content":[{"type":"text","text":"caf\xff"}]}}'
+        )
         if arguments.get("sse"):
             self._sse_start()
             self.wfile.write(b"data: " + data + b"\n\n")
@@ -312,8 +381,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def tool_deep(self, request_id, arguments) -> None:
         levels = int(arguments.get("levels", 100_000))
-        data = (b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":{"content":[],"deep":'
-                + b"[" * levels + b"]" * levels + b"}}")
+        data = (
+            b'{"jsonrpc":"2.0","id":'
+            + json.dumps(request_id).encode()
+            + b',"result":{"content":[],"deep":'
+            + b"[" * levels
+            + b"]" * levels
+            + b"}}"
+        )
         self._sse_start()
         self.wfile.write(b"data: " + data + b"\n\n")
         self.wfile.flush()
@@ -321,10 +396,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def tool_push_deep(self, request_id, arguments) -> None:
         levels = int(arguments.get("levels", 100_000))
-        pushed.put(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":'
-                   + b"[" * levels + b"]" * levels + b"}}")
-        pushed.put(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info",'
-                   b'"data":"after the deep one"}}')
+        pushed.put(
+            b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":'
+            + b"[" * levels
+            + b"]" * levels
+            + b"}}"
+        )
+        pushed.put(
+            b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"after the deep one"}}'
+        )
         self._json(result(request_id, "queued"))
 
     def tool_split(self, request_id, arguments) -> None:
@@ -332,20 +412,21 @@ class Handler(BaseHTTPRequestHandler):
             encoded = json.dumps(text)
             if arguments.get("escape"):
                 for char in "<>|[/":
-                    encoded = encoded.replace(char, "\\u%04x" % ord(char))
+                    encoded = encoded.replace(char, f"\\u{ord(char):04x}")
             return encoded
 
         text = bytes.fromhex(arguments["hex"]).decode("utf-8")
         marker = encode(bytes.fromhex(arguments["marker"]).decode("utf-8"))[1:-1].encode()
         kind = '"resultType":"complete",' if self.modern else ""
-        data = ('{"jsonrpc":"2.0","id":%s,"result":{%s"content":[{"type":"text","text":%s}]}}'
-                % (json.dumps(request_id), kind, encode(text))).encode()
+        data = (
+            f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{{{kind}"content":[{{"type":"text","text":{encode(text)}}}]}}}}'
+        ).encode()
         framing = arguments.get("framing", "json")
         if framing != "json":
             data = b"event: message\ndata: " + data + b"\n\n"
         start = data.index(marker)
         end = start + len(marker)
-        pieces = [data[:start], *(data[at:at + 1] for at in range(start, end)), data[end:]]
+        pieces = [data[:start], *(data[at : at + 1] for at in range(start, end)), data[end:]]
         self.send_response(200)
         self.send_header("Content-Type", "application/json" if framing == "json" else "text/event-stream")
         if framing == "json":
@@ -362,7 +443,7 @@ class Handler(BaseHTTPRequestHandler):
                 piece = b"%x\r\n" % len(piece) + piece + b"\r\n"
             self.wfile.write(piece)
             self.wfile.flush()
-            time.sleep(0.001)   # a write of its own on the wire, not coalesced with the next
+            time.sleep(0.001)  # a write of its own on the wire, not coalesced with the next
         if framing == "chunked":
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
@@ -379,10 +460,12 @@ def main() -> int:
     parser.add_argument("--redirect-to", default="http://127.0.0.1:9", help="another origin, for redirects")
     parser.add_argument("--get-stream", action="store_true", help="offer a GET stream on /mcp")
     parser.add_argument("--stateless", action="store_true", help="also speak MCP 2026-07-28")
-    parser.add_argument("--own-session", action="store_true",
-                        help="answer every request, naming a new session id of this server's own")
-    parser.add_argument("--get-stream-primes", action="store_true",
-                        help="GET /mcp: a priming event with retry: 0, then the stream ends")
+    parser.add_argument(
+        "--own-session", action="store_true", help="answer every request, naming a new session id of this server's own"
+    )
+    parser.add_argument(
+        "--get-stream-primes", action="store_true", help="GET /mcp: a priming event with retry: 0, then the stream ends"
+    )
     args = parser.parse_args()
     redirect_to = args.redirect_to.rstrip("/")
     get_stream = args.get_stream

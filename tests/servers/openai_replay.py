@@ -53,13 +53,17 @@ class Stats:
 
     def as_dict(self) -> dict:
         with self.lock:
-            return {"requests": self.requests, "tokens": self.tokens, "in_flight": self.in_flight,
-                    "max_in_flight": self.max_in_flight}
+            return {
+                "requests": self.requests,
+                "tokens": self.tokens,
+                "in_flight": self.in_flight,
+                "max_in_flight": self.max_in_flight,
+            }
 
 
 def handler(script: Script, stats: Stats, delay: float, model: str):
     class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"   # the answer ends when the connection closes
+        protocol_version = "HTTP/1.0"  # the answer ends when the connection closes
 
         def log_message(self, *args) -> None:
             pass
@@ -102,27 +106,42 @@ def handler(script: Script, stats: Stats, delay: float, model: str):
                     if delay:
                         time.sleep(delay)
                     last = n == len(ids)
-                    chunk = {"id": "cmpl-scripted", "object": "text_completion", "model": model,
-                             "choices": [{"index": 0, "text": text, "token_ids": [token], "logprobs": None,
-                                          "finish_reason": "stop" if last else None}],
-                             "usage": {"prompt_tokens": len(prompt), "completion_tokens": n,
-                                       "total_tokens": len(prompt) + n}}
+                    chunk = {
+                        "id": "cmpl-scripted",
+                        "object": "text_completion",
+                        "model": model,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "text": text,
+                                "token_ids": [token],
+                                "logprobs": None,
+                                "finish_reason": "stop" if last else None,
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": len(prompt),
+                            "completion_tokens": n,
+                            "total_tokens": len(prompt) + n,
+                        },
+                    }
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                     with stats.lock:
                         stats.tokens += 1
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
-                pass   # the client hung up: it stopped the segment itself
+                pass  # the client hung up: it stopped the segment itself
             finally:
                 with stats.lock:
                     stats.in_flight -= 1
+
     return Handler
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = 512   # the listen backlog: many episodes connect at once (the default, 5, resets some)
+    request_queue_size = 512  # the listen backlog: many episodes connect at once (the default, 5, resets some)
 
 
 def serve(script: Script, port: int = 0, delay: float = 0.0, model: str = "scripted") -> ThreadingHTTPServer:

@@ -32,7 +32,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from decodeloop.formats.tokenizer import CharTokenizer  # noqa: E402
+from decodeloop.formats.tokenizer import CharTokenizer
 
 TOK = CharTokenizer()
 QUESTION = "What's the weather in Polson, MT?"
@@ -44,7 +44,7 @@ SCRIPT = [  # (how the prompt ends, what the model writes)
 ]
 SEEN: list[dict] = []
 LOCK = threading.Lock()
-CACHE: list[list[int]] = [[]]   # the server's KV cache: the last prompt and what it generated
+CACHE: list[list[int]] = [[]]  # the server's KV cache: the last prompt and what it generated
 
 
 def common(a: list[int], b: list[int]) -> int:
@@ -80,7 +80,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-        if self.path == "/extras/tokenize":   # llama-cpp-python's server has one; "textonly" stands for one without
+        if self.path == "/extras/tokenize":  # llama-cpp-python's server has one; "textonly" stands for one without
             if self.mode not in ("text", "textplain"):
                 return self._send(404, b'{"detail": "Not Found"}')
             return self._send(200, json.dumps({"tokens": self._read(body["input"])}).encode())
@@ -103,13 +103,13 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(400, b'{"error": {"message": "logprobs is not supported"}}')
         try:
             text = TOK.decode(ids)
-        except ValueError:   # ids of another vocabulary: the last line of the script
+        except ValueError:  # ids of another vocabulary: the last line of the script
             text = "<|assistant|>"
         reply = next(out for end, out in SCRIPT if text.endswith(end))
         tokens = TOK.encode_markup(reply)
         cached = common(CACHE[0], ids)
         if cached == len(ids):
-            cached -= 1   # the last prompt position is computed again for its logits
+            cached -= 1  # the last prompt position is computed again for its logits
         CACHE[0] = list(ids)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -132,9 +132,16 @@ class Handler(BaseHTTPRequestHandler):
     def _stream(self, body: dict, ids: list[int], tokens: list[int], cached: int, record: dict) -> None:
         mode = self.mode
         eos = TOK.eos_id
-        if mode == "full":   # the context fills the server's window: it stops at once
-            self._event(json.dumps({"id": "c", "object": "text_completion",
-                                    "choices": [{"index": 0, "text": "", "finish_reason": "length"}]}))
+        if mode == "full":  # the context fills the server's window: it stops at once
+            self._event(
+                json.dumps(
+                    {
+                        "id": "c",
+                        "object": "text_completion",
+                        "choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+                    }
+                )
+            )
             self._event("[DONE]")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
@@ -143,7 +150,7 @@ class Handler(BaseHTTPRequestHandler):
         held: list[int] = []
         for i, token in enumerate(tokens):
             if mode == "llamacpp" and token == eos:
-                break   # llama.cpp's server does not stream the end-of-generation token
+                break  # llama.cpp's server does not stream the end-of-generation token
             if mode in ("text", "textonly", "textplain") and token == eos:
                 break
             if mode == "garbage" and i == 3:
@@ -157,40 +164,64 @@ class Handler(BaseHTTPRequestHandler):
             if mode == "hang" and i == 1:
                 time.sleep(3600)
             piece = TOK.decode([token])
-            if mode in ("text", "textplain"):   # one token per chunk, decoded alone: part of a character is lost
+            if mode in ("text", "textplain"):  # one token per chunk, decoded alone: part of a character is lost
                 piece = piece if TOK.is_special(token) else TOK.token_bytes(token).decode("utf-8", "ignore")
-            elif mode == "textonly":   # tokens held until their text decodes: a chunk may hold several
+            elif mode == "textonly":  # tokens held until their text decodes: a chunk may hold several
                 held.append(token)
                 try:
-                    piece = b"".join(TOK.token_bytes(t) for t in held).decode() if not TOK.is_special(token) \
+                    piece = (
+                        b"".join(TOK.token_bytes(t) for t in held).decode()
+                        if not TOK.is_special(token)
                         else TOK.decode(held)
+                    )
                 except UnicodeDecodeError:
                     continue
                 held.clear()
             filler = filler or TOK.decode(tokens[:i]).endswith("]")
             if filler:
-                time.sleep(0.02)   # the filler after a call: slow, so a hang-up comes before its end
+                time.sleep(0.02)  # the filler after a call: slow, so a hang-up comes before its end
             top = {TOK.decode([token]): -0.1, "x": -3.0}
             choice: dict = {"index": 0, "text": piece, "finish_reason": None}
             chunk: dict = {"id": "c", "object": "text_completion", "choices": [choice]}
             if mode in ("vllm", "badid", "hang", "garbage", "cut"):
-                choice["token_ids"] = [10 ** 9 if mode == "badid" else token]
+                choice["token_ids"] = [10**9 if mode == "badid" else token]
                 choice["logprobs"] = {"tokens": [piece], "token_logprobs": [-0.1], "top_logprobs": [top]}
-                chunk["usage"] = {"prompt_tokens": len(ids), "completion_tokens": i + 1, "total_tokens": 0,
-                                  "prompt_tokens_details": {"cached_tokens": cached}}
+                chunk["usage"] = {
+                    "prompt_tokens": len(ids),
+                    "completion_tokens": i + 1,
+                    "total_tokens": 0,
+                    "prompt_tokens_details": {"cached_tokens": cached},
+                }
             elif mode == "llamacpp":
-                choice["logprobs"] = {"content": [{"id": token, "token": piece, "logprob": -0.1, "top_logprobs": [
-                    {"id": token, "token": piece, "logprob": -0.1}, {"id": TOK.encode("x")[0], "token": "x",
-                                                                     "logprob": -3.0}]}]}
+                choice["logprobs"] = {
+                    "content": [
+                        {
+                            "id": token,
+                            "token": piece,
+                            "logprob": -0.1,
+                            "top_logprobs": [
+                                {"id": token, "token": piece, "logprob": -0.1},
+                                {"id": TOK.encode("x")[0], "token": "x", "logprob": -3.0},
+                            ],
+                        }
+                    ]
+                }
                 chunk["timings"] = {"cache_n": cached, "prompt_n": len(ids) - cached}
             elif mode in ("text", "textplain"):
-                choice["logprobs"] = {"tokens": [piece], "token_logprobs": [-0.1], "top_logprobs": [top],
-                                      "text_offset": [0]}
+                choice["logprobs"] = {
+                    "tokens": [piece],
+                    "token_logprobs": [-0.1],
+                    "top_logprobs": [top],
+                    "text_offset": [0],
+                }
             self._event(json.dumps(chunk))
             record["sent"] = i + 1
             CACHE[0].append(token)
-        final: dict = {"id": "c", "object": "text_completion",
-                       "choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}
+        final: dict = {
+            "id": "c",
+            "object": "text_completion",
+            "choices": [{"index": 0, "text": "", "finish_reason": "stop"}],
+        }
         if mode in ("text", "textplain"):
             final["usage"] = {"prompt_tokens": len(ids), "completion_tokens": record["sent"]}
         self._event(json.dumps(final))

@@ -13,8 +13,8 @@ import os
 
 class RawAnswers:
     def __init__(self, server) -> None:
-        self.current: dict = {}     # the request being answered
-        self.answered = False       # the tool wrote its answer itself: the server must not answer again
+        self.current: dict = {}  # the request being answered
+        self.answered = False  # the tool wrote its answer itself: the server must not answer again
         self._handle = server.handle
         server.handle = self._handled
 
@@ -33,7 +33,7 @@ class RawAnswers:
         for part in parts:
             view = memoryview(part)
             while view:
-                view = view[os.write(1, view):]
+                view = view[os.write(1, view) :]
 
     def answer(self, *parts: bytes) -> None:
         """Write the answer to the current request from these pieces, as they are."""

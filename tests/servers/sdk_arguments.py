@@ -9,7 +9,7 @@ arguments it received and their Python types, after the SDK validated them.
 from __future__ import annotations
 
 import json
-from typing import Literal, Optional
+from typing import Literal
 
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel
@@ -20,7 +20,7 @@ server = MCPServer("sdk-arguments")
 class Point(BaseModel):
     x: int
     y: float = 0.0
-    label: Optional[str] = None
+    label: str | None = None
 
 
 class Box(BaseModel):
@@ -30,25 +30,35 @@ class Box(BaseModel):
 
 def described(**arguments) -> str:
     """The arguments as JSON, each with its Python type, so the test sees what validation made of them."""
-    return json.dumps({name: [value.model_dump() if isinstance(value, BaseModel) else value, type(value).__name__]
-                       for name, value in arguments.items()}, sort_keys=True)
+    return json.dumps(
+        {
+            name: [value.model_dump() if isinstance(value, BaseModel) else value, type(value).__name__]
+            for name, value in arguments.items()
+        },
+        sort_keys=True,
+    )
 
 
 @server.tool()
-def search(query: str, limit: Optional[int] = None, tags: Optional[list[str]] = None,
-           exact: Optional[bool] = None, mode: Optional[Literal["fast", "full"]] = None) -> str:
+def search(
+    query: str,
+    limit: int | None = None,
+    tags: list[str] | None = None,
+    exact: bool | None = None,
+    mode: Literal["fast", "full"] | None = None,
+) -> str:
     """Search with optional parameters of every kind."""
     return described(query=query, limit=limit, tags=tags, exact=exact, mode=mode)
 
 
 @server.tool()
-def place(point: Point, others: Optional[list[Point]] = None) -> str:
+def place(point: Point, others: list[Point] | None = None) -> str:
     """A pydantic model as an argument, and an optional list of them."""
     return described(point=point, others=[p.model_dump() for p in others] if others is not None else None)
 
 
 @server.tool()
-def pack(box: Optional[Box] = None, scale: float | int = 1) -> str:
+def pack(box: Box | None = None, scale: float | int = 1) -> str:
     """An optional model holding another model; a number that may be a float or an int."""
     return described(box=box, scale=scale)
 

@@ -25,16 +25,30 @@ server = MCPServer("sdk-interop")
 
 def png_1x1() -> bytes:
     """A valid one-pixel PNG, built here so no file is needed."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
     header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0\xff\0\0")) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0\xff\0\0"))
+        + chunk(b"IEND", b"")
+    )
 
 
 def wav_silence(samples: int = 800) -> bytes:
     data = b"\0\0" * samples
-    return (b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, 8000, 16000, 2, 16)
-            + b"data" + struct.pack("<I", len(data)) + data)
+    return (
+        b"RIFF"
+        + struct.pack("<I", 36 + len(data))
+        + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, 8000, 16000, 2, 16)
+        + b"data"
+        + struct.pack("<I", len(data))
+        + data
+    )
 
 
 class Weather(BaseModel):
@@ -64,19 +78,33 @@ def beep() -> Audio:
 @server.tool()
 def report_link() -> types.ResourceLink:
     """A link to a report resource."""
-    return types.ResourceLink(type="resource_link", name="report", uri="file:///reports/q3.pdf",
-                              mime_type="application/pdf", description="the third-quarter report")
+    return types.ResourceLink(
+        type="resource_link",
+        name="report",
+        uri="file:///reports/q3.pdf",
+        mime_type="application/pdf",
+        description="the third-quarter report",
+    )
 
 
 @server.tool()
 def embedded() -> list[types.EmbeddedResource]:
     """An embedded text resource and an embedded binary one."""
     return [
-        types.EmbeddedResource(type="resource", resource=types.TextResourceContents(
-            uri="file:///notes.txt", mime_type="text/plain", text="remember the milk")),
-        types.EmbeddedResource(type="resource", resource=types.BlobResourceContents(
-            uri="file:///data.bin", mime_type="application/octet-stream",
-            blob=base64.b64encode(bytes(range(256)) * 4).decode())),
+        types.EmbeddedResource(
+            type="resource",
+            resource=types.TextResourceContents(
+                uri="file:///notes.txt", mime_type="text/plain", text="remember the milk"
+            ),
+        ),
+        types.EmbeddedResource(
+            type="resource",
+            resource=types.BlobResourceContents(
+                uri="file:///data.bin",
+                mime_type="application/octet-stream",
+                blob=base64.b64encode(bytes(range(256)) * 4).decode(),
+            ),
+        ),
     ]
 
 
@@ -109,9 +137,11 @@ async def count(steps: int, ctx: Context) -> str:
 @server.tool()
 async def grow(ctx: Context) -> str:
     """Add a tool named `grown` and say so to every client listening for changed tools."""
+
     def grown() -> str:
         """A tool added while the server runs."""
         return "grown"
+
     server.add_tool(grown)
     await ctx.notify_tools_changed()
     return "added grown"

@@ -34,9 +34,15 @@ def serve_stdio(log: str, answers: set[str]) -> None:
         record(log, line)
         message = json.loads(line)
         if message.get("method") == "initialize" and "initialize" in answers:
-            reply = {"jsonrpc": "2.0", "id": message["id"], "result": {
-                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-                "serverInfo": {"name": "silent", "version": "0"}}}
+            reply = {
+                "jsonrpc": "2.0",
+                "id": message["id"],
+                "result": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "silent", "version": "0"},
+                },
+            }
             sys.stdout.write(json.dumps(reply) + "\n")
             sys.stdout.flush()
 
@@ -65,4 +71,4 @@ if __name__ == "__main__":
     if "--http" in sys.argv[2:]:
         serve_http(sys.argv[1])
     else:
-        serve_stdio(sys.argv[1], set(sys.argv[sys.argv.index("--answers") + 1:]) if "--answers" in sys.argv else set())
+        serve_stdio(sys.argv[1], set(sys.argv[sys.argv.index("--answers") + 1 :]) if "--answers" in sys.argv else set())

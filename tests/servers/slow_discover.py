@@ -12,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from decodeloop.servers.weather import build_server  # noqa: E402
+from decodeloop.servers.weather import build_server
 
 server = build_server()
 
@@ -25,12 +25,17 @@ def handle(message):
     global _serving_2026
     method = message.get("method") if isinstance(message, dict) else None
     if method == "server/discover":
-        time.sleep(DELAY)           # a slow start: imports, a model, a database
+        time.sleep(DELAY)  # a slow start: imports, a model, a database
         _serving_2026 = True
     elif method == "initialize" and _serving_2026:
-        return {"jsonrpc": "2.0", "id": message.get("id"),
-                "error": {"code": -32022, "message": "connection is serving the 2026-07-28 protocol; the "
-                                                     "initialize handshake is not accepted"}}
+        return {
+            "jsonrpc": "2.0",
+            "id": message.get("id"),
+            "error": {
+                "code": -32022,
+                "message": "connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted",
+            },
+        }
     return _handle(message)
 
 

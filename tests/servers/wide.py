@@ -15,10 +15,36 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from decodeloop.servers.base import ToolServer  # noqa: E402
+from decodeloop.servers.base import ToolServer
 
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike november oscar papa "
-         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu").split()
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliett",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xray",
+    "yankee",
+    "zulu",
+]
 TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
 
@@ -48,11 +74,13 @@ def main() -> int:
     server = ToolServer(args.name, "0.0.1")
     add_tools(server, 0, args.tools, args.description_chars)
     if args.grow_to:
+
         @server.tool("grow", f"Add tools until there are {args.grow_to}.", {"type": "object", "properties": {}})
         def grow() -> str:
             add_tools(server, len(server.tools) - 1, args.grow_to, args.description_chars)
             os.write(1, (json.dumps({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}) + "\n").encode())
             return f"{len(server.tools)} tools now"
+
     return server.serve_stdio()
 
 

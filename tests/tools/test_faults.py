@@ -17,12 +17,11 @@ import time
 import tracemalloc
 
 import pytest
+from conftest import FAULTY
 
 from decodeloop.mcp import ConnectionClosed, McpClient, McpError, ProtocolError, RequestTimeout, StdioTransport
 from decodeloop.tools.config import ServerSpec
 from decodeloop.tools.router import start_servers, stdio_specs
-
-from conftest import FAULTY  # noqa: E402  (tests/servers/faulty.py)
 
 TIMEOUT = 60  # the client's request timeout: a guard against a hang, never what a test waits for
 
@@ -30,14 +29,19 @@ TIMEOUT = 60  # the client's request timeout: a guard against a hang, never what
 class Faulty:
     """A client connected to a fresh faulty server, recording everything it reports."""
 
-    def __init__(self, *flags: str, close_timeout: float = 0.3, max_message_bytes: int | None = None,
-                 **client_options) -> None:
+    def __init__(
+        self, *flags: str, close_timeout: float = 0.3, max_message_bytes: int | None = None, **client_options
+    ) -> None:
         flags = ("--wire-faults", *flags)  # the tools that break the wire too
         self.stderr: list[str] = []
         self.logs: list[str] = []
         self.traffic: list[tuple[str, dict]] = []
-        self.transport = StdioTransport([*FAULTY, *flags], on_stderr=self._on_stderr, close_timeout=close_timeout,
-                                        **({"max_message_bytes": max_message_bytes} if max_message_bytes else {}))
+        self.transport = StdioTransport(
+            [*FAULTY, *flags],
+            on_stderr=self._on_stderr,
+            close_timeout=close_timeout,
+            **({"max_message_bytes": max_message_bytes} if max_message_bytes else {}),
+        )
         self.client = McpClient(
             self.transport,
             name="faulty",
@@ -88,8 +92,11 @@ def test_hang_times_out_and_cancels_the_request(faulty):
     call = next(m for d, m in server.traffic if d == "send" and m.get("params", {}).get("name") == "hang")
     cancels = [m for d, m in server.traffic if d == "send" and m.get("method") == "notifications/cancelled"]
     assert cancels == [
-        {"jsonrpc": "2.0", "method": "notifications/cancelled",
-         "params": {"requestId": call["id"], "reason": "timed out after 0.5s"}}
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": call["id"], "reason": "timed out after 0.5s"},
+        }
     ]
 
 
@@ -114,8 +121,10 @@ def test_a_20_megabyte_response_line_is_read_whole(faulty):
 def test_garbage_on_stdout_is_logged_and_the_session_goes_on(faulty):
     server = faulty()
     assert server.client.call_tool("garbage", {}).text() == "after garbage"
-    assert any("skipped a message from the server: not JSON (Expecting value at character 0): this line is not JSON"
-               in line for line in server.logs), server.logs
+    assert any(
+        "skipped a message from the server: not JSON (Expecting value at character 0): this line is not JSON" in line
+        for line in server.logs
+    ), server.logs
     assert all(line.startswith("faulty: ") for line in server.logs)
     assert server.client.call_tool("echo", {"text": "hé\nthere"}).text() == "hé\nthere"
 
@@ -216,7 +225,7 @@ MB = 1 << 20
 class PeakMemory:
     """tracemalloc's peak over a block, above what was allocated when it began."""
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self._was_tracing = tracemalloc.is_tracing()
         if not self._was_tracing:
             tracemalloc.start()
@@ -245,8 +254,11 @@ def test_a_message_over_the_cap_fails_its_request_at_once_naming_the_cap(faulty)
         server.client.call_tool("huge", {"megabytes": 8})
     message = str(excinfo.value)
     # failed as soon as the line passed the cap, not when it ended: its start named the request
-    assert re.fullmatch(rf"faulty: the response to request {last_call_id(server)} is at least [0-9,]+ bytes, over the "
-                        r"1,048,576-byte cap on one message \(max_message_bytes\); it was skipped", message), message
+    assert re.fullmatch(
+        rf"faulty: the response to request {last_call_id(server)} is at least [0-9,]+ bytes, over the "
+        r"1,048,576-byte cap on one message \(max_message_bytes\); it was skipped",
+        message,
+    ), message
     assert server.client.call_tool("echo", {"text": "next"}).text() == "next"  # the rest of the line was dropped
     assert any("over the 1,048,576-byte cap" in line and '{"jsonrpc":"2.0","id":' in line for line in server.logs)
 
@@ -257,8 +269,10 @@ def test_a_message_over_the_cap_with_its_id_at_the_end_fails_when_it_ends(faulty
         server.client.call_tool("huge", {"megabytes": 8, "id_last": True})
     size = len(b'{"result":{"content":[{"type":"text","text":""}]},"jsonrpc":"2.0","id":}') + 8 * MB
     size += len(str(last_call_id(server)))
-    assert str(excinfo.value) == (f"faulty: the response to request {last_call_id(server)} is {size:,} bytes, over "
-                                  "the 1,048,576-byte cap on one message (max_message_bytes); it was skipped")
+    assert str(excinfo.value) == (
+        f"faulty: the response to request {last_call_id(server)} is {size:,} bytes, over "
+        "the 1,048,576-byte cap on one message (max_message_bytes); it was skipped"
+    )
     assert server.client.call_tool("echo", {"text": "next"}).text() == "next"
 
 
@@ -282,8 +296,10 @@ def test_invalid_utf8_fails_the_request_at_once_with_the_byte_position(faulty):
         server.client.call_tool("bad_utf8", {})
     request_id = last_call_id(server)
     position = len(f'{{"jsonrpc":"2.0","id":{request_id},"result":{{"content":[{{"type":"text","text":"caf')
-    assert str(excinfo.value) == (f"faulty: the response to request {request_id} could not be read: "
-                                  f"not valid UTF-8: byte 0xff at position {position}")
+    assert str(excinfo.value) == (
+        f"faulty: the response to request {request_id} could not be read: "
+        f"not valid UTF-8: byte 0xff at position {position}"
+    )
     assert server.client.call_tool("echo", {"text": "café"}).text() == "café"
 
 
@@ -298,12 +314,15 @@ def test_a_deeply_nested_answer_fails_its_request_and_the_session_goes_on(faulty
 def test_a_deeply_nested_notification_is_skipped_with_a_notice(faulty):
     server = faulty()
     assert server.client.call_tool("deep", {"levels": 100_000, "notification": True}).text() == (
-        "after the deep notification")
-    assert any(line.startswith("faulty: skipped a message from the server: nested too deeply to parse")
-               for line in server.logs), server.logs
+        "after the deep notification"
+    )
+    assert any(
+        line.startswith("faulty: skipped a message from the server: nested too deeply to parse") for line in server.logs
+    ), server.logs
 
 
 # -- the process, not only the pipe ------------------------------------------------------------------
+
 
 def test_a_server_that_exits_while_its_child_holds_stdout_is_noticed(faulty):
     server = faulty()
@@ -332,12 +351,14 @@ def test_each_server_runs_in_its_own_process_group(faulty):
 
 # -- progress may extend a timeout, as the TypeScript SDK's resetTimeoutOnProgress ---------------------
 
+
 def test_progress_restarts_the_timeout_when_asked(faulty):
     server = faulty(reset_timeout_on_progress=True)
     started = time.monotonic()
     # 40 notifications 0.1 s apart: the call outlives its 2 s timeout because each one restarts it
     assert server.client.call_tool("progress", {"steps": 40, "interval": 0.1}, timeout=2).text() == (
-        "done after 40 steps")
+        "done after 40 steps"
+    )
     assert time.monotonic() - started >= 4.0
 
 
@@ -359,6 +380,7 @@ def test_the_maximum_total_ends_a_call_whatever_its_progress(faulty):
 
 # -- starting several servers ---------------------------------------------------------------------------
 
+
 def test_servers_start_at_the_same_time(tmp_path, events):
     # each server waits, before it answers anything, until all six are running: one after another would never do
     specs = stdio_specs([[*FAULTY, "--barrier", str(tmp_path), "6"] for _ in range(6)])
@@ -378,17 +400,19 @@ def test_servers_tools_and_events_keep_the_configs_order(events):
         assert router.call("faulty2__echo", {"text": "two"}).text() == "two"
     ready = [e.server for e in events.of("server")]
     assert ready == ["faulty", "faulty2", "faulty3"]
-    startup = events[:events.index(events.of("server")[-1]) + 1]
-    order = [e.source if e.kind == "notice" else e.server for e in startup]   # notices: the names given
+    startup = events[: events.index(events.of("server")[-1]) + 1]
+    order = [e.source if e.kind == "notice" else e.server for e in startup]  # notices: the names given
     assert order == sorted(order), "each server's events come after all of those before it"
 
 
 def test_a_failed_start_names_the_first_failure_in_order_and_ends_every_server(tmp_path, events):
     first, last = tmp_path / "first.pid", tmp_path / "last.pid"
-    specs = [ServerSpec("first", [*FAULTY, "--pid-file", str(first)], transport="stdio"),
-             ServerSpec("broken", [*FAULTY, "--exit-at-start", "5"], transport="stdio"),
-             ServerSpec("missing", ["/nonexistent/decodeloop-server"], transport="stdio"),
-             ServerSpec("last", [*FAULTY, "--start-delay", "0.5", "--pid-file", str(last)], transport="stdio")]
+    specs = [
+        ServerSpec("first", [*FAULTY, "--pid-file", str(first)], transport="stdio"),
+        ServerSpec("broken", [*FAULTY, "--exit-at-start", "5"], transport="stdio"),
+        ServerSpec("missing", ["/nonexistent/decodeloop-server"], transport="stdio"),
+        ServerSpec("last", [*FAULTY, "--start-delay", "0.5", "--pid-file", str(last)], transport="stdio"),
+    ]
     with pytest.raises(ConnectionClosed) as excinfo:
         start_servers(specs, events, timeout=TIMEOUT)
     message = str(excinfo.value)

@@ -13,37 +13,56 @@ from decodeloop.tools.router import namespaced
 
 
 def test_claude_desktop_cursor_and_vs_code_forms(tmp_path):
-    specs = parse_config({"mcpServers": {
-        "weather": {"command": "python3", "args": ["-m", "decodeloop.servers.weather"], "env": {"A": "1"}},
-        "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer x"}},
-        "old": {"type": "sse", "url": "http://localhost:3001/sse"},
-        "off": {"command": "nothing", "disabled": True},
-    }}, "mcp.json")
+    specs = parse_config(
+        {
+            "mcpServers": {
+                "weather": {"command": "python3", "args": ["-m", "decodeloop.servers.weather"], "env": {"A": "1"}},
+                "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer x"}},
+                "old": {"type": "sse", "url": "http://localhost:3001/sse"},
+                "off": {"command": "nothing", "disabled": True},
+            }
+        },
+        "mcp.json",
+    )
     assert specs == [
         ServerSpec("weather", ["python3", "-m", "decodeloop.servers.weather"], {"A": "1"}, None, transport="stdio"),
         ServerSpec("remote", url="https://example.com/mcp", headers={"Authorization": "Bearer x"}),
         ServerSpec("old", url="http://localhost:3001/sse", transport="sse"),
     ]
-    vs_code = parse_config({"servers": {"s": {"type": "http", "url": "http://h/mcp"},
-                                        "t": {"type": "stdio", "command": "srv", "cwd": "sub"}},
-                            "inputs": []}, "settings.json", base=str(tmp_path))
+    vs_code = parse_config(
+        {
+            "servers": {
+                "s": {"type": "http", "url": "http://h/mcp"},
+                "t": {"type": "stdio", "command": "srv", "cwd": "sub"},
+            },
+            "inputs": [],
+        },
+        "settings.json",
+        base=str(tmp_path),
+    )
     assert [(s.transport, s.cwd) for s in vs_code] == [("http", None), ("stdio", str(tmp_path / "sub"))]
 
 
-@pytest.mark.parametrize("data, message", [
-    ({"mcpServers": {"w": {"comand": "x"}}}, 'mcp.json: server "w": unknown key(s) comand'),
-    ({"mcpServers": {"w": {"args": ["x"]}}}, 'mcp.json: server "w": needs exactly one of "command"'),
-    ({"mcpServers": {"w": {"command": "x", "url": "http://h"}}}, 'server "w": needs exactly one of'),
-    ({"mcpServers": {"w": {"url": "ftp://h/mcp"}}}, 'server "w": bad MCP server URL'),
-    ({"mcpServers": {"w": {"url": "http://h", "type": "websocket"}}}, 'server "w": "type" must be stdio, http or sse'),
-    ({"mcpServers": {"w": {"command": "x", "args": "-m y"}}}, 'server "w": "args" must be a list of strings'),
-    ({"mcpServers": {"w": {"command": "x", "env": {"A": 1}}}}, 'server "w": "env" must be an object of strings'),
-    ({"mcpServers": {"w": {"url": "http://h", "headers": {"Bad Name": "v"}}}}, "bad header"),
-    ({"mcpServers": {"w": {"url": "http://h", "env": {}}}}, '"env" is for stdio servers'),
-    ({"mcpServers": {}, "servers": {}}, 'exactly one of "mcpServers" or "servers"'),
-    ({"mcpServer": {}}, 'exactly one of "mcpServers" or "servers"'),
-    ([], 'expected a JSON object'),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"mcpServers": {"w": {"comand": "x"}}}, 'mcp.json: server "w": unknown key(s) comand'),
+        ({"mcpServers": {"w": {"args": ["x"]}}}, 'mcp.json: server "w": needs exactly one of "command"'),
+        ({"mcpServers": {"w": {"command": "x", "url": "http://h"}}}, 'server "w": needs exactly one of'),
+        ({"mcpServers": {"w": {"url": "ftp://h/mcp"}}}, 'server "w": bad MCP server URL'),
+        (
+            {"mcpServers": {"w": {"url": "http://h", "type": "websocket"}}},
+            'server "w": "type" must be stdio, http or sse',
+        ),
+        ({"mcpServers": {"w": {"command": "x", "args": "-m y"}}}, 'server "w": "args" must be a list of strings'),
+        ({"mcpServers": {"w": {"command": "x", "env": {"A": 1}}}}, 'server "w": "env" must be an object of strings'),
+        ({"mcpServers": {"w": {"url": "http://h", "headers": {"Bad Name": "v"}}}}, "bad header"),
+        ({"mcpServers": {"w": {"url": "http://h", "env": {}}}}, '"env" is for stdio servers'),
+        ({"mcpServers": {}, "servers": {}}, 'exactly one of "mcpServers" or "servers"'),
+        ({"mcpServer": {}}, 'exactly one of "mcpServers" or "servers"'),
+        ([], "expected a JSON object"),
+    ],
+)
 def test_config_mistakes_name_the_file_and_the_server(data, message):
     with pytest.raises(ConfigError) as excinfo:
         parse_config(data, "mcp.json")
@@ -64,7 +83,9 @@ def test_bad_json_and_duplicate_servers_name_the_file(tmp_path):
 
 
 def test_urls_and_headers():
-    assert url_spec("sse+https://h.example/sse") == ServerSpec("h.example", url="https://h.example/sse", transport="sse")
+    assert url_spec("sse+https://h.example/sse") == ServerSpec(
+        "h.example", url="https://h.example/sse", transport="sse"
+    )
     assert url_spec("http://127.0.0.1:3001/mcp").transport == "auto"
     assert parse_header("Authorization:  Bearer a:b ") == ("Authorization", "Bearer a:b")
     for bad in ("no colon", ": empty", "Bad Name: x"):
@@ -80,10 +101,14 @@ def test_namespaced_names_keep_to_the_tool_name_rules():
 
 def test_cli_runs_servers_from_a_config_file(tmp_path):
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"weather": {
-        "command": sys.executable, "args": ["-m", "decodeloop.servers.weather"]}}}))
-    p = run("-m", "decodeloop", "run", "-q", "--mcp-config", str(config), "What's the weather in Polson, MT?",
-            no_site=False)
+    config.write_text(
+        json.dumps(
+            {"mcpServers": {"weather": {"command": sys.executable, "args": ["-m", "decodeloop.servers.weather"]}}}
+        )
+    )
+    p = run(
+        "-m", "decodeloop", "run", "-q", "--mcp-config", str(config), "What's the weather in Polson, MT?", no_site=False
+    )
     assert (p.returncode, p.stdout.strip()) == (0, ANSWER), p.stderr
 
 
@@ -99,8 +124,20 @@ def test_cli_config_errors_are_clear(tmp_path):
 
 def test_cli_connects_to_a_url_server_with_headers(http_server):
     server = http_server()
-    p = run("-m", "decodeloop", "run", "--json", "--max-tokens", "3", "--mcp-url", server.url + "/mcp",
-            "--mcp-header", "Authorization: Bearer t0ken", "hi", no_site=False)
+    p = run(
+        "-m",
+        "decodeloop",
+        "run",
+        "--json",
+        "--max-tokens",
+        "3",
+        "--mcp-url",
+        server.url + "/mcp",
+        "--mcp-header",
+        "Authorization: Bearer t0ken",
+        "hi",
+        no_site=False,
+    )
     assert p.returncode == 0, p.stderr
     [ready] = [json.loads(line) for line in p.stdout.splitlines() if '"event": "server"' in line]
     assert ready["server"] == "127.0.0.1" and ready["server_name"] == "http-faulty" and "echo" in ready["tools"]

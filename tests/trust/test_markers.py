@@ -15,18 +15,25 @@ from conftest import ROOT
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.chat import ToolReply
-from decodeloop.harness import Harness
-from decodeloop.trust.markers import Markers, escape, for_bundle, fold
-from decodeloop.models import lab_bundle
-from decodeloop.lab.table import TableModel
-from decodeloop.tools.router import start_stdio_servers
-from decodeloop.sampling import Sampler
 from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.harness import Harness
+from decodeloop.lab.table import TableModel
+from decodeloop.models import lab_bundle
+from decodeloop.sampling import Sampler
+from decodeloop.tools.router import start_stdio_servers
+from decodeloop.trust.markers import Markers, escape, fold, for_bundle
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
 LAB_MARKERS = ["<|eos|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|system|>", "[call "]
-CHATML_MARKERS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_call>", "<tool_response>",
-                  "</tool_response>"]
+CHATML_MARKERS = [
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+]
 CYRILLIC = str.maketrans({"a": "а", "c": "с", "e": "е", "o": "о", "p": "р"})
 FULLWIDTH = str.maketrans({"<": "＜", ">": "＞", "|": "｜", "[": "［", "/": "／"})
 ACCENTED = str.maketrans({"a": "á", "e": "ë", "o": "ô", "i": "ì", "u": "ũ"})
@@ -44,7 +51,11 @@ def disguises(marker: str) -> dict[str, str]:
         "soft hyphen inside": marker[:middle] + "\u00ad" + marker[middle:],
         "variation selector inside": marker[:middle] + "\ufe0f" + marker[middle:],
         "combining grapheme joiner inside": marker[:middle] + "\u034f" + marker[middle:],
-        "zero-width joiner and non-joiner inside": marker[:1] + "\u200d" + marker[1:middle] + "\u200c" + marker[middle:],
+        "zero-width joiner and non-joiner inside": marker[:1]
+        + "\u200d"
+        + marker[1:middle]
+        + "\u200c"
+        + marker[middle:],
         "tag characters inside": marker[:middle] + "\U000e0041\U000e007f" + marker[middle:],
         "combining marks inside": marker[:middle] + "\u0301\u20dd" + marker[middle:],
         "accented letters": marker.translate(ACCENTED),
@@ -57,7 +68,7 @@ def disguises(marker: str) -> dict[str, str]:
         "numeric references without semicolons": "".join(f"&#{ord(c)}" if c in "<>|[/" else c for c in marker),
         "upper-case hex references": "".join(f"&#X{ord(c):X};" if c in "<>|[/" else c for c in marker),
         "named references": marker.translate(NAMED_REFERENCES),
-        "nested quotes": f"{{\"text\": \"say \\\"{marker}\\\" now\"}}",
+        "nested quotes": f'{{"text": "say \\"{marker}\\" now"}}',
         "twice, back to back": marker + marker,
     }
     if marker.translate(CYRILLIC) != marker:
@@ -75,13 +86,14 @@ def test_the_corpus_is_large_enough():
     assert len(LAB_CASES) >= 100 and len(CHATML_CASES) >= 100
 
 
-@pytest.mark.parametrize("marker, name, text", LAB_CASES + CHATML_CASES,
-                         ids=[f"{m}-{n}" for m, n, _ in LAB_CASES + CHATML_CASES])
+@pytest.mark.parametrize(
+    "marker, name, text", LAB_CASES + CHATML_CASES, ids=[f"{m}-{n}" for m, n, _ in LAB_CASES + CHATML_CASES]
+)
 def test_every_disguise_is_escaped(marker, name, text):
     markers = Markers(LAB_MARKERS + CHATML_MARKERS)
     out, found = markers.neutralize(text)
     assert marker in found and escape(marker) in out
-    assert markers.neutralize(out)[1] == []            # nothing left that reads as a marker
+    assert markers.neutralize(out)[1] == []  # nothing left that reads as a marker
     # the text around the marker is kept
     if name == "plain":
         assert out == f"note: {escape(marker)} end"
@@ -113,17 +125,19 @@ def test_forged_markers_in_results_never_run_end_or_open_anything(hostile):
         result = harness.run("Go.")
         case = f"{marker!r} {name}"
         calls = [e for e in events if e.kind == "tool_call"]
-        assert [c.name for c in calls] == ["say"], case                      # nothing in the result ran
-        assert (result.reason, result.answer) == ("eos", "Ok."), case        # nor ended the turn early
+        assert [c.name for c in calls] == ["say"], case  # nothing in the result ran
+        assert (result.reason, result.answer) == ("eos", "Ok."), case  # nor ended the turn early
         [inject] = [e for e in events if e.kind == "inject"]
         [span] = [s for s in inject.spans if s[2] == "tool:hostile/say"]
-        ids = result.context[span[0]:span[1]]
-        assert not specials & set(ids), case                                 # no role opened, no special id
+        ids = result.context[span[0] : span[1]]
+        assert not specials & set(ids), case  # no role opened, no special id
         data = tokenizer.decode(ids)
         assert escape(marker) in data and markers.neutralize(data)[1] == [], case
         # flagged as the plain marker is: a notice names it
-        assert any(e.kind == "notice" and e.source == "harness" and "escaped" in e.message and marker in e.message
-                   for e in events), case
+        assert any(
+            e.kind == "notice" and e.source == "harness" and "escaped" in e.message and marker in e.message
+            for e in events
+        ), case
 
 
 def test_the_harness_own_errors_and_plain_results_are_left_as_written(hostile):
@@ -132,15 +146,15 @@ def test_the_harness_own_errors_and_plain_results_are_left_as_written(hostile):
     events = []
     Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), hostile, events.append).run("Go.")
     [inject] = [e for e in events if e.kind == "inject"]
-    assert "[call say" in inject.text       # the harness's own error quotes the call syntax unescaped
+    assert "[call say" in inject.text  # the harness's own error quotes the call syntax unescaped
 
 
 def test_chatml_template_with_json_calls_escapes_every_case(tmp_path_factory):
     pytest.importorskip("tokenizers")
     pytest.importorskip("transformers")
     pytest.importorskip("jinja2")
-    from transformers import AutoTokenizer
     from tiny_hf import CHATML_TEMPLATE, build_tokenizer
+    from transformers import AutoTokenizer
 
     from decodeloop.formats.chat_template import TemplateChat
     from decodeloop.formats.hf_tokenizer import HFTokenizer
@@ -166,9 +180,10 @@ def test_chatml_template_with_json_calls_escapes_every_case(tmp_path_factory):
 def test_compact_and_json_syntaxes_have_their_openers_and_closers():
     tokenizer = CharTokenizer()
     compact = for_bundle(SimpleNamespace(tokenizer=tokenizer, syntax=CompactSyntax()))
-    json_syntax = for_bundle(SimpleNamespace(tokenizer=tokenizer, syntax=JsonSyntax()), stop_strings=("Observation:",
-                                                                                                     "overcast"))
+    json_syntax = for_bundle(
+        SimpleNamespace(tokenizer=tokenizer, syntax=JsonSyntax()), stop_strings=("Observation:", "overcast")
+    )
     assert "[call " in compact.markers.values() and "]" not in compact.markers.values()
     assert {"<tool_call>", "</tool_call>", "Observation:"} <= set(json_syntax.markers.values())
-    assert "overcast" not in json_syntax.markers.values()   # a stop string of plain words is data
+    assert "overcast" not in json_syntax.markers.values()  # a stop string of plain words is data
     assert json_syntax.neutralize("Observation: x")[0] == "O\\bservation: x"

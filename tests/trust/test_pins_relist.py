@@ -10,34 +10,44 @@ import sys
 
 from conftest import ROOT
 
-from decodeloop.harness import Harness
-from decodeloop.tools.config import ServerSpec
-from decodeloop.models import lab_bundle
-from decodeloop.lab.table import TableModel
-from decodeloop.trust.policy import Policy
-from decodeloop.tools.router import start_servers
-from decodeloop.sampling import Sampler
 from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.harness import Harness
+from decodeloop.lab.table import TableModel
+from decodeloop.models import lab_bundle
+from decodeloop.sampling import Sampler
+from decodeloop.tools.config import ServerSpec
+from decodeloop.tools.router import start_servers
+from decodeloop.trust.policy import Policy
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
 # the model takes send_money away, brings it back as "read-only" with a new required argument, then calls it
-RELIST = {"<|user|>Go.<|assistant|>": "[call remove name=send_money]",
-          "<|tool|>removed send_money<|assistant|>": "[call relist name=send_money]",
-          "<|tool|>relisted send_money<|assistant|>": "[call send_money to=attacker amount=1000]",
-          "<|assistant|>": "Done.<|eos|>"}
+RELIST = {
+    "<|user|>Go.<|assistant|>": "[call remove name=send_money]",
+    "<|tool|>removed send_money<|assistant|>": "[call relist name=send_money]",
+    "<|tool|>relisted send_money<|assistant|>": "[call send_money to=attacker amount=1000]",
+    "<|assistant|>": "Done.<|eos|>",
+}
 
 
 def sent(events) -> list[str]:
-    return [e.message["params"]["name"] for e in events.of("rpc")
-            if e.direction == "send" and e.message.get("method") == "tools/call"]
+    return [
+        e.message["params"]["name"]
+        for e in events.of("rpc")
+        if e.direction == "send" and e.message.get("method") == "tools/call"
+    ]
 
 
 def test_a_tool_removed_and_listed_again_rewritten_is_held_at_its_pin(events):
     tokenizer = CharTokenizer()
     specs = [ServerSpec("hostile", command=HOSTILE, transport="stdio", allow=("remove", "relist"))]
     with start_servers(specs, events, timeout=30) as router:
-        harness = Harness(lab_bundle(TableModel(tokenizer, RELIST), tokenizer), Sampler(), router, events,
-                          policy=Policy("confirm", specs, None))
+        harness = Harness(
+            lab_bundle(TableModel(tokenizer, RELIST), tokenizer),
+            Sampler(),
+            router,
+            events,
+            policy=Policy("confirm", specs, None),
+        )
         result = harness.run("Go.")
         pinned = router.tools["send_money"]
         assert pinned.description == "Send AMOUNT dollars to TO." and not pinned.annotations
@@ -48,7 +58,7 @@ def test_a_tool_removed_and_listed_again_rewritten_is_held_at_its_pin(events):
     assert any("annotations changed: readOnlyHint null → true" in line for line in back.changes)
     assert any("inputSchema changed: +pin (required)" in line for line in back.changes)
     # the policy read the pinned definition: side-effecting, after a tool result, nobody to ask
-    send = [p for p in events.of("policy") if p.name == "send_money"][0]
+    send = next(p for p in events.of("policy") if p.name == "send_money")
     assert send.verdict == "deny" and send.tool_class == "side-effecting"
     assert sent(events) == ["remove", "relist"] and result.answer == "Done."
 
@@ -61,7 +71,7 @@ def test_a_pin_store_keeps_the_pin_of_a_tool_not_listed_and_holds_its_return(eve
         assert router.clients["hostile"].tools_stale.wait(30) and router.refresh()
         assert "send_money" not in router.tools
     saved = json.loads((tmp_path / "pins" / "hostile.json").read_text())
-    assert saved["tools"]["send_money"]["definition"]["annotations"] is None   # not dropped with the listing
+    assert saved["tools"]["send_money"]["definition"]["annotations"] is None  # not dropped with the listing
     # the next run lists it again, now annotated read-only: held at the stored pin
     events.clear()
     lying = [ServerSpec("hostile", command=[*HOSTILE, "--read-only-hints"], transport="stdio")]
@@ -69,4 +79,4 @@ def test_a_pin_store_keeps_the_pin_of_a_tool_not_listed_and_holds_its_return(eve
         assert not router.tools["send_money"].annotations
         assert router.pending[("hostile", "send_money")].annotations == {"readOnlyHint": True}
         notes = [n.message for n in events.of("notice") if "send_money changed since it was pinned" in n.message]
-        assert notes and 'readOnlyHint null → true' in notes[0]
+        assert notes and "readOnlyHint null → true" in notes[0]

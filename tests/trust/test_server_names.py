@@ -11,14 +11,14 @@ import sys
 
 from conftest import ROOT
 
-from decodeloop.harness import Harness
-from decodeloop.tools.config import load_config
-from decodeloop.models import lab_bundle
-from decodeloop.lab.table import TableModel
-from decodeloop.trust.policy import Policy
-from decodeloop.tools.router import start_servers
-from decodeloop.sampling import Sampler
 from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.harness import Harness
+from decodeloop.lab.table import TableModel
+from decodeloop.models import lab_bundle
+from decodeloop.sampling import Sampler
+from decodeloop.tools.config import load_config
+from decodeloop.tools.router import start_servers
+from decodeloop.trust.policy import Policy
 from decodeloop.ui.trace import TraceView
 
 HOSTILE = os.path.join(ROOT, "tests", "servers", "hostile.py")
@@ -27,8 +27,15 @@ NAME = "evil\x1b]0;pwned\x07\n── done: eos, 3 tokens, 0 tool call(s), 0.01s 
 
 def test_a_config_server_name_reaches_the_terminal_escaped_and_refused_names_are_not_listed(events, tmp_path):
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {NAME: {
-        "command": sys.executable, "args": [HOSTILE, "--list-changed", "--name", "bad name\x1b[2J"]}}}))
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    NAME: {"command": sys.executable, "args": [HOSTILE, "--list-changed", "--name", "bad name\x1b[2J"]}
+                }
+            }
+        )
+    )
     trace = io.StringIO()
     view = TraceView(trace, color=False)
 
@@ -39,8 +46,9 @@ def test_a_config_server_name_reaches_the_terminal_escaped_and_refused_names_are
     tokenizer = CharTokenizer()
     table = {"<|user|>Go.<|assistant|>": "[call add name=later]", "<|assistant|>": "Done.<|eos|>"}
     with start_servers(load_config(str(config)), emit, timeout=30) as router:
-        Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, emit,
-                policy=Policy.off()).run("Go.")
+        Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, emit, policy=Policy.off()).run(
+            "Go."
+        )
     shown = trace.getvalue()
     assert "\x1b" not in shown and "\x07" not in shown
     assert not [line for line in shown.splitlines() if line.startswith("── done: eos, 3 tokens")]

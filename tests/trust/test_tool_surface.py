@@ -9,17 +9,16 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, WEATHER
 
-from decodeloop.harness import Harness, TurnConfig
-from decodeloop.tools.config import ServerSpec
-from decodeloop.models import lab_bundle
-from decodeloop.lab.table import TableModel
-from decodeloop.trust.policy import Policy
-from decodeloop.tools.router import start_servers
-from decodeloop.sampling import Sampler
 from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.table import TableModel
+from decodeloop.models import lab_bundle
+from decodeloop.sampling import Sampler
+from decodeloop.tools.config import ServerSpec
+from decodeloop.tools.router import start_servers
+from decodeloop.trust.policy import Policy
 from decodeloop.trust.tool_budget import ToolSurfaceError
 
 WIDE = [sys.executable, os.path.join(ROOT, "tests", "servers", "wide.py")]
@@ -31,18 +30,24 @@ def wide(*args: str, name: str = "wide") -> ServerSpec:
 
 def harness(router, events, table=None, **config):
     tokenizer = CharTokenizer()
-    return Harness(lab_bundle(TableModel(tokenizer, table or {}), tokenizer), Sampler(), router, events,
-                   policy=Policy.off(), config=TurnConfig(**config))
+    return Harness(
+        lab_bundle(TableModel(tokenizer, table or {}), tokenizer),
+        Sampler(),
+        router,
+        events,
+        policy=Policy.off(),
+        config=TurnConfig(**config),
+    )
 
 
 def test_a_server_offers_at_most_max_tools_tools(events):
     with start_servers([wide("--description-chars", "40")], events, timeout=60) as router:
         assert list(router.tools) == [f"tool{n:04d}" for n in range(128)]
         assert [n.message for n in events.of("notice")] == [
-            "lists 3,000 tools; the first 128 it could offer are taken, the other 2,872 are not (--max-tools 128)"]
+            "lists 3,000 tools; the first 128 it could offer are taken, the other 2,872 are not (--max-tools 128)"
+        ]
     events.clear()
-    with start_servers([wide("--tools", "20", "--description-chars", "40")], events, timeout=60,
-                       max_tools=5) as router:
+    with start_servers([wide("--tools", "20", "--description-chars", "40")], events, timeout=60, max_tools=5) as router:
         assert len(router.tools) == 5 and "the other 15 are not (--max-tools 5)" in events.of("notice")[0].message
 
 
@@ -52,8 +57,9 @@ def test_tools_over_the_token_cap_are_refused_naming_the_servers(events):
         with pytest.raises(ToolSurfaceError) as refused:
             harness(router, events)
     message = str(refused.value)
-    assert message.startswith("the tools' descriptions take ") and "over the cap of 16,384 (--max-tool-tokens)" \
-        in message
+    assert (
+        message.startswith("the tools' descriptions take ") and "over the cap of 16,384 (--max-tool-tokens)" in message
+    )
     # largest first, each with its tokens and its tools (the lab tokenizer: a token a character)
     assert message.index("wide ") < message.index("weather ") and " in 128 tools" in message
     assert " in 2 tools" in message and message.endswith("offer fewer with --max-tools, or leave a server out")
@@ -78,12 +84,15 @@ def test_a_prompt_that_cannot_fit_the_models_context_is_refused(events):
         assert "and the turn may write 256 more (--max-tokens): over the model's context of 1,000 tokens" in message
         assert "The tools take 1,526: wide 1,526 tokens" in message and " in 5 tools" in message
         bundle.context_length = 10_000
-        Harness(bundle, Sampler(), router, events, policy=Policy.off())   # fits
+        Harness(bundle, Sampler(), router, events, policy=Policy.off())  # fits
 
 
 def test_tools_that_grow_past_the_cap_mid_session_are_refused_for_the_next_conversation(events):
-    table = {"<|user|>grow<|assistant|>": "[call grow]", "tools now<|assistant|>": "grown<|eos|>",
-             "<|user|>Q<|assistant|>": "A<|eos|>"}
+    table = {
+        "<|user|>grow<|assistant|>": "[call grow]",
+        "tools now<|assistant|>": "grown<|eos|>",
+        "<|user|>Q<|assistant|>": "A<|eos|>",
+    }
     spec = wide("--tools", "2", "--description-chars", "100", "--grow-to", "100")
     with start_servers([spec], events, timeout=60) as router:
         h = harness(router, events, table=table, max_tool_tokens=2_000)
@@ -91,17 +100,39 @@ def test_tools_that_grow_past_the_cap_mid_session_are_refused_for_the_next_conve
         h.reset()
         with pytest.raises(ToolSurfaceError, match="over the cap of 2,000"):
             h.run("Q")
-        assert len(h.tools) == 3 and h.context is None    # the conversation never started on them
-        with pytest.raises(ToolSurfaceError):              # and the next one is refused too
+        assert len(h.tools) == 3 and h.context is None  # the conversation never started on them
+        with pytest.raises(ToolSurfaceError):  # and the next one is refused too
             h.run("Q")
 
 
 def test_the_cli_refuses_before_the_model_runs():
-    p = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--model", "table", "--mcp", " ".join(WIDE),
-                        "hello"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "decodeloop", "run", "--model", "table", "--mcp", " ".join(WIDE), "hello"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert p.stderr.startswith("decodeloop: cannot start: the tools' descriptions take ")
     assert "(--max-tool-tokens): wide" in p.stderr or "(--max-tool-tokens): wide_py" in p.stderr, p.stderr
-    p = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--model", "table", "--mcp", " ".join(WIDE),
-                        "--max-tools", "0", "hello"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "decodeloop",
+            "run",
+            "--model",
+            "table",
+            "--mcp",
+            " ".join(WIDE),
+            "--max-tools",
+            "0",
+            "hello",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert p.returncode == 2 and "--max-tools must be at least 1" in p.stderr

@@ -10,13 +10,13 @@ import sys
 
 from conftest import ROOT
 
-from decodeloop.harness import Harness
-from decodeloop.models import lab_bundle
-from decodeloop.lab.table import TableModel
-from decodeloop.trust.policy import Policy
-from decodeloop.tools.router import start_stdio_servers
-from decodeloop.sampling import Sampler
 from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.harness import Harness
+from decodeloop.lab.table import TableModel
+from decodeloop.models import lab_bundle
+from decodeloop.sampling import Sampler
+from decodeloop.tools.router import start_stdio_servers
+from decodeloop.trust.policy import Policy
 from decodeloop.ui.jsonl import JsonlView
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
@@ -29,11 +29,12 @@ def test_line_and_paragraph_separators_are_escaped_in_json_lines():
     tokenizer = CharTokenizer()
     table = {"<|user|>Go.<|assistant|>": f"[call say hex={TEXT.encode().hex()}]", "<|assistant|>": "Ok.<|eos|>"}
     with start_stdio_servers([HOSTILE], view, timeout=30) as router:
-        Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, view,
-                policy=Policy.off()).run("Go.")
+        Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, view, policy=Policy.off()).run(
+            "Go."
+        )
     text = out.getvalue()
     assert "\u2028" not in text and "\u2029" not in text and "\\u2028" in text
-    rows = [json.loads(line) for line in text.splitlines()]   # splitlines splits on both: each row still parses
+    rows = [json.loads(line) for line in text.splitlines()]  # splitlines splits on both: each row still parses
     assert len(rows) == text.count("\n")
     [result] = [row for row in rows if row["event"] == "tool_result"]
     assert result["text"] == TEXT

@@ -16,13 +16,13 @@ import sys
 import pytest
 from conftest import FAULTY, ROOT, Recorder
 
-from decodeloop.harness import Harness, TurnConfig
-from decodeloop.models import lab_bundle
-from decodeloop.lab.table import TableModel
-from decodeloop.trust.policy import Policy
-from decodeloop.tools.router import start_stdio_servers
-from decodeloop.sampling import Sampler
 from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.table import TableModel
+from decodeloop.models import lab_bundle
+from decodeloop.sampling import Sampler
+from decodeloop.tools.router import start_stdio_servers
+from decodeloop.trust.policy import Policy
 from decodeloop.ui.html import JS, MAX_STRING, HtmlView, embed, page, read_jsonl
 
 QUESTION = "What's the weather in Polson, MT?"
@@ -32,8 +32,14 @@ DATA = re.compile(r'<script type="application/json" id="data">(.*?)</script>', r
 
 
 def cli(*args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "decodeloop", *args], input=stdin, capture_output=True,
-                          text=True, cwd=ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "decodeloop", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+    )
 
 
 def embedded(html: str) -> dict:
@@ -46,8 +52,14 @@ def library_turn(table: dict, servers=(FAULTY,), question: str = QUESTION, **con
     events = Recorder()
     tokenizer = CharTokenizer()
     with start_stdio_servers([list(s) for s in servers], events, timeout=config.pop("timeout", 20)) as router:
-        Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events,
-                config=TurnConfig(**config), policy=Policy.off()).run(question)
+        Harness(
+            lab_bundle(TableModel(tokenizer, table), tokenizer),
+            Sampler(),
+            router,
+            events,
+            config=TurnConfig(**config),
+            policy=Policy.off(),
+        ).run(question)
     return events
 
 
@@ -63,15 +75,15 @@ def assert_self_contained(html: str) -> None:
     assert not re.search(r"<(link|iframe|object|embed|img)\b", html, re.I)
     assert not re.search(r"<script[^>]*\bsrc=", html, re.I)
     assert "http://" not in html.split('id="data">')[0] and "https://" not in html.split('id="data">')[0]
-    assert "default-src 'none'" in html           # the page may load nothing, even by mistake
-    assert html.count("<script") == 2 and html.count("</script>") == 2   # data, code: nothing else
+    assert "default-src 'none'" in html  # the page may load nothing, even by mistake
+    assert html.count("<script") == 2 and html.count("</script>") == 2  # data, code: nothing else
 
 
 def test_run_html_writes_the_turn_as_the_json_lines_show_it(tmp_path):
     out = tmp_path / "turn.html"
     p = cli("run", "--html", str(out), "--temperature", "0.7", "--seed", "3", QUESTION)
     assert p.returncode == 0, p.stderr
-    assert "answer:" in p.stdout                    # the trace is still printed
+    assert "answer:" in p.stdout  # the trace is still printed
     html = out.read_text(encoding="utf-8")
     assert_self_contained(html)
     data = embedded(html)
@@ -96,8 +108,9 @@ def test_view_reads_json_lines_from_a_file_and_from_stdin(tmp_path):
     a = embedded((tmp_path / "a.html").read_text(encoding="utf-8"))
     assert a["meta"] == {"title": "t.jsonl", "source": "t.jsonl", "temperature": 0.0}
     assert a["events"] == [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
-    p = cli("view", "-", "-o", str(tmp_path / "b.html"), "--title", "from a pipe",
-            stdin=trace.read_text(encoding="utf-8"))
+    p = cli(
+        "view", "-", "-o", str(tmp_path / "b.html"), "--title", "from a pipe", stdin=trace.read_text(encoding="utf-8")
+    )
     b = embedded((tmp_path / "b.html").read_text(encoding="utf-8"))
     assert p.returncode == 0 and b["events"] == a["events"] and b["meta"]["title"] == "from a pipe"
 
@@ -107,9 +120,9 @@ def test_view_refuses_what_is_not_an_event_stream(tmp_path):
     bad.write_text('{"event": "prompt", "text": "x", "tokens": 1, "tools": []}\n\nnot json\n', encoding="utf-8")
     p = cli("view", str(bad), "-o", str(tmp_path / "x.html"))
     assert p.returncode == 2 and "line 3: not JSON" in p.stderr and not (tmp_path / "x.html").exists()
-    bad.write_text('[1, 2]\n', encoding="utf-8")
+    bad.write_text("[1, 2]\n", encoding="utf-8")
     p = cli("view", str(bad), "-o", str(tmp_path / "x.html"))
-    assert p.returncode == 2 and 'line 1: not an event' in p.stderr
+    assert p.returncode == 2 and "line 1: not an event" in p.stderr
     p = cli("view", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "x.html"))
     assert p.returncode == 2 and "missing.jsonl" in p.stderr
     p = cli("run", "--html", str(tmp_path / "no" / "such" / "dir.html"), QUESTION)
@@ -140,20 +153,28 @@ def test_hostile_text_stays_data(tmp_path):
         view(event)
     view.write()
     html = (tmp_path / "h.html").read_text(encoding="utf-8")
-    assert_self_contained(html)                      # no script element, image or closing tag got through
+    assert_self_contained(html)  # no script element, image or closing tag got through
     outside = DATA.sub("", re.sub(r"<title>.*?</title>", "", html))
-    assert "onerror" not in outside and "__pwned" not in outside   # only inside the JSON, as string data
+    assert "onerror" not in outside and "__pwned" not in outside  # only inside the JSON, as string data
     assert "<title>&lt;b&gt;Echo&lt;/b&gt; &lt;/script&gt;" in html
     data = embedded(html)
     [result] = [e for e in data["events"] if e["event"] == "tool_result"]
-    assert result["text"] == HOSTILE                 # the text survives exactly, as data
+    assert result["text"] == HOSTILE  # the text survives exactly, as data
     assert data["events"][-1]["answer"] == HOSTILE
-    assert [e for e in data["events"] if e["event"] == "prompt"][0]["text"].count(HOSTILE_QUESTION) == 1
+    assert next(e for e in data["events"] if e["event"] == "prompt")["text"].count(HOSTILE_QUESTION) == 1
 
 
 def test_the_page_script_never_parses_data_as_markup():
-    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function",
-                 "setAttribute('on", "srcdoc"):
+    for sink in (
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+        "setAttribute('on",
+        "srcdoc",
+    ):
         assert sink not in JS
     assert "textContent" in JS
 
@@ -166,8 +187,11 @@ def test_embedding_cannot_close_the_script_element():
 
 
 def test_a_crashed_server_and_a_capped_20_megabyte_result(tmp_path):
-    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call big megabytes=20]",
-             "characters]<|assistant|>": "[call crash]", "<|assistant|>": "Ok.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call big megabytes=20]",
+        "characters]<|assistant|>": "[call crash]",
+        "<|assistant|>": "Ok.<|eos|>",
+    }
     events = library_turn(table, max_result_chars=2000, max_tokens=100)
     [error] = events.of("tool_error")
     assert "exited with code 3" in error.message
@@ -176,10 +200,16 @@ def test_a_crashed_server_and_a_capped_20_megabyte_result(tmp_path):
         view(event)
     view.write()
     size = os.path.getsize(tmp_path / "f.html")
-    assert size < 1_000_000                          # the 20 MB response is cut in the page
+    assert size < 1_000_000  # the 20 MB response is cut in the page
     data = embedded((tmp_path / "f.html").read_text(encoding="utf-8"))
-    [response] = [e for e in data["events"] if e["event"] == "rpc" and e["direction"] == "recv"
-                  and "result" in e["message"] and "content" in e["message"]["result"]]
+    [response] = [
+        e
+        for e in data["events"]
+        if e["event"] == "rpc"
+        and e["direction"] == "recv"
+        and "result" in e["message"]
+        and "content" in e["message"]["result"]
+    ]
     text = response["message"]["result"]["content"][0]["text"]
     assert text.startswith("y" * 1000) and len(text) < MAX_STRING + 200 and "characters" in text[-80:]
     [result] = [e for e in data["events"] if e["event"] == "tool_result"]
@@ -204,8 +234,15 @@ def test_quiet_html_keeps_the_probabilities(tmp_path):
 @pytest.mark.slow
 def test_the_transformer_page_carries_every_heads_attention(tmp_path):
     pytest.importorskip("numpy")
-    p = cli("run", "--quiet", "--model", "transformer", "--html", str(tmp_path / "t.html"),
-            "What's the weather in Burlington, VT?")
+    p = cli(
+        "run",
+        "--quiet",
+        "--model",
+        "transformer",
+        "--html",
+        str(tmp_path / "t.html"),
+        "What's the weather in Burlington, VT?",
+    )
     assert p.returncode == 0, p.stderr
     events = embedded((tmp_path / "t.html").read_text(encoding="utf-8"))["events"]
     tokens = [e for e in events if e["event"] == "token"]
@@ -213,10 +250,10 @@ def test_the_transformer_page_carries_every_heads_attention(tmp_path):
     copy_heads = set()
     for e in tokens:
         a = e["attention"]
-        assert len(a["heads"]) == 4 * 2                          # layers x heads of the shipped weights
-        assert a["start"] + len(a["keys"]) == e["context"] - 1   # keys up to the position that chose it
+        assert len(a["heads"]) == 4 * 2  # layers x heads of the shipped weights
+        assert a["start"] + len(a["keys"]) == e["context"] - 1  # keys up to the position that chose it
         before = events[events.index(e) - 1]
-        if before["event"] == "token":                          # the position that chose it holds the last token
+        if before["event"] == "token":  # the position that chose it holds the last token
             assert a["keys"][-1] == before["text"]
         for head in a["heads"]:
             assert len(head["weights"]) == len(a["keys"]) and abs(sum(head["weights"]) - 1) < 0.01
@@ -240,8 +277,20 @@ def tiny_hf_jsonl(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("tiny_hf")
     tiny_hf.build_model(str(folder / "model"))
-    p = cli("run", "--json", "--model", f"hf:{folder / 'model'}", "--temperature", "1", "--seed", "0",
-            "--max-tokens", "40", QUESTION, timeout=300)
+    p = cli(
+        "run",
+        "--json",
+        "--model",
+        f"hf:{folder / 'model'}",
+        "--temperature",
+        "1",
+        "--seed",
+        "0",
+        "--max-tokens",
+        "40",
+        QUESTION,
+        timeout=300,
+    )
     assert p.returncode in (0, 3, 4), p.stderr
     (folder / "t.jsonl").write_text(p.stdout, encoding="utf-8")
     return folder / "t.jsonl"
@@ -268,16 +317,19 @@ def test_a_hugging_face_model_makes_a_page(tiny_hf_trace, tmp_path):
 def test_a_trace_cut_in_its_last_line_is_shown_with_a_notice(tmp_path):
     whole = cli("run", "--json", QUESTION).stdout
     trace = tmp_path / "cut.jsonl"
-    trace.write_text(whole[:len(whole) - 40], encoding="utf-8")     # the run killed, or `head -c`
+    trace.write_text(whole[: len(whole) - 40], encoding="utf-8")  # the run killed, or `head -c`
     p = cli("view", str(trace), "-o", str(tmp_path / "cut.html"))
     assert p.returncode == 0, p.stderr
     events = embedded((tmp_path / "cut.html").read_text(encoding="utf-8"))["events"]
     lines = whole.splitlines()
     assert events[:-1] == read_jsonl(lines[:-1])
-    assert events[-1] == {"event": "notice", "source": "viewer", "message":
-                          f"the trace's last line (line {len(lines)}, {len(lines[-1]) - 40 + 1:,} characters) is "
-                          "cut short; it is left out"}
-    middle = tmp_path / "middle.jsonl"                                  # anywhere else it is refused
+    assert events[-1] == {
+        "event": "notice",
+        "source": "viewer",
+        "message": f"the trace's last line (line {len(lines)}, {len(lines[-1]) - 40 + 1:,} characters) is "
+        "cut short; it is left out",
+    }
+    middle = tmp_path / "middle.jsonl"  # anywhere else it is refused
     middle.write_text("\n".join(lines[:3] + [lines[3][:20]] + lines[4:]) + "\n", encoding="utf-8")
     p = cli("view", str(middle), "-o", str(tmp_path / "m.html"))
     assert p.returncode == 2 and "line 4: not JSON" in p.stderr

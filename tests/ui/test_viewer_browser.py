@@ -14,12 +14,16 @@ import pytest
 from cdp import Browser
 from test_viewer import HOSTILE, QUESTION, cli, embedded, hostile_events, library_turn, tiny_hf_jsonl
 
-from decodeloop.ui.html import HtmlView, page
 from decodeloop.trust.untrusted import visible
+from decodeloop.ui.html import HtmlView, page
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(
-    not os.environ.get("DECODELOOP_CHROMIUM"),
-    reason="the browser tier: set DECODELOOP_CHROMIUM to a Chromium binary, or run .ci/browser")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not os.environ.get("DECODELOOP_CHROMIUM"),
+        reason="the browser tier: set DECODELOOP_CHROMIUM to a Chromium binary, or run .ci/browser",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -78,21 +82,28 @@ def test_the_page_loads_without_errors_and_keys_move_the_cursor(browser, weather
         assert part in step
     browser.key("ArrowLeft")
     assert cursor(browser) == kinds.index("prompt")
-    browser.key("t")                                   # the next call
+    browser.key("t")  # the next call
     assert cursor(browser) == kinds.index("tool_call")
     call = events[kinds.index("tool_call")]
     for path, sources in call.get("origins", {}).items():  # where the call's values came from
         assert f"{path}: found in {', '.join(sources)}" in text(browser, "step")
     chain = text(browser, "round")
-    for part in ("call (parsed)", "JSON-RPC request → weather", "tools/call", "JSON-RPC response ← weather",
-                 "tool message", "injected span", "tool:weather/get_weather"):
+    for part in (
+        "call (parsed)",
+        "JSON-RPC request → weather",
+        "tools/call",
+        "JSON-RPC response ← weather",
+        "tool message",
+        "injected span",
+        "tool:weather/get_weather",
+    ):
         assert part in chain
     for e in events:
-        if e["event"] == "policy":                     # the policy's decision is a step of the round
+        if e["event"] == "policy":  # the policy's decision is a step of the round
             assert f"policy: {e['verdict']}" in chain and e["reason"] in chain
-    browser.key("s")                                   # the next stop: the answer's end
+    browser.key("s")  # the next stop: the answer's end
     assert events[cursor(browser)] == {"event": "stop", "reason": "eos"}
-    browser.key("s")                                   # none after it: the cursor stays
+    browser.key("s")  # none after it: the cursor stays
     assert events[cursor(browser)] == {"event": "stop", "reason": "eos"}
     browser.key("End")
     assert cursor(browser) == len(events) - 1 and "Event: done" in text(browser, "step-title")
@@ -105,7 +116,7 @@ def test_a_token_step_shows_the_held_text_and_the_cache(browser, weather_page):
     path, events = weather_page
     browser.open(path)
     browser.key("t")
-    browser.key("T")                                   # back: there is no earlier call, the cursor stays
+    browser.key("T")  # back: there is no earlier call, the cursor stays
     at = events.index(next(e for e in events if e["event"] == "tool_call"))
     assert cursor(browser) == at
     first_after = next(i for i in range(at, len(events)) if events[i]["event"] == "token")
@@ -118,14 +129,16 @@ def test_a_token_step_shows_the_held_text_and_the_cache(browser, weather_page):
     held = next(i for i, e in enumerate(events) if e["event"] == "token" and e["held"] and not e["in_call"])
     while cursor(browser) > held:
         browser.key("ArrowLeft")
-    assert ("held back: " + json.dumps(events[held]["held"]) + ': it could still be the start of the call opener "[call "'
-            in text(browser, "step"))
-    byte = next(i for i, e in enumerate(events) if e["event"] == "token" and e["text"] == "\\xc2")   # ° is 2 bytes
+    assert "held back: " + json.dumps(
+        events[held]["held"]
+    ) + ': it could still be the start of the call opener "[call "' in text(browser, "step")
+    byte = next(i for i, e in enumerate(events) if e["event"] == "token" and e["text"] == "\\xc2")  # ° is 2 bytes
     while cursor(browser) < byte:
         browser.key("ArrowRight")
-    assert "'\\xc2' holds a byte, not a character: UTF-8 writes a character outside ASCII as 2 to 4 bytes" in \
-        text(browser, "step")
-    browser.key("ArrowRight")                          # its second byte, then a whole character
+    assert "'\\xc2' holds a byte, not a character: UTF-8 writes a character outside ASCII as 2 to 4 bytes" in text(
+        browser, "step"
+    )
+    browser.key("ArrowRight")  # its second byte, then a whole character
     assert events[byte + 1]["text"] == "\\xb0" and "'\\xb0' holds a byte, not a character" in text(browser, "step")
     browser.key("ArrowRight")
     assert events[byte + 2]["text"] == "F" and "holds a byte" not in text(browser, "step")
@@ -138,12 +151,12 @@ def test_search_finds_a_token(browser, weather_page):
     browser.type("overcast")
     assert text(browser, "found") == "1 / 1 match(es)"
     at = cursor(browser)
-    spelled = "".join(e["text"] for e in events[at:at + 8] if e["event"] == "token")
+    spelled = "".join(e["text"] for e in events[at : at + 8] if e["event"] == "token")
     assert events[at]["event"] == "token" and spelled == "overcast"
     assert browser.evaluate("document.querySelectorAll('.strip .t.match').length") == 8
     browser.key("Escape")
     browser.key("ArrowRight")
-    browser.key("n")                                   # the only match again
+    browser.key("n")  # the only match again
     assert cursor(browser) == at
     browser.key("/")
     browser.type("zzz")
@@ -160,7 +173,7 @@ def test_hostile_text_is_inert(browser, tmp_path):
     assert browser.evaluate("document.scripts.length") == 2
     assert browser.evaluate("document.title") == "<img src=x onerror=window.__pwned=4>"
     browser.key("End")
-    assert HOSTILE in text(browser, "step")            # shown as text
+    assert HOSTILE in text(browser, "step")  # shown as text
     assert browser.errors() == []
 
 
@@ -174,8 +187,11 @@ def test_invisible_characters_are_shown_escaped(browser, tmp_path):
     shown = []
     for i, event in enumerate(events):
         browser.evaluate(f"go({i})")
-        shown.append(browser.evaluate("document.body.textContent + [...document.querySelectorAll('[title]')]"
-                                      ".map(e => e.title).join('')"))
+        shown.append(
+            browser.evaluate(
+                "document.body.textContent + [...document.querySelectorAll('[title]')].map(e => e.title).join('')"
+            )
+        )
         if event.kind == "tool_result":
             step = text(browser, "step")
             assert "over\\xadcast \u2601\\ufe0f, w\\u034find 5\\u200b mph" in step
@@ -191,14 +207,16 @@ def test_text_held_back_for_a_stop_string(browser, tmp_path):
     events = embedded((tmp_path / "stop.html").read_text(encoding="utf-8"))["events"]
     held = next(i for i, e in enumerate(events) if e["event"] == "token" and e["held"] == "over")
     browser.open(str(tmp_path / "stop.html"))
-    assert text(browser, "probnote").startswith("Sampling was greedy (T = 0): the most likely token is taken. "
-                                                "The probabilities shown are the model’s own distribution")
+    assert text(browser, "probnote").startswith(
+        "Sampling was greedy (T = 0): the most likely token is taken. "
+        "The probabilities shown are the model’s own distribution"
+    )
     while cursor(browser) < held:
         browser.key("ArrowRight")
     assert "top 3 of the model’s softmax at temperature 1 (greedy, T = 0):" in text(browser, "step")
     assert 'held back: "over": it could still be the start of a stop string, so' in text(browser, "step")
     browser.key("s")
-    browser.key("ArrowLeft")                           # the token that completed the stop string
+    browser.key("ArrowLeft")  # the token that completed the stop string
     step = text(browser, "step")
     assert "stop_sequence fired: a stop string is complete; it is not shown" in step
     assert browser.errors() == []
@@ -206,13 +224,20 @@ def test_text_held_back_for_a_stop_string(browser, tmp_path):
 
 @pytest.mark.slow
 def test_every_kind_of_trace_renders_every_event(browser, tmp_path):
-    crash = {"<|user|>" + QUESTION + "<|assistant|>": "[call big megabytes=20]",
-             "characters]<|assistant|>": "[call crash]", "<|assistant|>": "Ok.<|eos|>"}
+    crash = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call big megabytes=20]",
+        "characters]<|assistant|>": "[call crash]",
+        "<|assistant|>": "Ok.<|eos|>",
+    }
     retries = {"<|user|>" + QUESTION + "<|assistant|>": "[call nope]", "<|assistant|>": "[call echo]"}
-    pages = [write(library_turn(crash, max_result_chars=2000), tmp_path / "crash.html"),
-             write(library_turn(retries, max_retries=3), tmp_path / "retries.html")]
-    for name, args, stdin in [("ngram", ["run", "--json", "--model", "ngram", "--order", "4", QUESTION], None),
-                              ("chat", ["chat", "--json"], QUESTION + "\n" + QUESTION + "\n")]:
+    pages = [
+        write(library_turn(crash, max_result_chars=2000), tmp_path / "crash.html"),
+        write(library_turn(retries, max_retries=3), tmp_path / "retries.html"),
+    ]
+    for name, args, stdin in [
+        ("ngram", ["run", "--json", "--model", "ngram", "--order", "4", QUESTION], None),
+        ("chat", ["chat", "--json"], QUESTION + "\n" + QUESTION + "\n"),
+    ]:
         trace = tmp_path / f"{name}.jsonl"
         trace.write_text(cli(*args, stdin=stdin).stdout, encoding="utf-8")
         assert cli("view", str(trace), "-o", str(tmp_path / f"{name}.html")).returncode == 0
@@ -220,7 +245,7 @@ def test_every_kind_of_trace_renders_every_event(browser, tmp_path):
     for path in pages:
         browser.events.clear()
         browser.open(path)
-        if path.endswith("ngram.html"):                # its forward keeps no cache: the step says so
+        if path.endswith("ngram.html"):  # its forward keeps no cache: the step says so
             browser.key("ArrowRight")
             assert "The n-gram has no KV cache" in text(browser, "step")
             assert "served from the cache" not in text(browser, "step")
@@ -240,30 +265,37 @@ def test_the_attention_of_any_head_at_any_step(browser, tmp_path):
     events = embedded(path.read_text(encoding="utf-8"))["events"]
     browser.events.clear()
     browser.open(str(path))
-    assert browser.evaluate("document.getElementById('attn-panel').hidden") is True   # the prompt: no step
+    assert browser.evaluate("document.getElementById('attn-panel').hidden") is True  # the prompt: no step
     browser.key("ArrowRight")
     e = events[cursor(browser)]
     assert e["event"] == "token" and browser.evaluate("document.getElementById('attn-panel').hidden") is False
     options = browser.evaluate("[...document.querySelectorAll('#attn option')].map(o => o.textContent)")
     assert len(options) == 8 and sum("(the copy head)" in o for o in options) == 1
-    assert "(the copy head)" in browser.evaluate("document.querySelector('#attn select').selectedOptions[0].textContent")
+    assert "(the copy head)" in browser.evaluate(
+        "document.querySelector('#attn select').selectedOptions[0].textContent"
+    )
     assert browser.evaluate("document.querySelectorAll('#attn .attn span').length") == len(e["attention"]["keys"])
-    browser.evaluate("(() => { const s = document.querySelector('#attn select'); s.value = '0';"
-                     " s.dispatchEvent(new Event('change')); })()")
-    heaviest = max(range(len(e["attention"]["heads"][0]["weights"])),
-                   key=e["attention"]["heads"][0]["weights"].__getitem__)
+    browser.evaluate(
+        "(() => { const s = document.querySelector('#attn select'); s.value = '0';"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    heaviest = max(
+        range(len(e["attention"]["heads"][0]["weights"])), key=e["attention"]["heads"][0]["weights"].__getitem__
+    )
     shade = browser.evaluate(f"document.querySelectorAll('#attn .attn span')[{heaviest}].style.background")
-    assert shade == "rgb(47, 111, 214)"                # the head's largest weight: the darkest cell, opaque
-    browser.key("ArrowRight")                          # the reader's head stays chosen from step to step
+    assert shade == "rgb(47, 111, 214)"  # the head's largest weight: the darkest cell, opaque
+    browser.key("ArrowRight")  # the reader's head stays chosen from step to step
     assert browser.evaluate("document.querySelector('#attn select').value") == "0"
     assert browser.errors() == []
 
 
 def test_an_event_kind_the_page_does_not_know_is_shown_whole(browser, tmp_path):
-    events = [{"event": "prompt", "text": "hi", "tokens": 1, "tools": [], "context": 1, "spans": [[0, 1, "user"]]},
-              {"event": "stop", "reason": "tool_call"},
-              {"event": "audit", "verdict": "<u>allowed</u>", "rule": 7},
-              {"event": "done", "answer": "", "reason": "eos", "tokens": 0, "tool_calls": 0, "error": None}]
+    events = [
+        {"event": "prompt", "text": "hi", "tokens": 1, "tools": [], "context": 1, "spans": [[0, 1, "user"]]},
+        {"event": "stop", "reason": "tool_call"},
+        {"event": "audit", "verdict": "<u>allowed</u>", "rule": 7},
+        {"event": "done", "answer": "", "reason": "eos", "tokens": 0, "tool_calls": 0, "error": None},
+    ]
     path = tmp_path / "new.html"
     path.write_text(page(events), encoding="utf-8")
     browser.events.clear()
@@ -273,7 +305,8 @@ def test_an_event_kind_the_page_does_not_know_is_shown_whole(browser, tmp_path):
     assert text(browser, "step-title") == "Event: audit"
     assert '"verdict": "<u>allowed</u>"' in text(browser, "step")
     assert 'audit {"verdict":"<u>allowed</u>","rule":7}' in browser.evaluate(
-        "document.querySelector('.row.cur').textContent")
+        "document.querySelector('.row.cur').textContent"
+    )
     assert "<u>allowed</u>" in text(browser, "round") and browser.evaluate("document.querySelectorAll('u').length") == 0
     assert browser.errors() == []
 
@@ -283,18 +316,20 @@ def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
 
     from decodeloop.formats.calls.json import JsonSyntax
     from decodeloop.formats.chat import LabChat
-    from decodeloop.harness import Harness
-    from decodeloop.trust.policy import Policy
-    from decodeloop.models import ModelBundle
-    from decodeloop.lab.table import TableModel
-    from decodeloop.tools.router import start_stdio_servers
-    from decodeloop.sampling import Sampler
     from decodeloop.formats.tokenizer import CharTokenizer
+    from decodeloop.harness import Harness
+    from decodeloop.lab.table import TableModel
+    from decodeloop.models import ModelBundle
+    from decodeloop.sampling import Sampler
+    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.trust.policy import Policy
 
     weather = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}\n</tool_call>'
     words = '<tool_call>\n{"name": "count_words", "arguments": {"text": "a b"}}\n</tool_call>'
-    table = {"<|user|>" + QUESTION + "<|assistant|>": weather + "\n" + words + "<|eos|>",
-             "<|tool|>2 words<|assistant|>": "Both done.<|eos|>"}
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": weather + "\n" + words + "<|eos|>",
+        "<|tool|>2 words<|assistant|>": "Both done.<|eos|>",
+    }
     tokenizer, syntax, events = CharTokenizer(), JsonSyntax(), Recorder()
     bundle = ModelBundle("table", tokenizer, LabChat(tokenizer, syntax), syntax, model=TableModel(tokenizer, table))
     with start_stdio_servers([WEATHER, FAULTY], events, timeout=20) as router:
@@ -304,10 +339,18 @@ def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
     browser.key("t")
     chain = text(browser, "round")
     assert "round 1 of 1" in chain
-    for part in ("get_weather", "count_words", "JSON-RPC request → weather", "JSON-RPC request → faulty",
-                 "JSON-RPC response ← faulty", "2 words", "tool:weather/get_weather", "tool:faulty/count_words"):
+    for part in (
+        "get_weather",
+        "count_words",
+        "JSON-RPC request → weather",
+        "JSON-RPC request → faulty",
+        "JSON-RPC response ← faulty",
+        "2 words",
+        "tool:weather/get_weather",
+        "tool:faulty/count_words",
+    ):
         assert part in chain
-    browser.key("t")                                   # the second call of the same round
+    browser.key("t")  # the second call of the same round
     assert "count_words" in text(browser, "step") and "round 1 of 1" in text(browser, "round")
     legend = text(browser, "legend")
     assert "tool result of server weather (get_weather)" in legend and "tool result of server faulty" in legend
@@ -328,7 +371,7 @@ def test_a_hugging_face_models_page(browser, tiny_hf_trace, tmp_path):
     n = visit_every_event(browser)
     assert cursor(browser) == n - 1 and browser.errors() == []
     done = json.loads(tiny_hf_trace.read_text(encoding="utf-8").splitlines()[-1])
-    assert visible(done["answer"]) in text(browser, "step")   # the answer as text, control characters escaped
+    assert visible(done["answer"]) in text(browser, "step")  # the answer as text, control characters escaped
 
 
 def test_a_new_conversation_starts_the_context_again(browser, tmp_path):
@@ -346,7 +389,7 @@ def test_a_new_conversation_starts_the_context_again(browser, tmp_path):
             browser.key("ArrowRight")
         note = browser.evaluate("document.querySelector('#context .note').textContent")
         segments = browser.evaluate("document.querySelectorAll('#context .map .seg').length")
-        seen.append((note.split(": ", 1)[1].split(" positions")[0], segments))   # ("1,082", 10)
+        seen.append((note.split(": ", 1)[1].split(" positions")[0], segments))  # ("1,082", 10)
     # turn 2 continues turn 1's context; turn 3 (after /reset) starts from position 0 like turn 1
     assert seen[2] == seen[0] and seen[1][1] > seen[0][1]
     assert browser.errors() == []
@@ -361,11 +404,14 @@ def test_traces_that_end_badly_render_every_event(browser, tmp_path):
 
     from decodeloop.ui.jsonl import JsonlView
 
-    malicious = shlex.join([sys.executable, "-m", "decodeloop.servers.malicious", "--outbox",
-                            str(tmp_path / "outbox.jsonl")])
-    runs = {"denied": (["--policy", "strict", "--mcp", malicious, "Summarize my latest email."], 0),
-            "capped": (["--max-tokens", "20", QUESTION], 4),
-            "no-server": (["--mcp", f"{shlex.quote(sys.executable)} -c 'import sys; sys.exit(3)'", QUESTION], 1)}
+    malicious = shlex.join(
+        [sys.executable, "-m", "decodeloop.servers.malicious", "--outbox", str(tmp_path / "outbox.jsonl")]
+    )
+    runs = {
+        "denied": (["--policy", "strict", "--mcp", malicious, "Summarize my latest email."], 0),
+        "capped": (["--max-tokens", "20", QUESTION], 4),
+        "no-server": (["--mcp", f"{shlex.quote(sys.executable)} -c 'import sys; sys.exit(3)'", QUESTION], 1),
+    }
     pages = {}
     for name, (args, status) in runs.items():
         pages[name] = tmp_path / f"{name}.html"
@@ -374,9 +420,12 @@ def test_traces_that_end_badly_render_every_event(browser, tmp_path):
     repeated = {"<|user|>" + QUESTION + "<|assistant|>": "[call echo text=a]", "<|assistant|>": "[call echo text=a]"}
     pages["repeated"] = tmp_path / "repeated.html"
     write(library_turn(repeated, max_repeats=2), pages["repeated"])
-    crash = {"<|user|>" + QUESTION + "<|assistant|>": "[call big megabytes=20]",
-             "characters]<|assistant|>": "[call crash]", "<|assistant|>": "Ok.<|eos|>"}
-    with open(tmp_path / "big.jsonl", "w", encoding="utf-8") as f:   # the 20 MB result as --json caps it
+    crash = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call big megabytes=20]",
+        "characters]<|assistant|>": "[call crash]",
+        "<|assistant|>": "Ok.<|eos|>",
+    }
+    with open(tmp_path / "big.jsonl", "w", encoding="utf-8") as f:  # the 20 MB result as --json caps it
         view = JsonlView(f, max_chars=16_000)
         for event in library_turn(crash, max_result_chars=2000):
             view(event)
@@ -384,8 +433,12 @@ def test_traces_that_end_badly_render_every_event(browser, tmp_path):
     for name in ("big", "empty"):
         pages[name] = tmp_path / f"{name}.html"
         assert cli("view", str(tmp_path / f"{name}.jsonl"), "-o", str(pages[name])).returncode == 0
-    ended = {"denied": "ended: eos", "capped": "ended: max_tokens", "repeated": "ended: repeated_call",
-             "big": "ended: eos"}
+    ended = {
+        "denied": "ended: eos",
+        "capped": "ended: max_tokens",
+        "repeated": "ended: repeated_call",
+        "big": "ended: eos",
+    }
     for name, path in pages.items():
         browser.events.clear()
         browser.open(str(path))
@@ -398,12 +451,12 @@ def test_traces_that_end_badly_render_every_event(browser, tmp_path):
         assert browser.errors() == [], name
     browser.open(str(pages["denied"]))
     for _ in range(2):
-        browser.key("t")                               # the second call: the one the policy denied
+        browser.key("t")  # the second call: the one the policy denied
     chain = text(browser, "round")
     assert "policy: deny" in chain and "policy error" in chain and "send_email" in chain
     browser.open(str(pages["big"]))
     browser.key("t")
-    for _ in range(20):                                # through the round, to the tool message
+    for _ in range(20):  # through the round, to the tool message
         if text(browser, "step-title") == "Event: tool_result":
             break
         browser.key("ArrowRight")

@@ -21,7 +21,6 @@ from decodeloop.constrain.grammar import charset as cs
 from decodeloop.constrain.grammar.charset import MAX_CP, TEXT
 from decodeloop.constrain.grammar.machines import Machine
 
-
 # A code point no UTF-8 byte sequence spells: in a grammar it stands for a call closer that is one special
 # token (Qwen's `</tool_call>`), so only that token, never text, can close the call.
 CLOSER_TOKEN = 0x110000
@@ -30,14 +29,14 @@ CLOSER_TOKEN = 0x110000
 class ByteState:
     """One state of the byte-level grammar; `next` and `masks` fill in as they are used."""
 
-    __slots__ = ("key", "allowed", "next", "final", "masks", "__weakref__")
+    __slots__ = ("__weakref__", "allowed", "final", "key", "masks", "next")
 
     def __init__(self, key, allowed: frozenset, final: bool) -> None:
         self.key = key
-        self.allowed = allowed      # the byte values that may come next
+        self.allowed = allowed  # the byte values that may come next
         self.next: dict[int, ByteState] = {}
-        self.final = final          # the machine has read a whole call
-        self.masks: dict = {}       # for a processor: its masks of this state, by logits kind
+        self.final = final  # the machine has read a whole call
+        self.masks: dict = {}  # for a processor: its masks of this state, by logits kind
 
 
 def utf8_range(prefix: bytes) -> tuple[int, int, int] | None:
@@ -76,7 +75,7 @@ class ByteGrammar:
         found = self._states.get(key)
         if found is None:
             if len(self._states) >= self.max_states:
-                self._states.clear()     # states in use stay reachable through their `next` links
+                self._states.clear()  # states in use stay reachable through their `next` links
             chars = self.machine.chars(s)
             found = ByteState(key, self._allowed(chars, pending), not pending and self.machine.final(s))
             self._states[key] = found
@@ -97,7 +96,7 @@ class ByteGrammar:
 
     @staticmethod
     def _allowed(chars, pending: bytes) -> frozenset:
-        chars = cs.intersect(chars, TEXT)      # never a surrogate, whatever a machine says
+        chars = cs.intersect(chars, TEXT)  # never a surrogate, whatever a machine says
         out = []
         if not pending:
             for lo, hi in chars:
@@ -111,7 +110,7 @@ class ByteGrammar:
                 out.extend(0xF0 + i for i in _indices(chars, 0, 0x40000, 5, 0x10000, 0x10FFFF))
         else:
             lo, hi, n = utf8_range(pending)
-            rest = n - len(pending) - 1                  # continuation bytes after the next one
+            rest = n - len(pending) - 1  # continuation bytes after the next one
             base = lo >> (6 * (rest + 1)) << (6 * (rest + 1))
             out.extend(0x80 + i for i in _indices(chars, base, 1 << (6 * rest), 64, lo, hi))
         return frozenset(out)
@@ -127,7 +126,7 @@ class ByteGrammar:
             found = self.state(self.machine.step(s, byte))
         else:
             prefix = pending + bytes((byte,))
-            lo, hi, n = utf8_range(prefix)
+            lo, _hi, n = utf8_range(prefix)
             if len(prefix) == n:
                 found = self.state(self.machine.step(s, lo))
             else:
@@ -157,7 +156,7 @@ class ByteGrammar:
             return st.masks["finish"]
         origin = st
         out: list[int] = []
-        while st.key[1]:                       # mid-character: the lowest continuation byte completes one
+        while st.key[1]:  # mid-character: the lowest continuation byte completes one
             byte = min(st.allowed)
             out.append(byte)
             st = self.advance(st, byte)
@@ -179,12 +178,12 @@ class ByteGrammar:
             out.extend([c] if c == CLOSER_TOKEN else chr(c).encode("utf-8"))
         origin.masks["finish"] = out
         # the states along the way end the same way: writing the end costs no further search
-        walk, rest = st, out[len(out) - sum(1 if c == CLOSER_TOKEN else len(chr(c).encode("utf-8")) for c in chars):]
+        walk, rest = st, out[len(out) - sum(1 if c == CLOSER_TOKEN else len(chr(c).encode("utf-8")) for c in chars) :]
         for i, b in enumerate(rest[:-1]):
             walk = self.advance_char(walk, b) if b == CLOSER_TOKEN else self.advance(walk, b)
             if walk is None:
                 break
-            walk.masks.setdefault("finish", rest[i + 1:])
+            walk.masks.setdefault("finish", rest[i + 1 :])
         return out
 
     def _greedy(self, start, steps: int = 400):
@@ -235,8 +234,8 @@ class ByteGrammar:
         return st.final
 
 
-_CLOSING = [ord(c) for c in '"}]>=,:']          # characters that end a string, a key, a container, a call
-_STARTING = [ord(c) for c in '0-tfn[{']         # characters that begin the shortest values
+_CLOSING = [ord(c) for c in '"}]>=,:']  # characters that end a string, a key, a container, a call
+_STARTING = [ord(c) for c in "0-tfn[{"]  # characters that begin the shortest values
 _SPACE = frozenset(b" \t\n\r")
 
 
@@ -247,8 +246,7 @@ def _candidates(chars, narrow: bool) -> list[int]:
     token), value starters, then each range's first non-space character; so the
     search hardly branches. Wide: all of those tiers together (at most 8).
     """
-    tiers = [[c for c in _CLOSING if cs.contains(chars, c)],
-             [c for c in _STARTING if cs.contains(chars, c)], []]
+    tiers = [[c for c in _CLOSING if cs.contains(chars, c)], [c for c in _STARTING if cs.contains(chars, c)], []]
     if cs.contains(chars, CLOSER_TOKEN):
         tiers[0].insert(0, CLOSER_TOKEN)
     for lo, hi in chars:
@@ -260,7 +258,7 @@ def _candidates(chars, narrow: bool) -> list[int]:
     if narrow:
         out = next((tier for tier in tiers if tier), [])
         if cs.contains(chars, 0x20) and 0x20 not in out:
-            out = out + [0x20]              # a space ends a compact call's bare value (and is tried last)
+            out = out + [0x20]  # a space ends a compact call's bare value (and is tried last)
     else:
         out = list(dict.fromkeys(tiers[0] + tiers[1] + tiers[2]))[:8]
     return out or [lo for lo, _ in chars[:1]]

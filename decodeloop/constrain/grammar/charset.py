@@ -10,7 +10,7 @@ Standard library only.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Iterable
+from collections.abc import Iterable
 
 MAX_CP = 0x10FFFF
 Ranges = tuple  # tuple[tuple[int, int], ...], normalized

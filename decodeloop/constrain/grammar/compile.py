@@ -39,52 +39,107 @@ from typing import Any
 
 from decodeloop.constrain.grammar import charset as cs
 from decodeloop.constrain.grammar.charset import TEXT
-from decodeloop.constrain.grammar.machines import (BARE, CompactArgs, CompactCall, CompactValue, JsonArray, JsonCall,
-                                                   JsonObject, JsonString, Machine, Nothing, Number, Text, Trie,
-                                                   _Fields, union)
+from decodeloop.constrain.grammar.machines import (
+    BARE,
+    CompactArgs,
+    CompactCall,
+    CompactValue,
+    JsonArray,
+    JsonCall,
+    JsonObject,
+    JsonString,
+    Machine,
+    Nothing,
+    Number,
+    Text,
+    Trie,
+    _Fields,
+    union,
+)
 from decodeloop.constrain.grammar.regex import Dfa, Unsupported, compile_pattern
 from decodeloop.schema import ArgumentError, check_value, declared_types, numeric_bounds, validate_arguments
 
 KINDS = frozenset({"string", "integer", "float", "boolean", "null", "array", "object"})
-_TYPE_KINDS = {"string": {"string"}, "integer": {"integer"}, "number": {"integer", "float"},
-               "boolean": {"boolean"}, "null": {"null"}, "array": {"array"}, "object": {"object"}}
+_TYPE_KINDS = {
+    "string": {"string"},
+    "integer": {"integer"},
+    "number": {"integer", "float"},
+    "boolean": {"boolean"},
+    "null": {"null"},
+    "array": {"array"},
+    "object": {"object"},
+}
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
 _NAME_RE = re.compile(r"[A-Za-z0-9_./-]+\Z")
-MAX_DEPTH = 32              # objects and arrays nest at most this deep in a call (the JSON reader allows 100)
-MAX_RECURSION = 3          # levels a recursive $ref is followed
-MAX_INT_DIGITS = 4000       # integers stay below 10**4000 (int() refuses more than 4300 digits)
+MAX_DEPTH = 32  # objects and arrays nest at most this deep in a call (the JSON reader allows 100)
+MAX_RECURSION = 3  # levels a recursive $ref is followed
+MAX_INT_DIGITS = 4000  # integers stay below 10**4000 (int() refuses more than 4300 digits)
 _BIG_INT = Fraction(10) ** MAX_INT_DIGITS
 _BIG_FLOAT = Fraction(1.7976931348623157e308)
 
 # annotation keywords, and those read elsewhere in this module
-_KNOWN = {"type", "enum", "const", "properties", "required", "additionalProperties", "items", "minItems",
-          "maxItems", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum",
-          "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref", "patternProperties",
-          "title", "description", "default", "examples", "$schema", "$id", "$comment", "$defs", "definitions",
-          "deprecated", "readOnly", "writeOnly", "$anchor", "contentMediaType", "contentEncoding"}
+_KNOWN = {
+    "type",
+    "enum",
+    "const",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "$ref",
+    "patternProperties",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$schema",
+    "$id",
+    "$comment",
+    "$defs",
+    "definitions",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$anchor",
+    "contentMediaType",
+    "contentEncoding",
+}
 ANY = "any"
 
 
 @dataclass
 class Spec:
     """One alternative's constraints on a value (see the module docstring)."""
-    conv: tuple | None = None           # the types schema.py converts a compact string to, in order; None: untyped
-    kinds: frozenset | None = None      # kinds the final value may have; None: any
-    enum: tuple | None = None           # candidate members (filtered through `checks`)
-    checks: tuple = ()                  # ((schema, validator_side), ...): every piece the value must pass
+
+    conv: tuple | None = None  # the types schema.py converts a compact string to, in order; None: untyped
+    kinds: frozenset | None = None  # kinds the final value may have; None: any
+    enum: tuple | None = None  # candidate members (filtered through `checks`)
+    checks: tuple = ()  # ((schema, validator_side), ...): every piece the value must pass
     min_len: int = 0
     max_len: int | None = None
     patterns: tuple = ()
-    lower: tuple = ()                   # ((bound, exclusive), ...)
+    lower: tuple = ()  # ((bound, exclusive), ...)
     upper: tuple = ()
-    items: tuple = ((), ANY)            # (per-position alternatives, alternatives for the rest)
+    items: tuple = ((), ANY)  # (per-position alternatives, alternatives for the rest)
     min_items: int = 0
     max_items: int | None = None
-    props: dict = field(default_factory=dict)   # key -> alternatives ([] : no value allowed)
+    props: dict = field(default_factory=dict)  # key -> alternatives ([] : no value allowed)
     required: frozenset = frozenset()
-    additional: Any = ANY               # alternatives for other keys, ANY, or None (not allowed)
-    path: tuple = ()                    # where in the arguments it applies, for messages
-    captured: bool = False              # compact: a string branch may keep the text a string (see alternatives)
+    additional: Any = ANY  # alternatives for other keys, ANY, or None (not allowed)
+    path: tuple = ()  # where in the arguments it applies, for messages
+    captured: bool = False  # compact: a string branch may keep the text a string (see alternatives)
 
 
 def _cross(a, b):
@@ -109,24 +164,38 @@ def merge(a: Spec, b: Spec) -> Spec | None:
         if not kinds:
             return None
     max_len = a.max_len if b.max_len is None else b.max_len if a.max_len is None else min(a.max_len, b.max_len)
-    max_items = (a.max_items if b.max_items is None else b.max_items if a.max_items is None
-                 else min(a.max_items, b.max_items))
+    max_items = (
+        a.max_items if b.max_items is None else b.max_items if a.max_items is None else min(a.max_items, b.max_items)
+    )
     pos_a, rest_a = a.items
     pos_b, rest_b = b.items
-    positions = [_cross(pos_a[i] if i < len(pos_a) else rest_a, pos_b[i] if i < len(pos_b) else rest_b)
-                 for i in range(max(len(pos_a), len(pos_b)))]
+    positions = [
+        _cross(pos_a[i] if i < len(pos_a) else rest_a, pos_b[i] if i < len(pos_b) else rest_b)
+        for i in range(max(len(pos_a), len(pos_b)))
+    ]
     props = {}
     for key in dict.fromkeys([*a.props, *b.props]):
         merged = _cross(a.props.get(key, a.additional), b.props.get(key, b.additional))
         props[key] = [] if merged is None else merged
-    return Spec(conv=a.conv if a.conv is not None else b.conv, kinds=kinds,
-                enum=a.enum if a.enum is not None else b.enum, checks=a.checks + b.checks,
-                min_len=max(a.min_len, b.min_len), max_len=max_len, patterns=a.patterns + b.patterns,
-                lower=a.lower + b.lower, upper=a.upper + b.upper,
-                items=(tuple(p if p is not None else [] for p in positions), _cross(rest_a, rest_b)),
-                min_items=max(a.min_items, b.min_items), max_items=max_items, props=props,
-                required=a.required | b.required, additional=_cross(a.additional, b.additional),
-                path=a.path or b.path, captured=a.captured or b.captured)
+    return Spec(
+        conv=a.conv if a.conv is not None else b.conv,
+        kinds=kinds,
+        enum=a.enum if a.enum is not None else b.enum,
+        checks=a.checks + b.checks,
+        min_len=max(a.min_len, b.min_len),
+        max_len=max_len,
+        patterns=a.patterns + b.patterns,
+        lower=a.lower + b.lower,
+        upper=a.upper + b.upper,
+        items=(tuple(p if p is not None else [] for p in positions), _cross(rest_a, rest_b)),
+        min_items=max(a.min_items, b.min_items),
+        max_items=max_items,
+        props=props,
+        required=a.required | b.required,
+        additional=_cross(a.additional, b.additional),
+        path=a.path or b.path,
+        captured=a.captured or b.captured,
+    )
 
 
 def _number(value) -> bool:
@@ -148,8 +217,9 @@ class _Schemas:
         if line not in self.problems:
             self.problems.append(line)
 
-    def alternatives(self, schema: Any, path: list, validator_side: bool, strict: bool = False,
-                     top: bool = False) -> list[Spec]:
+    def alternatives(
+        self, schema: Any, path: list, validator_side: bool, strict: bool = False, top: bool = False
+    ) -> list[Spec]:
         if schema is True or schema is None:
             return [Spec()]
         if schema is False:
@@ -160,8 +230,10 @@ class _Schemas:
             return self.reference(schema, path, validator_side and not top)
         unsupported = sorted(k for k in schema if k not in _KNOWN)
         if unsupported:
-            self.note(path, "not enforced by the grammar: " + ", ".join(
-                f"{k} {json.dumps(schema[k])[:40]}" for k in unsupported))
+            self.note(
+                path,
+                "not enforced by the grammar: " + ", ".join(f"{k} {json.dumps(schema[k])[:40]}" for k in unsupported),
+            )
         alts = [self.flat(schema, path, validator_side, strict)]
         # schema.py converts through allOf, anyOf and oneOf branches (each by its own types) and $refs of a
         # value; at the top, validate_arguments reads only the object's own keywords and check_value the rest
@@ -218,7 +290,7 @@ class _Schemas:
             self._refs.pop()
 
     def flat(self, schema: dict, path: list, validator_side: bool, strict: bool) -> Spec:
-        types = declared_types(schema)      # Python's type names read as schema.py reads them
+        types = declared_types(schema)  # Python's type names read as schema.py reads them
         spec = Spec(checks=((schema, validator_side),), path=tuple(path))
         if types:
             spec.kinds = frozenset(k for t in types for k in _TYPE_KINDS[t])
@@ -240,8 +312,10 @@ class _Schemas:
         spec.upper = tuple((b, s) for b, s in ((high, False), (high_open, True)) if _number(b))
         items = schema.get("items")
         if isinstance(items, list):
-            spec.items = (tuple(self.alternatives(item, path + [i], validator_side) for i, item in enumerate(items)),
-                          ANY)
+            spec.items = (
+                tuple(self.alternatives(item, path + [i], validator_side) for i, item in enumerate(items)),
+                ANY,
+            )
         elif "items" in schema:
             spec.items = ((), self.alternatives(items, path + ["[]"], validator_side))
         low, high = schema.get("minItems"), schema.get("maxItems")
@@ -253,8 +327,9 @@ class _Schemas:
         properties = properties if isinstance(properties, dict) else {}
         spec.props = {key: self.alternatives(sub, path + [key], validator_side) for key, sub in properties.items()}
         required = schema.get("required")
-        spec.required = frozenset(k for k in required if isinstance(k, str)) if isinstance(required, list) \
-            else frozenset()
+        spec.required = (
+            frozenset(k for k in required if isinstance(k, str)) if isinstance(required, list) else frozenset()
+        )
         # schema.py's rule for other keys, also where only check_value applies (anyOf branches, $ref targets):
         # it is the stricter of the two, so the grammar holds whichever of them a schema piece meets
         extra = schema.get("additionalProperties")
@@ -312,10 +387,10 @@ def _bounds(spec: Spec, integer: bool):
     for is_lower, bounds in ((True, spec.lower), (False, spec.upper)):
         for bound, strict in bounds:
             if bound != bound:
-                continue                          # NaN: no comparison fails
+                continue  # NaN: no comparison fails
             if math.isinf(bound):
                 if (bound > 0) == is_lower:
-                    unsat = True                  # x >= inf, x <= -inf
+                    unsat = True  # x >= inf, x <= -inf
                 continue
             new = _one_bound(Fraction(bound), strict, is_lower, integer)
             if new is None:
@@ -334,7 +409,7 @@ def _one_bound(b: Fraction, strict: bool, is_lower: bool, integer: bool) -> tupl
     """One bound as (Fraction, strict); None when no finite number satisfies it."""
     if integer:
         return (b, strict)
-    mb = -b if is_lower else b                    # as an upper bound
+    mb = -b if is_lower else b  # as an upper bound
     f = _float_floor(mb)
     if not strict:
         edge, edge_strict = f, False
@@ -342,11 +417,11 @@ def _one_bound(b: Fraction, strict: bool, is_lower: bool, integer: bool) -> tupl
         if f == mb:
             below = math.nextafter(float(f), -math.inf)
             if math.isinf(below):
-                return None                       # x < -max float: nothing finite
+                return None  # x < -max float: nothing finite
             f = Fraction(below)
         above = math.nextafter(float(f), math.inf)
         if math.isinf(above):
-            edge, edge_strict = f, False          # x <= max float keeps x below a bound past it
+            edge, edge_strict = f, False  # x <= max float keeps x below a bound past it
         else:
             edge, edge_strict = min(mb, (f + Fraction(above)) / 2), True
     return (-edge, edge_strict) if is_lower else (edge, edge_strict)
@@ -376,8 +451,15 @@ def _accepts(value, spec: Spec, root: Any) -> bool:
     every schema piece the value must pass; local $refs resolve against the tool's whole schema.
     """
     converted = value
-    defs = {k: v for k, v in root.items() if k not in ("properties", "required", "additionalProperties",
-                                                         "patternProperties", "type")} if isinstance(root, dict) else {}
+    defs = (
+        {
+            k: v
+            for k, v in root.items()
+            if k not in ("properties", "required", "additionalProperties", "patternProperties", "type")
+        }
+        if isinstance(root, dict)
+        else {}
+    )
     for piece, validator_side in spec.checks:
         if validator_side:
             wrapper = {**defs, "type": "object", "properties": {"v": piece}, "required": ["v"]}
@@ -424,8 +506,12 @@ class _Builder:
     def json_spec(self, spec: Spec, depth: int) -> Machine:
         if spec.enum is not None:
             members = [m for m in spec.enum if _serializable(m) is not None and _accepts(m, spec, self.s.root)]
-            return union([JsonString(Trie(m for m in members if isinstance(m, str))),
-                          Trie(_serializable(m) for m in members if not isinstance(m, str))])
+            return union(
+                [
+                    JsonString(Trie(m for m in members if isinstance(m, str))),
+                    Trie(_serializable(m) for m in members if not isinstance(m, str)),
+                ]
+            )
         kinds = spec.kinds if spec.kinds is not None else KINDS
         if spec.conv is not None:
             kinds = kinds & frozenset(k for t in spec.conv for k in _TYPE_KINDS[t])
@@ -463,7 +549,7 @@ class _Builder:
                 if key in spec.required:
                     self.s.note([key], "a required argument whose name the compact syntax cannot write")
                 continue
-            values[key] = (lambda alts=alts: value(alts, depth + 1))
+            values[key] = lambda alts=alts: value(alts, depth + 1)
         additional = None if spec.additional is None else (lambda: value(spec.additional, depth + 1))
         if self.syntax == "compact":
             return _Fields(values, spec.required, additional, lambda key: bool(_KEY_RE.match(key)))
@@ -525,7 +611,7 @@ class _Builder:
 
     def arguments(self, schema: Any) -> Machine:
         if not isinstance(schema, dict) or not schema:
-            alts = [Spec()]          # no schema: schema.py accepts any arguments
+            alts = [Spec()]  # no schema: schema.py accepts any arguments
         else:
             alts = self.s.alternatives(schema, [], validator_side=True, strict=True, top=True)
         objects = []
@@ -542,8 +628,9 @@ class _Builder:
 @dataclass
 class CallGrammar:
     """The machine of a whole call after its opener, for a set of tools; `problems` as documented above."""
+
     machine: Machine
-    tools: list[str]                 # the tools a constrained call can name
+    tools: list[str]  # the tools a constrained call can name
     problems: list[str]
 
 
@@ -554,15 +641,18 @@ def call_grammar(tools, syntax: str, closer: str = "</tool_call>") -> CallGramma
     for tool in tools:
         name = tool.name
         if not _NAME_RE.match(name):
-            problems.append(f"{name}: a call cannot name this tool (a tool name uses only letters, digits, "
-                            "_ . - and /); calls to it are not offered")
+            problems.append(
+                f"{name}: a call cannot name this tool (a tool name uses only letters, digits, "
+                "_ . - and /); calls to it are not offered"
+            )
             continue
         schemas = _Schemas(name, getattr(tool, "input_schema", None))
         machine = _Builder(schemas, syntax).arguments(getattr(tool, "input_schema", None))
         problems.extend(schemas.problems)
         if machine.empty():
-            problems.append(f"{name}: no arguments satisfy its inputSchema in the {syntax} syntax; calls to it are "
-                            "not offered")
+            problems.append(
+                f"{name}: no arguments satisfy its inputSchema in the {syntax} syntax; calls to it are not offered"
+            )
             continue
         args[name] = machine
     machine = CompactCall(args) if syntax == "compact" else JsonCall(args, closer)

@@ -20,8 +20,9 @@ most MAX_WS characters of space, tab, line feed and carriage return.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from fractions import Fraction
-from typing import Any, Callable, Iterable
+from typing import Any, ClassVar
 
 from decodeloop.constrain.grammar import charset as cs
 from decodeloop.constrain.grammar.charset import EMPTY, TEXT, Ranges
@@ -32,9 +33,20 @@ WS = cs.of(" \t\n\r")
 _QUOTE, _BACKSLASH = ord('"'), ord("\\")
 
 # every character str.isspace() calls whitespace (a test checks this against the whole of Unicode)
-UNICODE_SPACE = cs.normalize([(0x09, 0x0D), (0x1C, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
-                              (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F),
-                              (0x3000, 0x3000)])
+UNICODE_SPACE = cs.normalize(
+    [
+        (0x09, 0x0D),
+        (0x1C, 0x20),
+        (0x85, 0x85),
+        (0xA0, 0xA0),
+        (0x1680, 0x1680),
+        (0x2000, 0x200A),
+        (0x2028, 0x2029),
+        (0x202F, 0x202F),
+        (0x205F, 0x205F),
+        (0x3000, 0x3000),
+    ]
+)
 # a bare value of the compact syntax: no whitespace, '"', '[', ']', '=' or '\'
 BARE = cs.subtract(TEXT, cs.union(UNICODE_SPACE, cs.of('"[]=\\')))
 # a compact argument name: [A-Za-z_][A-Za-z0-9_.-]*
@@ -42,8 +54,16 @@ KEY_FIRST = cs.union(cs.span("a", "z"), cs.span("A", "Z"), cs.of("_"))
 KEY_REST = cs.union(KEY_FIRST, cs.span("0", "9"), cs.of(".-"))
 # raw in a JSON string: everything but control characters, '"' and '\'
 JSON_RAW = cs.subtract(TEXT, cs.union(cs.span(0, 0x1F), cs.of('"\\')))
-_JSON_ESCAPES = {ord('"'): 0x22, ord("\\"): 0x5C, ord("/"): 0x2F, ord("b"): 8, ord("f"): 12, ord("n"): 10,
-                 ord("r"): 13, ord("t"): 9}
+_JSON_ESCAPES = {
+    ord('"'): 0x22,
+    ord("\\"): 0x5C,
+    ord("/"): 0x2F,
+    ord("b"): 8,
+    ord("f"): 12,
+    ord("n"): 10,
+    ord("r"): 13,
+    ord("t"): 9,
+}
 _JSON_ESCAPABLE = cs.union(cs.span(0, 0x1F), cs.of('"\\/'))
 _CONTROL = cs.span(0, 0x1F)
 _HEX = {ord(h): int(h, 16) for h in "0123456789abcdefABCDEF"}
@@ -140,8 +160,12 @@ class Text(Machine):
         self.start = (dfa.start if dfa is not None else 0, 0)
         self._live_memo: dict = {}
         self._chars_memo: dict = {}
-        self._dead = (max_len is not None and max_len < self.min) or (dfa is not None and dfa.empty) \
-            or (not alphabet and self.min > 0) or not self._live(self.start[0], 0)
+        self._dead = (
+            (max_len is not None and max_len < self.min)
+            or (dfa is not None and dfa.empty)
+            or (not alphabet and self.min > 0)
+            or not self._live(self.start[0], 0)
+        )
 
     def chars(self, s):
         if self._dead:
@@ -214,8 +238,9 @@ class Union(Machine):
         return cs.union(*(p.chars(x) for p, x in zip(self.parts, s) if x is not None))
 
     def step(self, s, c):
-        return tuple(p.step(x, c) if x is not None and cs.contains(p.chars(x), c) else None
-                     for p, x in zip(self.parts, s))
+        return tuple(
+            p.step(x, c) if x is not None and cs.contains(p.chars(x), c) else None for p, x in zip(self.parts, s)
+        )
 
     def final(self, s):
         return any(x is not None and p.final(x) for p, x in zip(self.parts, s))
@@ -314,16 +339,16 @@ class Number(Machine):
             k = max(0, len(str(_floor(mlo[0] / (d + 1)))) - 1)
             while k > 0 and (d + 1) * 10 ** (k - 1) > mlo[0]:
                 k -= 1
-            while (d + 1) * 10 ** k <= mlo[0]:
+            while (d + 1) * 10**k <= mlo[0]:
                 k += 1
         while True:
-            low = Fraction(d * 10 ** k)
+            low = Fraction(d * 10**k)
             if mhi is not None and low > mhi[0]:
                 return False
-            if self._meets(low, Fraction((d + 1) * 10 ** k), mlo, mhi):
+            if self._meets(low, Fraction((d + 1) * 10**k), mlo, mhi):
                 return True
             if mhi is None:
-                return True     # an ever longer number ends up inside [mlo, infinity)
+                return True  # an ever longer number ends up inside [mlo, infinity)
             k += 1
 
     def _meets(self, a: Fraction, b: Fraction | None, mlo, mhi) -> bool:
@@ -460,8 +485,9 @@ class CompactValue(Machine):
             return EMPTY
         ic = self.quoted.chars(x)
         if esc:
-            return cs.normalize((letter, letter) for letter, target in _COMPACT_ESCAPES.items()
-                                if cs.contains(ic, target))
+            return cs.normalize(
+                (letter, letter) for letter, target in _COMPACT_ESCAPES.items() if cs.contains(ic, target)
+            )
         out = [cs.subtract(ic, cs.of('"\\'))]
         if cs.intersect(ic, cs.of('"\\\n\t')):
             out.append(cs.of("\\"))
@@ -490,7 +516,7 @@ class CompactValue(Machine):
         return phase == 3 or (phase == 1 and self.bare.final(x))
 
 
-OTHER_KEY = ("other key",)   # the state of a free key once it can no longer be a declared or excluded one
+OTHER_KEY = ("other key",)  # the state of a free key once it can no longer be a declared or excluded one
 
 
 class KeyMachine(Machine):
@@ -500,8 +526,15 @@ class KeyMachine(Machine):
     152k tokens, each with its row of the token table); so two free keys of one object may be the same (the
     JSON reader then reports the repeated key), as in free-form JSON values."""
 
-    def __init__(self, names: Iterable[str], free: bool, excluded: Iterable[str] = (), first: Ranges = TEXT,
-                 rest: Ranges = TEXT, min_len: int = 0) -> None:
+    def __init__(
+        self,
+        names: Iterable[str],
+        free: bool,
+        excluded: Iterable[str] = (),
+        first: Ranges = TEXT,
+        rest: Ranges = TEXT,
+        min_len: int = 0,
+    ) -> None:
         self.names = frozenset(names)
         self.free = free
         self.excluded = frozenset(excluded)
@@ -555,11 +588,16 @@ class _Fields:
     without end), and memoized.
     """
 
-    def __init__(self, values: dict[str, Callable[[], Machine]], required: Iterable[str],
-                 additional: Callable[[], Machine] | None, writable: Callable[[str], bool] = lambda key: True) -> None:
+    def __init__(
+        self,
+        values: dict[str, Callable[[], Machine]],
+        required: Iterable[str],
+        additional: Callable[[], Machine] | None,
+        writable: Callable[[str], bool] = lambda key: True,
+    ) -> None:
         self._factories = dict(values)
         self.required = frozenset(required)
-        self.writable = writable            # whether the syntax can write a key (compact: [A-Za-z_][A-Za-z0-9_.-]*)
+        self.writable = writable  # whether the syntax can write a key (compact: [A-Za-z_][A-Za-z0-9_.-]*)
         self._additional_factory = additional
         self._machines: dict[str, Machine] = {}
         self._additional: Machine | None = None
@@ -589,8 +627,7 @@ class _Fields:
     def satisfiable(self) -> bool:
         """Whether every required key can be given a value: a declared one, or another if other keys are allowed."""
         names = set(self.names())
-        return all(k in names or (k not in self._factories and self.writable(k) and self.free())
-                   for k in self.required)
+        return all(k in names or (k not in self._factories and self.writable(k) and self.free()) for k in self.required)
 
     def can_add(self, seen: frozenset) -> bool:
         return any(k not in seen for k in self.names()) or self.free()
@@ -693,7 +730,7 @@ class JsonObject(Machine):
             return (self.PREVALUE, seen, sub, 0)
         if ch == ",":
             return (self.COMMA, seen, None, 0)
-        return (self.CLOSED, seen, None, 0)   # "}"
+        return (self.CLOSED, seen, None, 0)  # "}"
 
     def final(self, s):
         return s[0] == self.CLOSED
@@ -708,8 +745,9 @@ class JsonArray(Machine):
 
     OPEN0, OPEN, ITEM, AFTER, COMMA, CLOSED = range(6)
 
-    def __init__(self, item: Callable[[int], Machine | None], min_items: int = 0, max_items: int | None = None,
-                 cap: int = 0) -> None:
+    def __init__(
+        self, item: Callable[[int], Machine | None], min_items: int = 0, max_items: int | None = None, cap: int = 0
+    ) -> None:
         self._item_factory = item
         self._items: dict[int, Machine | None] = {}
         self.min = max(0, min_items)
@@ -777,7 +815,7 @@ class JsonArray(Machine):
             return (self.CLOSED, n, None, 0)
         if c == ord(",") and phase == self.AFTER:
             return (self.COMMA, n, None, 0)
-        im = self.item(n)     # the first character of an item, after "[" or ","
+        im = self.item(n)  # the first character of an item, after "[" or ","
         return (self.ITEM, n, im.step(im.start, c), 0)
 
     def final(self, s):
@@ -908,9 +946,25 @@ class JsonCall(Machine):
     JSON, formats/calls/shapes.py) the object's "}" ends the call. State (phase, tool, sub, ws).
     """
 
-    (PRE, OPEN, NAME_KEY, COLON1, PRE_NAME, NAME, AFTER_NAME, ARGS_KEY0, ARGS_KEY, COLON2, PRE_ARGS, ARGS,
-     AFTER_ARGS, PRE_CLOSE, CLOSER, DONE) = range(16)
-    _LITERALS = {NAME_KEY: '"name"', ARGS_KEY: '"arguments"'}
+    (
+        PRE,
+        OPEN,
+        NAME_KEY,
+        COLON1,
+        PRE_NAME,
+        NAME,
+        AFTER_NAME,
+        ARGS_KEY0,
+        ARGS_KEY,
+        COLON2,
+        PRE_ARGS,
+        ARGS,
+        AFTER_ARGS,
+        PRE_CLOSE,
+        CLOSER,
+        DONE,
+    ) = range(16)
+    _LITERALS: ClassVar[dict[int, str]] = {NAME_KEY: '"name"', ARGS_KEY: '"arguments"'}
 
     def __init__(self, tools: dict[str, Machine], closer: str) -> None:
         self.tools = {name: args for name, args in tools.items() if not args.empty()}
@@ -937,8 +991,15 @@ class JsonCall(Machine):
             if not args.final(sub):
                 return inside
             return cs.union(inside, WS, cs.of("}"))
-        nxt = {self.PRE: "{", self.OPEN: '"', self.COLON1: ":", self.PRE_NAME: '"', self.ARGS_KEY0: '"',
-               self.COLON2: ":", self.AFTER_ARGS: "}"}.get(phase)
+        nxt = {
+            self.PRE: "{",
+            self.OPEN: '"',
+            self.COLON1: ":",
+            self.PRE_NAME: '"',
+            self.ARGS_KEY0: '"',
+            self.COLON2: ":",
+            self.AFTER_ARGS: "}",
+        }.get(phase)
         out = [_ws(ws)]
         if nxt is not None:
             out.append(cs.of(nxt))
@@ -988,7 +1049,7 @@ class JsonCall(Machine):
         if phase == self.PRE_NAME:
             return (self.NAME, tool, self.name_string.step(self.name_string.start, c), 0)
         if phase == self.AFTER_NAME:
-            if c == 0x2C:                                                                          # ","
+            if c == 0x2C:  # ","
                 return (self.ARGS_KEY0, tool, None, 0)
             return (self.PRE_CLOSE, tool, None, 0) if self.closer else (self.DONE, tool, None, 0)
         if phase == self.ARGS_KEY0:

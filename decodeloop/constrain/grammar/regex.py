@@ -38,13 +38,13 @@ from bisect import bisect_right
 from decodeloop.constrain.grammar import charset as cs
 from decodeloop.constrain.grammar.charset import TEXT, Ranges
 
-MAX_COUNT = 1000        # the largest {m,n} count expanded
+MAX_COUNT = 1000  # the largest {m,n} count expanded
 MAX_NFA_STATES = 20_000
 MAX_DFA_STATES = 4_096
-MAX_PATTERN_CHARS = 4_096     # a server's pattern longer than this is not read
-SEARCH_STEPS = 2_000_000      # NFA states visited on one value's cache misses before TooCostly
-_SEARCH_STATES = 4_096        # cached automaton states per pattern; the cache starts over beyond
-_PATTERNS_KEPT = 256          # patterns whose searchers, and whose grammar DFAs, are kept (the oldest goes first)
+MAX_PATTERN_CHARS = 4_096  # a server's pattern longer than this is not read
+SEARCH_STEPS = 2_000_000  # NFA states visited on one value's cache misses before TooCostly
+_SEARCH_STATES = 4_096  # cached automaton states per pattern; the cache starts over beyond
+_PATTERNS_KEPT = 256  # patterns whose searchers, and whose grammar DFAs, are kept (the oldest goes first)
 
 
 class Unsupported(ValueError):
@@ -136,7 +136,7 @@ class _Parser:
             elif ch == "{":
                 m = _QUANTIFIER.match(self.p, self.i)
                 if not m or (not m.group(2) and not m.group(1)):
-                    return atom         # not a quantifier ("{}", "{x}"): the next atom is a literal "{"
+                    return atom  # not a quantifier ("{}", "{x}"): the next atom is a literal "{"
                 if not m.group(2):
                     lo = hi = int(m.group(1))
                 else:
@@ -152,7 +152,7 @@ class _Parser:
             if self.peek() == "+":
                 raise self.error("a possessive quantifier")
             if self.peek() == "?":
-                self.i += 1     # lazy: the same language
+                self.i += 1  # lazy: the same language
             atom = ("rep", atom, lo, hi)
 
     def atom(self):
@@ -185,8 +185,15 @@ class _Parser:
             self.i = end + 1
             return None
         elif p.startswith("?", self.i):
-            kinds = {"?=": "a lookahead", "?!": "a lookahead", "?<=": "a lookbehind", "?<!": "a lookbehind",
-                     "?P=": "a backreference", "?>": "an atomic group", "?(": "a conditional"}
+            kinds = {
+                "?=": "a lookahead",
+                "?!": "a lookahead",
+                "?<=": "a lookbehind",
+                "?<!": "a lookbehind",
+                "?P=": "a backreference",
+                "?>": "an atomic group",
+                "?(": "a conditional",
+            }
             for prefix, what in kinds.items():
                 if p.startswith(prefix, self.i):
                     raise self.error(what)
@@ -222,12 +229,12 @@ class _Parser:
             return ("bol",) if ch == "A" else ("eol", "Z")
         if ch in "xuU":
             n = {"x": 2, "u": 4, "U": 8}[ch]
-            digits = self.p[self.i:self.i + n]
+            digits = self.p[self.i : self.i + n]
             self.i += n
             return ("chars", cs.span(int(digits, 16), int(digits, 16)))
         if ch == "N":
             end = self.p.find("}", self.i)
-            name = self.p[self.i + 1:end]
+            name = self.p[self.i + 1 : end]
             self.i = end + 1
             return ("chars", cs.of(unicodedata.lookup(name)))
         if ch == "0" or (ch in "1234567" and in_class):
@@ -237,9 +244,15 @@ class _Parser:
                 self.i += 1
             return ("chars", cs.span(int(digits, 8), int(digits, 8)))
         if ch.isdigit():
-            if (len(self.p) >= self.i + 2 and ch in "01234567" and self.peek() in "01234567" and self.peek()
-                    and self.peek(1) in "01234567" and self.peek(1)):
-                digits = ch + self.p[self.i:self.i + 2]
+            if (
+                len(self.p) >= self.i + 2
+                and ch in "01234567"
+                and self.peek() in "01234567"
+                and self.peek()
+                and self.peek(1) in "01234567"
+                and self.peek(1)
+            ):
+                digits = ch + self.p[self.i : self.i + 2]
                 self.i += 2
                 return ("chars", cs.span(int(digits, 8), int(digits, 8)))
             raise self.error("a backreference")
@@ -408,7 +421,7 @@ class Dfa:
     def step(self, d: int, c: int):
         i = bisect_right(self.los[d], c) - 1
         if i >= 0:
-            lo, hi, t = self.trans[d][i]
+            _lo, hi, t = self.trans[d][i]
             if c <= hi:
                 return t
         return None
@@ -422,7 +435,7 @@ class Dfa:
         return self.accepting[d]
 
     @staticmethod
-    def intersection(a: "Dfa", b: "Dfa") -> "Dfa":
+    def intersection(a: Dfa, b: Dfa) -> Dfa:
         index = {(a.start, b.start): 0}
         pairs = [(a.start, b.start)]
         trans: list = []
@@ -485,7 +498,7 @@ def _determinize(nfa: _Nfa, start: int, accepts: set[int], alphabet: Ranges) -> 
     return Dfa(trans, accepting, 0)
 
 
-_CACHE: dict = {}   # (pattern, alphabet) -> its Dfa or why not; at most _PATTERNS_KEPT
+_CACHE: dict = {}  # (pattern, alphabet) -> its Dfa or why not; at most _PATTERNS_KEPT
 
 
 def _nfa(pattern: str, exact: bool) -> tuple[_Nfa, int, set[int], set[int]]:
@@ -525,7 +538,7 @@ def _nfa(pattern: str, exact: bool) -> tuple[_Nfa, int, set[int], set[int]]:
                 accepts.add(last)
     except Unsupported:
         raise
-    except (ValueError, KeyError, IndexError, RecursionError) as e:   # a construct the parser misread: refuse it
+    except (ValueError, KeyError, IndexError, RecursionError) as e:  # a construct the parser misread: refuse it
         raise Unsupported(f"a construct the grammar does not read ({type(e).__name__}: {e})") from None
     return nfa, start, accepts, sticky
 
@@ -541,7 +554,7 @@ def compile_pattern(pattern: str, alphabet: Ranges = TEXT) -> Dfa:
         if isinstance(found, Unsupported):
             raise found
         return found
-    if len(_CACHE) >= _PATTERNS_KEPT:   # a server's patterns come and go: keep the recent ones
+    if len(_CACHE) >= _PATTERNS_KEPT:  # a server's patterns come and go: keep the recent ones
         _CACHE.pop(next(iter(_CACHE)))
     try:
         nfa, start, accepts, _ = _nfa(pattern, exact=False)
@@ -554,6 +567,7 @@ def compile_pattern(pattern: str, alphabet: Ranges = TEXT) -> Dfa:
 
 
 # Checking a value against a server's pattern: re.search's answer, in time linear in the value.
+
 
 class TooCostly(Unsupported):
     """A value whose check would take more than the step budget; the check fails rather than run on."""
@@ -611,7 +625,7 @@ class _Searcher:
         for ch in text:
             current = self.sets[d]
             if current & self.sticky:
-                return True                       # a match was found; what follows cannot undo it
+                return True  # a match was found; what follows cannot undo it
             key = (d, ord(ch))
             nxt = moves.get(key)
             if nxt is None:
@@ -620,16 +634,17 @@ class _Searcher:
                 reached = nfa.closure(targets)
                 budget -= len(current) + len(reached)
                 if budget < 0:
-                    raise TooCostly(f"checking a value of {len(text):,} characters against it took more than "
-                                    f"{SEARCH_STEPS:,} steps")
-                if len(self.sets) > _SEARCH_STATES:   # a pattern with too many states: start the cache over
+                    raise TooCostly(
+                        f"checking a value of {len(text):,} characters against it took more than {SEARCH_STEPS:,} steps"
+                    )
+                if len(self.sets) > _SEARCH_STATES:  # a pattern with too many states: start the cache over
                     self._reset()
                     moves = self.moves
                     d = self._state(current)
                 nxt = moves[(d, code)] = self._state(reached)
             d = nxt
             if not self.sets[d]:
-                return False                      # nothing left that could match
+                return False  # nothing left that could match
         return bool(self.sets[d] & self.accepts)
 
 
@@ -652,7 +667,7 @@ def search(pattern: str, text: str) -> bool:
             found = e
         if len(_SEARCHERS) >= _PATTERNS_KEPT:
             _SEARCHERS.pop(next(iter(_SEARCHERS)))
-    _SEARCHERS[pattern] = found                   # most recently used last
+    _SEARCHERS[pattern] = found  # most recently used last
     if isinstance(found, Unsupported):
         raise found
     return found.search(text)

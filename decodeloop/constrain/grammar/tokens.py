@@ -48,7 +48,7 @@ from decodeloop.constrain.grammar.bytes import CLOSER_TOKEN, ByteGrammar, ByteSt
 from decodeloop.constrain.grammar.compile import call_grammar
 
 _UNKNOWN, _DEAD = -2, -1
-MASK_MEMORY = 256 << 20     # bytes of memoized masks in the process, every matcher and grammar together
+MASK_MEMORY = 256 << 20  # bytes of memoized masks in the process, every matcher and grammar together
 
 
 class MaskMemo:
@@ -60,10 +60,10 @@ class MaskMemo:
     """
 
     def __init__(self) -> None:
-        self._entries: OrderedDict = OrderedDict()   # id(state) -> [weak reference to it, id(its grammar), bytes]
+        self._entries: OrderedDict = OrderedDict()  # id(state) -> [weak reference to it, id(its grammar), bytes]
         self.bytes = 0
-        self._lock = threading.Lock()      # harnesses on threads (eval --concurrency) share it
-        self._freed: list = []             # (id, reference) of states freed since: settled at the next change
+        self._lock = threading.Lock()  # harnesses on threads (eval --concurrency) share it
+        self._freed: list = []  # (id, reference) of states freed since: settled at the next change
 
     def __len__(self) -> int:
         with self._lock:
@@ -116,7 +116,7 @@ class MaskMemo:
 
 def _drop_masks(state: ByteState | None) -> None:
     if state is None:
-        return          # freed already, its masks with it
+        return  # freed already, its masks with it
     for key in [k for k in state.masks if k == "tokens" or (type(k) is tuple and k[0] in ("plan", "torch"))]:
         del state.masks[key]
 
@@ -131,13 +131,13 @@ class _Vocabulary:
         data = [tokenizer.token_bytes(t) for t in range(size)]
         self.token_bytes = data
         lengths = np.fromiter((len(b) for b in data), dtype=np.int64, count=size)
-        self.order = np.argsort(-lengths, kind="stable")          # row r of the matrix is token order[r]
+        self.order = np.argsort(-lengths, kind="stable")  # row r of the matrix is token order[r]
         width = int(lengths.max()) if size else 0
         matrix = np.zeros((size, max(width, 1)), dtype=np.uint8)
         for row, token in enumerate(self.order.tolist()):
             b = data[token]
             if b:
-                matrix[row, :len(b)] = np.frombuffer(b, dtype=np.uint8)
+                matrix[row, : len(b)] = np.frombuffer(b, dtype=np.uint8)
         self.matrix = matrix
         self.lengths = lengths[self.order]
         # walking at column j: rows [0, live[j]) (the tokens longer than j)
@@ -150,7 +150,7 @@ class _Vocabulary:
 
 
 # per tokenizer (while it lives) and size: a harness per entry builds a matcher each time, not its tables
-_VOCABULARIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_VOCABULARIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _VOCABULARIES_LOCK = threading.Lock()
 
 
@@ -158,7 +158,7 @@ def _vocabulary(tokenizer, size: int) -> _Vocabulary:
     try:
         with _VOCABULARIES_LOCK:
             found = _VOCABULARIES.setdefault(tokenizer, {}).get(size)
-    except TypeError:                      # a tokenizer that cannot be weakly referenced: tables of its own
+    except TypeError:  # a tokenizer that cannot be weakly referenced: tables of its own
         return _Vocabulary(tokenizer, size)
     if found is None:
         found = _Vocabulary(tokenizer, size)
@@ -172,7 +172,7 @@ class TokenMatcher:
 
     def __init__(self, tokenizer, vocab_size: int | None = None, closer_id: int | None = None) -> None:
         size = vocab_size or tokenizer.vocab_size
-        self.closer_id = closer_id      # a closer that is one special token: the grammar's CLOSER_TOKEN
+        self.closer_id = closer_id  # a closer that is one special token: the grammar's CLOSER_TOKEN
         self.encode = tokenizer.encode
         vocabulary = _vocabulary(tokenizer, size)
         self.vocab = size
@@ -184,7 +184,7 @@ class TokenMatcher:
         self.tools: list[str] = []
         self._reset_tables()
 
-    def __copy__(self) -> "TokenMatcher":
+    def __copy__(self) -> TokenMatcher:
         """A matcher of the same vocabulary (its tables shared) with no grammar yet: `start` gives it its own."""
         other = object.__new__(type(self))
         other.__dict__.update(self.__dict__)
@@ -264,7 +264,7 @@ class TokenMatcher:
                 return None
             segment.clear()
             out.append(self.closer_id)
-        out.pop()                            # the sentinel appended above
+        out.pop()  # the sentinel appended above
         return out if None not in out else None
 
     def _encode_into(self, out: list[int], data: bytes) -> bool:
@@ -278,8 +278,10 @@ class TokenMatcher:
             text_ids = self.encode(data[lead:].decode("utf-8"))
         except UnicodeDecodeError:
             text_ids = None
-        if text_ids is None or \
-                b"".join(self.token_bytes[t] if 0 <= t < self.vocab else b"\0" for t in text_ids) != data[lead:]:
+        if (
+            text_ids is None
+            or b"".join(self.token_bytes[t] if 0 <= t < self.vocab else b"\0" for t in text_ids) != data[lead:]
+        ):
             text_ids = [self._byte_token.get(b) for b in data[lead:]]
         ids += text_ids
         if None in ids:
@@ -305,8 +307,11 @@ class TokenMatcher:
         view = None
         if isinstance(logits, np.ndarray):
             view = logits if logits.dtype.kind == "f" else logits.astype(np.float64)
-        elif logits.device.type == "cpu" and logits.dim() == 1 and str(logits.dtype) in ("torch.float32",
-                                                                                         "torch.float64"):
+        elif (
+            logits.device.type == "cpu"
+            and logits.dim() == 1
+            and str(logits.dtype) in ("torch.float32", "torch.float64")
+        ):
             view = logits.numpy()
         if view is None:
             return self._apply_masked_fill(logits, state, mask, count)
@@ -349,8 +354,11 @@ class TokenMatcher:
             state.masks[key] = forbidden
             MASKS.add(state, self.grammar, forbidden.numel())
         wanted = int(logits.argmax())
-        out = logits.masked_fill(forbidden, -inf) if logits.is_floating_point() else \
-            logits.float().masked_fill(forbidden, -inf)
+        out = (
+            logits.masked_fill(forbidden, -inf)
+            if logits.is_floating_point()
+            else logits.float().masked_fill(forbidden, -inf)
+        )
         ruled_out = wanted >= self.vocab or not mask[wanted]
         return out, ((wanted, count) if ruled_out else None)
 
@@ -400,13 +408,13 @@ class TokenMatcher:
             s, byte = divmod(pair, 256)
             st = states[s]
             found = None if st.final else grammar.advance(st, byte)
-            target = _DEAD if found is None else self._index(found)     # may grow the table: index it first
+            target = _DEAD if found is None else self._index(found)  # may grow the table: index it first
             self._table[s, byte] = target
 
     def _walk(self, state: ByteState):
         rows = len(self.order)
         current = np.full(self.live[0] if self.live else 0, self._index(state), dtype=np.int32)
-        accepted = np.zeros(rows, dtype=bool)             # reached the end of the call inside the token
+        accepted = np.zeros(rows, dtype=bool)  # reached the end of the call inside the token
         for column, live in enumerate(self.live):
             cur = current[:live]
             walking = cur >= 0
@@ -420,12 +428,12 @@ class TokenMatcher:
             done = (nxt >= 0) & self._final[np.maximum(nxt, 0)]
             if done.any():
                 accepted[:live] |= done
-                nxt[done] = _DEAD                          # walked no further: the rest is after the call
+                nxt[done] = _DEAD  # walked no further: the rest is after the call
             current[:live] = nxt
             if not (nxt >= 0).any():
                 break
         allowed_rows = accepted
-        allowed_rows[:len(current)] |= current >= 0
+        allowed_rows[: len(current)] |= current >= 0
         mask = np.zeros(self.vocab, dtype=bool)
-        mask[self.order[allowed_rows]] = True         # rows of empty tokens never walk, so never allowed
+        mask[self.order[allowed_rows]] = True  # rows of empty tokens never walk, so never allowed
         return mask

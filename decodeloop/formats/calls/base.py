@@ -8,8 +8,9 @@ SmolLM); shapes.py reads the other shapes real models write.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 
 
 @dataclass
@@ -23,7 +24,7 @@ class ParseError(ValueError):
 
     def __init__(self, message: str, column: int) -> None:
         super().__init__(message)
-        self.column = column     # 1-based position in the call's text
+        self.column = column  # 1-based position in the call's text
 
 
 def render_result(text: str, is_error: bool) -> str:
@@ -34,19 +35,19 @@ def render_result(text: str, is_error: bool) -> str:
 class CallSyntax(Protocol):
     """A call syntax, as the harness, the stop check and the grammar use it."""
 
-    name: str                    # "compact" or "json"
-    shape: str                   # its own shape's name (shapes.py)
-    alternates: tuple            # the other shapes `--call-shapes lenient` reads
-    opener: str                  # the text that opens a call
-    closer: str                  # the text that closes one
-    collect_calls: bool          # whether the message goes on after a call (all its calls run together)
+    name: str  # "compact" or "json"
+    shape: str  # its own shape's name (shapes.py)
+    alternates: tuple  # the other shapes `--call-shapes lenient` reads
+    opener: str  # the text that opens a call
+    closer: str  # the text that closes one
+    collect_calls: bool  # whether the message goes on after a call (all its calls run together)
 
-    def parse(self, text: str) -> Call: ...                  # raises ParseError
+    def parse(self, text: str) -> Call: ...  # raises ParseError
 
     def render(self, call: Call) -> str: ...
 
     def render_result(self, text: str, is_error: bool) -> str: ...
 
-    def describe(self, tools: Iterable[Any]) -> str: ...     # the system prompt's paragraphs
+    def describe(self, tools: Iterable[Any]) -> str: ...  # the system prompt's paragraphs
 
-    def scanner(self) -> Any: ...            # where a call being written ends: .feed(text) -> end or None
+    def scanner(self) -> Any: ...  # where a call being written ends: .feed(text) -> end or None

@@ -34,23 +34,26 @@ from __future__ import annotations
 import json
 import re
 import string
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-from decodeloop.formats.calls.base import Call, ParseError, render_result  # noqa: F401  (imported from here too)
+from decodeloop.formats.calls.base import Call, ParseError, render_result
 from decodeloop.schema import describe_type, numeric_bounds
 
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-/")
 _NAME_RE = re.compile(r"[A-Za-z0-9_./-]+\Z")
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
-_NOT_BARE = frozenset('"[]=\\')               # besides whitespace
+_NOT_BARE = frozenset('"[]=\\')  # besides whitespace
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
 _ESCAPED = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t"}
-_QUOTED_STOP = re.compile(r'["\\]')           # inside quotes only these matter
+_QUOTED_STOP = re.compile(r'["\\]')  # inside quotes only these matter
 
-INTRO = ("To use a tool, write a call on its own: [call NAME key=value ...]. "
-         "Put a value that contains spaces, quotes, brackets or = in double quotes, "
-         'writing \\" for a quote and \\\\ for a backslash. '
-         "The result comes back in a tool message; then answer the user.")
+INTRO = (
+    "To use a tool, write a call on its own: [call NAME key=value ...]. "
+    "Put a value that contains spaces, quotes, brackets or = in double quotes, "
+    'writing \\" for a quote and \\\\ for a backslash. '
+    "The result comes back in a tool message; then answer the user."
+)
 
 
 def _is_bare(ch: str) -> bool:
@@ -117,20 +120,21 @@ class _Parser:
 
     def unclosed(self) -> ParseError:
         end = len(self.text)
-        return self.fail(f'unclosed call: expected "]" at column {end + 1}, found the end of the text; '
-                         f"{self.shape()}", end)
+        return self.fail(
+            f'unclosed call: expected "]" at column {end + 1}, found the end of the text; {self.shape()}', end
+        )
 
     def parse(self) -> Call:
         text = self.text
         if not text.startswith(CompactSyntax.opener):
             if text.startswith("[call"):
-                raise self.fail(f'expected a space after "[call" at column 6, found {self.found(5)}; '
-                                f"{self.shape()}", 5)
-            raise self.fail(f'expected a call to start with "[call " at column 1, found {self.found(0)}; '
-                            f"{self.shape()}", 0)
+                raise self.fail(f'expected a space after "[call" at column 6, found {self.found(5)}; {self.shape()}', 5)
+            raise self.fail(
+                f'expected a call to start with "[call " at column 1, found {self.found(0)}; {self.shape()}', 0
+            )
         pos = self.parse_name(self.skip_space(len(CompactSyntax.opener)))
         arguments: dict[str, str] = {}
-        previous = self.name           # the item the next one follows, for messages
+        previous = self.name  # the item the next one follows, for messages
         while True:
             pos = self.skip_space(pos)
             if pos >= len(text):
@@ -142,13 +146,16 @@ class _Parser:
             key, pos = self.parse_key(pos, previous, arguments)
             value, pos = self.parse_value(pos, key)
             arguments[key] = value
-            previous = text[start:pos] if pos - start <= 30 else text[start:start + 27] + "..."
+            previous = text[start:pos] if pos - start <= 30 else text[start : start + 27] + "..."
 
     def check_end(self, pos: int) -> None:
         rest = self.skip_space(pos)
         if rest < len(self.text):
-            raise self.fail(f'unexpected text after the closing "]" at column {rest + 1}: '
-                            f'{self.found(rest)}; a call ends at its "]"', rest)
+            raise self.fail(
+                f'unexpected text after the closing "]" at column {rest + 1}: '
+                f'{self.found(rest)}; a call ends at its "]"',
+                rest,
+            )
 
     def parse_name(self, pos: int) -> int:
         text = self.text
@@ -159,19 +166,26 @@ class _Parser:
         if not name:
             if pos >= len(text):
                 raise self.unclosed()
-            raise self.fail(f'expected a tool name after "[call " at column {pos + 1}, found {self.found(pos)}; '
-                            f"{self.shape()}", pos)
+            raise self.fail(
+                f'expected a tool name after "[call " at column {pos + 1}, found {self.found(pos)}; {self.shape()}', pos
+            )
         if pos < len(text) and text[pos] == "=":
             # an argument where the name should be: the name was left out
-            raise self.fail(f'expected a tool name after "[call " at column {start + 1}, found the argument '
-                            f'"{name}="; {self.shape()}', start)
+            raise self.fail(
+                f'expected a tool name after "[call " at column {start + 1}, found the argument '
+                f'"{name}="; {self.shape()}',
+                start,
+            )
         if pos < len(text) and not text[pos].isspace() and text[pos] != "]":
             end = pos
             while end < len(text) and not text[end].isspace() and text[end] != "]":
                 end += 1
             bad = 'quote (")' if text[pos] == '"' else f'"{text[pos]}"'
-            raise self.fail(f'unexpected {bad} at column {pos + 1} in the tool name "{text[start:end]}"; a tool name uses only '
-                            f"letters, digits, _ . - and /", pos)
+            raise self.fail(
+                f'unexpected {bad} at column {pos + 1} in the tool name "{text[start:end]}"; a tool name uses only '
+                f"letters, digits, _ . - and /",
+                pos,
+            )
         self.name = name
         return pos
 
@@ -184,14 +198,22 @@ class _Parser:
         if not key:
             if text[pos] == "=":
                 raise self.fail(f'expected an argument name before "=" at column {pos + 1}; {self.shape()}', pos)
-            raise self.fail(f'expected key=value after "{previous}" at column {pos + 1}, found '
-                            f"{self.found(pos)}; {self.shape()}", pos)
+            raise self.fail(
+                f'expected key=value after "{previous}" at column {pos + 1}, found {self.found(pos)}; {self.shape()}',
+                pos,
+            )
         if pos >= len(text) or text[pos] != "=":
-            raise self.fail(f'expected key=value after "{previous}" at column {start + 1}, found '
-                            f'{self.found(start)}; {self.shape()}', start)
+            raise self.fail(
+                f'expected key=value after "{previous}" at column {start + 1}, found '
+                f"{self.found(start)}; {self.shape()}",
+                start,
+            )
         if not _KEY_RE.match(key):
-            raise self.fail(f'argument name "{key}" at column {start + 1} is not valid: an argument name '
-                            f"starts with a letter or _ and uses only letters, digits, _ . and -", start)
+            raise self.fail(
+                f'argument name "{key}" at column {start + 1} is not valid: an argument name '
+                f"starts with a letter or _ and uses only letters, digits, _ . and -",
+                start,
+            )
         if key in seen:
             raise self.fail(f'duplicate argument "{key}" at column {start + 1}; give each argument once', start)
         return key, pos + 1
@@ -201,8 +223,11 @@ class _Parser:
         if pos < len(text) and text[pos] == '"':
             value, pos = self.parse_quoted(pos, key)
             if pos < len(text) and not text[pos].isspace() and text[pos] != "]":
-                raise self.fail(f'expected a space or "]" after the value of "{key}" at column {pos + 1}, '
-                                f"found {self.found(pos)}; {self.shape()}", pos)
+                raise self.fail(
+                    f'expected a space or "]" after the value of "{key}" at column {pos + 1}, '
+                    f"found {self.found(pos)}; {self.shape()}",
+                    pos,
+                )
             return value, pos
         start = pos
         while pos < len(text) and _is_bare(text[pos]):
@@ -210,13 +235,19 @@ class _Parser:
         if pos == start:
             if pos >= len(text):
                 raise self.unclosed()
-            raise self.fail(f'expected a value after "{key}=" at column {pos + 1}, found {self.found(pos)}; '
-                            f'write {key}="" for an empty value, and put a value that contains spaces, '
-                            f"quotes, brackets, = or \\ in double quotes", pos)
+            raise self.fail(
+                f'expected a value after "{key}=" at column {pos + 1}, found {self.found(pos)}; '
+                f'write {key}="" for an empty value, and put a value that contains spaces, '
+                f"quotes, brackets, = or \\ in double quotes",
+                pos,
+            )
         if pos < len(text) and text[pos] in _NOT_BARE and text[pos] != "]":
-            raise self.fail(f'expected a space or "]" after the value of "{key}" at column {pos + 1}, '
-                            f"found {self.found(pos)}; put a value that contains spaces, quotes, brackets, "
-                            f'= or \\ in double quotes: {key}="..."', pos)
+            raise self.fail(
+                f'expected a space or "]" after the value of "{key}" at column {pos + 1}, '
+                f"found {self.found(pos)}; put a value that contains spaces, quotes, brackets, "
+                f'= or \\ in double quotes: {key}="..."',
+                pos,
+            )
         return text[start:pos], pos
 
     def parse_quoted(self, pos: int, key: str) -> tuple[str, int]:
@@ -227,17 +258,23 @@ class _Parser:
         while True:
             match = _QUOTED_STOP.search(text, pos)
             if match is None or (match.group() == "\\" and match.end() >= len(text)):
-                raise self.fail(f'unterminated quote: the value of "{key}" opened at column {opened + 1} '
-                                f'has no closing quote ("); end the value with " and the call with ]', opened)
+                raise self.fail(
+                    f'unterminated quote: the value of "{key}" opened at column {opened + 1} '
+                    f'has no closing quote ("); end the value with " and the call with ]',
+                    opened,
+                )
             at = match.start()
             parts.append(text[pos:at])
             if match.group() == '"':
                 return "".join(parts), at + 1
             escape = text[at + 1]
             if escape not in _ESCAPES:
-                raise self.fail(f'unknown escape "\\{escape}" at column {at + 1} in the value of "{key}"; '
-                                f'inside quotes write \\" for a quote, \\\\ for a backslash, \\n for a line '
-                                f"break and \\t for a tab", at)
+                raise self.fail(
+                    f'unknown escape "\\{escape}" at column {at + 1} in the value of "{key}"; '
+                    f'inside quotes write \\" for a quote, \\\\ for a backslash, \\n for a line '
+                    f"break and \\t for a tab",
+                    at,
+                )
             parts.append(_ESCAPES[escape])
             pos = at + 2
 
@@ -253,13 +290,13 @@ class CallScanner:
     close.
     """
 
-    _OUTSIDE_STOP = re.compile(r'\]|="')       # outside quotes: a close, or a quoted value opening
+    _OUTSIDE_STOP = re.compile(r'\]|="')  # outside quotes: a close, or a quoted value opening
 
     def __init__(self) -> None:
         self.length = 0
         self.closed = False
         self._in_quote = False
-        self._escaped = False       # inside quotes, the last character was a backslash
+        self._escaped = False  # inside quotes, the last character was a backslash
         self._after_equals = False  # outside quotes, the last character was "="
 
     def feed(self, piece: str) -> int | None:
@@ -268,7 +305,7 @@ class CallScanner:
         pos, end = 0, len(piece)
         while pos < end:
             if self._in_quote:
-                if self._escaped:               # the escaped character, whatever it is
+                if self._escaped:  # the escaped character, whatever it is
                     self._escaped = False
                     pos += 1
                     continue
@@ -281,7 +318,7 @@ class CallScanner:
                 else:
                     self._escaped = True
                 continue
-            if self._after_equals and piece[pos] == '"':   # '=' ended the last piece
+            if self._after_equals and piece[pos] == '"':  # '=' ended the last piece
                 self._after_equals = False
                 self._in_quote = True
                 pos += 1
@@ -305,11 +342,11 @@ class CompactSyntax:
     """[call NAME key=value ...]: the syntax the lab models are trained on."""
 
     name = "compact"
-    shape = "compact"       # its one shape: the lab models write no other
+    shape = "compact"  # its one shape: the lab models write no other
     alternates = ()
     opener = "[call "
     closer = "]"
-    collect_calls = False   # the turn stops at the first closed call (the lab models write one at a time)
+    collect_calls = False  # the turn stops at the first closed call (the lab models write one at a time)
 
     def parse(self, text: str) -> Call:
         """The call in `text`, which begins with the opener; raises ParseError."""
@@ -397,7 +434,7 @@ def _show(value: Any) -> str:
     """A schema value as the model would write it; quoted if a comma would make a list ambiguous."""
     written = render_value(value)
     if "," in written and not written.startswith('"'):
-        return '"' + written + '"'      # a bare value has nothing to escape
+        return '"' + written + '"'  # a bare value has nothing to escape
     return written
 
 

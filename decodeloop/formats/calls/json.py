@@ -39,11 +39,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-from decodeloop.formats.calls.shapes import ALTERNATES, CANONICAL
 from decodeloop.formats.calls.base import Call, ParseError, render_result
 from decodeloop.formats.calls.compact import _NAME_RE
+from decodeloop.formats.calls.shapes import ALTERNATES, CANONICAL
 from decodeloop.schema import did_you_mean
 
 OPENER = "<tool_call>"
@@ -52,29 +53,40 @@ MAX_DEPTH = 100
 
 _JSON_WS = " \t\n\r"
 _PUNCTUATION = "{}[],:"
-_STRING_STOP = re.compile(r'["\\\x00-\x1f]')       # inside a string only these matter
+_STRING_STOP = re.compile(r'["\\\x00-\x1f]')  # inside a string only these matter
 _NUMBER_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
-_NUMBERISH_RE = re.compile(r"[-+.0-9A-Za-z_]+")     # what the model meant as one number
+_NUMBERISH_RE = re.compile(r"[-+.0-9A-Za-z_]+")  # what the model meant as one number
 _WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEX4_RE = re.compile(r"[0-9a-fA-F]{4}")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _LITERALS = {"true": True, "false": False, "null": None}
 _TOP_KEYS = ("name", "arguments")
-_KEY_ALIASES = {"parameters": "arguments", "params": "arguments", "args": "arguments", "input": "arguments",
-                "tool": "name", "tool_name": "name", "function_name": "name"}
+_KEY_ALIASES = {
+    "parameters": "arguments",
+    "params": "arguments",
+    "args": "arguments",
+    "input": "arguments",
+    "tool": "name",
+    "tool_name": "name",
+    "function_name": "name",
+}
 
-PREAMBLE = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-            "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n")
-POSTAMBLE = ("\n</tools>\n\nFor each function call, return a json object with function name and arguments "
-             "within <tool_call></tool_call> XML tags:\n<tool_call>\n"
-             '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>')
+PREAMBLE = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+)
+POSTAMBLE = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+    "within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+)
 
 
 def _show(text: str, limit: int = 40) -> str:
     """A string as JSON writes it, shortened, for a message."""
     if len(text) > limit:
-        text = text[:limit - 3] + "..."
+        text = text[: limit - 3] + "..."
     return json.dumps(text, ensure_ascii=False)
 
 
@@ -104,10 +116,10 @@ class _Reader:
 
     def __init__(self, text: str, limit: int, closed: bool, in_string: bool = False) -> None:
         self.text = text
-        self.limit = limit              # where the JSON must end: the closer, or the end of the text
-        self.closed = closed            # whether a closer follows the limit
-        self.in_string = in_string      # reading the string "arguments" was given as
-        self.name: str | None = None    # the tool name, once read, for the shape in messages
+        self.limit = limit  # where the JSON must end: the closer, or the end of the text
+        self.closed = closed  # whether a closer follows the limit
+        self.in_string = in_string  # reading the string "arguments" was given as
+        self.name: str | None = None  # the tool name, once read, for the shape in messages
         self.depth = 0
 
     # --- words for messages ---------------------------------------------------------
@@ -156,8 +168,13 @@ class _Reader:
         if ch in _PUNCTUATION:
             return f"'{ch}'"
         end = pos
-        while (end < limit and not text[end].isspace() and text[end] not in _PUNCTUATION
-               and text[end] not in "\"'\\" and text[end] >= " "):
+        while (
+            end < limit
+            and not text[end].isspace()
+            and text[end] not in _PUNCTUATION
+            and text[end] not in "\"'\\"
+            and text[end] >= " "
+        ):
             end += 1
         word = text[pos:end]
         return f"'{word[:24]}...'" if len(word) > 24 else f"'{word}'"
@@ -178,13 +195,15 @@ class _Reader:
     def expected(self, pos: int, what: str, hint: str = "") -> ParseError:
         """A syntax error: `what` was expected at `pos`."""
         if pos >= self.limit and not self.closed:
-            return self.fail(f"unclosed call: the text ends at column {pos + 1} in the middle of the JSON, "
-                             f"where {what} was expected; finish the JSON object and end the call with "
-                             f"{CLOSER}{self.suffix()}", pos)
+            return self.fail(
+                f"unclosed call: the text ends at column {pos + 1} in the middle of the JSON, "
+                f"where {what} was expected; finish the JSON object and end the call with "
+                f"{CLOSER}{self.suffix()}",
+                pos,
+            )
         hint = hint or self.hint(pos)
         place = self.where(pos) if self.in_string else f"in the call {self.where(pos)}"
-        return self.fail(f"invalid JSON {place}: expected {what}, found {self.found(pos)}{hint}"
-                         f"{self.suffix()}", pos)
+        return self.fail(f"invalid JSON {place}: expected {what}, found {self.found(pos)}{hint}{self.suffix()}", pos)
 
     # --- the reader ------------------------------------------------------------------
 
@@ -209,7 +228,7 @@ class _Reader:
             return self.number(pos)
         word = _WORD_RE.match(text, pos, self.limit)
         if word and word.end() >= self.limit and not self.closed:
-            raise self.expected(self.limit, what)       # the text ends inside the word
+            raise self.expected(self.limit, what)  # the text ends inside the word
         if word and word.group() in _LITERALS:
             return _LITERALS[word.group()], word.end()
         if word and not self.hint(pos):
@@ -219,8 +238,11 @@ class _Reader:
     def enter(self, pos: int) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise self.fail(f"the JSON nests too deeply {self.where(pos)}: at most {MAX_DEPTH} levels of "
-                            f"objects and arrays{self.suffix()}", pos)
+            raise self.fail(
+                f"the JSON nests too deeply {self.where(pos)}: at most {MAX_DEPTH} levels of "
+                f"objects and arrays{self.suffix()}",
+                pos,
+            )
 
     def object(self, pos: int, record: list | None = None) -> tuple[dict, int]:
         """An object at `pos`; `record` collects (key, key_pos, value_pos, value_end, value)."""
@@ -238,13 +260,15 @@ class _Reader:
                     raise self.expected(pos, "a key in double quotes", "; remove the comma before '}'")
                 word = _WORD_RE.match(text, pos, self.limit)
                 hint = f'; put the key in double quotes: "{word.group()[:24]}"' if word else ""
-                raise self.expected(pos, "a key in double quotes" if after_comma
-                                    else "a key in double quotes or '}'", hint)
+                raise self.expected(
+                    pos, "a key in double quotes" if after_comma else "a key in double quotes or '}'", hint
+                )
             key_pos = pos
             key, pos = self.string(pos)
             if key in result:
-                raise self.fail(f"duplicate key {_show(key)} {self.where(key_pos)}; give each key once"
-                                f"{self.suffix()}", key_pos)
+                raise self.fail(
+                    f"duplicate key {_show(key)} {self.where(key_pos)}; give each key once{self.suffix()}", key_pos
+                )
             pos = self.skip_ws(pos)
             if pos >= self.limit or text[pos] != ":":
                 raise self.expected(pos, f"':' after the key {_show(key)}")
@@ -290,11 +314,15 @@ class _Reader:
 
     def unterminated(self, opened: int) -> ParseError:
         if not self.closed:
-            return self.fail(f"unclosed call: the text ends at column {len(self.text) + 1} inside the string "
-                             f"opened at column {opened + 1}; "
-                             f'end the string with " and the call with {CLOSER}{self.suffix()}', len(self.text))
-        return self.fail(f'unterminated string {self.where(opened)}: it has no closing quote ("){self.suffix()}',
-                         opened)
+            return self.fail(
+                f"unclosed call: the text ends at column {len(self.text) + 1} inside the string "
+                f"opened at column {opened + 1}; "
+                f'end the string with " and the call with {CLOSER}{self.suffix()}',
+                len(self.text),
+            )
+        return self.fail(
+            f'unterminated string {self.where(opened)}: it has no closing quote ("){self.suffix()}', opened
+        )
 
     def string(self, pos: int) -> tuple[str, int]:
         text, limit = self.text, self.limit
@@ -311,11 +339,17 @@ class _Reader:
             if ch == '"':
                 return "".join(parts), at + 1
             if ch != "\\":
-                what = "a line break" if ch in "\r\n" else ("a tab" if ch == "\t"
-                                                            else f"the control character U+{ord(ch):04X}")
-                raise self.fail(f"{what} inside a string {self.where(at)}; inside a JSON string write \\n for a "
-                                f"line break, \\t for a tab and \\u0000 (four hex digits) for other control "
-                                f"characters{self.suffix()}", at)
+                what = (
+                    "a line break"
+                    if ch in "\r\n"
+                    else ("a tab" if ch == "\t" else f"the control character U+{ord(ch):04X}")
+                )
+                raise self.fail(
+                    f"{what} inside a string {self.where(at)}; inside a JSON string write \\n for a "
+                    f"line break, \\t for a tab and \\u0000 (four hex digits) for other control "
+                    f"characters{self.suffix()}",
+                    at,
+                )
             if at + 1 >= limit:
                 raise self.unterminated(opened)
             escape = text[at + 1]
@@ -324,24 +358,30 @@ class _Reader:
                 pos = at + 2
                 continue
             if escape != "u":
-                raise self.fail(f'unknown escape "\\{escape}" {self.where(at)}; inside a JSON string write \\" for '
-                                f"a quote, \\\\ for a backslash, \\n for a line break and \\t for a tab"
-                                f"{self.suffix()}", at)
-            digits = text[at + 2:min(at + 6, limit)]
+                raise self.fail(
+                    f'unknown escape "\\{escape}" {self.where(at)}; inside a JSON string write \\" for '
+                    f"a quote, \\\\ for a backslash, \\n for a line break and \\t for a tab"
+                    f"{self.suffix()}",
+                    at,
+                )
+            digits = text[at + 2 : min(at + 6, limit)]
             if not _HEX4_RE.fullmatch(digits):
                 if at + 6 > limit and not self.closed:
                     raise self.unterminated(opened)
                 written = re.match(r"[0-9a-fA-F]*", digits).group()
-                raise self.fail(f'invalid escape "\\u{written}" {self.where(at)}: \\u takes four hex '
-                                f"digits, as in \\u00e9{self.suffix()}", at)
+                raise self.fail(
+                    f'invalid escape "\\u{written}" {self.where(at)}: \\u takes four hex '
+                    f"digits, as in \\u00e9{self.suffix()}",
+                    at,
+                )
             code = int(digits, 16)
             pos = at + 6
             if 0xD800 <= code < 0xDC00 and text.startswith("\\u", pos) and pos + 6 <= limit:
-                low = text[pos + 2:pos + 6]
+                low = text[pos + 2 : pos + 6]
                 if _HEX4_RE.fullmatch(low) and 0xDC00 <= int(low, 16) < 0xE000:
                     code = 0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00)
                     pos += 6
-            parts.append(chr(code))      # a lone surrogate stays one, as in the json module
+            parts.append(chr(code))  # a lone surrogate stays one, as in the json module
 
     def number(self, pos: int) -> tuple[int | float, int]:
         text = self.text
@@ -351,8 +391,11 @@ class _Reader:
         if match is None or match.end() != loose.end():
             if loose.end() >= self.limit and not self.closed:
                 raise self.expected(self.limit, "the rest of the number")
-            raise self.fail(f"invalid number '{written[:24]}' {self.where(pos)}; a JSON number looks like "
-                            f"3, -2, 0.5 or 1e3 (no leading +, . or zeros){self.suffix()}", pos)
+            raise self.fail(
+                f"invalid number '{written[:24]}' {self.where(pos)}; a JSON number looks like "
+                f"3, -2, 0.5 or 1e3 (no leading +, . or zeros){self.suffix()}",
+                pos,
+            )
         if match.group(1) or match.group(2):
             value: int | float = float(match.group())
             if math.isinf(value):
@@ -360,7 +403,7 @@ class _Reader:
             return value, match.end()
         try:
             return int(match.group()), match.end()
-        except ValueError:      # more digits than Python converts (sys.get_int_max_str_digits)
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
             raise self.fail(f"the number {self.where(pos)} has too many digits{self.suffix()}", pos) from None
 
 
@@ -373,8 +416,9 @@ def _read_arguments_string(value: str) -> dict:
     arguments, pos = reader.object(pos)
     pos = reader.skip_ws(pos)
     if pos < len(value):
-        raise reader.fail(f"unexpected text after the object at character {pos + 1} of the string: "
-                          f"{reader.found(pos)}", pos)
+        raise reader.fail(
+            f"unexpected text after the object at character {pos + 1} of the string: {reader.found(pos)}", pos
+        )
     return arguments
 
 
@@ -388,13 +432,14 @@ class _CallParser:
         text = self.text
         if not text.startswith(OPENER):
             reader = _Reader(text, len(text), closed=False)
-            raise reader.fail(f'expected a call to start with "{OPENER}" at column 1, found {reader.found(0)}'
-                              f"{reader.suffix()}", 0)
+            raise reader.fail(
+                f'expected a call to start with "{OPENER}" at column 1, found {reader.found(0)}{reader.suffix()}', 0
+            )
         scanner = JsonCallScanner()
-        close = scanner.feed(text[len(OPENER):])
+        close = scanner.feed(text[len(OPENER) :])
         closed = close is not None
-        end = len(OPENER) + close if closed else len(text)       # just past the closer
-        limit = end - len(CLOSER) if closed else len(text)       # where the JSON must end
+        end = len(OPENER) + close if closed else len(text)  # just past the closer
+        limit = end - len(CLOSER) if closed else len(text)  # where the JSON must end
         reader = _Reader(text, limit, closed)
 
         pos = self.skip_space(len(OPENER), limit)
@@ -406,23 +451,38 @@ class _CallParser:
         rest = self.skip_space(pos, limit)
         if rest < limit:
             if text[rest] == "{":
-                raise reader.fail(f"unexpected second JSON object at column {rest + 1}; write each call in its "
-                                  f"own {OPENER}...{CLOSER}", rest)
+                raise reader.fail(
+                    f"unexpected second JSON object at column {rest + 1}; write each call in its "
+                    f"own {OPENER}...{CLOSER}",
+                    rest,
+                )
             if closed:
-                raise reader.fail(f"unexpected text after the JSON object at column {rest + 1}: "
-                                  f"{reader.found(rest)}; end the call with {CLOSER} right after the object", rest)
-            raise reader.fail(f'expected "{CLOSER}" after the JSON object at column {rest + 1}, found '
-                              f"{reader.found(rest)}; end the call with {CLOSER}", rest)
+                raise reader.fail(
+                    f"unexpected text after the JSON object at column {rest + 1}: "
+                    f"{reader.found(rest)}; end the call with {CLOSER} right after the object",
+                    rest,
+                )
+            raise reader.fail(
+                f'expected "{CLOSER}" after the JSON object at column {rest + 1}, found '
+                f"{reader.found(rest)}; end the call with {CLOSER}",
+                rest,
+            )
         if not closed:
-            raise reader.fail(f'unclosed call: expected "{CLOSER}" at column {len(text) + 1}, found the end of '
-                              f"the text; end the call with {CLOSER}", len(text))
+            raise reader.fail(
+                f'unclosed call: expected "{CLOSER}" at column {len(text) + 1}, found the end of '
+                f"the text; end the call with {CLOSER}",
+                len(text),
+            )
 
         call = self.check_shape(reader, record, start)
 
         after = self.skip_space(end, len(text))
         if after < len(text):
-            raise reader.fail(f'unexpected text after the closing "{CLOSER}" at column {after + 1}: '
-                              f"{reader.found(after, len(text))}; a call ends at its {CLOSER}", after)
+            raise reader.fail(
+                f'unexpected text after the closing "{CLOSER}" at column {after + 1}: '
+                f"{reader.found(after, len(text))}; a call ends at its {CLOSER}",
+                after,
+            )
         return call
 
     def skip_space(self, pos: int, limit: int) -> int:
@@ -445,38 +505,54 @@ class _CallParser:
                     try:
                         arguments = _read_arguments_string(value)
                     except ParseError as e:
-                        raise reader.fail(f'"arguments" {where} is a string that does not hold a JSON object: '
-                                          f"{e}; write the arguments as a JSON object, not a string"
-                                          f"{reader.suffix()}", value_pos) from None
+                        raise reader.fail(
+                            f'"arguments" {where} is a string that does not hold a JSON object: '
+                            f"{e}; write the arguments as a JSON object, not a string"
+                            f"{reader.suffix()}",
+                            value_pos,
+                        ) from None
                 else:
-                    raise reader.fail(f'"arguments" {where} must be a JSON object, found {_kind(value)}; write '
-                                      f'"arguments": {{}} for a call without arguments{reader.suffix()}', value_pos)
+                    raise reader.fail(
+                        f'"arguments" {where} must be a JSON object, found {_kind(value)}; write '
+                        f'"arguments": {{}} for a call without arguments{reader.suffix()}',
+                        value_pos,
+                    )
             else:
                 meant = _KEY_ALIASES.get(key) or next(iter(did_you_mean(key, _TOP_KEYS)), None)
                 hint = f' (did you mean "{meant}"?)' if meant else ""
-                raise reader.fail(f'unknown key {_show(key)} at column {key_pos + 1}: a call has only "name" and '
-                                  f'"arguments"{hint}{reader.suffix()}', key_pos)
+                raise reader.fail(
+                    f'unknown key {_show(key)} at column {key_pos + 1}: a call has only "name" and '
+                    f'"arguments"{hint}{reader.suffix()}',
+                    key_pos,
+                )
         if name is None:
-            raise reader.fail(f'missing "name": the JSON object at column {start + 1} must name the tool to call'
-                              f"{reader.suffix()}", start)
+            raise reader.fail(
+                f'missing "name": the JSON object at column {start + 1} must name the tool to call{reader.suffix()}',
+                start,
+            )
         return Call(name, arguments)
 
     def check_name(self, reader: _Reader, value: Any, pos: int, end: int) -> str:
         if not isinstance(value, str):
-            raise reader.fail(f'"name" at column {pos + 1} must be a string, found {_kind(value)}'
-                              f"{reader.suffix()}", pos)
+            raise reader.fail(
+                f'"name" at column {pos + 1} must be a string, found {_kind(value)}{reader.suffix()}', pos
+            )
         if not value:
-            raise reader.fail(f'"name" at column {pos + 1} is empty: it must name the tool to call'
-                              f"{reader.suffix()}", pos)
+            raise reader.fail(
+                f'"name" at column {pos + 1} is empty: it must name the tool to call{reader.suffix()}', pos
+            )
         if _NAME_RE.match(value):
             return value
         index, bad = next((i, ch) for i, ch in enumerate(value) if not _NAME_RE.match(ch))
-        column = pos + 2 + index if self.text[pos + 1:end - 1] == value else pos + 1  # exact when unescaped
+        column = pos + 2 + index if self.text[pos + 1 : end - 1] == value else pos + 1  # exact when unescaped
         shown = _Reader(value, len(value), closed=True, in_string=True).found(index)
         if shown.startswith("'"):
             shown = f"'{bad}'"
-        raise reader.fail(f"{shown} at column {column} is not allowed in the tool name {_show(value)}: a tool "
-                          f"name uses only letters, digits, _ . - and /", column - 1)
+        raise reader.fail(
+            f"{shown} at column {column} is not allowed in the tool name {_show(value)}: a tool "
+            f"name uses only letters, digits, _ . - and /",
+            column - 1,
+        )
 
 
 class JsonCallScanner:
@@ -490,21 +566,21 @@ class JsonCallScanner:
     """
 
     _OUTSIDE_STOP = re.compile('"|' + re.escape(CLOSER))
-    _INSIDE_STOP = re.compile(r'["\\\n\r]')   # a quote ends a string, and so does a raw line break
+    _INSIDE_STOP = re.compile(r'["\\\n\r]')  # a quote ends a string, and so does a raw line break
 
     def __init__(self) -> None:
         self.length = 0
         self.closed = False
         self._in_string = False
-        self._escaped = False       # inside a string, the last character was a backslash
-        self._matched = 0           # outside strings, how much of the closer ended the last piece
+        self._escaped = False  # inside a string, the last character was a backslash
+        self._matched = 0  # outside strings, how much of the closer ended the last piece
 
     def feed(self, piece: str) -> int | None:
         if self.closed:
             raise ValueError("this call has already closed; start a new scanner")
         pos, end = 0, len(piece)
         if self._matched:
-            rest = CLOSER[self._matched:]
+            rest = CLOSER[self._matched :]
             if piece.startswith(rest):
                 return self._close(len(rest))
             if rest.startswith(piece):
@@ -516,7 +592,7 @@ class JsonCallScanner:
             self._matched = 0
         while pos < end:
             if self._in_string:
-                if self._escaped:               # the escaped character, whatever it is
+                if self._escaped:  # the escaped character, whatever it is
                     self._escaped = False
                     pos += 1
                     continue
@@ -552,7 +628,7 @@ class JsonCallScanner:
 
 def _check_value(value: Any) -> None:
     """Raise ValueError unless `value` is JSON that parse reads back as itself."""
-    stack = [(value, 2)]        # the call's object and "arguments" are the first two levels
+    stack = [(value, 2)]  # the call's object and "arguments" are the first two levels
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
@@ -581,7 +657,7 @@ class JsonSyntax:
     alternates = ALTERNATES  # what real models write instead (formats/calls/shapes.py), read with --call-shapes lenient
     opener = OPENER
     closer = CLOSER
-    collect_calls = True    # these models write parallel calls as consecutive <tool_call> blocks
+    collect_calls = True  # these models write parallel calls as consecutive <tool_call> blocks
 
     def parse(self, text: str) -> Call:
         """The call in `text`, which begins with the opener; raises ParseError."""
@@ -620,6 +696,7 @@ def tool_schema(tool: Any) -> dict:
     schema = getattr(tool, "input_schema", None)
     if not isinstance(schema, dict) or not schema:
         schema = {"type": "object", "properties": {}}
-    return {"type": "function", "function": {"name": tool.name,
-                                             "description": getattr(tool, "description", None) or "",
-                                             "parameters": schema}}
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": getattr(tool, "description", None) or "", "parameters": schema},
+    }

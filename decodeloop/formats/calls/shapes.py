@@ -29,18 +29,19 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from decodeloop.formats.calls.compact import _NAME_RE, Call, ParseError
 
-CANONICAL = "tool_call"     # the JSON syntax's own shape, for the events
+CANONICAL = "tool_call"  # the JSON syntax's own shape, for the events
 _ARGUMENT_KEYS = ("arguments", "parameters")
 _ALLOWED_KEYS = frozenset({"name", "type", *_ARGUMENT_KEYS})
 _WHITESPACE = " \t\n\r"
 # how a call's object begins, up to its whole name: where --constrain's lazy grammar may start
 _CALL_HEAD = re.compile(r'[ \t\n\r]*\{[ \t\n\r]*"name"[ \t\n\r]*:[ \t\n\r]*"([^"\\\n]{1,128})"')
-_HEAD_CHARS = 200               # a body that has not named a tool by then is not read for a name
+_HEAD_CHARS = 200  # a body that has not named a tool by then is not read for a name
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,11 @@ class Shape:
 
     name: str
     opener: str
-    closer: str | None        # None: the JSON value itself closes the shape (bare JSON)
-    message_start: bool = False   # only at the start of the message, not after any line break
-    named: bool = False       # the tool's name is in the opener (`<function=NAME>`), the body is the arguments
+    closer: str | None  # None: the JSON value itself closes the shape (bare JSON)
+    message_start: bool = False  # only at the start of the message, not after any line break
+    named: bool = False  # the tool's name is in the opener (`<function=NAME>`), the body is the arguments
 
-    def scanner(self) -> "SpanScanner":
+    def scanner(self) -> SpanScanner:
         return SpanScanner(self)
 
     @property
@@ -78,9 +79,13 @@ ALTERNATES: tuple[Shape, ...] = (
 BY_NAME = {shape.name: shape for shape in ALTERNATES}
 NAMES = (CANONICAL, *dict.fromkeys(shape.name for shape in ALTERNATES))
 DESCRIBED = {
-    "fenced_json": "a ```json block", "fenced_tool_call": "a ```tool_call block", "fenced": "a ``` block",
-    "bare_json": "JSON at the start of the message", "function_tag": "<function=NAME>...</function>",
-    "tools_tag": "<tools>...</tools>", "tool_calls_tag": "[TOOL_CALLS] and JSON",
+    "fenced_json": "a ```json block",
+    "fenced_tool_call": "a ```tool_call block",
+    "fenced": "a ``` block",
+    "bare_json": "JSON at the start of the message",
+    "function_tag": "<function=NAME>...</function>",
+    "tools_tag": "<tools>...</tools>",
+    "tool_calls_tag": "[TOOL_CALLS] and JSON",
 }
 
 
@@ -98,14 +103,14 @@ class SpanScanner:
     def __init__(self, shape: Shape) -> None:
         self.closer = shape.closer
         self.abandoned = False
-        self._naming = shape.named       # still inside `<function=NAME`
+        self._naming = shape.named  # still inside `<function=NAME`
         self._depth = 1 if shape.opener in "{[" else 0
         # what the body's first character may be: a call's object or array; in bare JSON, the first key
         # or the first object (so prose that starts with a bracket is let go at once)
         self._expect = {"{": '"}', "[": "{"}.get(shape.opener, "{[")
         self._in_string = self._escaped = False
-        self._tail = ""                  # the end of the text outside strings, as long as the closer
-        self._head = "{" if shape.opener == "{" else ""   # the body's first characters, while they may name
+        self._tail = ""  # the end of the text outside strings, as long as the closer
+        self._head = "{" if shape.opener == "{" else ""  # the body's first characters, while they may name
         self._named: str | None = None
 
     @property
@@ -157,9 +162,9 @@ class SpanScanner:
             elif ch in "}]":
                 self._depth -= 1
                 if self._depth <= 0 and closer is None:
-                    return i + 1          # the value is whole (or more closed than opened: not JSON)
+                    return i + 1  # the value is whole (or more closed than opened: not JSON)
             if closer is not None:
-                self._tail = (self._tail + ch)[-len(closer):]
+                self._tail = (self._tail + ch)[-len(closer) :]
                 if self._tail == closer:
                     return i + 1
         return None
@@ -204,13 +209,13 @@ def read(shape: Shape, span: str, known: Callable[[str], bool], closed: bool = T
 
 def parse(shape_name: str, text: str) -> Call:
     """One call written in an alternate shape (a text `read` gave); raises ParseError."""
-    shape = BY_NAME[shape_name] if shape_name in BY_NAME else None
+    shape = BY_NAME.get(shape_name)
     try:
         if shape is None:
             raise NotACall(f"unknown call shape {shape_name!r}")
         if text.startswith(shape.opener):
             return read_call(shape, text)
-        return _call(shape, _json(text), lambda name: True)    # an element of an array
+        return _call(shape, _json(text), lambda name: True)  # an element of an array
     except NotACall as e:
         raise ParseError(f"not a call written as {DESCRIBED.get(shape_name, shape_name)}: {e}", 0) from None
 
@@ -230,16 +235,17 @@ def read_call(shape: Shape, span: str) -> Call:
 
 
 def _body(shape: Shape, span: str, closed: bool = True) -> str:
-    body = span[len(shape.opener):] if shape.opener not in "{[" else span
+    body = span[len(shape.opener) :] if shape.opener not in "{[" else span
     if shape.closer is not None and closed:
         if not body.endswith(shape.closer):
             raise NotACall(f"no closing {shape.closer}")
-        body = body[:-len(shape.closer)]
+        body = body[: -len(shape.closer)]
     return body
 
 
 def _json(text: str, name: str = "") -> Any:
     """Strict JSON (no NaN, no key twice) with nothing after it but whitespace."""
+
     def pairs(items):
         seen = {}
         for key, value in items:
@@ -258,7 +264,7 @@ def _json(text: str, name: str = "") -> Any:
     except (ValueError, RecursionError) as e:
         raise NotACall(f"JSON that does not parse ({e})", name, broken=True) from None
     if end != len(text):
-        raise NotACall(f"text after the JSON: {text[end:end + 20]!r}", name)
+        raise NotACall(f"text after the JSON: {text[end : end + 20]!r}", name)
     return value
 
 

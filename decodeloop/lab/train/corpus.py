@@ -31,10 +31,10 @@ from functools import lru_cache
 
 from decodeloop.formats.calls.compact import Call, CompactSyntax
 from decodeloop.formats.chat import USER, LabChat, lab_transcript
-from decodeloop.servers import command, timezone, units, weather
 from decodeloop.formats.tokenizer import CharTokenizer
-from decodeloop.servers.unusual import Unusual
 from decodeloop.lab.train.places import CITIES
+from decodeloop.servers import command, timezone, units, weather
+from decodeloop.servers.unusual import Unusual
 
 # The lab servers, in the order their tools appear in the system prompt.
 LAB_SERVERS = (("weather", weather), ("timezone", timezone), ("units", units))
@@ -42,13 +42,40 @@ LAB_SERVERS = (("weather", weather), ("timezone", timezone), ("units", units))
 HELDOUT_STATES = frozenset({"VT", "NM", "ND", "DE", "WV"})
 HELDOUT_CITY_SHARE = 5  # one city in five of the other states is held out too
 
-UNIT_WORDS = {"km": "kilometers", "m": "meters", "cm": "centimeters", "mi": "miles", "ft": "feet",
-              "in": "inches", "kg": "kilograms", "g": "grams", "lb": "pounds", "oz": "ounces",
-              "l": "liters", "ml": "milliliters", "gal": "gallons", "c": "degrees Celsius",
-              "f": "degrees Fahrenheit"}
-CONVERSIONS = [("km", "mi"), ("mi", "km"), ("m", "ft"), ("ft", "m"), ("cm", "in"), ("in", "cm"),
-               ("kg", "lb"), ("lb", "kg"), ("g", "oz"), ("oz", "g"), ("l", "gal"), ("gal", "l"),
-               ("l", "ml"), ("c", "f"), ("f", "c")]
+UNIT_WORDS = {
+    "km": "kilometers",
+    "m": "meters",
+    "cm": "centimeters",
+    "mi": "miles",
+    "ft": "feet",
+    "in": "inches",
+    "kg": "kilograms",
+    "g": "grams",
+    "lb": "pounds",
+    "oz": "ounces",
+    "l": "liters",
+    "ml": "milliliters",
+    "gal": "gallons",
+    "c": "degrees Celsius",
+    "f": "degrees Fahrenheit",
+}
+CONVERSIONS = [
+    ("km", "mi"),
+    ("mi", "km"),
+    ("m", "ft"),
+    ("ft", "m"),
+    ("cm", "in"),
+    ("in", "cm"),
+    ("kg", "lb"),
+    ("lb", "kg"),
+    ("g", "oz"),
+    ("oz", "g"),
+    ("l", "gal"),
+    ("gal", "l"),
+    ("l", "ml"),
+    ("c", "f"),
+    ("f", "c"),
+]
 
 WEATHER_QUESTIONS = (
     "What's the weather in {place}?",
@@ -78,12 +105,12 @@ CONVERT_QUESTIONS = (
 
 @dataclass
 class Episode:
-    user: str               # the question
-    tool: str               # the tool a correct model calls
-    arguments: dict         # its arguments, as the schema converts them
-    call: str               # the compact call text
-    result: str             # the tool result, as the server returns it
-    answer: str             # an answer that uses the result's values
+    user: str  # the question
+    tool: str  # the tool a correct model calls
+    arguments: dict  # its arguments, as the schema converts them
+    call: str  # the compact call text
+    result: str  # the tool result, as the server returns it
+    answer: str  # an answer that uses the result's values
     values: list[str] = field(default_factory=list)  # what a correct answer must contain
     copied: list[str] = field(default_factory=list)  # every piece of the result the answer copies (values too)
 
@@ -129,8 +156,12 @@ def system_prompt() -> str:
 
 
 SPLITS = ("train", "heldout", "ood")
-TOOLS = {"get_weather": weather.get_weather, "get_forecast": weather.get_forecast,
-         "get_time_zone": timezone.get_time_zone, "convert": units.convert}
+TOOLS = {
+    "get_weather": weather.get_weather,
+    "get_forecast": weather.get_forecast,
+    "get_time_zone": timezone.get_time_zone,
+    "convert": units.convert,
+}
 
 
 def call_tool(name: str, arguments: dict, unusual: Unusual | None = None) -> str:
@@ -148,8 +179,9 @@ def _served(name: str, arguments: str, ood: bool) -> str:
     return _connected(ood)[1][name].call_tool(name, json.loads(arguments)).text()
 
 
-def episodes(seed: int, n: int, split: str = "train", varied: float = 0.0,
-             forecasts: float | None = None) -> list[Episode]:
+def episodes(
+    seed: int, n: int, split: str = "train", varied: float = 0.0, forecasts: float | None = None
+) -> list[Episode]:
     """n episodes of a split; `varied`: the share of them (train only) holding training's unusual values;
     `forecasts`: the share of forecasts (train only; by default one in five, as in every split)."""
     if split not in SPLITS:
@@ -181,22 +213,30 @@ def episodes(seed: int, n: int, split: str = "train", varied: float = 0.0,
 # -- one episode per tool ---------------------------------------------------------------
 
 
-def _episode(user: str, tool: str, arguments: dict, answer: str, values: list[str], unusual,
-             copied: list[str] = ()) -> Episode:
+def _episode(
+    user: str, tool: str, arguments: dict, answer: str, values: list[str], unusual, copied: list[str] = ()
+) -> Episode:
     call = CompactSyntax().render(Call(tool, {k: str(v) for k, v in arguments.items()}))
-    return Episode(user, tool, arguments, call, call_tool(tool, arguments, unusual), answer, values,
-                   [*values, *copied])
+    return Episode(user, tool, arguments, call, call_tool(tool, arguments, unusual), answer, values, [*values, *copied])
 
 
 def _weather(rng: random.Random, places, unusual: Unusual | None = None) -> Episode:
     city, state = rng.choice(places)
     user = rng.choice(WEATHER_QUESTIONS).format(place=f"{city}, {state}")
     w = weather.current_weather(city, state, unusual)
-    answer = (f"In {city}, {state} it's {w['temperature_f']}°F right now ({w['conditions']}), with "
-              f"{w['humidity_pct']}% humidity and wind at {w['wind_mph']} mph from the {w['wind_dir']}.")
-    return _episode(user, "get_weather", {"city": city, "state": state}, answer,
-                    [f"{w['temperature_f']}°F", w["conditions"]], unusual,
-                    [f"{w['humidity_pct']}%", f"{w['wind_mph']} mph", w["wind_dir"]])
+    answer = (
+        f"In {city}, {state} it's {w['temperature_f']}°F right now ({w['conditions']}), with "
+        f"{w['humidity_pct']}% humidity and wind at {w['wind_mph']} mph from the {w['wind_dir']}."
+    )
+    return _episode(
+        user,
+        "get_weather",
+        {"city": city, "state": state},
+        answer,
+        [f"{w['temperature_f']}°F", w["conditions"]],
+        unusual,
+        [f"{w['humidity_pct']}%", f"{w['wind_mph']} mph", w["wind_dir"]],
+    )
 
 
 def _forecast(rng: random.Random, places, unusual: Unusual | None = None) -> Episode:
@@ -209,8 +249,15 @@ def _forecast(rng: random.Random, places, unusual: Unusual | None = None) -> Epi
     # the days as the tool writes them, a line each: the answer quotes the result verbatim
     lines = [f"{d['day']} {d['temperature_f']}°F, {d['conditions']}" for d in f["days"]]
     answer = f"Here's the forecast for {city}, {state}:\n" + "\n".join(lines)
-    return _episode(user, "get_forecast", arguments, answer, [f"{d['temperature_f']}°F" for d in f["days"]],
-                    unusual, [d["conditions"] for d in f["days"]])
+    return _episode(
+        user,
+        "get_forecast",
+        arguments,
+        answer,
+        [f"{d['temperature_f']}°F" for d in f["days"]],
+        unusual,
+        [d["conditions"] for d in f["days"]],
+    )
 
 
 def _timezone(rng: random.Random, places, unusual: Unusual | None = None) -> Episode:
@@ -218,8 +265,15 @@ def _timezone(rng: random.Random, places, unusual: Unusual | None = None) -> Epi
     user = rng.choice(TIMEZONE_QUESTIONS).format(place=f"{city}, {state}")
     z = timezone.time_zone(city, state, unusual)
     answer = f"{city}, {state} is on {z['zone']} ({z['iana']}), UTC{z['utc_offset']}."
-    return _episode(user, "get_time_zone", {"city": city, "state": state}, answer,
-                    [z["zone"], f"UTC{z['utc_offset']}"], unusual, [z["iana"]])
+    return _episode(
+        user,
+        "get_time_zone",
+        {"city": city, "state": state},
+        answer,
+        [z["zone"], f"UTC{z['utc_offset']}"],
+        unusual,
+        [z["iana"]],
+    )
 
 
 def _convert(rng: random.Random, places, unusual: Unusual | None = None) -> Episode:
@@ -227,12 +281,18 @@ def _convert(rng: random.Random, places, unusual: Unusual | None = None) -> Epis
     value = round(rng.uniform(0.5, 500), rng.choice((0, 1, 2)))
     value = int(value) if value == int(value) else value
     shown = str(value)
-    user = rng.choice(CONVERT_QUESTIONS).format(value=shown, from_unit=from_unit, to_unit=to_unit,
-                                                from_words=UNIT_WORDS[from_unit], to_words=UNIT_WORDS[to_unit])
+    user = rng.choice(CONVERT_QUESTIONS).format(
+        value=shown,
+        from_unit=from_unit,
+        to_unit=to_unit,
+        from_words=UNIT_WORDS[from_unit],
+        to_words=UNIT_WORDS[to_unit],
+    )
     result = units.result_text(value, from_unit, to_unit, unusual)
     answer = f"{shown} {from_unit} is {result} {to_unit}."
-    return _episode(user, "convert", {"value": value, "from_unit": from_unit, "to_unit": to_unit},
-                    answer, [result], unusual)
+    return _episode(
+        user, "convert", {"value": value, "from_unit": from_unit, "to_unit": to_unit}, answer, [result], unusual
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -240,8 +300,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--split", choices=SPLITS, default="train")
-    parser.add_argument("--varied", type=float, default=0.0, metavar="SHARE",
-                        help="share of train episodes holding training's unusual values (default: 0)")
+    parser.add_argument(
+        "--varied",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="share of train episodes holding training's unusual values (default: 0)",
+    )
     parser.add_argument("--jsonl", action="store_true", help="one JSON object per episode, with its markup")
     args = parser.parse_args(argv)
     system = system_prompt()

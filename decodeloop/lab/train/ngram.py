@@ -18,6 +18,7 @@ from decodeloop.formats.tokenizer import CharTokenizer
 @dataclass
 class NgramCounts:
     """For each context length k < order: context -> (total count, {next token: count})."""
+
     order: int
     followers: list[dict[str, tuple[int, dict[int, int]]]]
 
@@ -38,7 +39,7 @@ def training_segments(system: str, transcripts: list[str], order: int) -> list[s
         text = as_text(tokenizer.encode_markup(markup))
         if i:
             start = text.index(chr(tokenizer.special(USER)))
-            text = text[max(0, start - (order - 1)):]
+            text = text[max(0, start - (order - 1)) :]
         segments.append(text)
     return segments
 
@@ -50,12 +51,12 @@ def count(segments: list[str], order: int) -> NgramCounts:
     # grams once, and a shorter gram's count is the sum over the full grams it ends.
     full: Counter[str] = Counter()
     for text in segments:
-        full.update(text[i - order + 1: i + 1] for i in range(order - 1, len(text)))
+        full.update(text[i - order + 1 : i + 1] for i in range(order - 1, len(text)))
     followers: list[dict[str, tuple[int, dict[int, int]]]] = []
     for k in range(order):  # context length k predicts the token after it
         grams: Counter[str] = Counter()
         for gram, n in full.items():
-            grams[gram[order - 1 - k:]] += n
+            grams[gram[order - 1 - k :]] += n
         table: dict[str, tuple[int, dict[int, int]]] = {}
         for gram, n in grams.items():
             context = gram[:-1]

@@ -56,15 +56,60 @@ CITIES_BY_STATE = {
 
 # Multi-word names above are joined back by this table; every other name is one word.
 MULTI_WORD = {
-    "Little Rock", "Fort Smith", "Hot Springs", "Los Angeles", "San Diego", "San Jose", "New Haven",
-    "Key West", "Idaho Falls", "Coeur d'Alene", "Twin Falls", "Fort Wayne", "South Bend", "Des Moines",
-    "Cedar Rapids", "Iowa City", "Dodge City", "Bowling Green", "New Orleans", "Baton Rouge",
-    "Lake Charles", "Bar Harbor", "Presque Isle", "Grand Rapids", "Ann Arbor", "Traverse City",
-    "Saint Paul", "Kansas City", "St. Louis", "Great Falls", "Grand Island", "North Platte",
-    "Las Vegas", "Carson City", "Jersey City", "Atlantic City", "Santa Fe", "Las Cruces", "New York",
-    "Grand Forks", "Oklahoma City", "Myrtle Beach", "Sioux Falls", "Rapid City", "Johnson City",
-    "San Antonio", "El Paso", "Salt Lake City", "St. George", "Virginia Beach", "Walla Walla",
-    "Green Bay", "Eau Claire", "La Crosse",
+    "Little Rock",
+    "Fort Smith",
+    "Hot Springs",
+    "Los Angeles",
+    "San Diego",
+    "San Jose",
+    "New Haven",
+    "Key West",
+    "Idaho Falls",
+    "Coeur d'Alene",
+    "Twin Falls",
+    "Fort Wayne",
+    "South Bend",
+    "Des Moines",
+    "Cedar Rapids",
+    "Iowa City",
+    "Dodge City",
+    "Bowling Green",
+    "New Orleans",
+    "Baton Rouge",
+    "Lake Charles",
+    "Bar Harbor",
+    "Presque Isle",
+    "Grand Rapids",
+    "Ann Arbor",
+    "Traverse City",
+    "Saint Paul",
+    "Kansas City",
+    "St. Louis",
+    "Great Falls",
+    "Grand Island",
+    "North Platte",
+    "Las Vegas",
+    "Carson City",
+    "Jersey City",
+    "Atlantic City",
+    "Santa Fe",
+    "Las Cruces",
+    "New York",
+    "Grand Forks",
+    "Oklahoma City",
+    "Myrtle Beach",
+    "Sioux Falls",
+    "Rapid City",
+    "Johnson City",
+    "San Antonio",
+    "El Paso",
+    "Salt Lake City",
+    "St. George",
+    "Virginia Beach",
+    "Walla Walla",
+    "Green Bay",
+    "Eau Claire",
+    "La Crosse",
 }
 
 
@@ -73,7 +118,7 @@ def _split(names: str) -> list[str]:
     i = 0
     while i < len(words):
         for length in (3, 2):
-            candidate = " ".join(words[i:i + length])
+            candidate = " ".join(words[i : i + length])
             if candidate in MULTI_WORD:
                 out.append(candidate)
                 i += length
@@ -84,5 +129,4 @@ def _split(names: str) -> list[str]:
     return out
 
 
-CITIES: list[tuple[str, str]] = [(city, state) for state, names in CITIES_BY_STATE.items()
-                                 for city in _split(names)]
+CITIES: list[tuple[str, str]] = [(city, state) for state, names in CITIES_BY_STATE.items() for city in _split(names)]

@@ -54,16 +54,55 @@ from dataclasses import asdict, dataclass, replace
 
 from decodeloop.formats.calls.compact import Call, CompactSyntax
 from decodeloop.formats.chat import ASSISTANT, SYSTEM, TOOL, USER
-from decodeloop.lab.transformer import DEFAULT_WEIGHTS, NO_PREVIOUS, Config, init_params, np, save_weights
 from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.lab.train.backprop import loss_and_grads
 from decodeloop.lab.train.corpus import HELDOUT_STATES
 from decodeloop.lab.train.places import CITIES
+from decodeloop.lab.transformer import DEFAULT_WEIGHTS, NO_PREVIOUS, Config, init_params, np, save_weights
 
 LETTERS = string.ascii_lowercase
-SYLLABLES = ("an", "ar", "el", "en", "er", "et", "ette", "ton", "ville", "ber", "burg", "ra", "la", "le", "lo",
-             "ma", "mo", "na", "no", "ri", "ro", "sa", "se", "ta", "te", "ll", "ee", "oo", "port", "field",
-             "wood", "dale", "ford", "ham", "ing", "ey", "ia", "que", "qu", "al")
+SYLLABLES = (
+    "an",
+    "ar",
+    "el",
+    "en",
+    "er",
+    "et",
+    "ette",
+    "ton",
+    "ville",
+    "ber",
+    "burg",
+    "ra",
+    "la",
+    "le",
+    "lo",
+    "ma",
+    "mo",
+    "na",
+    "no",
+    "ri",
+    "ro",
+    "sa",
+    "se",
+    "ta",
+    "te",
+    "ll",
+    "ee",
+    "oo",
+    "port",
+    "field",
+    "wood",
+    "dale",
+    "ford",
+    "ham",
+    "ing",
+    "ey",
+    "ia",
+    "que",
+    "qu",
+    "al",
+)
 REAL_CITIES = frozenset(city for city, _ in CITIES)
 # words per made-up name, and how often: names of two and three words are where copying goes
 # wrong (the quotes a call needs, a space that looks like the end of the name), so they are
@@ -75,8 +114,9 @@ PLACE_WORDS = ("City", "Falls", "Beach", "Rapids", "Island", "Bay", "Rock", "Gre
 # share of one-word names that are long (10 to 16 letters): without them a long name nearly
 # always has a space, and a model learns to quote a long one-word name (city=Charlottesville")
 LONG_WORD = 0.25
-MADE_UP_STATES = sorted(a + b for a in string.ascii_uppercase for b in string.ascii_uppercase
-                        if a + b not in HELDOUT_STATES)
+MADE_UP_STATES = sorted(
+    a + b for a in string.ascii_uppercase for b in string.ascii_uppercase if a + b not in HELDOUT_STATES
+)
 
 
 @dataclass(frozen=True)
@@ -85,31 +125,32 @@ class TrainConfig:
     batch_size: int = 16
     lr: float = 6e-3
     warmup: int = 50
-    min_lr_ratio: float = 0.1        # cosine decay ends at this fraction of lr
+    min_lr_ratio: float = 0.1  # cosine decay ends at this fraction of lr
     betas: tuple = (0.9, 0.98)
-    clip: float = 1.0                # global gradient norm
+    clip: float = 1.0  # global gradient norm
     seed: int = 0
-    sort_pool: int = 32              # batches drawn together and sorted by length, to cut padding
-    made_up: float = 0.5             # share of episodes moved to a made-up place (see made_up_place)
-    parts: int = 2                   # each step's rows are cut into this many parts, their gradients
-                                     # summed in order: fixed, so the thread count never changes the weights
-    threads: int = 2                 # threads running the parts
-    ema: float = 0.998               # the weights saved are this moving average of the weights trained
-    call_weight: float = 3.0         # loss weight of a call's tokens, relative to an answer's
-    value_weight: float = 2.0        # loss weight of an answer's tokens copied from the result
-    varied: float = 0.5              # share of transcripts holding training's unusual values
-    stop_weight: float = 3.0         # loss weight of where a copy stops (stop_positions)
-    repeats: float = 0.5             # share of forecasts given two days alike (repeated_conditions)
-    bounds_weight: float = 1.0       # loss weight of where the call's values start and end (value_bounds)
-    forecasts: float | None = 0.3    # share of forecasts among the transcripts (None: one in five, as in eval)
+    sort_pool: int = 32  # batches drawn together and sorted by length, to cut padding
+    made_up: float = 0.5  # share of episodes moved to a made-up place (see made_up_place)
+    parts: int = 2  # each step's rows are cut into this many parts, their gradients
+    # summed in order: fixed, so the thread count never changes the weights
+    threads: int = 2  # threads running the parts
+    ema: float = 0.998  # the weights saved are this moving average of the weights trained
+    call_weight: float = 3.0  # loss weight of a call's tokens, relative to an answer's
+    value_weight: float = 2.0  # loss weight of an answer's tokens copied from the result
+    varied: float = 0.5  # share of transcripts holding training's unusual values
+    stop_weight: float = 3.0  # loss weight of where a copy stops (stop_positions)
+    repeats: float = 0.5  # share of forecasts given two days alike (repeated_conditions)
+    bounds_weight: float = 1.0  # loss weight of where the call's values start and end (value_bounds)
+    forecasts: float | None = 0.3  # share of forecasts among the transcripts (None: one in five, as in eval)
 
 
 @dataclass
 class Batches:
     """Transcripts as the trainer sees them: one shared prefix, then each transcript's own tokens."""
-    prefix: np.ndarray               # [P] tokens every transcript starts with (cropped to what matters)
-    before: list                     # the config.lookback tokens before the cropped prefix
-    suffixes: list                   # per transcript: (inputs [T], targets [T], weights [T])
+
+    prefix: np.ndarray  # [P] tokens every transcript starts with (cropped to what matters)
+    before: list  # the config.lookback tokens before the cropped prefix
+    suffixes: list  # per transcript: (inputs [T], targets [T], weights [T])
 
 
 def made_up_place(episode, rng: random.Random):
@@ -136,9 +177,14 @@ def made_up_place(episode, rng: random.Random):
         return episode
     old, new = f"{city}, {state}", f"{new_city}, {new_state}"
     arguments = {**episode.arguments, "city": new_city, "state": new_state}
-    return replace(episode, user=episode.user.replace(old, new), arguments=arguments,
-                   call=CompactSyntax().render(Call(episode.tool, {k: str(v) for k, v in arguments.items()})),
-                   result=episode.result.replace(old, new), answer=episode.answer.replace(old, new))
+    return replace(
+        episode,
+        user=episode.user.replace(old, new),
+        arguments=arguments,
+        call=CompactSyntax().render(Call(episode.tool, {k: str(v) for k, v in arguments.items()})),
+        result=episode.result.replace(old, new),
+        answer=episode.answer.replace(old, new),
+    )
 
 
 FORECAST_LINE = re.compile(r"^(\S+) (-?\d+°F), (.+)$")
@@ -165,8 +211,9 @@ def repeated_conditions(episode, rng: random.Random):
     result, quoted = "\n".join(new), "\n".join(lines)
     if quoted not in episode.answer:
         return episode
-    return replace(episode, result=result, answer=episode.answer.replace(quoted, result),
-                   copied=[*episode.values, *conditions])
+    return replace(
+        episode, result=result, answer=episode.answer.replace(quoted, result), copied=[*episode.values, *conditions]
+    )
 
 
 def _made_up_word(rng: random.Random, long: bool = False) -> str:
@@ -179,9 +226,16 @@ def _made_up_word(rng: random.Random, long: bool = False) -> str:
     return word.capitalize()
 
 
-def encode(episodes, system: str, config: Config, tokenizer=None, call_weight: float = 1.0,
-           value_weight: float = 1.0, stop_weight: float = 1.0,
-           bounds_weight: float = 1.0) -> Batches:
+def encode(
+    episodes,
+    system: str,
+    config: Config,
+    tokenizer=None,
+    call_weight: float = 1.0,
+    value_weight: float = 1.0,
+    stop_weight: float = 1.0,
+    bounds_weight: float = 1.0,
+) -> Batches:
     """Episodes as the shared prefix (system prompt through <|user|>) and one row each."""
     tokenizer = tokenizer or CharTokenizer()
     head_text = SYSTEM + system + USER
@@ -192,7 +246,7 @@ def encode(episodes, system: str, config: Config, tokenizer=None, call_weight: f
         if not markup.startswith(head_text):
             raise ValueError("every transcript must start with the same system prompt")
         # the head ends at a special token, so it tokenizes the same alone: encoded once, not per transcript
-        own = tokenizer.encode_markup(markup[len(head_text):])
+        own = tokenizer.encode_markup(markup[len(head_text) :])
         # the shared head holds no assistant turn, so its weights are all 0: only the rest is walked
         # (positions below count from the end of the head)
         weights = assistant_weights(own, tokenizer, call_weight)
@@ -216,14 +270,14 @@ def assistant_weights(ids: list[int], tokenizer, call_weight: float = 1.0) -> np
     turn that ends in a call (ends at <|tool|>), 0.0 for everything else."""
     assistant, tool = tokenizer.special(ASSISTANT), tokenizer.special(TOOL)
     specials = set(tokenizer.special_tokens.values())
-    out, start = np.zeros(len(ids)), None      # start: where the assistant's current turn began
+    out, start = np.zeros(len(ids)), None  # start: where the assistant's current turn began
     for j in [j for j, token in enumerate(ids) if token in specials]:
-        if start is not None:                  # this special token ends the turn
-            out[start:j + 1] = call_weight if ids[j] == tool else 1.0
+        if start is not None:  # this special token ends the turn
+            out[start : j + 1] = call_weight if ids[j] == tool else 1.0
             start = None
         elif ids[j] == assistant:
             start = j + 1
-    if start is not None:                      # a turn still open at the end
+    if start is not None:  # a turn still open at the end
         out[start:] = 1.0
     return out
 
@@ -250,7 +304,7 @@ def stop_positions(episode, ids: list[int], tokenizer, spans: list[tuple[int, in
         while (at := episode.answer.find("\n", at)) >= 0:
             word = episode.answer.find(" ", at)
             start = answer_at + len(tokenizer.encode(episode.answer[:at]))
-            out.update(range(start, answer_at + len(tokenizer.encode(episode.answer[:word if word >= 0 else at + 1]))))
+            out.update(range(start, answer_at + len(tokenizer.encode(episode.answer[: word if word >= 0 else at + 1]))))
             at += 1
         out.add(len(ids) - 1)
     return sorted(out)
@@ -266,7 +320,7 @@ def value_bounds(episode, tokenizer) -> list[int]:
 
     Whether a name needs quotes (a space in it) is decided before any of it is copied, and
     whether the copy is over after the last letter; one wrong there and the call does not parse."""
-    call_at = len(tokenizer.encode(episode.user)) + 1               # the question, then <|assistant|>
+    call_at = len(tokenizer.encode(episode.user)) + 1  # the question, then <|assistant|>
     out = []
     for m in CALL_VALUE.finditer(episode.call):
         for at in (m.start(1), m.end(1)):
@@ -302,7 +356,7 @@ def pad(rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     T = max(len(r[0]) for r in rows)
     inputs, targets, weights = (np.zeros((len(rows), T), dtype) for dtype in (np.int64, np.int64, np.float32))
     for b, (x, y, w) in enumerate(rows):
-        inputs[b, :len(x)], targets[b, :len(y)], weights[b, :len(w)] = x, y, w
+        inputs[b, : len(x)], targets[b, : len(y)], weights[b, : len(w)] = x, y, w
     return inputs, targets, weights
 
 
@@ -312,9 +366,9 @@ def batch_order(n_rows: int, lengths, tc: TrainConfig, rng) -> list[np.ndarray]:
     pool = tc.sort_pool * tc.batch_size
     batches = []
     for start in range(0, n_rows - tc.batch_size + 1, pool):
-        chunk = order[start:start + pool]
+        chunk = order[start : start + pool]
         chunk = chunk[np.argsort([lengths[i] for i in chunk], kind="stable")]
-        group = [chunk[i:i + tc.batch_size] for i in range(0, len(chunk) - tc.batch_size + 1, tc.batch_size)]
+        group = [chunk[i : i + tc.batch_size] for i in range(0, len(chunk) - tc.batch_size + 1, tc.batch_size)]
         batches += [group[i] for i in rng.permutation(len(group))]
     return batches
 
@@ -340,7 +394,7 @@ class Adam:
         norm = math.sqrt(sum(float(np.vdot(g, g)) for g in grads.values()))
         scale = min(1.0, self.tc.clip / (norm + 1e-6))
         self.t += 1
-        c1, c2 = 1 - b1 ** self.t, 1 - b2 ** self.t
+        c1, c2 = 1 - b1**self.t, 1 - b2**self.t
         for k, g in grads.items():  # in place: g is this step's own array
             m, v = self.m[k], self.v[k]
             g *= scale
@@ -350,7 +404,7 @@ class Adam:
             g *= 1 - b2
             v *= b2
             v += g
-            update = v / c2                                   # lr * (m / c1) / (sqrt(v / c2) + 1e-8)
+            update = v / c2  # lr * (m / c1) / (sqrt(v / c2) + 1e-8)
             np.sqrt(update, out=update)
             update += 1e-8
             np.divide(m, update, out=update)
@@ -388,15 +442,25 @@ def train(config: Config, tc: TrainConfig, progress=None) -> tuple[dict, dict]:
     rng = np.random.default_rng(tc.seed)
     params = init_params(config, rng, np.float32)
     places = random.Random(tc.seed)
-    corpus = [made_up_place(e, places) if places.random() < tc.made_up else e
-              for e in episodes(tc.seed, tc.steps * tc.batch_size, "train", varied=tc.varied,
-                                forecasts=tc.forecasts)]
+    corpus = [
+        made_up_place(e, places) if places.random() < tc.made_up else e
+        for e in episodes(tc.seed, tc.steps * tc.batch_size, "train", varied=tc.varied, forecasts=tc.forecasts)
+    ]
     if tc.repeats:
         alike = random.Random(f"repeats:{tc.seed}")
-        corpus = [repeated_conditions(e, alike) if e.tool == "get_forecast" and alike.random() < tc.repeats else e
-                  for e in corpus]
-    data = encode(corpus, system_prompt(), config, call_weight=tc.call_weight, value_weight=tc.value_weight,
-                  stop_weight=tc.stop_weight, bounds_weight=tc.bounds_weight)
+        corpus = [
+            repeated_conditions(e, alike) if e.tool == "get_forecast" and alike.random() < tc.repeats else e
+            for e in corpus
+        ]
+    data = encode(
+        corpus,
+        system_prompt(),
+        config,
+        call_weight=tc.call_weight,
+        value_weight=tc.value_weight,
+        stop_weight=tc.stop_weight,
+        bounds_weight=tc.bounds_weight,
+    )
     lengths = [len(row[0]) for row in data.suffixes]
     order = batch_order(len(data.suffixes), lengths, tc, rng)
     adam = Adam(params, tc)
@@ -404,20 +468,24 @@ def train(config: Config, tc: TrainConfig, progress=None) -> tuple[dict, dict]:
     averaged = {name: value.copy() for name, value in params.items()}
     losses = []
     with ThreadPoolExecutor(tc.threads) as pool:
-        for step, rows in enumerate(order[:tc.steps]):
+        for step, rows in enumerate(order[: tc.steps]):
             inputs, targets, weights = pad([data.suffixes[i] for i in rows])
-            loss, grads = loss_and_grads(params, config, data.prefix, inputs, targets, weights,
-                                         parts=tc.parts, run=pool.map, before=data.before)
+            loss, grads = loss_and_grads(
+                params, config, data.prefix, inputs, targets, weights, parts=tc.parts, run=pool.map, before=data.before
+            )
             adam.step(params, grads, lr_at(step, tc))
             for name, value in params.items():
                 averaged[name] += (1 - tc.ema) * (value - averaged[name])
             losses.append(loss)
             if progress:
                 progress(step, loss)
-    meta = {"train": asdict(tc),
-            "corpus": "decodeloop.lab.train.corpus.episodes(seed, steps * batch_size, 'train', varied, forecasts), "
-                      "then made_up_place and repeated_conditions",
-            "final_loss": float(np.mean(losses[-50:])), "seconds": round(time.perf_counter() - started, 1)}
+    meta = {
+        "train": asdict(tc),
+        "corpus": "decodeloop.lab.train.corpus.episodes(seed, steps * batch_size, 'train', varied, forecasts), "
+        "then made_up_place and repeated_conditions",
+        "final_loss": float(np.mean(losses[-50:])),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     return averaged, meta
 
 
@@ -431,17 +499,33 @@ def output_path(out: str | None) -> str:
     if out is not None:
         return out
     if _same_file(DEFAULT_OUT, DEFAULT_WEIGHTS):
-        raise ValueError(f"the default output, {DEFAULT_OUT} here, is the shipped weights file "
-                         f"({DEFAULT_WEIGHTS}); to replace it, name it: --out {DEFAULT_WEIGHTS}")
+        raise ValueError(
+            f"the default output, {DEFAULT_OUT} here, is the shipped weights file "
+            f"({DEFAULT_WEIGHTS}); to replace it, name it: --out {DEFAULT_WEIGHTS}"
+        )
     return DEFAULT_OUT
 
 
-def main(out: str | None = None, steps: int | None = None, seed: int = 0, batch_size: int | None = None,
-         lr: float | None = None, threads: int = 2, stream=None, config: Config | None = None) -> int:
+def main(
+    out: str | None = None,
+    steps: int | None = None,
+    seed: int = 0,
+    batch_size: int | None = None,
+    lr: float | None = None,
+    threads: int = 2,
+    stream=None,
+    config: Config | None = None,
+) -> int:
     """`decodeloop train transformer`: train and write the weight file (see `output_path` for where)."""
     defaults = TrainConfig()
-    tc = replace(defaults, steps=steps or defaults.steps, seed=seed, batch_size=batch_size or defaults.batch_size,
-                 lr=lr or defaults.lr, threads=threads)
+    tc = replace(
+        defaults,
+        steps=steps or defaults.steps,
+        seed=seed,
+        batch_size=batch_size or defaults.batch_size,
+        lr=lr or defaults.lr,
+        threads=threads,
+    )
     config = config or Config()
     stream = stream or sys.stderr
     try:
@@ -453,12 +537,19 @@ def main(out: str | None = None, steps: int | None = None, seed: int = 0, batch_
         print(f"decodeloop train: --out {out} is a directory; name the .npz file to write", file=stream)
         return 2
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    print(f"training the transformer: {tc.steps} steps of {tc.batch_size} transcripts, seed {tc.seed}, "
-          f"{tc.threads} thread(s); the weights go to {out}", file=stream, flush=True)
+    print(
+        f"training the transformer: {tc.steps} steps of {tc.batch_size} transcripts, seed {tc.seed}, "
+        f"{tc.threads} thread(s); the weights go to {out}",
+        file=stream,
+        flush=True,
+    )
     params, meta = train(config, tc, Progress(tc.steps, stream))
     save_weights(out, params, config, meta)
-    print(f"wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB): final loss {meta['final_loss']:.4f}, "
-          f"{meta['seconds']:.0f} s", file=stream)
+    print(
+        f"wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB): final loss {meta['final_loss']:.4f}, "
+        f"{meta['seconds']:.0f} s",
+        file=stream,
+    )
     if not _same_file(out, DEFAULT_WEIGHTS):
         print(f"run them: python3 decode_loop_transformer.py --weights {out}", file=stream)
     return 0

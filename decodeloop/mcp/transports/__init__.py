@@ -4,4 +4,4 @@ from decodeloop.mcp.transports.base import Transport
 from decodeloop.mcp.transports.memory import MemoryTransport
 from decodeloop.mcp.transports.stdio import StdioTransport
 
-__all__ = ["Transport", "StdioTransport", "MemoryTransport"]
+__all__ = ["MemoryTransport", "StdioTransport", "Transport"]

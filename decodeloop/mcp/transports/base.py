@@ -9,10 +9,11 @@ thread, so they must be quick and must not block on a response.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Union
+from collections.abc import Callable
+from typing import Protocol
 
 # A JSON-RPC message, or a list of them (a batch from an older server).
-Message = Union[dict, list]
+Message = dict | list
 
 
 class Transport(Protocol):

@@ -45,29 +45,38 @@ import queue
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from decodeloop.mcp import framing
-from decodeloop.mcp.errors import (AuthorizationError, ConnectionClosed, HttpRpcError, HttpStatusError, McpError,
-                                   ProtocolError, SessionExpired, TransportError)
-from decodeloop.mcp.headers import standard_headers
+from decodeloop.mcp.errors import (
+    AuthorizationError,
+    ConnectionClosed,
+    HttpRpcError,
+    HttpStatusError,
+    McpError,
+    ProtocolError,
+    SessionExpired,
+    TransportError,
+)
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
+from decodeloop.mcp.headers import standard_headers
 from decodeloop.mcp.sse import SseError, SseParser
 from decodeloop.mcp.transports.base import Message
 from decodeloop.mcp.transports.httpbase import BodyTooLarge, HttpClient, Response, check_url, preview
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 READ_SIZE = 1 << 18  # large reads: a 20 MB event takes 80 of them
-DEFAULT_RETRY = 1.0      # seconds before resuming a stream that named no retry: delay
-MAX_RESUMES = 5          # reconnections of one request's stream before giving up
-LISTEN_TIMEOUT = 300.0   # an idle GET stream is reopened after this long
+DEFAULT_RETRY = 1.0  # seconds before resuming a stream that named no retry: delay
+MAX_RESUMES = 5  # reconnections of one request's stream before giving up
+LISTEN_TIMEOUT = 300.0  # an idle GET stream is reopened after this long
 MAX_LISTEN_FAILURES = 5  # GET streams in a row that fail or end without a message before giving up on it
-STEADY_STREAM = 5.0      # a GET stream that stayed open this long was working, message or not
-RECONNECT_FLOOR = 0.5    # seconds: the least wait before reopening the GET stream, whatever its retry: says
+STEADY_STREAM = 5.0  # a GET stream that stayed open this long was working, message or not
+RECONNECT_FLOOR = 0.5  # seconds: the least wait before reopening the GET stream, whatever its retry: says
 RECONNECT_CEILING = 30.0  # the backoff doubles up to this (a longer retry: from the server is kept)
-DRAIN_TIMEOUT = 0.2      # after the answer, how long to wait for the stream's end (keeps the connection)
-CLOSE_TIMEOUT = 2.0      # for the DELETE on close
-LATER_TIMEOUT = 5.0      # for a notification sent in the background (a cancellation after a timeout)
+DRAIN_TIMEOUT = 0.2  # after the answer, how long to wait for the stream's end (keeps the connection)
+CLOSE_TIMEOUT = 2.0  # for the DELETE on close
+LATER_TIMEOUT = 5.0  # for a notification sent in the background (a cancellation after a timeout)
 
 
 def reconnect_backoff(failures: int, retry: float | None) -> float:
@@ -78,7 +87,7 @@ def reconnect_backoff(failures: int, retry: float | None) -> float:
     ends the stream at once with `retry: 0` is not reconnected to in a loop.
     """
     base = max(DEFAULT_RETRY if retry is None else retry, RECONNECT_FLOOR)
-    return min(base * 2 ** failures, max(base, RECONNECT_CEILING))
+    return min(base * 2**failures, max(base, RECONNECT_CEILING))
 
 
 def encode_message(message: dict) -> bytes:
@@ -89,19 +98,31 @@ def answers(message: Any, request_id: Any) -> bool:
     """Whether a JSON-RPC message (or batch) holds the response to `request_id`."""
     if isinstance(message, list):
         return any(answers(item, request_id) for item in message)
-    return (isinstance(message, dict) and message.get("id") == request_id and "method" not in message
-            and ("result" in message or "error" in message))
+    return (
+        isinstance(message, dict)
+        and message.get("id") == request_id
+        and "method" not in message
+        and ("result" in message or "error" in message)
+    )
 
 
 class StreamableHttpTransport:
     reports_request_errors = True  # start() takes on_error: a failed POST fails only its request
     answers_or_refuses = True  # every request gets an HTTP status: silence is never how a server refuses one
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None, *, timeout: float = 60.0,
-                 connect_timeout: float = 10.0, auth: Any = None, listen: bool = True,
-                 log: Callable[[str], None] | None = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 reconnect_delay: Callable[[int, float | None], float] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        *,
+        timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        auth: Any = None,
+        listen: bool = True,
+        log: Callable[[str], None] | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        reconnect_delay: Callable[[int, float | None], float] | None = None,
+    ) -> None:
         check_url(url)
         self.url = url
         # (failures in a row, the server's retry: in seconds or None) -> seconds before reopening the GET stream
@@ -132,13 +153,22 @@ class StreamableHttpTransport:
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def start(self, on_message: Callable[[Message], None], on_close: Callable[[str], None],
-              on_garbage: Callable[[str], None], on_error: Callable[[Any, McpError], None] | None = None) -> None:
+    def start(
+        self,
+        on_message: Callable[[Message], None],
+        on_close: Callable[[str], None],
+        on_garbage: Callable[[str], None],
+        on_error: Callable[[Any, McpError], None] | None = None,
+    ) -> None:
         if self._started:
             raise RuntimeError("StreamableHttpTransport.start() called twice")
         self._started = True
         self._on_message, self._on_close, self._on_garbage, self._on_error = (
-            on_message, on_close, on_garbage, on_error)
+            on_message,
+            on_close,
+            on_garbage,
+            on_error,
+        )
 
     def set_protocol_version(self, version: str | None, stateless: bool = False) -> None:
         """Every later request carries the version. After a legacy initialize, open the GET stream.
@@ -163,8 +193,13 @@ class StreamableHttpTransport:
             threads = list(self._threads)
         if self.session_id is not None:
             try:  # tell the server the session is over; 405 means it does not let clients end sessions
-                self.http.request("DELETE", self.url, headers=self._headers(accept=None),
-                                  private=self._auth_header(), read_timeout=CLOSE_TIMEOUT).error_preview()
+                self.http.request(
+                    "DELETE",
+                    self.url,
+                    headers=self._headers(accept=None),
+                    private=self._auth_header(),
+                    read_timeout=CLOSE_TIMEOUT,
+                ).error_preview()
             except McpError:
                 pass
         self.http.close()  # wakes every thread blocked on a socket
@@ -248,8 +283,9 @@ class StreamableHttpTransport:
         else:
             self.log(f"request {request_id} failed: {error}")
 
-    def _request(self, body: bytes, request_id: Any, extra: dict[str, str] | None = None,
-                 read_timeout: float | None = None) -> None:
+    def _request(
+        self, body: bytes, request_id: Any, extra: dict[str, str] | None = None, read_timeout: float | None = None
+    ) -> None:
         if self.stateless:
             with self._lock:
                 if request_id in self._abandoned:  # given up on while it waited for a worker: never sent
@@ -296,11 +332,15 @@ class StreamableHttpTransport:
                 raise ProtocolError(f"the response to request {request_id!r} is {exc}; it was skipped") from None
             response.close()
             if not self._deliver(data, request_id, whole=True):
-                raise TransportError(f"POST {self.url} answered {response.status} without the response "
-                                     f"to request {request_id}: {preview(data) or '(empty body)'}")
+                raise TransportError(
+                    f"POST {self.url} answered {response.status} without the response "
+                    f"to request {request_id}: {preview(data) or '(empty body)'}"
+                )
         else:
-            raise TransportError(f"POST {self.url} answered with Content-Type {kind!r}, expected JSON "
-                                 f"or an event stream: {response.error_preview()}")
+            raise TransportError(
+                f"POST {self.url} answered with Content-Type {kind!r}, expected JSON "
+                f"or an event stream: {response.error_preview()}"
+            )
 
     def _post(self, body: bytes, read_timeout: float | None = None, extra: dict[str, str] | None = None) -> Response:
         """POST one message; returns a 2xx response or raises the error its status means."""
@@ -310,8 +350,9 @@ class StreamableHttpTransport:
             headers = self._headers()
             if extra:
                 headers.update(extra)
-            response = self.http.request("POST", self.url, body, headers, private=self._auth_header(),
-                                         read_timeout=read_timeout)
+            response = self.http.request(
+                "POST", self.url, body, headers, private=self._auth_header(), read_timeout=read_timeout
+            )
             status = response.status
             if status in (401, 403) and self.auth is not None and authorized < 2:
                 challenge = response.headers.get("WWW-Authenticate", "")
@@ -337,10 +378,12 @@ class StreamableHttpTransport:
         if refusal is not None:
             raise refusal
         if status in (401, 403):
-            raise AuthorizationError(f"POST {self.url}: HTTP {status} (the server wants authorization"
-                                     f"{': ' + text if text else ''})")
-        raise HttpStatusError(f"POST {self.url}: HTTP {status} {response.raw.reason}"
-                              f"{': ' + text if text else ''}", status, text)
+            raise AuthorizationError(
+                f"POST {self.url}: HTTP {status} (the server wants authorization{': ' + text if text else ''})"
+            )
+        raise HttpStatusError(
+            f"POST {self.url}: HTTP {status} {response.raw.reason}{': ' + text if text else ''}", status, text
+        )
 
     def _headers(self, accept: str | None = ACCEPT_BOTH, last_event_id: str | None = None) -> dict[str, str]:
         headers = {"Content-Type": "application/json"} if accept == ACCEPT_BOTH else {}
@@ -401,27 +444,42 @@ class StreamableHttpTransport:
             if self._stop.is_set():
                 return
             if self.stateless:
-                raise TransportError(f"POST {self.url}: the event stream ended before the response to "
-                                     f"request {request_id} (streams of this protocol version cannot resume)")
+                raise TransportError(
+                    f"POST {self.url}: the event stream ended before the response to "
+                    f"request {request_id} (streams of this protocol version cannot resume)"
+                )
             if not parser.last_event_id:  # never set, or reset by an empty id: nothing to resume from
-                raise TransportError(f"POST {self.url}: the event stream ended before the response to "
-                                     f"request {request_id}, and named no event id to resume from")
+                raise TransportError(
+                    f"POST {self.url}: the event stream ended before the response to "
+                    f"request {request_id}, and named no event id to resume from"
+                )
             if resumes == MAX_RESUMES:
-                raise TransportError(f"POST {self.url}: the event stream for request {request_id} dropped "
-                                     f"{resumes + 1} times without the response")
+                raise TransportError(
+                    f"POST {self.url}: the event stream for request {request_id} dropped "
+                    f"{resumes + 1} times without the response"
+                )
             resumes += 1
             self._stop.wait(DEFAULT_RETRY if parser.retry is None else parser.retry / 1000)
             if self._stop.is_set():
                 return
-            response = self.http.request("GET", self.url, headers=self._headers("text/event-stream",
-                                         parser.last_event_id), private=self._auth_header())
+            response = self.http.request(
+                "GET",
+                self.url,
+                headers=self._headers("text/event-stream", parser.last_event_id),
+                private=self._auth_header(),
+            )
             if response.status == 405:
                 response.error_preview()
-                raise TransportError(f"the event stream for request {request_id} dropped and the server "
-                                     "does not offer resumption (GET answered 405)")
+                raise TransportError(
+                    f"the event stream for request {request_id} dropped and the server "
+                    "does not offer resumption (GET answered 405)"
+                )
             if not 200 <= response.status < 300 or response.content_type != "text/event-stream":
-                raise HttpStatusError(f"resuming the event stream for request {request_id}: HTTP "
-                                      f"{response.status}: {response.error_preview()}", response.status)
+                raise HttpStatusError(
+                    f"resuming the event stream for request {request_id}: HTTP "
+                    f"{response.status}: {response.error_preview()}",
+                    response.status,
+                )
             parser.finish()
 
     def _consume(self, response: Response, parser: SseParser, request_id: Any) -> tuple[bool, int]:
@@ -478,8 +536,13 @@ class StreamableHttpTransport:
         while not self._stop.is_set():
             opened = time.monotonic()
             try:
-                response = self.http.request("GET", self.url, headers=self._headers("text/event-stream", last_id),
-                                             private=self._auth_header(), read_timeout=LISTEN_TIMEOUT)
+                response = self.http.request(
+                    "GET",
+                    self.url,
+                    headers=self._headers("text/event-stream", last_id),
+                    private=self._auth_header(),
+                    read_timeout=LISTEN_TIMEOUT,
+                )
             except McpError as exc:
                 response, problem = None, str(exc)
             else:
@@ -489,8 +552,10 @@ class StreamableHttpTransport:
                     self.log("the server offers no GET stream for messages it starts (HTTP 405)")
                     return
                 if not 200 <= response.status < 300 or response.content_type != "text/event-stream":
-                    self.log(f"GET stream refused: HTTP {response.status} {response.content_type or ''}: "
-                             f"{response.error_preview()}".replace(":  :", ":"))
+                    self.log(
+                        f"GET stream refused: HTTP {response.status} {response.content_type or ''}: "
+                        f"{response.error_preview()}".replace(":  :", ":")
+                    )
                     return
             delivered = 0
             if response is not None:
@@ -510,8 +575,10 @@ class StreamableHttpTransport:
             # a stream that fails or ends without a message, again and again, is not worth reopening forever
             failures = 0 if delivered or time.monotonic() - opened > STEADY_STREAM else failures + 1
             if failures >= MAX_LISTEN_FAILURES:
-                self.log(f"gave up on the GET stream for messages the server starts: it failed or ended without "
-                         f"a message {failures} times in a row" + (f" ({problem})" if problem else ""))
+                self.log(
+                    f"gave up on the GET stream for messages the server starts: it failed or ended without "
+                    f"a message {failures} times in a row" + (f" ({problem})" if problem else "")
+                )
                 return
             self._stop.wait(self.reconnect_delay(failures, retry))
 

@@ -20,12 +20,12 @@ import socket
 import ssl
 import threading
 import urllib.parse
-from typing import Mapping
+from collections.abc import Mapping
 
 from decodeloop.mcp.errors import HttpStatusError, TransportError
 
 MAX_REDIRECTS = 5
-PREVIEW_BYTES = 2048   # of an error response's body, read for the message
+PREVIEW_BYTES = 2048  # of an error response's body, read for the message
 PREVIEW_CHARS = 200
 REDIRECTS = (301, 302, 303, 307, 308)
 ORIGIN_BOUND = frozenset({"mcp-session-id"})  # headers (lower case) sent only to the origin that issued them
@@ -35,7 +35,7 @@ def check_url(url: str) -> urllib.parse.SplitResult:
     """A parsed http(s) URL, or a TransportError saying why it is not one."""
     try:
         parts = urllib.parse.urlsplit(url)
-        parts.port  # raises on a bad port
+        _ = parts.port  # raises on a bad port
     except ValueError as exc:
         raise TransportError(f"bad URL {url!r}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -63,15 +63,23 @@ class BodyTooLarge(Exception):
     """A response body longer than the cap the caller gave."""
 
     def __init__(self, size: int, cap: int, ended: bool) -> None:
-        super().__init__(f"{'' if ended else 'at least '}{size:,} bytes, over the {cap:,}-byte cap on one message "
-                         "(max_message_bytes)")
+        super().__init__(
+            f"{'' if ended else 'at least '}{size:,} bytes, over the {cap:,}-byte cap on one message "
+            "(max_message_bytes)"
+        )
 
 
 class Response:
     """An open response. Read it, then `close()`; a fully read body frees the connection for reuse."""
 
-    def __init__(self, client: "HttpClient", key: tuple, conn: http.client.HTTPConnection,
-                 raw: http.client.HTTPResponse, url: str) -> None:
+    def __init__(
+        self,
+        client: HttpClient,
+        key: tuple,
+        conn: http.client.HTTPConnection,
+        raw: http.client.HTTPResponse,
+        url: str,
+    ) -> None:
         self._client, self._key, self._conn, self.raw, self.url = client, key, conn, raw, url
         self.status = raw.status
         self.headers = raw.headers
@@ -148,8 +156,13 @@ class _Idle(threading.local):
 class HttpClient:
     """Requests with timeouts, per-thread keep-alive, redirects and an origin rule for credentials."""
 
-    def __init__(self, trusted_url: str, credentials: Mapping[str, str] | None = None,
-                 connect_timeout: float = 10.0, read_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        trusted_url: str,
+        credentials: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+    ) -> None:
         self.trusted_origin = origin(trusted_url)
         self.session_origin: tuple | None = None  # the origin that issued the session id (bind_session)
         self.credentials = dict(credentials or {})
@@ -160,9 +173,17 @@ class HttpClient:
         self._lock = threading.Lock()
         self._closed = False
 
-    def request(self, method: str, url: str, body: bytes | None = None,
-                headers: Mapping[str, str] | None = None, *, private: Mapping[str, str] | None = None,
-                read_timeout: float | None = None, follow_redirects: bool = True) -> Response:
+    def request(
+        self,
+        method: str,
+        url: str,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        *,
+        private: Mapping[str, str] | None = None,
+        read_timeout: float | None = None,
+        follow_redirects: bool = True,
+    ) -> Response:
         """Send a request and return the response once its headers arrived (any status).
 
         `private` headers (an access token, say) join the client's credentials:
@@ -178,7 +199,9 @@ class HttpClient:
                 if response.status != 303:
                     raise HttpStatusError(
                         f"{method} {url} was redirected ({response.status}) to {location}; "
-                        "only 307 and 308 keep the method, so it was not followed", response.status)
+                        "only 307 and 308 keep the method, so it was not followed",
+                        response.status,
+                    )
                 method, body = "GET", None
             url = urllib.parse.urljoin(url, location)
         raise TransportError(f"{method} {url}: more than {MAX_REDIRECTS} redirects")
@@ -187,8 +210,15 @@ class HttpClient:
         """The session id just taken was issued by `url`'s origin: it goes there only, for as long as it lives."""
         self.session_origin = origin(url)
 
-    def _once(self, method: str, url: str, body: bytes | None, headers: Mapping[str, str] | None,
-              private: Mapping[str, str] | None, read_timeout: float | None) -> Response:
+    def _once(
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        headers: Mapping[str, str] | None,
+        private: Mapping[str, str] | None,
+        read_timeout: float | None,
+    ) -> Response:
         parts = check_url(url)
         key = origin(url)
         target = parts.path or "/"
@@ -216,8 +246,11 @@ class HttpClient:
             except Exception as exc:
                 self._release(key, conn, False)
                 # A keep-alive connection the server already closed fails at once: retry on a fresh one.
-                if reused and attempt == 0 and isinstance(
-                        exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)):
+                if (
+                    reused
+                    and attempt == 0
+                    and isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError))
+                ):
                     continue
                 raise self.translate(exc, url) from None
             return Response(self, key, conn, raw, url)
@@ -236,8 +269,16 @@ class HttpClient:
             return TransportError(f"{where}: no answer within the timeout ({exc or 'timed out'})")
         if isinstance(exc, socket.gaierror):
             return TransportError(f"cannot connect to {where}: unknown host ({exc.strerror or exc})")
-        if isinstance(exc, (http.client.RemoteDisconnected, http.client.IncompleteRead,
-                            ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+        if isinstance(
+            exc,
+            (
+                http.client.RemoteDisconnected,
+                http.client.IncompleteRead,
+                ConnectionResetError,
+                BrokenPipeError,
+                ConnectionAbortedError,
+            ),
+        ):
             return TransportError(f"{where}: the server dropped the connection ({type(exc).__name__})")
         if isinstance(exc, ssl.SSLError):
             return TransportError(f"{where}: TLS failed: {exc}")
@@ -258,7 +299,8 @@ class HttpClient:
         scheme, host, port = key
         if scheme == "https":
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                host, port, timeout=self.connect_timeout, context=ssl.create_default_context())
+                host, port, timeout=self.connect_timeout, context=ssl.create_default_context()
+            )
         else:
             conn = http.client.HTTPConnection(host, port, timeout=self.connect_timeout)
         with self._lock:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import queue
 import threading
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from decodeloop.mcp.errors import ConnectionClosed
 from decodeloop.mcp.transports.base import Message
@@ -45,9 +46,7 @@ class MemoryTransport:
         if self._worker is not None:
             raise RuntimeError("MemoryTransport.start() called twice")
         self._on_close = on_close
-        self._worker = threading.Thread(
-            target=self._serve, args=(on_message,), name="mcp-memory", daemon=True
-        )
+        self._worker = threading.Thread(target=self._serve, args=(on_message,), name="mcp-memory", daemon=True)
         self._worker.start()
 
     def send(self, message: dict) -> None:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from decodeloop.mcp import framing
 from decodeloop.mcp.errors import ConnectionClosed, HttpStatusError, McpError, ProtocolError, TransportError
@@ -38,10 +39,18 @@ STREAM_TIMEOUT = 3600.0  # an idle stream is given up after this long; each requ
 class SseLegacyTransport:
     reports_request_errors = True  # start() takes on_error: an unreadable answer fails its request alone
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None, *, timeout: float = 60.0,
-                 connect_timeout: float = 10.0, stream_timeout: float = STREAM_TIMEOUT,
-                 log: Callable[[str], None] | None = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, start_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        *,
+        timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        stream_timeout: float = STREAM_TIMEOUT,
+        log: Callable[[str], None] | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        start_timeout: float | None = None,
+    ) -> None:
         check_url(url)
         self.url = url
         self.max_message_bytes = max_message_bytes
@@ -52,31 +61,44 @@ class SseLegacyTransport:
         self.http = HttpClient(url, headers, connect_timeout=connect_timeout, read_timeout=timeout)
         self.endpoint: str | None = None
         self._endpoint_known = threading.Event()
-        self._problem: str | None = None   # why the stream ended or the endpoint was refused
+        self._problem: str | None = None  # why the stream ended or the endpoint was refused
         self._reader: threading.Thread | None = None
         self._closing = False
         self._on_error: Callable[[Any, McpError], None] | None = None
 
-    def start(self, on_message: Callable[[Message], None], on_close: Callable[[str], None],
-              on_garbage: Callable[[str], None], on_error: Callable[[Any, McpError], None] | None = None) -> None:
+    def start(
+        self,
+        on_message: Callable[[Message], None],
+        on_close: Callable[[str], None],
+        on_garbage: Callable[[str], None],
+        on_error: Callable[[Any, McpError], None] | None = None,
+    ) -> None:
         self._on_error = on_error
         if self._reader is not None:
             raise RuntimeError("SseLegacyTransport.start() called twice")
         # no start_timeout (a client without a timeout): the headers wait as an idle stream may, the endpoint forever
         ends = None if self.start_timeout is None else time.monotonic() + self.start_timeout
         # the headers within the start's wait: a server that accepts and says nothing must not hold us for long
-        response = self.http.request("GET", self.url, headers={"Accept": "text/event-stream"},
-                                     read_timeout=self.stream_timeout if ends is None else self.start_timeout)
+        response = self.http.request(
+            "GET",
+            self.url,
+            headers={"Accept": "text/event-stream"},
+            read_timeout=self.stream_timeout if ends is None else self.start_timeout,
+        )
         response.set_read_timeout(self.stream_timeout)  # then the stream may idle between events
         if not 200 <= response.status < 300:
             text = response.error_preview()
-            raise HttpStatusError(f"GET {self.url}: HTTP {response.status}{': ' + text if text else ''}",
-                                  response.status, text)
+            raise HttpStatusError(
+                f"GET {self.url}: HTTP {response.status}{': ' + text if text else ''}", response.status, text
+            )
         if response.content_type != "text/event-stream":
-            raise TransportError(f"GET {self.url} answered with Content-Type {response.content_type!r}, "
-                                 f"not an event stream: {response.error_preview()}")
-        self._reader = threading.Thread(target=self._read, args=(response, on_message, on_close, on_garbage),
-                                        name="mcp-sse-reader", daemon=True)
+            raise TransportError(
+                f"GET {self.url} answered with Content-Type {response.content_type!r}, "
+                f"not an event stream: {response.error_preview()}"
+            )
+        self._reader = threading.Thread(
+            target=self._read, args=(response, on_message, on_close, on_garbage), name="mcp-sse-reader", daemon=True
+        )
         self._reader.start()
         if not self._endpoint_known.wait(None if ends is None else max(0.0, ends - time.monotonic())):
             self.close()
@@ -88,12 +110,14 @@ class SseLegacyTransport:
     def send(self, message: dict) -> None:
         if self._closing or self.endpoint is None:
             raise ConnectionClosed(self._problem or "the connection to the server is closed")
-        response = self.http.request("POST", self.endpoint, encode_message(message),
-                                     {"Content-Type": "application/json"})
+        response = self.http.request(
+            "POST", self.endpoint, encode_message(message), {"Content-Type": "application/json"}
+        )
         text = response.error_preview()
         if not 200 <= response.status < 300:
-            raise HttpStatusError(f"POST {self.endpoint}: HTTP {response.status}{': ' + text if text else ''}",
-                                  response.status, text)
+            raise HttpStatusError(
+                f"POST {self.endpoint}: HTTP {response.status}{': ' + text if text else ''}", response.status, text
+            )
 
     def send_later(self, message: dict) -> None:
         """POST a notification from a thread of its own, with a short timeout; failures are only logged."""
@@ -103,12 +127,18 @@ class SseLegacyTransport:
 
         def post() -> None:
             try:
-                response = self.http.request("POST", endpoint, body, {"Content-Type": "application/json"},
-                                             read_timeout=min(LATER_TIMEOUT, self.timeout))
+                response = self.http.request(
+                    "POST",
+                    endpoint,
+                    body,
+                    {"Content-Type": "application/json"},
+                    read_timeout=min(LATER_TIMEOUT, self.timeout),
+                )
                 text = response.error_preview()
                 if not 200 <= response.status < 300:
-                    raise HttpStatusError(f"POST {endpoint}: HTTP {response.status}{': ' + text if text else ''}",
-                                          response.status, text)
+                    raise HttpStatusError(
+                        f"POST {endpoint}: HTTP {response.status}{': ' + text if text else ''}", response.status, text
+                    )
             except McpError as exc:
                 if not self._closing:
                     self.log(f"could not send {message.get('method', 'a message')}: {exc}")
@@ -123,8 +153,13 @@ class SseLegacyTransport:
         if self._reader is not None and self._reader is not threading.current_thread():
             self._reader.join(1.0)
 
-    def _read(self, response: Response, on_message: Callable[[Message], None], on_close: Callable[[str], None],
-              on_garbage: Callable[[str], None]) -> None:
+    def _read(
+        self,
+        response: Response,
+        on_message: Callable[[Message], None],
+        on_close: Callable[[str], None],
+        on_garbage: Callable[[str], None],
+    ) -> None:
         parser = SseParser(self.max_message_bytes)
         reason = "the server closed the event stream"
         try:
@@ -170,8 +205,9 @@ class SseLegacyTransport:
             same = False
         if not same:
             # our headers (credentials) must never go to another origin
-            self._problem = (f"the server's endpoint {url!r} is not on the origin of {self.url}; "
-                             "refusing to send messages there")
+            self._problem = (
+                f"the server's endpoint {url!r} is not on the origin of {self.url}; refusing to send messages there"
+            )
             return False
         if self.endpoint is None:
             self.endpoint = url

@@ -35,7 +35,8 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from decodeloop.mcp import framing
 from decodeloop.mcp.errors import ConnectionClosed, McpError, ProtocolError
@@ -48,7 +49,9 @@ STDERR_RING = 20  # stderr lines remembered for error messages
 STDERR_IN_ERRORS = 5  # of those, how many an error message shows
 MAX_STDERR_LINE = 64 * 1024  # a longer stderr "line" is taken in pieces
 SHOWN_CHARS = 200  # how much of one line a preview or error message shows
-REAP_BUDGET = 1.0  # after EOF, how long at most to wait for the exit code and last stderr (a loaded machine needs the margin)
+REAP_BUDGET = (
+    1.0  # after EOF, how long at most to wait for the exit code and last stderr (a loaded machine needs the margin)
+)
 JOIN_TIMEOUT = 1.0  # bound on joining reader threads in close()
 GROUPS = hasattr(os, "killpg")  # each server in its own process group (POSIX)
 
@@ -77,25 +80,24 @@ def describe_exit(code: int | None) -> str:
 
 
 def too_large(size: int, cap: int, ended: bool) -> str:
-    return (f"{'' if ended else 'at least '}{size:,} bytes, over the {cap:,}-byte cap on one message "
-            "(max_message_bytes)")
+    return f"{'' if ended else 'at least '}{size:,} bytes, over the {cap:,}-byte cap on one message (max_message_bytes)"
 
 
 class _Skipped:
     """A line over the cap, being read and dropped: its size, its first and last EDGE bytes."""
 
     def __init__(self, start: bytes | bytearray | memoryview) -> None:
-        self.head = bytes(start[:framing.EDGE])
-        self.tail = bytes(start[-framing.EDGE:])
+        self.head = bytes(start[: framing.EDGE])
+        self.tail = bytes(start[-framing.EDGE :])
         self.size = len(start)
         self.reported: Any = None  # the request already failed, if the head named it
 
     def add(self, more: memoryview) -> None:
         self.size += len(more)
         if len(more) >= framing.EDGE:
-            self.tail = bytes(more[-framing.EDGE:])
+            self.tail = bytes(more[-framing.EDGE :])
         elif more:
-            self.tail = (self.tail + bytes(more))[-framing.EDGE:]
+            self.tail = (self.tail + bytes(more))[-framing.EDGE :]
 
 
 DEFAULT_ENVIRONMENT = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
@@ -103,8 +105,11 @@ DEFAULT_ENVIRONMENT = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
 def default_environment() -> dict[str, str]:
     """The part of the harness's environment a server inherits: the default set, less shell functions."""
-    return {key: value for key in DEFAULT_ENVIRONMENT
-            if (value := os.environ.get(key)) is not None and not value.startswith("()")}
+    return {
+        key: value
+        for key in DEFAULT_ENVIRONMENT
+        if (value := os.environ.get(key)) is not None and not value.startswith("()")
+    }
 
 
 class StdioTransport:
@@ -173,7 +178,11 @@ class StdioTransport:
         if self._proc is not None:
             raise RuntimeError("StdioTransport.start() called twice")
         self._on_message, self._on_close, self._on_garbage, self._on_error = (
-            on_message, on_close, on_garbage, on_error)
+            on_message,
+            on_close,
+            on_garbage,
+            on_error,
+        )
         self._proc = self._spawn()
         self._stdin = self._proc.stdin
         self._stdout = self._proc.stdout
@@ -341,8 +350,13 @@ class StdioTransport:
                 if skipped is not None:
                     self._skipped(skipped, ended=False)
                 elif self._partial.strip():
-                    self._unreadable(Unreadable("the output ended in the middle of a message",
-                                                framing.answered(self._partial), preview(self._partial)))
+                    self._unreadable(
+                        Unreadable(
+                            "the output ended in the middle of a message",
+                            framing.answered(self._partial),
+                            preview(self._partial),
+                        )
+                    )
                 return
             self._bytes_read += count
             start = 0
@@ -415,20 +429,30 @@ class StdioTransport:
         request_id = framing.answered(skipped.head, tail=b"")
         if request_id is not None:
             skipped.reported = request_id
-            self._fail(request_id, ProtocolError(f"the response to request {request_id!r} is "
-                                                 f"{too_large(skipped.size, self.max_message_bytes, False)}; "
-                                                 "it was skipped"))
+            self._fail(
+                request_id,
+                ProtocolError(
+                    f"the response to request {request_id!r} is "
+                    f"{too_large(skipped.size, self.max_message_bytes, False)}; "
+                    "it was skipped"
+                ),
+            )
 
     def _skipped(self, skipped: _Skipped, ended: bool) -> None:
         """A line over the cap has ended (or the output has): say so, and fail its request if not done yet."""
-        self._on_garbage(f"{too_large(skipped.size, self.max_message_bytes, ended)}: "
-                         f"{framing.preview(skipped.head, skipped.size)}")
+        self._on_garbage(
+            f"{too_large(skipped.size, self.max_message_bytes, ended)}: {framing.preview(skipped.head, skipped.size)}"
+        )
         if skipped.reported is None:
             request_id = framing.answered(skipped.head, tail=skipped.tail if ended else b"")
             if request_id is not None:
-                self._fail(request_id, ProtocolError(
-                    f"the response to request {request_id!r} is "
-                    f"{too_large(skipped.size, self.max_message_bytes, ended)}; it was skipped"))
+                self._fail(
+                    request_id,
+                    ProtocolError(
+                        f"the response to request {request_id!r} is "
+                        f"{too_large(skipped.size, self.max_message_bytes, ended)}; it was skipped"
+                    ),
+                )
 
     def _fail(self, request_id: Any, error: McpError) -> None:
         if self._on_error is not None and self._closed_reason is None:
@@ -519,6 +543,7 @@ def _enlarge_pipe(pipe: Any) -> None:
     """Ask Linux for a larger stdout pipe: a large message then takes fewer reads and wake-ups."""
     try:
         import fcntl
+
         fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)
     except (ImportError, AttributeError, OSError, ValueError):
         pass  # not Linux, above the system's limit, or not a pipe: the default size works

@@ -19,22 +19,16 @@ from decodeloop.decode.stops import Stops
 from decodeloop.errors import ConfigError
 from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop
 from decodeloop.formats.calls.compact import ParseError
-from decodeloop.formats.calls.shapes import CANONICAL, DESCRIBED
+from decodeloop.formats.calls.shapes import DESCRIBED
 from decodeloop.formats.chat import ToolReply
 from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.processors import ProcessorState
-from decodeloop.tools.dispatch import (
-    DEFAULT_MAX_RESULT_CHARS,
-    DEFAULT_MAX_TURN_RESULT_CHARS,
-    MIN_RESULT_CHARS,
-    dispatch_all,
-    parse_call,
-)
+from decodeloop.tools.dispatch import dispatch_all, parse_call
 from decodeloop.tools.router import Router
-from decodeloop.trust import invisible
+from decodeloop.tools.turn import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, TurnView
+from decodeloop.trust.admit import admit_result, admit_tool
 from decodeloop.trust.markers import for_bundle
 from decodeloop.trust.policy import MASKED_REQUEST, Policy
-from decodeloop.trust.provenance import origins, provenance
 from decodeloop.trust.tool_budget import DEFAULT_MAX_TOOL_TOKENS, check_tools
 
 # Harness's `policy` when none is given: confirm mode over the router's server rules, nobody to ask
@@ -114,7 +108,7 @@ class Harness:
         self._ended = True  # the model closed its last message itself
         self._warned = 0  # the chat format's warnings already shown
         self._masked = None  # the last masked re-run: ((context, where it was cut), calls)
-        shapes = self.config.call_shapes or getattr(bundle.chat, "call_shapes", "strict")
+        shapes = self.config.call_shapes or bundle.chat.call_shapes
         if shapes not in ("strict", "lenient"):
             raise ValueError(f"call_shapes must be strict or lenient, got {shapes!r}")
         self.call_shapes = shapes
@@ -137,65 +131,12 @@ class Harness:
             )
             processors = (*processors, self.constraint)
         self.engine = engine if engine is not None else bundle.engine(sampler, processors)
-        bind = getattr(self.engine, "bind", None)
-        if bind is not None:  # an engine with events of its own (a remote one's requests)
-            bind(emit)
+        self.engine.bind(emit)  # an engine with events of its own (a remote one's requests) reports to the trace
 
     def _callable_tools(self) -> list:
         """The tools a call can name now (what routes, narrowed to `tools` when given): for --constrain."""
         names = list(self.router.tools) if self._named is None else [n for n in self._named if n in self.router.tools]
         return [self.router.tools[name] for name in names]
-
-    def _check(self, name: str, server: str, remote: str, tool, arguments: dict):
-        """The policy's decision on one call, from the provenance of this conversation's context."""
-        context = self.context
-        return self.policy.check(
-            name,
-            server,
-            remote,
-            tool,
-            arguments,
-            lambda: provenance(context, self.tokenizer),
-            self._masked_calls if self.policy.mode == "masked" else None,
-        )
-
-    def _data(self, text: str, what: str, markers: bool = True) -> str:
-        """Text that is data, without invisible characters (invisible.py) and, unless `markers` is false, with
-        every forged marker escaped (markers.py); a notice says what was done."""
-        text = self._visible(text or "", what)
-        if not markers:
-            return text
-        text, found = self.markers.neutralize(text)
-        if found:
-            self.emit(Notice("harness", f"escaped {len(found)} marker(s) in {what}: {', '.join(sorted(set(found)))}"))
-        return text
-
-    def _visible(self, text: str, what: str) -> str:
-        """The text without its invisible characters: what the user never saw stays out of the context."""
-        text, removed = invisible.strip(text)
-        if removed:
-            self.emit(Notice("harness", invisible.notice(removed, what)))
-        return text
-
-    def _tool_data(self, tool):
-        """A tool as the prompt describes it: its title, description and inputSchema are data (invisible.py,
-        markers.py)."""
-        tool, removed = invisible.strip_tool(tool)
-        if removed:
-            self.emit(Notice("harness", invisible.notice(removed, f"the definition of {tool.name}")))
-        tool, found = self.markers.neutralize_tool(tool)
-        if found:
-            self.emit(
-                Notice(
-                    "harness",
-                    f"escaped {len(found)} marker(s) in the definition of {tool.name}: {', '.join(sorted(set(found)))}",
-                )
-            )
-        return tool
-
-    def _origins(self, arguments: dict) -> dict[str, list[str]]:
-        """Where each argument value of a call occurs in this conversation's context."""
-        return origins(arguments, provenance(self.context, self.tokenizer))
 
     def reset(self) -> None:
         """Start a new conversation: the next turn renders the system prompt with the tools as they are now."""
@@ -203,7 +144,7 @@ class Harness:
 
     def _chat_warnings(self) -> None:
         """Show what the chat format noticed (a template that is not append-only, say), once each."""
-        warnings = getattr(self.chat, "warnings", ())
+        warnings = self.chat.warnings
         for message in warnings[self._warned :]:
             self.emit(Notice("chat template", message))
         self._warned = len(warnings)
@@ -270,9 +211,9 @@ class Harness:
             closer_id=self.bundle.closer_id,
             closer=self.syntax.closer,
             collect_calls=collect,
-            alternates=getattr(self.syntax, "alternates", ()) if lenient else (),
+            alternates=self.syntax.alternates if lenient else (),
             known=self.router.tools.__contains__,
-            shape=getattr(self.syntax, "shape", CANONICAL),
+            shape=self.syntax.shape,
         )
 
     def _masked_calls(self) -> list[tuple[str, Any]]:
@@ -330,13 +271,13 @@ class Harness:
         if self.context is None:
             self._refresh_tools()  # tools a server changed are described from a new conversation on
             self.context = context = Context()
-            tools = [self._tool_data(t) for t in self.tools]
-            pieces = chat.start(tools, self._data(user, "the user's message"), self.system)
+            tools = [admit_tool(t, emit, self.markers) for t in self.tools]
+            pieces = chat.start(tools, admit_result(user, "the user's message", emit, self.markers).text, self.system)
         else:
             self.router.refresh()
             context = self.context
             turn.whole = len(context)
-            pieces = chat.user_turn(self._data(user, "the user's message"), self._ended)
+            pieces = chat.user_turn(admit_result(user, "the user's message", emit, self.markers).text, self._ended)
         at = len(context)
         context.extend_pieces(pieces)
         turn.whole = len(context)
@@ -353,9 +294,16 @@ class Harness:
         stops = self._stops()
         decoder = StreamDecoder(self.tokenizer)
         state = ProcessorState(context=context.ids, generated=len(context))
-        failures = repeats = 0
-        answered: set[str] = set()
-        budget = config.max_turn_result_chars  # tool-result text this turn may still inject
+        view = TurnView(
+            context,
+            self.tokenizer,
+            emit,
+            self.markers,
+            self.policy,
+            self._masked_calls,
+            config.max_result_chars,
+            config.max_turn_result_chars,
+        )
         while True:
             turn.generating = True
             verdict = generate(
@@ -377,58 +325,22 @@ class Harness:
                             "exists and its arguments parse (--call-shapes lenient)",
                         )
                     )
-            # each call of the round gets its share of what is left of the turn's budget (at least a line)
-            share = max(budget // len(verdict.calls), MIN_RESULT_CHARS)
-            limit = min(config.max_result_chars, share)
-            if limit < config.max_result_chars and budget < config.max_turn_result_chars:  # spent in part
-                emit(
-                    Notice(
-                        "harness",
-                        f"the turn's budget for tool results ({config.max_turn_result_chars:,} "
-                        f"characters) has {max(budget, 0):,} left: results are cut to {limit:,}",
-                    )
-                )
+            view.round(len(verdict.calls))
             outcomes = dispatch_all(
-                list(verdict.calls),
-                self.syntax,
-                self.router,
-                emit,
-                timeout=config.timeout,
-                max_result_chars=limit,
-                answered=answered,
-                policy=self._check if self.policy is not None else None,
-                origins=self._origins,
-                shapes=verdict.shapes,
+                list(verdict.calls), self.syntax, self.router, view, timeout=config.timeout, shapes=verdict.shapes
             )
-            budget -= sum(len(o.text) for o in outcomes)
+            view.record(outcomes)
             self.router.refresh()  # route the next call to a server's changed tools
-            answered.update(o.key for o in outcomes if o.key is not None and not o.is_error)
-            repeats += sum(o.stage == "repeat" for o in outcomes)
-            failures = failures + 1 if all(o.is_error for o in outcomes) else 0
-            if repeats >= config.max_repeats or failures >= config.max_retries:
-                if repeats >= config.max_repeats:
-                    turn.reason, what = "repeated_call", f"{repeats} calls repeated after their result"
+            if view.repeats >= config.max_repeats or view.failures >= config.max_retries:
+                if view.repeats >= config.max_repeats:
+                    turn.reason, what = "repeated_call", f"{view.repeats} calls repeated after their result"
                 else:
-                    turn.reason, what = "max_retries", f"{failures} consecutive failed tool calls"
+                    turn.reason, what = "max_retries", f"{view.failures} consecutive failed tool calls"
                 turn.error = f"gave up after {what}; last error: {outcomes[-1].text}"
                 emit(Stop(turn.reason))
                 break
-            # what a server sent or wrote is data; the harness's own errors (no server's text) keep their
-            # markers, but lose invisible characters as all text does
             replies = [
-                ToolReply(
-                    o.name or "",
-                    o.server,
-                    self.syntax.render_result(
-                        self._data(
-                            o.text,
-                            f"the {'error for' if o.is_error else 'result of'} {o.name or 'a call'}",
-                            markers=bool(o.server),
-                        ),
-                        o.is_error,
-                    ),
-                    o.is_error,
-                )
+                ToolReply(o.name or "", o.server, self.syntax.render_result(o.text, o.is_error), o.is_error)
                 for o in outcomes
             ]
             at = len(context)

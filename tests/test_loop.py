@@ -163,8 +163,10 @@ def test_server_that_hangs_times_out(events):
     result = run_turn(events, table, servers=(FAULTY,), timeout=0.5)
     [error] = events.of("tool_error")
     assert "did not answer in time" in error.message
+    # the call's request is cancelled once (a busy machine may also see the start-up probe cancelled)
+    [call] = [e.message for e in events.of("rpc") if e.message.get("method") == "tools/call"]
     cancelled = [e.message for e in events.of("rpc") if e.message.get("method") == "notifications/cancelled"]
-    assert len(cancelled) == 1
+    assert [c["params"]["requestId"] for c in cancelled].count(call["id"]) == 1
     assert result.answer == "Sorry."
 
 

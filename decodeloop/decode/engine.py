@@ -13,10 +13,12 @@ call handling stay in the loop.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
 
+from decodeloop.events import Emit
 from decodeloop.processors import apply
 
 
@@ -37,9 +39,16 @@ class Step:
 class Engine(Protocol):
     """`step` returns the next token for `context`; the Step is read before the next call (it may be reused).
 
-    An engine may say `uses_state = False` when nothing it runs reads the loop's
-    state (inside a call or not, tokens so far); the loop then skips updating it.
+    An engine subclasses this protocol to take the defaults of its optional members:
+    `uses_state` (False when nothing it runs reads the loop's state: inside a call or
+    not, tokens so far; the loop then skips updating it), `probs_at` (the fields token
+    events carry to say which distribution `explain` reports: {"temperature": T} and
+    top_k, top_p, min_p when they cut it) and `bind` (the harness's event sink, for an
+    engine with events of its own).
     """
+
+    uses_state: bool = True
+    probs_at: Mapping[str, Any] = MappingProxyType({})
 
     def step(self, context: list[int], state: Any) -> Step: ...
 
@@ -47,11 +56,22 @@ class Engine(Protocol):
 
     def stop(self) -> None: ...
 
-    # An engine may also say which distribution `explain` reports: `probs_at`, the fields token events
-    # carry ({"temperature": T} and top_k, top_p, min_p when they cut it); without it they carry none.
+    def bind(self, emit: Emit) -> None:
+        """Take the harness's event sink; an engine without events of its own ignores it."""
 
 
-class LocalEngine:
+@runtime_checkable
+class Constraining(Protocol):
+    """A logits processor that constrains calls (constrain.CallConstraint): the engine reports `override`,
+    the (first choice, tokens allowed) of a step whose mask changed the model's choice, and asks `forced`
+    for a token the grammar leaves no choice about."""
+
+    override: tuple[int, int] | None
+
+    def forced(self, state: Any) -> int | None: ...
+
+
+class LocalEngine(Engine):
     """forward -> processors -> sample, over a model the harness runs itself."""
 
     def __init__(self, model, sampler, processors: Sequence = ()) -> None:
@@ -62,11 +82,11 @@ class LocalEngine:
         self.probs_at = sampler.settings()  # what `explain` reports the probabilities of
         self._forward, self._sample, self._explain = model.forward, sampler.sample, sampler.explain
         self.uses_state = bool(self.processors)  # only processors read the loop's state
-        # a processor with `override` (constrain.CallConstraint) says when its mask changed the model's choice
-        self._report = next((p for p in self.processors if hasattr(p, "override")), None)
-        # a processor with `forced` names a token the grammar leaves no choice about: appended without a
-        # forward, so the next forward computes the run of them at once (jump-forward)
-        self._jump = next((p.forced for p in self.processors if hasattr(p, "forced")), None)
+        # the call constraint says when its mask changed the model's choice, and names a token the grammar
+        # leaves no choice about: appended without a forward, so the next forward computes the run of them
+        # at once (jump-forward)
+        self._report = next((p for p in self.processors if isinstance(p, Constraining)), None)
+        self._jump = self._report.forced if self._report is not None else None
 
     def step(self, context: list[int], state: Any) -> Step:
         step = self._step

@@ -36,9 +36,9 @@ def generate(
     # the names used per token, bound once: this loop's own cost is what bench/loop_overhead.py measures
     step_of, append, check, piece, label = engine.step, ids.append, stops.check, decoder.piece, tokenizer.token_text
     conditions = stops.conditions
-    track = getattr(engine, "uses_state", True)
+    track = engine.uses_state
     # which distribution the probabilities are of (the sampler's settings), set on every token event
-    probs_at = tuple((getattr(engine, "probs_at", None) or {}).items()) if detail else ()
+    probs_at = tuple(engine.probs_at.items()) if detail else ()
     try:
         while True:
             step = step_of(ids, state)  # 1-2. forward + sample (or the engine's next token)
@@ -69,10 +69,10 @@ def generate(
                 conditions,
                 verdict.reason,
             )
-            masked = getattr(step, "masked", None)
+            masked = step.masked
             if masked is not None:  # --constrain: the grammar ruled out the model's first choice
                 event.masked, event.masked_id, event.allowed = label(masked[0]), masked[0], masked[1]
-            elif getattr(step, "forced", False):  # jump-forward: no forward for this token
+            elif step.forced:  # jump-forward: no forward for this token
                 event.forced = True
             for name, value in probs_at:
                 setattr(event, name, value)

@@ -63,6 +63,8 @@ class ChatFormat(Protocol):
     """
 
     stop_ids: frozenset[int]  # the ids that end the assistant's turn
+    call_shapes: str  # "lenient" when the family writes calls in other shapes too (--call-shapes' default)
+    warnings: Sequence[str]  # what the format noticed (a template that is not append-only), shown once each
 
     def system_text(self, tools: Sequence, system: str | None = None) -> str: ...
 
@@ -80,6 +82,9 @@ def pieces_ids(pieces: Pieces) -> list[int]:
 
 class LabChat:
     """The lab models' chat format (see the module docstring)."""
+
+    call_shapes = "strict"  # the lab models write one shape
+    warnings: tuple[str, ...] = ()  # a format the harness wrote itself has nothing to warn of
 
     def __init__(self, tokenizer, syntax, preamble: str = PREAMBLE) -> None:
         self.tokenizer = tokenizer

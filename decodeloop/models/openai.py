@@ -34,7 +34,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from decodeloop.decode.engine import Step
+from decodeloop.decode.engine import Engine, Step
 from decodeloop.events import Notice, Request
 from decodeloop.models.base import common_prefix_len
 from decodeloop.models.openai_wire import Answered, Endpoint, RemoteError
@@ -43,7 +43,7 @@ DEFAULT_TOP = 5            # top logprobs asked for per token (the trace shows 3
 SHAPES = ("ids", "text")   # how the prompt is sent, in the order tried
 
 
-class OpenAIEngine:
+class OpenAIEngine(Engine):
     """Tokens from a streamed /v1/completions request; `stop` hangs up."""
 
     uses_state = False   # nothing here reads the loop's processor state

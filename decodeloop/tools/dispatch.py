@@ -16,33 +16,43 @@ another, and their outcomes come back in the order the model wrote them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from decodeloop.events import Emit, PolicyDecision, ToolCall, ToolError, ToolResult
+from decodeloop.events import ToolCall, ToolError, ToolResult
 from decodeloop.formats.calls import shapes as call_shapes
-from decodeloop.formats.calls.compact import ParseError
+from decodeloop.formats.calls.base import CallSyntax, ParseError
 from decodeloop.mcp.errors import McpError, RequestTimeout
 from decodeloop.schema import ArgumentError, check_value, validate_arguments
 from decodeloop.tools.router import Router, UnknownTool
+from decodeloop.tools.turn import (  # the caps are the view's; named here too, where callers look for them
+    DEFAULT_MAX_RESULT_CHARS,
+    DEFAULT_MAX_TURN_RESULT_CHARS,
+    MIN_RESULT_CHARS,
+    TurnView,
+)
 from decodeloop.trust.policy import denial
-from decodeloop.trust.untrusted import cap_text
 
-DEFAULT_MAX_RESULT_CHARS = 16_000
-DEFAULT_MAX_TURN_RESULT_CHARS = 64_000  # every tool result of one turn together (harness.py shares it out)
-MIN_RESULT_CHARS = 200  # what a result keeps once the turn's budget is spent
-Check = Callable[[str, str, str, Any, dict], PolicyDecision]  # (name, server, remote name, tool, arguments)
+__all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
+    "DEFAULT_MAX_TURN_RESULT_CHARS",
+    "MIN_RESULT_CHARS",
+    "Outcome",
+    "call_key",
+    "dispatch_all",
+    "output_problem",
+    "parse_call",
+]
 
 
 @dataclass(slots=True)
 class Outcome:
-    text: str  # what the tool message will say (before the syntax renders it)
+    text: str  # what the tool message will say, as admitted to the context (before the syntax renders it)
     is_error: bool
     name: str | None = None  # the tool the call named, once it parsed
     server: str | None = None  # the server whose text the message carries: it answered, or its schema is quoted
-    stage: str | None = None  # for errors: "parse", "route", "arguments", "repeat" or "call"
+    stage: str | None = None  # for errors: "parse", "route", "arguments", "repeat", "policy" or "call"
     key: str | None = None  # the call's identity (tool and converted arguments), once validated
 
 
@@ -59,27 +69,22 @@ class _Prepared:
 
 def dispatch_all(
     call_texts: list[str],
-    syntax,
+    syntax: CallSyntax,
     router: Router,
-    emit: Emit,
+    view: TurnView,
     *,
     timeout: float | None = None,
-    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-    answered: set[str] | frozenset[str] = frozenset(),
-    policy: Check | None = None,
-    origins: Callable[[dict], dict] | None = None,
     shapes=(),
 ) -> list[Outcome]:
-    """Every call of one message; `answered` holds the keys of calls already answered this turn.
+    """Every call of one message, in the order written; `view` is the turn they belong to (tools/turn.py).
 
-    `policy(name, server, remote_name, tool, arguments)` decides each validated call (None: every call runs);
-    `origins(arguments)` says where each argument value occurs in the context, for the ToolCall event;
-    `shapes` how each call was written (formats/calls/shapes.py; missing: the syntax's own shape).
+    `shapes` says how each call was written (formats/calls/shapes.py; missing: the syntax's own shape).
+    The caller starts the round (view.round) and records its outcomes (view.record).
     """
     prepared: list[_Prepared | Outcome] = []
     for i, text in enumerate(call_texts):
-        shape = shapes[i] if i < len(shapes) else getattr(syntax, "shape", call_shapes.CANONICAL)
-        prepared.append(_prepare(text, syntax, router, emit, answered, policy, origins, max_result_chars, shape))
+        shape = shapes[i] if i < len(shapes) else syntax.shape
+        prepared.append(_prepare(text, syntax, router, view, shape))
     runnable = [p for p in prepared if isinstance(p, _Prepared)]
     servers = {p.server for p in runnable}
     if len(servers) > 1:
@@ -93,13 +98,7 @@ def dispatch_all(
         results = {id(p): r for server, calls in by_server.items() for p, r in zip(calls, done[server])}
     else:
         results = {id(p): _call(p, router, timeout) for p in runnable}
-    outcomes = []
-    for p in prepared:
-        if isinstance(p, Outcome):
-            outcomes.append(p)
-        else:
-            outcomes.append(_finish(p, results[id(p)], emit, max_result_chars))
-    return outcomes
+    return [p if isinstance(p, Outcome) else _finish(p, results[id(p)], view) for p in prepared]
 
 
 def call_key(name: str, arguments: dict) -> str:
@@ -107,28 +106,16 @@ def call_key(name: str, arguments: dict) -> str:
     return name + " " + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def parse_call(text: str, syntax, shape: str | None = None):
+def parse_call(text: str, syntax: CallSyntax, shape: str | None = None):
     """The call in `text`, written in the syntax's own shape or in an alternate one; raises ParseError."""
-    if shape is None or shape == getattr(syntax, "shape", call_shapes.CANONICAL):
+    if shape is None or shape == syntax.shape:
         return syntax.parse(text)
     return call_shapes.parse(shape, text)
 
 
-def _prepare(
-    call_text: str,
-    syntax,
-    router: Router,
-    emit: Emit,
-    answered,
-    policy,
-    origins=None,
-    max_chars: int = DEFAULT_MAX_RESULT_CHARS,
-    shape: str | None = None,
-) -> _Prepared | Outcome:
-    shape = shape or getattr(syntax, "shape", call_shapes.CANONICAL)
-
-    def failed(message, stage, name=None, key=None):
-        return _failed(emit, message, call_text, stage, name, key=key, shape=shape)
+def _prepare(call_text: str, syntax: CallSyntax, router: Router, view: TurnView, shape: str) -> _Prepared | Outcome:
+    def failed(message: str, stage: str, name=None, server=None, key=None, cut=None) -> Outcome:
+        return _failed(view, message, call_text, stage, name, server, key, shape, cut)
 
     try:
         call = parse_call(call_text, syntax, shape)
@@ -138,25 +125,16 @@ def _prepare(
         tool = router.resolve(call.name)
     except UnknownTool as e:
         # it lists every tool the servers offer: as long as they make it, so capped like their text
-        return failed(cap_text(str(e), max_chars, "error"), "route", call.name)
+        return failed(str(e), "route", call.name, cut="error")
     try:
         arguments = validate_arguments(call.name, call.arguments, tool.input_schema)
     except ArgumentError as e:
         # it quotes the server's schema (property names, descriptions, enum values): the server's text, capped
         # like it and marked with the server, so the policy and the marker escape treat it as data
-        return _failed(
-            emit,
-            cap_text(str(e), max_chars, "error"),
-            call_text,
-            "arguments",
-            call.name,
-            router.owner[call.name],
-            shape=shape,
-        )
+        return failed(str(e), "arguments", call.name, router.owner[call.name], cut="error")
     key = call_key(call.name, arguments)
-    if key in answered:
-        # the commonest small-model failure: the same call again after its result (in any shape); the
-        # server is spared
+    if view.repeated(key):
+        # the server is spared
         return failed(
             f"{call.name} was already called with these arguments in this turn and its "
             f"result is above; answer the user from it, or call with other arguments",
@@ -165,12 +143,12 @@ def _prepare(
             key=key,
         )
     server = router.owner[call.name]
-    if policy is not None:
-        decision = policy(call.name, server, router.remote[call.name], tool, arguments)
-        emit(decision)
+    decision = view.check(call.name, server, router.remote[call.name], tool, arguments)
+    if decision is not None:
+        view.emit(decision)
         if decision.verdict != "allow":  # the server never sees it; the model is told why
             return failed(denial(decision), "policy", call.name)
-    emit(ToolCall(call.name, arguments, server, call_text, origins(arguments) if origins is not None else {}, shape))
+    view.emit(ToolCall(call.name, arguments, server, call_text, view.origins(arguments), shape))
     return _Prepared(call_text, call.name, tool, arguments, server, key, shape)
 
 
@@ -182,35 +160,19 @@ def _call(p: _Prepared, router: Router, timeout: float | None):
         return e
 
 
-def _finish(p: _Prepared, result, emit: Emit, max_result_chars: int) -> Outcome:
+def _finish(p: _Prepared, result, view: TurnView) -> Outcome:
     # an error's text is the server's as much as a result's: the same cap holds
     if isinstance(result, RequestTimeout):
-        return _failed(
-            emit,
-            cap_text(f"{p.name} did not answer in time ({result})", max_result_chars, "error"),
-            p.text,
-            "call",
-            p.name,
-            p.server,
-            shape=p.shape,
-        )
-    if isinstance(result, McpError):
-        return _failed(
-            emit,
-            cap_text(f"{p.name} failed: {result}", max_result_chars, "error"),
-            p.text,
-            "call",
-            p.name,
-            p.server,
-            shape=p.shape,
-        )
-    problem = output_problem(p.tool, result)
-    if problem is not None:  # the server answered, but not what it promised: a failed call
-        return _failed(
-            emit, cap_text(problem, max_result_chars, "error"), p.text, "call", p.name, p.server, shape=p.shape
-        )
-    text = cap_text(result.text(), max_result_chars)
-    emit(ToolResult(p.name, result.content, result.is_error, text))
+        message = f"{p.name} did not answer in time ({result})"
+    elif isinstance(result, McpError):
+        message = f"{p.name} failed: {result}"
+    else:
+        message = output_problem(p.tool, result)  # the server answered, but not what it promised: a failed call
+    if message is not None:
+        return _failed(view, message, p.text, "call", p.name, p.server, shape=p.shape, cut="error")
+    what = f"the {'error for' if result.is_error else 'result of'} {p.name}"
+    sent, text = view.admit(result.text(), what, server_text=True, cut="result")
+    view.emit(ToolResult(p.name, result.content, result.is_error, sent))
     return Outcome(text, result.is_error, p.name, p.server, "call" if result.is_error else None, p.key)
 
 
@@ -227,7 +189,7 @@ def output_problem(tool, result) -> str | None:
 
 
 def _failed(
-    emit: Emit,
+    view: TurnView,
     message: str,
     call_text: str,
     stage: str,
@@ -235,6 +197,9 @@ def _failed(
     server: str | None = None,
     key: str | None = None,
     shape: str = call_shapes.CANONICAL,
+    cut: str | None = None,
 ) -> Outcome:
-    emit(ToolError(message, call_text, stage, name, shape))
-    return Outcome(message, True, name, server, stage, key)
+    """An error Outcome; its text admitted as the server's when it carries a server's words (`server`)."""
+    sent, text = view.admit(message, f"the error for {name or 'a call'}", server_text=server is not None, cut=cut)
+    view.emit(ToolError(sent, call_text, stage, name, shape))
+    return Outcome(text, True, name, server, stage, key)

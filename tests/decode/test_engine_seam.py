@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from conftest import WEATHER
 
-from decodeloop.decode.engine import Step
+from decodeloop.decode.engine import Engine, Step
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.chat import LabChat
 from decodeloop.formats.tokenizer import CharTokenizer
@@ -24,7 +24,7 @@ QUESTION = "What's the weather in Polson, MT?"
 RESULT = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"
 
 
-class StreamingEngine:
+class StreamingEngine(Engine):
     """A scripted token stream per context: what a remote engine looks like to the loop."""
 
     def __init__(self, tokenizer: CharTokenizer, script: dict[str, str]) -> None:

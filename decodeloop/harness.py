@@ -85,7 +85,7 @@ class Harness:
         self.markers = for_bundle(bundle, self.config.stop_strings)  # what data may not spell (markers.py)
         if policy is DEFAULT_POLICY:  # as the CLI: confirm, and with nobody to ask, a confirmation is a denial
             policy = Policy("confirm", router.specs, None)
-        elif policy is None or policy.mode == "off":
+        elif not isinstance(policy, Policy) or policy.mode == "off":
             emit(
                 Notice(
                     "policy",
@@ -93,7 +93,7 @@ class Harness:
                     "for (policy=None or Policy.off() was given)",
                 )
             )
-        self.policy = policy if policy is not None and policy.mode != "off" else None  # policy.Policy
+        self.policy = policy if isinstance(policy, Policy) and policy.mode != "off" else None
         self.system = system  # the system prompt's preamble; None: the chat format's own
         names = list(router.tools) if tools is None else tools
         unroutable = [name for name in names if name not in router.tools]
@@ -107,7 +107,8 @@ class Harness:
         self.context: Context | None = None  # the conversation so far; None before its first turn
         self._ended = True  # the model closed its last message itself
         self._warned = 0  # the chat format's warnings already shown
-        self._masked = None  # the last masked re-run: ((context, where it was cut), calls)
+        # the last masked re-run: ((context, where it was cut), calls)
+        self._masked: tuple[tuple[int, int], list[tuple[str, Any]]] | None = None
         shapes = self.config.call_shapes or bundle.chat.call_shapes
         if shapes not in ("strict", "lenient"):
             raise ValueError(f"call_shapes must be strict or lenient, got {shapes!r}")
@@ -226,6 +227,7 @@ class Harness:
         message on, there and back. One re-run per message: its calls answer for every call of the message.
         """
         context = self.context
+        assert context is not None  # asked only inside a turn
         spans = context.spans()
         end = spans[-1].start if spans and spans[-1].source == MODEL else len(context)
         if self._masked is not None and self._masked[0] == (id(context), end):

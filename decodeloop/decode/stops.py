@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from decodeloop.formats.calls.shapes import CANONICAL, NotACall, Shape, mentions_tool, read
 
@@ -152,7 +152,7 @@ class Stops:
         self._shapes: list[str] = []  # the shape of each of them
         self._alt: Shape | None = None  # an alternate shape being written (not yet known to be a call)
         self._alt_text = ""
-        self._alt_scanner = None
+        self._alt_scanner: Any = None  # the alternate shape's scanner (formats/calls/shapes.py)
         self._blank = True  # the message so far is whitespace and calls only
         self._line_start = True  # the message's text so far ends a line (or is blank)
 
@@ -224,7 +224,7 @@ class Stops:
     def _collected(self, last: str | None, shape: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Every call of this message (with `last`, if any) and their shapes, and forget them."""
         calls = tuple(self._calls) + ((last,) if last is not None else ())
-        shapes = tuple(self._shapes) + ((shape,) if last is not None else ())
+        shapes = tuple(self._shapes) + ((shape,) if last is not None and shape is not None else ())
         self._calls, self._shapes = [], []
         return calls, shapes
 
@@ -328,6 +328,7 @@ class Stops:
             return self._verdict_calls(None, None)
         delta = "" if self._calls else before  # whitespace between calls is not shown
         self._consumed(delta)
+        assert self.opener is not None and self._scanner_factory is not None  # only a watched opener opens a call
         self._call = [self.opener]
         self._call_chars = len(self.opener)
         self._scanner = self._scanner_factory()
@@ -335,19 +336,22 @@ class Stops:
 
     def _extend_call(self, piece: str, delta: str, closing: bool = False) -> Verdict:
         """Inside a call: feed the scanner until it reports the closer."""
-        close = self._scanner.feed(piece) if piece else None
+        written, scanner = self._call, self._scanner
+        assert written is not None and scanner is not None  # inside a call
+        close = scanner.feed(piece) if piece else None
         if close is None and closing:
             close = len(piece)  # the closer id closes the call whatever the scanner thinks
         if close is not None:
-            self._call.append(piece[:close])  # text after the closer is dropped
-            call = self._end_call()
+            written.append(piece[:close])  # text after the closer is dropped
+            call = "".join(written)
+            self._end_call()
             self._line_start = True
             if self.collect_calls:
                 self._calls.append(call)
                 self._shapes.append(self.shape)
                 return Verdict(None, delta, _NO_CALLS, "", True, self.count)
             return self._verdict_calls(call, self.shape, delta=delta, in_call=True)
-        self._call.append(piece)
+        written.append(piece)
         self._call_chars += len(piece)
         if self._call_chars > self.max_call_chars:
             # Hand over the over-long text; the parser rejects it with a message for the model.
@@ -373,6 +377,7 @@ class Stops:
                 return self._release(span, "", delta, None)
             return Verdict(None, delta, _NO_CALLS, self._alt_text, False, self.count)
         shape, span, rest = self._alt, self._alt_text + piece[:end], piece[end:]
+        assert shape is not None  # inside an alternate's span
         abandoned = self._alt_scanner.abandoned
         self._alt, self._alt_text, self._alt_scanner = None, "", None
         if abandoned:
@@ -395,6 +400,7 @@ class Stops:
     def _alt_at_end(self) -> Verdict:
         """The message ended inside an alternate: a call if what was written reads as one, else text."""
         shape, span = self._alt, self._alt_text
+        assert shape is not None  # the message ended inside an alternate's span
         self._alt, self._alt_text, self._alt_scanner = None, "", None
         try:
             texts = read(shape, span, self.known, closed=False)

@@ -173,16 +173,14 @@ def _server(name: str, entry: object, where: str, base: str | None) -> ServerSpe
     trusted = entry.get("trusted", False)
     if not isinstance(trusted, bool):
         raise ConfigError(f'{where}: "trusted" must be true or false')
-    rules = {
-        field: tuple(_names(entry.get(key, []), where, key))
-        for field, key in (
-            ("read_only", "readOnly"),
-            ("side_effects", "sideEffects"),
-            ("allow", "allow"),
-            ("deny", "deny"),
-        )
-    }
-    return dataclasses.replace(spec, trusted=trusted, **rules)
+    return dataclasses.replace(
+        spec,
+        trusted=trusted,
+        read_only=tuple(_names(entry.get("readOnly", []), where, "readOnly")),
+        side_effects=tuple(_names(entry.get("sideEffects", []), where, "sideEffects")),
+        allow=tuple(_names(entry.get("allow", []), where, "allow")),
+        deny=tuple(_names(entry.get("deny", []), where, "deny")),
+    )
 
 
 def _names(value: object, where: str, key: str) -> list[str]:

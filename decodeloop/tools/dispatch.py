@@ -162,6 +162,7 @@ def _call(p: _Prepared, router: Router, timeout: float | None):
 
 def _finish(p: _Prepared, result, view: TurnView) -> Outcome:
     # an error's text is the server's as much as a result's: the same cap holds
+    message: str | None
     if isinstance(result, RequestTimeout):
         message = f"{p.name} did not answer in time ({result})"
     elif isinstance(result, McpError):

@@ -245,7 +245,9 @@ class Router:
                 self.emit(Notice(server, f"could not list the changed tools: {exc}"))
                 continue
             before = set(self.tools)
-            kept, held, details = [], [], []
+            kept: list[Tool] = []
+            held: list[tuple[str, str]] = []
+            details: list[str] = []
             for tool in self._take(server, tools):
                 key = (server, tool.name)
                 old = self.pinned.get(key)  # listed now or not: a tool that went and came back is no new tool
@@ -283,7 +285,9 @@ class Router:
     def approve(self, name: str) -> bool:
         """Put the held changed definition of exposed tool `name` in force; False when none is held."""
         server, remote = self.owner.get(name), self.remote.get(name)
-        tool = self.pending.pop((server, remote), None) if server is not None else None
+        if server is None or remote is None:
+            return False
+        tool = self.pending.pop((server, remote), None)
         if tool is None:
             return False
         self.served[server] = [tool if t.name == remote else t for t in self.served[server]]
@@ -407,12 +411,14 @@ def start_servers(
             start.emit.release()  # its events now, after those of every server before it
             if start.error is not None:
                 raise start.error
-            router.add_server(start.spec.name, start.client, start.tools)
-            info = start.client.server_info or {}
+            client, tools = start.client, start.tools
+            assert client is not None and tools is not None  # a start without an error made both
+            router.add_server(start.spec.name, client, tools)
+            info = client.server_info or {}
             emit(
                 ServerReady(
                     start.spec.name,
-                    start.client.protocol_version or "",
+                    client.protocol_version or "",
                     str(info.get("name", start.spec.name)),
                     [t.name for t in router.served[start.spec.name]],
                 )

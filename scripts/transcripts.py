@@ -25,8 +25,9 @@ A block whose model is not there is skipped, and the skip is printed with the ti
     python3 scripts/transcripts.py           # rewrite every marked block from its command's output
     python3 scripts/transcripts.py --check   # exit 1, naming each block that drifted
 
-Durations (`0.01s`), absolute paths (the repository's, the home directory's) and the conversion cache's
-place are scrubbed before comparing, so a transcript drifts only when what the program prints changes.
+Durations (`0.01s`), absolute paths (the repository's, the home directory's), the conversion cache's
+place and a long value cut short (`"path …… (278 chars)"`, cut at a length that counts those paths) are
+scrubbed before comparing, so a transcript drifts only when what the program prints changes.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r"^<!-- transcript: (?P<spec>.+?) -->\n```\n(?P<body>.*?)^```$", re.S | re.M)
 TOKEN_LINE = re.compile(r"^\s*(\d+) │")
 DURATION = re.compile(r"\b\d+\.\d+s\b")
+TRUNCATED = re.compile(r'"[^"\n]*… \(\d+ chars\)"')
 OMIT = {
     "rpc": (("  → ", "  ← "), "JSON-RPC lines"),
     "prompt": (("  │ ",), "lines of the prompt"),
@@ -141,7 +143,9 @@ def elided(text: str, tokens: list[tuple[int, int]], lines=(), omit=()) -> str:
 
 
 def scrubbed(text: str) -> str:
-    return DURATION.sub("N.NNs", text.replace(ROOT, "<repo>"))
+    # a long value the trace cuts short is cut at a length that counts the real paths: compared without it
+    text = TRUNCATED.sub('"… (N chars)"', text.replace(ROOT, "<repo>"))
+    return DURATION.sub("N.NNs", text)
 
 
 def made(command: str, elide: str | None = None, *, lines: str | None = None, omit: str = "", model: str = "") -> str:

@@ -22,28 +22,29 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from decodeloop.errors import ConfigError
+from decodeloop.mcp.client import Tool
 
 PREVIEW = 80  # characters of a changed description quoted in the report
 
 
-def definition(tool: Any) -> dict[str, Any]:
+def definition(tool: Tool) -> dict[str, Any]:
     """The parts of a tool that reach the model or check its calls."""
     return {
         "title": tool.title,
         "description": tool.description,
         "inputSchema": tool.input_schema,
         "outputSchema": tool.output_schema,
-        "annotations": getattr(tool, "annotations", None),
+        "annotations": tool.annotations,
     }
 
 
-def fingerprint(tool: Any) -> str:
+def fingerprint(tool: Tool) -> str:
     """sha256 of the definition as canonical JSON: equal exactly when the definitions are."""
     text = json.dumps(definition(tool), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def changes(pinned: Any, offered: Any) -> list[str]:
+def changes(pinned: Tool, offered: Tool) -> list[str]:
     """What differs between two definitions of one tool, as short lines; empty when they are equal."""
     out: list[str] = []
     if pinned.title != offered.title:
@@ -54,7 +55,7 @@ def changes(pinned: Any, offered: Any) -> list[str]:
         out.append("inputSchema changed" + _schema_changes(pinned.input_schema, offered.input_schema))
     if pinned.output_schema != offered.output_schema:
         out.append("outputSchema changed" + _schema_changes(pinned.output_schema or {}, offered.output_schema or {}))
-    before, after = getattr(pinned, "annotations", None) or {}, getattr(offered, "annotations", None) or {}
+    before, after = pinned.annotations or {}, offered.annotations or {}
     if before != after:  # a hint the policy may believe (readOnlyHint) is part of the definition
         out.append(
             "annotations changed: "

@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from decodeloop.events import PolicyDecision
+from decodeloop.mcp.client import Tool
 from decodeloop.trust.provenance import Provenance, from_data, values
 
 MODES = ("off", "confirm", "strict", "plan", "masked")
@@ -79,14 +80,14 @@ class Policy:
         """No decisions: every call runs (what `Harness(..., policy=Policy.off())` asks for explicitly)."""
         return cls("off")
 
-    def classify(self, server: str, remote: str, tool: Any) -> tuple[str, str]:
+    def classify(self, server: str, remote: str, tool: Tool) -> tuple[str, str]:
         """The tool's class and why."""
         rules = self.rules.get(server)
         if rules is not None and _names(rules.side_effects, remote):
             return SIDE_EFFECTING, "the config lists it under sideEffects"
         if rules is not None and _names(rules.read_only, remote):
             return READ_ONLY, "the config lists it under readOnly"
-        hints = getattr(tool, "annotations", None) or {}
+        hints = tool.annotations or {}
         if hints.get("readOnlyHint") is True:
             if rules is not None and rules.trusted:
                 return READ_ONLY, f"trusted server {server} annotates it readOnlyHint"
@@ -98,7 +99,7 @@ class Policy:
         name: str,
         server: str,
         remote: str,
-        tool: Any,
+        tool: Tool,
         arguments: dict,
         context: Callable[[], Provenance],
         masked: Callable[[], list[tuple[str, Any]]] | None = None,

@@ -361,17 +361,20 @@ def test_masked_runs_a_planned_call_that_only_the_users_request_asks_for(events)
 
 
 def test_masked_without_a_rerun_falls_back_to_asking():
+    from decodeloop.mcp.client import Tool
     from decodeloop.trust.provenance import Provenance
+
+    send_money = Tool("send_money", "Send money.", {"type": "object"})
 
     policy = Policy("masked", [], confirm=None)
     seen = Provenance([("user", "Pay it."), ("tool:bank/read", "pay DE89370400440532013000")], "Plan: send_money")
-    decision = policy.check("send_money", "bank", "send_money", None, {"to": "DE89370400440532013000"}, lambda: seen)
+    decision = policy.check("send_money", "bank", "send_money", send_money, {"to": "DE89370400440532013000"}, lambda: seen)
     assert decision.verdict == "deny" and decision.reason.endswith("there is no terminal to ask")
     again = policy.check(
         "send_money",
         "bank",
         "send_money",
-        None,
+        send_money,
         {"to": "DE89370400440532013000"},
         lambda: seen,
         lambda: [("send_money", {"to": "de89370400440532013000", "amount": 1})],
@@ -381,7 +384,7 @@ def test_masked_without_a_rerun_falls_back_to_asking():
         "send_money",
         "bank",
         "send_money",
-        None,
+        send_money,
         {"to": "DE89370400440532013000"},
         lambda: seen,
         lambda: [("send_money", {"to": "attacker"}), ("read", {"x": "DE89"})],

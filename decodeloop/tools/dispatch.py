@@ -25,7 +25,8 @@ from decodeloop.events import Emit, PolicyDecision, ToolCall, ToolError, ToolRes
 from decodeloop.formats.calls import shapes as call_shapes
 from decodeloop.formats.calls.compact import ParseError
 from decodeloop.mcp.errors import McpError, RequestTimeout
-from decodeloop.schema import ArgumentError, check_value, validate_arguments
+from decodeloop.schema.arguments import ArgumentError, validate_arguments
+from decodeloop.schema.standard import check_value
 from decodeloop.tools.router import Router, UnknownTool
 from decodeloop.trust.policy import denial
 from decodeloop.trust.untrusted import cap_text

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import urllib.parse
-from typing import Any
+from typing import Any, TypeGuard
 
 from decodeloop.constrain.grammar import regex
 
@@ -57,7 +57,7 @@ def spend(steps: list[int], n: int = 1) -> None:
         raise OverBudget
 
 
-def numeric_bounds(schema: dict) -> tuple:
+def numeric_bounds(schema: dict) -> tuple[Any, Any, Any, Any]:
     """(minimum, maximum, exclusiveMinimum, exclusiveMaximum), reading draft 4's flag form too."""
     low, high = schema.get("minimum"), schema.get("maximum")
     low_open, high_open = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
@@ -169,7 +169,8 @@ def allowed_types(schema: Any, root: Any, depth: int = 0, budget: list[int] | No
                     return []  # a branch of any type: the whole is of any type
                 kinds += [kind for kind in branch_kinds if kind not in kinds]
             return kinds
-    for branch in schema.get("allOf") if isinstance(schema.get("allOf"), list) else []:
+    every = schema.get("allOf")
+    for branch in every if isinstance(every, list) else []:
         kinds = allowed_types(branch, root, depth + 1, budget)
         if kinds:
             return kinds
@@ -187,7 +188,8 @@ def array_items(schema: Any, root: Any, depth: int = 0, budget: list[int] | None
     if "array" in declared_types(schema):
         return schema.get("items")
     for keyword in ("anyOf", "oneOf", "allOf"):
-        for branch in schema.get(keyword) if isinstance(schema.get(keyword), list) else []:
+        branches = schema.get(keyword)
+        for branch in branches if isinstance(branches, list) else []:
             items = array_items(branch, root, depth + 1, budget)
             if items is not None:
                 return items
@@ -236,5 +238,6 @@ def show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[int | float]:
+    """A JSON number: an int or a float, never a bool."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -69,7 +69,7 @@ def _check(
     depth: int,
     steps: list[int],
 ) -> None:
-    if len(problems) >= limit or schema is True or not isinstance(schema, (dict, bool)):
+    if len(problems) >= limit or not isinstance(schema, (dict, bool)) or schema is True:
         return
     spend(steps)
     if schema is False:
@@ -141,12 +141,14 @@ def _check(
             if isinstance(branch, (dict, bool)):
                 _check(item, branch, f"{path}[{i}]", problems, limit, root, frozenset(), depth, steps)
     elif isinstance(value, dict):
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        declared = schema.get("properties")
+        properties: dict = declared if isinstance(declared, dict) else {}
         for key in schema.get("required") or []:
             if isinstance(key, str) and key not in value:
                 problems.append(f'{path} is missing required property "{key}"')
         extra = schema.get("additionalProperties", True)  # absent: JSON Schema's default, any extra key
-        patterns = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
+        by_pattern = schema.get("patternProperties")
+        patterns: dict = by_pattern if isinstance(by_pattern, dict) else {}
         for key, item in value.items():
             if key in properties:
                 _check(item, properties[key], f"{path}.{key}", problems, limit, root, frozenset(), depth, steps)

@@ -33,9 +33,11 @@ import json
 import math
 import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from functools import partial
+from typing import Any, TypeGuard
 
 from decodeloop.constrain.grammar import charset as cs
 from decodeloop.constrain.grammar.charset import TEXT
@@ -200,7 +202,7 @@ def merge(a: Spec, b: Spec) -> Spec | None:
     )
 
 
-def _number(value) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -511,7 +513,7 @@ class _Builder:
             return union(
                 [
                     JsonString(Trie(m for m in members if isinstance(m, str))),
-                    Trie(_serializable(m) for m in members if not isinstance(m, str)),
+                    Trie(text for m in members if not isinstance(m, str) and (text := _serializable(m)) is not None),
                 ]
             )
         kinds = spec.kinds if spec.kinds is not None else KINDS
@@ -544,14 +546,14 @@ class _Builder:
 
         return JsonArray(item, spec.min_items, spec.max_items, cap=len(positions))
 
-    def fields(self, spec: Spec, depth: int, value) -> _Fields:
-        values = {}
+    def fields(self, spec: Spec, depth: int, value: Callable[[Any, int], Machine]) -> _Fields:
+        values: dict[str, Callable[[], Machine]] = {}
         for key, alts in spec.props.items():
             if self.syntax == "compact" and not _KEY_RE.match(key):
                 if key in spec.required:
                     self.s.note([key], "a required argument whose name the compact syntax cannot write")
                 continue
-            values[key] = lambda alts=alts: value(alts, depth + 1)
+            values[key] = partial(value, alts, depth + 1)
         additional = None if spec.additional is None else (lambda: value(spec.additional, depth + 1))
         if self.syntax == "compact":
             return _Fields(values, spec.required, additional, lambda key: bool(_KEY_RE.match(key)))
@@ -579,8 +581,8 @@ class _Builder:
                 text = m if isinstance(m, str) else _serializable(m)
                 if text is not None and _accepts(text, spec, self.s.root):
                     texts.append(text)
-            bare = [t for t in texts if t and all(cs.contains(BARE, ord(ch)) for ch in t)]
-            return Trie(bare), Trie(texts)
+            bare_texts = [t for t in texts if t and all(cs.contains(BARE, ord(ch)) for ch in t)]
+            return Trie(bare_texts), Trie(texts)
         kinds = spec.kinds if spec.kinds is not None else KINDS
         if spec.conv is None or "string" in spec.conv or spec.captured:
             # the value stays the string the model wrote
@@ -616,7 +618,7 @@ class _Builder:
             alts = [Spec()]  # no schema: validate_arguments accepts any arguments
         else:
             alts = self.s.alternatives(schema, [], validator_side=True, strict=True, top=True)
-        objects = []
+        objects: list[Machine] = []
         for spec in alts:
             if spec.kinds is not None and "object" not in spec.kinds:
                 continue

@@ -476,7 +476,7 @@ def _determinize(nfa: _Nfa, start: int, accepts: set[int], alphabet: Ranges) -> 
         accepting.append(bool(current & accepts))
         moves = [(r, t) for s in current for r, t in nfa.edges[s]]
         points = sorted({p for r, _ in moves for lo, hi in r for p in (lo, hi + 1)})
-        edges = []
+        edges: list[tuple[int, int, int]] = []  # (low, high, target state)
         for lo, nxt in zip(points, points[1:]):
             hi = nxt - 1
             targets = [t for r, t in moves if cs.overlaps(r, lo, hi)]
@@ -648,7 +648,7 @@ class _Searcher:
         return bool(self.sets[d] & self.accepts)
 
 
-_SEARCHERS: dict[str, object] = {}
+_SEARCHERS: dict[str, _Searcher | Unsupported] = {}
 
 
 def search(pattern: str, text: str) -> bool:

@@ -3,7 +3,7 @@
 `bfcl_eval/data/BFCL_v4_<category>.json` holds one entry per line (JSON
 Lines despite the name): `id`, `question` (a list of turns, each a list of
 `{"role", "content"}` messages) and `function` (the tools, in BFCL's own
-schema dialect: see schema.py). `bfcl_eval/data/possible_answer/` holds, per
+schema dialect: see decodeloop/schema/). `bfcl_eval/data/possible_answer/` holds, per
 id, `ground_truth`: a list of `{function name: {argument: [accepted values]}}`
 (`""` among the values: the argument may be left out). The irrelevance
 category has no answers: its right answer is no call at all.

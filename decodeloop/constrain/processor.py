@@ -39,6 +39,8 @@ calls, so another grammar engine can stand in:
     matcher.done(state)                   # the call's closer has been written
     matcher.finish(state)                 # tokens that end the call soon (to close it within the token cap)
     logits, override = matcher.apply(logits, state)   # every token the grammar forbids at -inf
+    matcher.closer_id                     # the special token that closes a call, or None (set to None in
+                                          # the copy that serves an alternate shape, before its `start`)
 
 `apply` never changes the logits it is given and keeps their kind (list, numpy
 array, torch tensor on its device) and dtype; `override` is (the model's most
@@ -90,6 +92,8 @@ SOURCE = "constrain"
 
 class Matcher(Protocol):
     """What the processor needs from a grammar engine (see the module docstring)."""
+
+    closer_id: int | None
 
     def start(self, tools: Sequence, syntax: Any) -> list[str]: ...
 
@@ -159,6 +163,7 @@ class ByteMatcher:
                 self.id_of[data[0]] = token
         self.grammar: ByteGrammar | None = None
         self.tools: list[str] = []
+        self.closer_id: int | None = None  # a byte vocabulary has no special token to close a call with
         self._negative = [-inf] * self.vocab
 
     def start(self, tools: Sequence, syntax: Any) -> list[str]:
@@ -167,21 +172,28 @@ class ByteMatcher:
         self.tools = compiled.tools
         return compiled.problems
 
+    def _started(self) -> ByteGrammar:
+        """The grammar of the states this matcher is handed: `start` makes it."""
+        if self.grammar is None:
+            raise RuntimeError("the matcher has no grammar: start it first")
+        return self.grammar
+
     def begin(self) -> ByteState | None:
         return self.grammar.start if self.grammar is not None and self.tools else None
 
     def advance_bytes(self, state: ByteState, data: bytes) -> ByteState | None:
         for byte in data:
-            state = self.grammar.advance(state, byte)
-            if state is None:
+            after = self._started().advance(state, byte)
+            if after is None:
                 return None
+            state = after
         return state
 
     def advance(self, state: ByteState, token: int) -> ByteState | None:
         byte = self.byte_of[token] if 0 <= token < self.vocab else -1
         found = state.next.get(byte)
         if found is None and byte >= 0:
-            found = self.grammar.advance(state, byte)
+            found = self._started().advance(state, byte)
         return found
 
     def done(self, state: ByteState) -> bool:
@@ -189,7 +201,7 @@ class ByteMatcher:
 
     def finish(self, state: ByteState) -> list[int] | None:
         """The tokens of a short way to end the call from `state` (see ByteGrammar.finish), or None."""
-        plan = self.grammar.finish(state)
+        plan = self._started().finish(state)
         if plan is None or any(not 0 <= b < 256 or self.id_of[b] < 0 for b in plan):
             return None
         return [self.id_of[b] for b in plan]
@@ -212,7 +224,7 @@ class ByteMatcher:
             bias[token] = 0.0
         sparse = len(allowed) <= self.vocab // 2
         ids = allowed if sparse else [t for t in range(self.vocab) if bias[t] != 0.0]
-        runs = []
+        runs: list[list[int]] = []  # [lo, hi)
         for token in ids:
             if runs and runs[-1][1] == token:
                 runs[-1][1] = token + 1

@@ -24,7 +24,8 @@ from decodeloop.events import ToolCall, ToolError, ToolResult
 from decodeloop.formats.calls import shapes as call_shapes
 from decodeloop.formats.calls.base import CallSyntax, ParseError
 from decodeloop.mcp.errors import McpError, RequestTimeout
-from decodeloop.schema import ArgumentError, check_value, validate_arguments
+from decodeloop.schema.arguments import ArgumentError, validate_arguments
+from decodeloop.schema.standard import check_value
 from decodeloop.tools.router import Router, UnknownTool
 from decodeloop.tools.turn import (  # the caps are the view's; named here too, where callers look for them
     DEFAULT_MAX_RESULT_CHARS,

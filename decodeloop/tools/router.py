@@ -170,7 +170,7 @@ class Router:
 
     def _note_types(self, server: str, tool: Tool) -> None:
         """Say once per definition which parameter types were read as aliases or are unknown, and which
-        patterns the harness does not check (schema.py)."""
+        patterns the harness does not check (schema/describe.py)."""
         key = (server, fingerprint(tool))
         if key not in self._types_noted:
             self._types_noted.add(key)

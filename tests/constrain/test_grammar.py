@@ -1,7 +1,7 @@
 """The call grammar's pieces: character sets, patterns as DFAs, numbers within bounds, strings, whole calls.
 
 The property that matters everywhere: a machine never lets a walk into a dead end (every state reached
-through allowed characters can still be completed), and what it completes is what schema.py accepts.
+through allowed characters can still be completed), and what it completes is what decodeloop/schema/ accepts.
 """
 
 import json

@@ -97,7 +97,7 @@ class ByteGrammar:
     @staticmethod
     def _allowed(chars, pending: bytes) -> frozenset:
         chars = cs.intersect(chars, TEXT)  # never a surrogate, whatever a machine says
-        out = []
+        out: list[int] = []
         if not pending:
             for lo, hi in chars:
                 if lo > 0x7F:
@@ -109,7 +109,7 @@ class ByteGrammar:
                 out.extend(0xE0 + i for i in _indices(chars, 0, 4096, 16, 0x800, 0xFFFF))
                 out.extend(0xF0 + i for i in _indices(chars, 0, 0x40000, 5, 0x10000, 0x10FFFF))
         else:
-            lo, hi, n = utf8_range(pending)
+            lo, hi, n = _pending_range(pending)
             rest = n - len(pending) - 1  # continuation bytes after the next one
             base = lo >> (6 * (rest + 1)) << (6 * (rest + 1))
             out.extend(0x80 + i for i in _indices(chars, base, 1 << (6 * rest), 64, lo, hi))
@@ -126,12 +126,18 @@ class ByteGrammar:
             found = self.state(self.machine.step(s, byte))
         else:
             prefix = pending + bytes((byte,))
-            lo, _hi, n = utf8_range(prefix)
+            lo, _hi, n = _pending_range(prefix)
             if len(prefix) == n:
                 found = self.state(self.machine.step(s, lo))
             else:
                 found = self.state(s, prefix)
         st.next[byte] = found
+        return found
+
+    def _follow(self, st: ByteState, byte: int) -> ByteState:
+        """The state after a byte `st` allows, which always leads somewhere."""
+        found = self.advance(st, byte)
+        assert found is not None, (st.key, byte)
         return found
 
     def advance_char(self, st: ByteState, char: int) -> ByteState | None:
@@ -159,7 +165,7 @@ class ByteGrammar:
         while st.key[1]:  # mid-character: the lowest continuation byte completes one
             byte = min(st.allowed)
             out.append(byte)
-            st = self.advance(st, byte)
+            st = self._follow(st, byte)
         start = st.key[0]
         came, end = self._search(start, True, limit)
         if end is None:
@@ -180,9 +186,10 @@ class ByteGrammar:
         # the states along the way end the same way: writing the end costs no further search
         walk, rest = st, out[len(out) - sum(1 if c == CLOSER_TOKEN else len(chr(c).encode("utf-8")) for c in chars) :]
         for i, b in enumerate(rest[:-1]):
-            walk = self.advance_char(walk, b) if b == CLOSER_TOKEN else self.advance(walk, b)
-            if walk is None:
+            after = self.advance_char(walk, b) if b == CLOSER_TOKEN else self.advance(walk, b)
+            if after is None:
                 break
+            walk = after
             walk.masks.setdefault("finish", rest[i + 1 :])
         return out
 
@@ -228,9 +235,10 @@ class ByteGrammar:
     def accepts(self, data: bytes) -> bool:
         st = self.start
         for b in data:
-            st = self.advance(st, b)
-            if st is None:
+            after = self.advance(st, b)
+            if after is None:
                 return False
+            st = after
         return st.final
 
 
@@ -262,6 +270,13 @@ def _candidates(chars, narrow: bool) -> list[int]:
     else:
         out = list(dict.fromkeys(tiers[0] + tiers[1] + tiers[2]))[:8]
     return out or [lo for lo, _ in chars[:1]]
+
+
+def _pending_range(prefix: bytes) -> tuple[int, int, int]:
+    """utf8_range of a prefix made of allowed bytes, which always begins a character."""
+    found = utf8_range(prefix)
+    assert found is not None, prefix
+    return found
 
 
 def _indices(chars, start: int, step: int, count: int, low: int, high: int) -> set[int]:

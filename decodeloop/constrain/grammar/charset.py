@@ -44,12 +44,12 @@ def span(lo: str | int, hi: str | int) -> Ranges:
 
 
 def union(*sets: Ranges) -> Ranges:
-    sets = [s for s in sets if s]
-    if not sets:
+    parts = [s for s in sets if s]
+    if not parts:
         return EMPTY
-    if len(sets) == 1:
-        return sets[0]
-    return normalize(p for s in sets for p in s)
+    if len(parts) == 1:
+        return parts[0]
+    return normalize(p for s in parts for p in s)
 
 
 def complement(a: Ranges) -> Ranges:

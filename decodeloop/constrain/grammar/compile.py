@@ -33,9 +33,11 @@ import json
 import math
 import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from functools import partial
+from typing import Any, TypeGuard
 
 from decodeloop.constrain.grammar import charset as cs
 from decodeloop.constrain.grammar.charset import TEXT
@@ -57,7 +59,9 @@ from decodeloop.constrain.grammar.machines import (
     union,
 )
 from decodeloop.constrain.grammar.regex import Dfa, Unsupported, compile_pattern
-from decodeloop.schema import ArgumentError, check_value, declared_types, numeric_bounds, validate_arguments
+from decodeloop.schema.arguments import ArgumentError, validate_arguments
+from decodeloop.schema.core import declared_types, numeric_bounds
+from decodeloop.schema.standard import check_value
 
 KINDS = frozenset({"string", "integer", "float", "boolean", "null", "array", "object"})
 _TYPE_KINDS = {
@@ -123,7 +127,7 @@ ANY = "any"
 class Spec:
     """One alternative's constraints on a value (see the module docstring)."""
 
-    conv: tuple | None = None  # the types schema.py converts a compact string to, in order; None: untyped
+    conv: tuple | None = None  # the types schema/arguments.py converts a compact string to, in order; None: untyped
     kinds: frozenset | None = None  # kinds the final value may have; None: any
     enum: tuple | None = None  # candidate members (filtered through `checks`)
     checks: tuple = ()  # ((schema, validator_side), ...): every piece the value must pass
@@ -198,7 +202,7 @@ def merge(a: Spec, b: Spec) -> Spec | None:
     )
 
 
-def _number(value) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -235,7 +239,7 @@ class _Schemas:
                 "not enforced by the grammar: " + ", ".join(f"{k} {json.dumps(schema[k])[:40]}" for k in unsupported),
             )
         alts = [self.flat(schema, path, validator_side, strict)]
-        # schema.py converts through allOf, anyOf and oneOf branches (each by its own types) and $refs of a
+        # schema/arguments.py converts through allOf, anyOf and oneOf branches (each by its own types) and $refs of a
         # value; at the top, validate_arguments reads only the object's own keywords and check_value the rest
         branch_side = validator_side and not top
         for sub in schema.get("allOf") or [] if isinstance(schema.get("allOf"), list) else []:
@@ -267,7 +271,7 @@ class _Schemas:
             self.note(path, f"$ref {ref!r} is not a local reference: not enforced (any value, as schema.py)")
             return [Spec()]
         if self._refs.count(ref) >= MAX_RECURSION:
-            # schema.py follows a recursive schema all the way down: values nested deeper are not offered
+            # schema/arguments.py follows a recursive schema all the way down: values nested deeper are not offered
             self.note(path, f"$ref {ref} is recursive: followed {MAX_RECURSION} levels deep, no deeper")
             return []
         target: Any = self.root
@@ -290,7 +294,7 @@ class _Schemas:
             self._refs.pop()
 
     def flat(self, schema: dict, path: list, validator_side: bool, strict: bool) -> Spec:
-        types = declared_types(schema)  # Python's type names read as schema.py reads them
+        types = declared_types(schema)  # Python's type names read as schema/core.py reads them
         spec = Spec(checks=((schema, validator_side),), path=tuple(path))
         if types:
             spec.kinds = frozenset(k for t in types for k in _TYPE_KINDS[t])
@@ -330,7 +334,7 @@ class _Schemas:
         spec.required = (
             frozenset(k for k in required if isinstance(k, str)) if isinstance(required, list) else frozenset()
         )
-        # schema.py's rule for other keys, also where only check_value applies (anyOf branches, $ref targets):
+        # schema/arguments.py's rule for other keys, also where only check_value applies (anyOf branches, $ref targets):
         # it is the stricter of the two, so the grammar holds whichever of them a schema piece meets
         extra = schema.get("additionalProperties")
         strict = strict or "properties" in schema
@@ -372,10 +376,10 @@ def _float_floor(x: Fraction) -> Fraction:
 
 
 def _bounds(spec: Spec, integer: bool):
-    """(lower, upper, unsatisfiable): bounds as (Fraction, strict), exact for what schema.py compares.
+    """(lower, upper, unsatisfiable): bounds as (Fraction, strict), exact for what the validators compare.
 
     An integer is compared exactly. A number that may be written with a
-    fraction becomes a float before schema.py compares it, so its bounds are
+    fraction becomes a float before the validators compare it, so its bounds are
     ones rounding keeps: x <= B holds after rounding when x <= the largest float
     <= B; x < B when x is below both B and the midpoint between the largest
     float < B and the next float. Lower bounds mirror upper ones (rounding is
@@ -447,7 +451,7 @@ def _serializable(value) -> str | None:
 def _accepts(value, spec: Spec, root: Any) -> bool:
     """Whether the harness accepts `value` (a JSON value, or a compact string) where `spec` applies.
 
-    The real validators decide: schema.py's conversion and checks, then check_value on the result, for
+    The real validators decide: schema/arguments.py's conversion and checks, then check_value on the result, for
     every schema piece the value must pass; local $refs resolve against the tool's whole schema.
     """
     converted = value
@@ -509,7 +513,7 @@ class _Builder:
             return union(
                 [
                     JsonString(Trie(m for m in members if isinstance(m, str))),
-                    Trie(_serializable(m) for m in members if not isinstance(m, str)),
+                    Trie(text for m in members if not isinstance(m, str) and (text := _serializable(m)) is not None),
                 ]
             )
         kinds = spec.kinds if spec.kinds is not None else KINDS
@@ -542,14 +546,14 @@ class _Builder:
 
         return JsonArray(item, spec.min_items, spec.max_items, cap=len(positions))
 
-    def fields(self, spec: Spec, depth: int, value) -> _Fields:
-        values = {}
+    def fields(self, spec: Spec, depth: int, value: Callable[[Any, int], Machine]) -> _Fields:
+        values: dict[str, Callable[[], Machine]] = {}
         for key, alts in spec.props.items():
             if self.syntax == "compact" and not _KEY_RE.match(key):
                 if key in spec.required:
                     self.s.note([key], "a required argument whose name the compact syntax cannot write")
                 continue
-            values[key] = lambda alts=alts: value(alts, depth + 1)
+            values[key] = partial(value, alts, depth + 1)
         additional = None if spec.additional is None else (lambda: value(spec.additional, depth + 1))
         if self.syntax == "compact":
             return _Fields(values, spec.required, additional, lambda key: bool(_KEY_RE.match(key)))
@@ -558,7 +562,7 @@ class _Builder:
     def json_object(self, spec: Spec, depth: int) -> Machine:
         return JsonObject(self.fields(spec, depth, self.json_value))
 
-    # --- the compact syntax: the text of a value, converted by schema.py ------------
+    # --- the compact syntax: the text of a value, converted by schema/arguments.py ---
 
     def compact_value(self, alts, depth: int) -> Machine:
         if alts is ANY:
@@ -577,8 +581,8 @@ class _Builder:
                 text = m if isinstance(m, str) else _serializable(m)
                 if text is not None and _accepts(text, spec, self.s.root):
                     texts.append(text)
-            bare = [t for t in texts if t and all(cs.contains(BARE, ord(ch)) for ch in t)]
-            return Trie(bare), Trie(texts)
+            bare_texts = [t for t in texts if t and all(cs.contains(BARE, ord(ch)) for ch in t)]
+            return Trie(bare_texts), Trie(texts)
         kinds = spec.kinds if spec.kinds is not None else KINDS
         if spec.conv is None or "string" in spec.conv or spec.captured:
             # the value stays the string the model wrote
@@ -611,10 +615,10 @@ class _Builder:
 
     def arguments(self, schema: Any) -> Machine:
         if not isinstance(schema, dict) or not schema:
-            alts = [Spec()]  # no schema: schema.py accepts any arguments
+            alts = [Spec()]  # no schema: validate_arguments accepts any arguments
         else:
             alts = self.s.alternatives(schema, [], validator_side=True, strict=True, top=True)
-        objects = []
+        objects: list[Machine] = []
         for spec in alts:
             if spec.kinds is not None and "object" not in spec.kinds:
                 continue

@@ -609,6 +609,8 @@ class _Fields:
             factory = self._factories.get(key)
             if factory is None:
                 if self._additional is None:
+                    # the key grammar offers an undeclared key only when free(), which needs the factory
+                    assert self._additional_factory is not None
                     self._additional = self._additional_factory()
                 return self._additional
             machine = self._machines[key] = factory()

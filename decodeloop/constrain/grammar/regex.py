@@ -3,10 +3,10 @@
 
 `search(pattern, text)` gives re.search's answer in time linear in the text (a
 lazily built automaton over the exact sets Python uses, with a step budget), so
-a server's `^(a+)+$` cannot hang the harness; schema.py checks every `pattern`
+a server's `^(a+)+$` cannot hang the harness; decodeloop/schema/ checks every `pattern`
 and `patternProperties` key with it.
 
-schema.py checks a pattern with Python's `re.search`, so a pattern stands for
+The schema validators read a pattern as Python's `re.search` does, so a pattern stands for
 every string that contains a match (unless anchored). This module compiles a
 pattern to a deterministic automaton that accepts a subset of exactly those
 strings, and says so when it cannot (`Unsupported`, with the reason), so a
@@ -22,7 +22,7 @@ possessive and atomic forms, conditionals, counts above 1000, patterns over
 MAX_PATTERN_CHARS (4,096) characters.
 
 Where the automaton is stricter than `re.search`, the grammar is stricter too,
-which keeps the guarantee (whatever the grammar allows, schema.py accepts):
+which keeps the guarantee (whatever the grammar allows, the validators accept):
 `$` is taken as the end of the string (Python also matches before a final
 newline); \\d \\w \\s match their ASCII members only (Python's match other
 Unicode digits, letters and spaces too), and their negations, and negated
@@ -476,7 +476,7 @@ def _determinize(nfa: _Nfa, start: int, accepts: set[int], alphabet: Ranges) -> 
         accepting.append(bool(current & accepts))
         moves = [(r, t) for s in current for r, t in nfa.edges[s]]
         points = sorted({p for r, _ in moves for lo, hi in r for p in (lo, hi + 1)})
-        edges = []
+        edges: list[tuple[int, int, int]] = []  # (low, high, target state)
         for lo, nxt in zip(points, points[1:]):
             hi = nxt - 1
             targets = [t for r, t in moves if cs.overlaps(r, lo, hi)]
@@ -648,7 +648,7 @@ class _Searcher:
         return bool(self.sets[d] & self.accepts)
 
 
-_SEARCHERS: dict[str, object] = {}
+_SEARCHERS: dict[str, _Searcher | Unsupported] = {}
 
 
 def search(pattern: str, text: str) -> bool:

@@ -91,8 +91,13 @@ class MaskMemo:
             key = id(state)
             entry = self._entries.get(key)
             if entry is None:
-                # the callback runs wherever the state is freed (even inside the cycle collector): it only appends
-                ref = weakref.ref(state, lambda ref, key=key, freed=self._freed: freed.append((key, ref)))
+                freed = self._freed
+
+                def forget(ref: weakref.ReferenceType[ByteState]) -> None:
+                    # runs wherever the state is freed (even inside the cycle collector): it only appends
+                    freed.append((key, ref))
+
+                ref = weakref.ref(state, forget)
                 entry = self._entries[key] = [ref, id(grammar), 0]
             else:
                 self._entries.move_to_end(key)
@@ -220,23 +225,29 @@ class TokenMatcher:
         self.grammar, self.tools = None, []
         self._reset_tables()
 
+    def _started(self) -> ByteGrammar:
+        """The grammar of the states this matcher is handed: `start` makes it, `release` drops it."""
+        if self.grammar is None:
+            raise RuntimeError("the matcher has no grammar: start it first")
+        return self.grammar
+
     def begin(self) -> ByteState | None:
         return self.grammar.start if self.grammar is not None and self.tools else None
 
     def advance_bytes(self, state: ByteState, data: bytes) -> ByteState | None:
         """The state after `data`; a final state as soon as the call is complete (later bytes are not the call's)."""
-        grammar = self.grammar
         for byte in data:
             if state.final:
                 return state
-            state = state.next.get(byte) or grammar.advance(state, byte)
-            if state is None:
+            after = state.next.get(byte) or self._started().advance(state, byte)
+            if after is None:
                 return None
+            state = after
         return state
 
     def advance(self, state: ByteState, token: int) -> ByteState | None:
         if token == self.closer_id:
-            return self.grammar.advance_char(state, CLOSER_TOKEN)
+            return self._started().advance_char(state, CLOSER_TOKEN)
         data = self.token_bytes[token] if 0 <= token < self.vocab else b""
         return self.advance_bytes(state, data) if data else None
 
@@ -251,10 +262,10 @@ class TokenMatcher:
         grammar to the same state); bytes that are not whole characters, or text
         whose encoding does not give back its bytes, go as single-byte tokens.
         """
-        plan = self.grammar.finish(state)
+        plan = self._started().finish(state)
         if plan is None:
             return None
-        out: list[int] = []
+        out: list[int | None] = []  # None: a closer token with no id
         segment = bytearray()
         for b in plan + [CLOSER_TOKEN]:
             if b != CLOSER_TOKEN:
@@ -265,9 +276,10 @@ class TokenMatcher:
             segment.clear()
             out.append(self.closer_id)
         out.pop()  # the sentinel appended above
-        return out if None not in out else None
+        ids = [t for t in out if t is not None]
+        return ids if len(ids) == len(out) else None
 
-    def _encode_into(self, out: list[int], data: bytes) -> bool:
+    def _encode_into(self, out: list[int | None], data: bytes) -> bool:
         """Append tokens spelling `data`: the bytes that finish a character begun earlier one by one, then the
         text by the tokenizer (byte by byte where its encoding does not give back the bytes)."""
         lead = 0
@@ -384,7 +396,7 @@ class TokenMatcher:
             return found
         mask = self._walk(state)
         if self.closer_id is not None and 0 <= self.closer_id < self.vocab:
-            mask[self.closer_id] = self.grammar.advance_char(state, CLOSER_TOKEN) is not None
+            mask[self.closer_id] = self._started().advance_char(state, CLOSER_TOKEN) is not None
         found = state.masks["tokens"] = (mask, int(mask.sum()))
         MASKS.add(state, self.grammar, mask.nbytes)
         return found
@@ -403,7 +415,7 @@ class TokenMatcher:
 
     def _fill(self, pairs) -> None:
         """Ask the grammar about (state index, byte) pairs the table does not know yet."""
-        grammar, states = self.grammar, self._states
+        grammar, states = self._started(), self._states
         for pair in np.unique(pairs).tolist():
             s, byte = divmod(pair, 256)
             st = states[s]

@@ -20,7 +20,7 @@ The rule, exactly:
     ws      = whitespace (str.isspace): spaces and tabs, line breaks too
 
 Each key appears at most once, and nothing but whitespace may follow the "]".
-Values are always strings here; schema.py converts them to the tool's types.
+Values are always strings here; schema/arguments.py converts them to the tool's types.
 `render` quotes a value only when the bare form cannot carry it. A ParseError
 names a column: the position in the call's text counting its "[" as 1.
 
@@ -64,7 +64,7 @@ def render_value(value: Any) -> str:
     """One value as the compact syntax writes it: bare when possible, else quoted.
 
     Non-string values (from a JSON call, say) are written as JSON first, which
-    is the form schema.py converts back.
+    is the form schema/arguments.py converts back.
     """
     if not isinstance(value, str):
         value = json.dumps(value, ensure_ascii=False)

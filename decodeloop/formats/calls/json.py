@@ -22,7 +22,7 @@ The rule, exactly:
     ws        = whitespace (str.isspace); inside the JSON only JSON's own
                 whitespace (space, tab, line break, carriage return)
 
-Argument values keep their JSON types (numbers stay numbers); schema.py checks
+Argument values keep their JSON types (numbers stay numbers); schema/arguments.py checks
 them against the tool's inputSchema. A ParseError names a column: the position
 in the call's text counting the "<" of "<tool_call>" as 1. Objects and arrays
 may nest at most MAX_DEPTH deep (the call's own object counts as one).

@@ -9,11 +9,14 @@ import json
 import os
 import sys
 import threading
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from decodeloop import __version__
 from decodeloop.errors import ConfigError, McpError, MissingDependency, RemoteError
 from decodeloop.trust.untrusted import visible  # a server's error text reaches stderr
+
+if TYPE_CHECKING:
+    from decodeloop.events import Emit
 
 RUN_EXAMPLES = """\
 examples:
@@ -116,9 +119,9 @@ def build_parser(
     _model_options(chat, default_model)
     _sampling_options(chat, seed=None)
     _turn_options(chat, max_tokens=512)
-    view = chat.add_argument_group("output").add_mutually_exclusive_group()
-    view.add_argument("--trace", action="store_true", help="the full trace of every turn")
-    view.add_argument("--json", action="store_true", help="JSON Lines: one event per line on stdout")
+    output = chat.add_argument_group("output").add_mutually_exclusive_group()
+    output.add_argument("--trace", action="store_true", help="the full trace of every turn")
+    output.add_argument("--json", action="store_true", help="JSON Lines: one event per line on stdout")
     chat.add_argument("--verbose", "-v", action="store_true", help="show the MCP servers' stderr")
     _mcp_server_options(chat)
 
@@ -798,6 +801,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     sampler, processors, config = _checked(args, parser)
     if args.html and not os.path.isdir(os.path.dirname(os.path.abspath(args.html))):
         parser.error(f"--html: no such directory: {os.path.dirname(args.html)}")
+    view: Emit  # whichever of the four views the output options pick
     if args.json:
         view = JsonlView(max_chars=args.max_result_chars)
     elif args.quiet:

@@ -34,7 +34,10 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
     ["decodeloop.harness"],  # the conversation: Harness
     ["decodeloop.lab", "decodeloop.models", "decodeloop.bfcl.suite"],  # models and what runs them
     ["decodeloop.ui"],
-    ["decodeloop.cli", "decodeloop.__main__"],
+    ["decodeloop.cli.parser"],  # the parsers and their help
+    ["decodeloop.cli.options"],  # parsed options to a config, a bundle, servers, a harness
+    ["decodeloop.cli.commands"],
+    ["decodeloop.cli", "decodeloop.__main__"],  # main()
 ]
 
 

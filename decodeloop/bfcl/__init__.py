@@ -9,7 +9,7 @@ wheel, downloaded alone (never installed) into the cache (docs/bfcl.md):
     checker.py   BFCL's own ast_checker, imported from the wheel without the package's dependencies
     suite.py     each entry as one turn through `Harness` against its own server process, scored from the events
 
-`decodeloop eval --suite bfcl:CATEGORY[,CATEGORY...]` is the command line's way in (cli.py).
+`decodeloop eval --suite bfcl:CATEGORY[,CATEGORY...]` is the command line's way in (cli/commands.py).
 """
 
 from __future__ import annotations

@@ -254,11 +254,12 @@ def test_eval_concurrency_must_be_positive():
 
 
 def test_eval_split_ood_asks_the_held_out_questions_of_the_servers_run_with_ood():
-    from decodeloop.cli import _server_specs, build_parser
+    from decodeloop.cli.options import server_specs
+    from decodeloop.cli.parser import build_parser
 
     parser = build_parser()
-    ood = _server_specs(parser.parse_args(["eval", "--model", "transformer", "--split", "ood"]), parser)
-    held_out = _server_specs(parser.parse_args(["eval", "--model", "transformer"]), parser)
+    ood = server_specs(parser.parse_args(["eval", "--model", "transformer", "--split", "ood"]), parser)
+    held_out = server_specs(parser.parse_args(["eval", "--model", "transformer"]), parser)
     assert [s.name for s in ood] == [s.name for s in held_out] == ["weather", "timezone", "units"]
     assert all(s.command[-1] == "--ood" and s.trusted for s in ood)
     assert not any("--ood" in s.command for s in held_out)

@@ -148,15 +148,16 @@ def test_strict_denies_argument_values_that_come_from_a_tool_result_only(events)
 def test_the_cli_trusts_the_bundled_servers_and_the_ones_named_with_trust():
     import subprocess
 
-    from decodeloop.cli import _server_specs, build_parser
+    from decodeloop.cli.options import server_specs
+    from decodeloop.cli.parser import build_parser
 
     parser = build_parser()
     args = parser.parse_args(["run", "hi"])
-    assert [(s.name, s.trusted) for s in _server_specs(args, parser)] == [("weather", True)]
+    assert [(s.name, s.trusted) for s in server_specs(args, parser)] == [("weather", True)]
     args = parser.parse_args(
         ["run", "--mcp", " ".join(HOSTILE), "--mcp", " ".join(WEATHER), "--trust", "weather", "hi"]
     )
-    assert [(s.name, s.trusted) for s in _server_specs(args, parser)] == [("hostile", False), ("weather", True)]
+    assert [(s.name, s.trusted) for s in server_specs(args, parser)] == [("hostile", False), ("weather", True)]
     bad = subprocess.run(
         [sys.executable, "-m", "decodeloop", "run", "--trust", "nosuch", "hi"],
         cwd=ROOT,
@@ -295,7 +296,8 @@ def test_the_plan_is_what_the_model_wrote_before_the_first_server_result():
 
 
 def test_the_cli_tells_the_model_to_plan_under_the_plan_policy(events):
-    from decodeloop.cli import _harness, build_parser
+    from decodeloop.cli.options import build_harness
+    from decodeloop.cli.parser import build_parser
     from decodeloop.formats.chat import PREAMBLE
     from decodeloop.trust.policy import PLAN_NOTE
 
@@ -304,11 +306,11 @@ def test_the_cli_tells_the_model_to_plan_under_the_plan_policy(events):
     bundle = lab_bundle(TableModel(tokenizer, OBEYS), tokenizer)
     specs = [ServerSpec("hostile", command=HOSTILE, transport="stdio")]
     with start_servers(specs, events, timeout=30) as router:
-        plan = _harness(
+        plan = build_harness(
             parser.parse_args(["run", "--policy", "plan", "hi"]), bundle, router, events, Sampler(), (), None
         )
         assert plan.policy.mode == "plan" and plan.system == f"{PREAMBLE} {PLAN_NOTE}"
-        own = _harness(
+        own = build_harness(
             parser.parse_args(["run", "--policy", "plan", "--system", "Be brief.", "hi"]),
             bundle,
             router,
@@ -318,7 +320,7 @@ def test_the_cli_tells_the_model_to_plan_under_the_plan_policy(events):
             None,
         )
         assert own.system == f"Be brief. {PLAN_NOTE}"
-        strict = _harness(
+        strict = build_harness(
             parser.parse_args(["run", "--policy", "strict", "hi"]), bundle, router, events, Sampler(), (), None
         )
         assert strict.policy.mode == "strict" and strict.system is None

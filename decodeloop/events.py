@@ -8,7 +8,7 @@ knows its JSON form (`to_json`), which is the documented machine interface.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -18,8 +18,8 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event": self.kind}
-        for name in self.__slots__:  # type: ignore[attr-defined]
-            out[name] = getattr(self, name)
+        for f in fields(self):
+            out[f.name] = getattr(self, f.name)
         return out
 
 

@@ -64,7 +64,7 @@ def load_entries(wheel: Wheel, category: str, limit: int | None = None) -> list[
     """The category's entries in file order (the first `limit`), each with its possible answer."""
     if category not in CATEGORIES:
         raise BfclError(f"unknown BFCL category {category!r}; choose from {', '.join(CATEGORIES)}")
-    entries = []
+    entries: list[Entry] = []
     for number, record in _records(wheel, DATA.format(category)):
         if limit is not None and len(entries) >= limit:
             break

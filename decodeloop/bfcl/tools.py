@@ -23,6 +23,7 @@ BFCL's checker then sees the name the model wrote.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from decodeloop.bfcl.wheel import BfclError
 
@@ -43,11 +44,11 @@ DROPPED = ("optional",)  # BFCL's markers that are not JSON Schema
 TOP_LEVEL = ("properties", "required")
 
 
-def input_schema(parameters: dict, where: str = "parameters") -> dict:
+def input_schema(parameters: object, where: str = "parameters") -> dict:
     """A BFCL `parameters` object as a JSON Schema object schema."""
     if not isinstance(parameters, dict) or parameters.get("type", "dict") not in ("dict", "object"):
         raise BfclError(f"{where}: parameters must be of type dict")
-    schema = {"type": "object"}
+    schema: dict[str, Any] = {"type": "object"}
     for key in TOP_LEVEL:
         if key in parameters:
             schema[key] = copy.deepcopy(parameters[key])
@@ -57,11 +58,11 @@ def input_schema(parameters: dict, where: str = "parameters") -> dict:
     return schema
 
 
-def convert(spec: dict, where: str = "schema") -> dict:
+def convert(spec: object, where: str = "schema") -> dict:
     """One BFCL property schema as JSON Schema (a new object; the entry is left as it was)."""
     if not isinstance(spec, dict):
         raise BfclError(f"{where}: a property's schema must be an object")
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in spec.items():
         if key in DROPPED:
             continue

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from decodeloop.events import Event
+from decodeloop.events import Done, Event, Stop, Token, ToolCall, ToolError, ToolResult
 from decodeloop.harness import Harness
 
 
@@ -103,23 +103,23 @@ def score_episode(episode, events: list[Event]) -> EpisodeOutcome:
     out = EpisodeOutcome(tool=episode.tool)
     last_failed = False
     for event in events:
-        if event.kind == "token":
+        if isinstance(event, Token):
             out.masked += event.masked is not None
-        elif event.kind == "stop" and event.reason == "tool_call":
+        elif isinstance(event, Stop) and event.reason == "tool_call":
             out.calls += 1
             out.retries += last_failed
-        elif event.kind == "tool_error":
+        elif isinstance(event, ToolError):
             last_failed = True
             if event.stage != "parse":
                 out.well_formed += 1
                 out.correct_tool += event.name == episode.tool
-        elif event.kind == "tool_call":
+        elif isinstance(event, ToolCall):
             out.well_formed += 1
             out.correct_tool += event.name == episode.tool
             out.correct_arguments += event.name == episode.tool and event.arguments == episode.arguments
-        elif event.kind == "tool_result":
+        elif isinstance(event, ToolResult):
             last_failed = event.is_error
-        elif event.kind == "done":
+        elif isinstance(event, Done):
             out.answer, out.tokens, out.seconds = event.answer, event.tokens, event.seconds
             out.answered = event.reason == "eos" and bool(event.answer)
             out.out_of_retries = event.reason in ("max_retries", "repeated_call")

@@ -52,7 +52,8 @@ class NgramModel(PrefixCachedModel):
         """log P(next | context), Witten-Bell interpolated over every context length."""
         text = as_text(list(context))
         uniform = 1.0 / self.vocab_size
-        dense, sparse = uniform, {}  # P(w) = dense + sparse.get(w, 0)
+        dense = uniform  # P(w) = dense + sparse.get(w, 0)
+        sparse: dict[int, float] = {}
         for k, table in enumerate(self.counts.followers):
             if k > len(text):
                 break

@@ -175,7 +175,9 @@ class TransformerModel(PrefixCachedModel):
         self.record_attention = False  # when set, _compute keeps every attention map (attention_peek.py)
         self.attention: list[list[tuple[int, int, np.ndarray]]] = []
         self._length = 0  # positions the cache holds
-        self._k = self._v = None  # per layer: [n_head, capacity, head_dim]
+        # per layer: [n_head, capacity, head_dim]; empty until the first forward
+        self._k: list[np.ndarray] = []
+        self._v: list[np.ndarray] = []
 
     @classmethod
     def load(cls, path: str = DEFAULT_WEIGHTS, dtype=np.float32) -> TransformerModel:
@@ -233,7 +235,7 @@ class TransformerModel(PrefixCachedModel):
         c = self.config
         if self.record_attention and len(self.attention) != c.n_layer:
             self.attention = [[] for _ in range(c.n_layer)]
-        capacity = 0 if self._k is None else self._k[0].shape[1]
+        capacity = self._k[0].shape[1] if self._k else 0
         if n <= capacity:
             return
         capacity = max(n, 2 * capacity, 1024)
@@ -242,7 +244,7 @@ class TransformerModel(PrefixCachedModel):
             [np.zeros(shape, self.dtype) for _ in range(c.n_layer)],
             [np.zeros(shape, self.dtype) for _ in range(c.n_layer)],
         )
-        for i in range(c.n_layer if self._k is not None else 0):
+        for i in range(len(self._k)):
             k[i][:, : self._length], v[i][:, : self._length] = (
                 self._k[i][:, : self._length],
                 self._v[i][:, : self._length],

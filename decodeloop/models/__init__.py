@@ -84,7 +84,8 @@ def lab_bundle(model: Model, tokenizer=None, name: str | None = None) -> ModelBu
 
     tokenizer = tokenizer or CharTokenizer()
     compact = CompactSyntax()
-    return ModelBundle(name or getattr(model, "name", "model"), tokenizer, LabChat(tokenizer, compact), compact,
+    own_name: str = getattr(model, "name", "model")
+    return ModelBundle(name or own_name, tokenizer, LabChat(tokenizer, compact), compact,
                        model=model)
 
 

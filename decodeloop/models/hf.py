@@ -308,6 +308,7 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     if not template:
         raise ValueError(f"{path!r} has no chat template: decodeloop renders prompts with the model's own")
     if weights is None and gguf:
+        assert sha is not None, "a GGUF source has its hash"
         about = {"source": os.path.abspath(os.path.expanduser(path)), "transformers": transformers.__version__}
         try:
             folder = gguf_cache.store(sha, lambda folder: _save_conversion(model, hf_tok, folder), about)

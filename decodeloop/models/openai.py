@@ -32,12 +32,15 @@ shares with the last one (what a prefix cache would serve).
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TypeGuard, TypeVar
 
 from decodeloop.decode.engine import Engine, Step
 from decodeloop.events import Notice, Request
 from decodeloop.models.base import common_prefix_len
-from decodeloop.models.openai_wire import Answered, Endpoint, RemoteError
+from decodeloop.models.openai_wire import Answered, Endpoint, RemoteError, Stream
+
+T = TypeVar("T")
 
 DEFAULT_TOP = 5            # top logprobs asked for per token (the trace shows 3)
 SHAPES = ("ids", "text")   # how the prompt is sent, in the order tried
@@ -64,8 +67,9 @@ class OpenAIEngine(Engine):
         self.logprobs = True          # dropped when the server refuses logprobs
         self._accepted = False        # a request of this shape went through: later refusals are errors
         self.requests: list[Request] = []   # every request's event, also emitted
-        self._stream = None
-        self._chunks = None
+        self._stream: Stream | None = None
+        self._chunks: Iterator[dict[str, Any]] = iter(())   # the open stream's chunks
+        self._finish_reason: str | None = None
         self._pending: list[tuple[int, float | None, list[tuple[int, float]] | None]] = []
         self._last: list[int] = []    # the ids of the last request and what it streamed: the server's cache
         self._by_bytes: dict[bytes, int] | None = None
@@ -215,8 +219,9 @@ class OpenAIEngine(Engine):
         try:
             chunk = next(self._chunks, None)
         except RemoteError:
-            self._stream.close()
-            self._stream = None
+            stream, self._stream = self._stream, None
+            if stream is not None:
+                stream.close()
             raise
         if chunk is None:
             return False
@@ -291,8 +296,8 @@ class OpenAIEngine(Engine):
         """(id, probability, top) for each token of a chunk, ids as the server gave them where it did."""
         import math
 
-        logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
-        content = logprobs.get("content") if isinstance(logprobs.get("content"), list) else None
+        logprobs = _of(choice.get("logprobs"), dict) or {}
+        content = _of(logprobs.get("content"), list)
         ids = choice.get("token_ids")
         if content is not None:                                 # llama.cpp: ids with their top logprobs
             out = []
@@ -305,9 +310,9 @@ class OpenAIEngine(Engine):
                 out.append((self._id(entry["id"]), math.exp(lp) if _number(lp) else None, top or None))
             self._counted = True
             return out
-        texts = logprobs.get("tokens") if isinstance(logprobs.get("tokens"), list) else None
-        probs = logprobs.get("token_logprobs") if isinstance(logprobs.get("token_logprobs"), list) else []
-        tops = logprobs.get("top_logprobs") if isinstance(logprobs.get("top_logprobs"), list) else []
+        texts = _of(logprobs.get("tokens"), list)
+        probs = _of(logprobs.get("token_logprobs"), list) or []
+        tops = _of(logprobs.get("top_logprobs"), list) or []
         if isinstance(ids, list):                               # vLLM: return_token_ids
             tokens = [self._id(t) for t in ids]
             self._counted = True
@@ -383,8 +388,13 @@ class OpenAIEngine(Engine):
             self.emit(Notice("openai", message))
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _of(value: Any, kind: type[T]) -> T | None:
+    """`value` where it is a `kind`, else None: a field of a server's JSON as the type it should have."""
+    return value if isinstance(value, kind) else None
 
 
 def _token_id(text: str) -> int:

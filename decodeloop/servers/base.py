@@ -238,6 +238,7 @@ class ToolServer:
             for line in stdin:
                 if not line.strip():
                     continue
+                response: dict | None
                 try:
                     message = json.loads(line)
                 except ValueError:

@@ -95,7 +95,9 @@ def build_server(outbox: str | None = None, quote_chars: int = 0) -> ToolServer:
 
 def _announce(message: dict) -> None:
     """A notification written before the response, on the same stdout (the stdio loop writes responses)."""
-    out = sys.__stdout__.buffer
+    stdout = sys.__stdout__
+    assert stdout is not None, "a stdio server has a stdout"
+    out = stdout.buffer
     out.write(json.dumps(message).encode("utf-8") + b"\n")
     out.flush()
 

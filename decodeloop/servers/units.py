@@ -61,6 +61,7 @@ def converted(value: float, from_unit: str, to_unit: str) -> float:
     if kind == "temperature":
         celsius = value if from_unit == "c" else (value - 32) * 5 / 9
         return celsius if to_unit == "c" else celsius * 9 / 5 + 32
+    assert size is not None and to_size is not None, "only temperatures have no size"
     return value * size / to_size
 
 

@@ -27,6 +27,10 @@ import hashlib
 import random
 import string
 import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # -- the servers' own values: never on the OOD side ---------------------------------
 OWN_TEMPERATURES = range(7, 92)  # state means 27..71, plus or minus 15 and a forecast's 5
@@ -133,7 +137,7 @@ class Unusual:
     def _mine(self, kind: str, value: object) -> bool:
         return is_ood(kind, str(value)) == (self.side == "ood")
 
-    def _draw(self, kind: str, rng: random.Random, make) -> object:
+    def _draw(self, kind: str, rng: random.Random, make: Callable[[random.Random], T]) -> T:
         for _ in range(10_000):
             value = make(rng)
             if self._mine(kind, value):

@@ -170,6 +170,7 @@ def _rolls(city: str, code: str, *salt: object) -> bytes:
 
 
 def _conditions(temperature: int, roll: int) -> str:
+    choices: tuple[str, ...]
     if temperature <= 32:  # below freezing: snow, never rain
         choices = ("sunny", "partly cloudy", "overcast", "fog", "light snow", "snow")
     elif temperature <= 36:  # near freezing: either

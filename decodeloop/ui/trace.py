@@ -104,7 +104,7 @@ class TraceView:
         settings = (e.temperature, e.top_k, e.top_p, e.min_p)
         if e.prob is not None and e.temperature is not None and settings != self.probs_at:
             self.probs_at = settings  # before the first token line: what its probabilities are
-            text = self.style(probs_note(*settings), "dim") + "\n" + text
+            text = self.style(probs_note(e.temperature, e.top_k, e.top_p, e.min_p), "dim") + "\n" + text
         return text
 
     def _line(self, e: Token) -> str:

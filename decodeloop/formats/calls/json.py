@@ -368,7 +368,8 @@ class _Reader:
             if not _HEX4_RE.fullmatch(digits):
                 if at + 6 > limit and not self.closed:
                     raise self.unterminated(opened)
-                written = re.match(r"[0-9a-fA-F]*", digits).group()
+                hex_digits = re.match(r"[0-9a-fA-F]*", digits)  # always matches, maybe empty
+                written = hex_digits.group() if hex_digits else ""
                 raise self.fail(
                     f'invalid escape "\\u{written}" {self.where(at)}: \\u takes four hex '
                     f"digits, as in \\u00e9{self.suffix()}",
@@ -388,8 +389,9 @@ class _Reader:
         match = _NUMBER_RE.match(text, pos, self.limit)
         loose = _NUMBERISH_RE.match(text, pos, self.limit)
         written = loose.group() if loose else text[pos]
-        if match is None or match.end() != loose.end():
-            if loose.end() >= self.limit and not self.closed:
+        loose_end = loose.end() if loose else pos
+        if match is None or match.end() != loose_end:
+            if loose_end >= self.limit and not self.closed:
                 raise self.expected(self.limit, "the rest of the number")
             raise self.fail(
                 f"invalid number '{written[:24]}' {self.where(pos)}; a JSON number looks like "
@@ -438,7 +440,7 @@ class _CallParser:
         scanner = JsonCallScanner()
         close = scanner.feed(text[len(OPENER) :])
         closed = close is not None
-        end = len(OPENER) + close if closed else len(text)  # just past the closer
+        end = len(OPENER) + close if close is not None else len(text)  # just past the closer
         limit = end - len(CLOSER) if closed else len(text)  # where the JSON must end
         reader = _Reader(text, limit, closed)
 

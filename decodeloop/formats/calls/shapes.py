@@ -110,7 +110,7 @@ class SpanScanner:
         self._expect = {"{": '"}', "[": "{"}.get(shape.opener, "{[")
         self._in_string = self._escaped = False
         self._tail = ""  # the end of the text outside strings, as long as the closer
-        self._head = "{" if shape.opener == "{" else ""  # the body's first characters, while they may name
+        self._head: str | None = "{" if shape.opener == "{" else ""  # the body's first characters, while they may name
         self._named: str | None = None
 
     @property
@@ -119,21 +119,22 @@ class SpanScanner:
         closing quote written (JSON data such as `{"result": 3}` never has one), else None."""
         return None if self.abandoned else self._named
 
-    def _read_head(self, ch: str) -> None:
-        self._head += ch
+    def _read_head(self, head: str, ch: str) -> None:
+        """`head`: the body's first characters so far, `ch` the next."""
+        self._head = head = head + ch
         if ch == '"':
-            found = _CALL_HEAD.match(self._head)
+            found = _CALL_HEAD.match(head)
             if found:
                 self._named, self._head = found.group(1), None
                 return
-        if len(self._head) > _HEAD_CHARS:
+        if len(head) > _HEAD_CHARS:
             self._head = None
 
     def feed(self, piece: str) -> int | None:
         closer = self.closer
         for i, ch in enumerate(piece):
             if self._head is not None and not self._naming:
-                self._read_head(ch)
+                self._read_head(self._head, ch)
             if self._naming:
                 if ch == ">":
                     self._naming = False

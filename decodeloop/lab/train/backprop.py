@@ -261,7 +261,7 @@ def segment_backward(p: dict, config: Config, tape: Tape, dx, dkv: list | None =
     H, hd, d = config.n_head, config.head_dim, config.d_model
     n_past = tape.n_past
     grads: dict = {}
-    dpast = [None] * config.n_layer
+    dpast: list[tuple[np.ndarray, np.ndarray] | None] = [None] * config.n_layer
     dtype = p["wte"].dtype
     if dx is None:
         dx = np.zeros((B, tape.layers[-1]["n"], d), dtype)

@@ -26,6 +26,7 @@ import hashlib
 import json
 import random
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
@@ -156,7 +157,7 @@ def system_prompt() -> str:
 
 
 SPLITS = ("train", "heldout", "ood")
-TOOLS = {
+TOOLS: dict[str, Callable[..., tuple[str, dict]]] = {
     "get_weather": weather.get_weather,
     "get_forecast": weather.get_forecast,
     "get_time_zone": timezone.get_time_zone,
@@ -214,7 +215,7 @@ def episodes(
 
 
 def _episode(
-    user: str, tool: str, arguments: dict, answer: str, values: list[str], unusual, copied: list[str] = ()
+    user: str, tool: str, arguments: dict, answer: str, values: list[str], unusual, copied: Sequence[str] = ()
 ) -> Episode:
     call = CompactSyntax().render(Call(tool, {k: str(v) for k, v in arguments.items()}))
     return Episode(user, tool, arguments, call, call_tool(tool, arguments, unusual), answer, values, [*values, *copied])

@@ -200,8 +200,8 @@ def repeated_conditions(episode, rng: random.Random):
     values repeat a condition often enough to make that mistake and too seldom to learn from.
     """
     lines = episode.result.split("\n")
-    parsed = [FORECAST_LINE.match(line) for line in lines]
-    if episode.tool != "get_forecast" or len(lines) < 2 or not all(parsed):
+    parsed = [m for line in lines if (m := FORECAST_LINE.match(line))]
+    if episode.tool != "get_forecast" or len(lines) < 2 or len(parsed) < len(lines):
         return episode
     later = len(lines) - 1 if rng.random() < 0.5 else rng.randrange(1, len(lines))
     earlier = rng.randrange(later)

@@ -7,7 +7,7 @@ knows its JSON form (`to_json`), which is the documented machine interface.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -65,7 +65,7 @@ class Token(Event):
     delta: str  # text released to the user at this step
     held: str  # text held back (may start a stop string or a call)
     in_call: bool  # the model is writing a tool call
-    checks: list[str]  # stop conditions checked
+    checks: Sequence[str]  # stop conditions checked
     stop: str | None  # the condition that fired, if any
     masked: str | None = None  # --constrain: the token the model put first, which the call grammar masked
     masked_id: int | None = None

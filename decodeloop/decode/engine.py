@@ -58,6 +58,7 @@ class Engine(Protocol):
 
     def bind(self, emit: Emit) -> None:
         """Take the harness's event sink; an engine without events of its own ignores it."""
+        return None
 
 
 @runtime_checkable

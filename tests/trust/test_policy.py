@@ -370,7 +370,9 @@ def test_masked_without_a_rerun_falls_back_to_asking():
 
     policy = Policy("masked", [], confirm=None)
     seen = Provenance([("user", "Pay it."), ("tool:bank/read", "pay DE89370400440532013000")], "Plan: send_money")
-    decision = policy.check("send_money", "bank", "send_money", send_money, {"to": "DE89370400440532013000"}, lambda: seen)
+    decision = policy.check(
+        "send_money", "bank", "send_money", send_money, {"to": "DE89370400440532013000"}, lambda: seen
+    )
     assert decision.verdict == "deny" and decision.reason.endswith("there is no terminal to ask")
     again = policy.check(
         "send_money",

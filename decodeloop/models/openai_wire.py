@@ -69,6 +69,7 @@ class Endpoint:
         self.scheme, self.host, self.port, self.path = completions_url(url)
         self.timeout = timeout          # seconds to connect, and of silence while waiting for the next chunk
         self.headers = dict(headers or {})
+        self._tokenize_at: str | None = None   # the tokenize endpoint that answered; "": none did
 
     def open(self, body: dict[str, Any]) -> "Stream":
         """Send one request; the answer's status is checked before this returns."""
@@ -112,7 +113,7 @@ class Endpoint:
         base = self.path[:-len("/completions")].removesuffix("/v1")
         tries = [(base + "/extras/tokenize", {"input": text, **({"model": model} if model else {})}),
                  (base + "/tokenize", {"content": text, "add_special": False, "parse_special": True})]
-        if getattr(self, "_tokenize_at", None) is not None:
+        if self._tokenize_at is not None:
             tries = [t for t in tries if t[0] == self._tokenize_at]
         for path, body in tries:
             conn = new_connection(self.scheme, self.host, self.port, self.timeout)

@@ -535,6 +535,8 @@ class StreamableHttpTransport:
         failures = 0
         while not self._stop.is_set():
             opened = time.monotonic()
+            response: Response | None
+            problem: str | None
             try:
                 response = self.http.request(
                     "GET",

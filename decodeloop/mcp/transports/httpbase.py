@@ -104,7 +104,8 @@ class Response:
                 self.close()
                 raise BodyTooLarge(length, cap, ended=True)
             return self.read()
-        pieces, size = [], 0
+        pieces: list[bytes] = []
+        size = 0
         while True:
             piece = self.read1(1 << 18)
             if not piece:
@@ -146,6 +147,13 @@ class Response:
         self._done = True
         reusable = self.raw.isclosed() and not self.raw.will_close
         self._client._release(self._key, self._conn, reusable)
+
+
+def _connect(conn: http.client.HTTPConnection) -> None:
+    conn.connect()
+    # http.client writes headers and body in two sends: without this, Nagle's
+    # algorithm and the peer's delayed ACK hold the body back ~40 ms
+    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class _Idle(threading.local):
@@ -236,10 +244,7 @@ class HttpClient:
             conn, reused = self._acquire(key, parts)
             try:
                 if conn.sock is None:
-                    conn.connect()
-                    # http.client writes headers and body in two sends: without this, Nagle's
-                    # algorithm and the peer's delayed ACK hold the body back ~40 ms
-                    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    _connect(conn)
                 conn.sock.settimeout(timeout)
                 conn.request(method, target, body=body, headers=all_headers)
                 raw = conn.getresponse()

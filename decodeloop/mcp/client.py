@@ -142,7 +142,9 @@ def _content_text(item: dict) -> str:
         description = item.get("description")
         return f"[resource link {label}]" + (f" {description}" if isinstance(description, str) and description else "")
     if kind == "resource":
-        resource = item.get("resource") if isinstance(item.get("resource"), dict) else {}
+        resource = item.get("resource")
+        if not isinstance(resource, dict):
+            resource = {}
         uri, mime = resource.get("uri", ""), resource.get("mimeType")
         if isinstance(resource.get("text"), str):
             # the URI first: the model may want to say where the text came from

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 from decodeloop.mcp.client import McpClient, Tool
 from decodeloop.mcp.errors import McpError
@@ -31,7 +33,7 @@ CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 REDIRECT_URI = "http://localhost:3000/callback"
 
 
-def sample_arguments(tool: Tool, tools: list[Tool] = ()) -> dict:
+def sample_arguments(tool: Tool, tools: Sequence[Tool] = ()) -> dict:
     """Arguments that satisfy the required part of a tool's input schema."""
     properties = tool.input_schema.get("properties") or {}
     if (properties.get("schema") or {}).get("type") == "object" and "schema" in (
@@ -40,8 +42,8 @@ def sample_arguments(tool: Tool, tools: list[Tool] = ()) -> dict:
         others = [other for other in tools if other is not tool]
         if others:
             return {"schema": others[0].input_schema}
-    samples = {"number": 2, "integer": 3, "string": "test", "boolean": True, "array": [], "object": {}}
-    arguments = {}
+    samples: dict[str, Any] = {"number": 2, "integer": 3, "string": "test", "boolean": True, "array": [], "object": {}}
+    arguments: dict[str, Any] = {}
     for n, name in enumerate(tool.input_schema.get("required") or []):
         kind = (properties.get(name) or {}).get("type")
         arguments[name] = samples.get(kind if isinstance(kind, str) else "string", "test")

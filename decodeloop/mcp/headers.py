@@ -53,7 +53,7 @@ def header_params(schema: dict) -> dict[tuple[str, ...], str]:
         for key, spec in properties.items():
             if isinstance(spec, dict):
                 if isinstance(spec.get("x-mcp-header"), str):
-                    marks[(*path, key)] = spec["x-mcp-header"]
+                    marks[path + (key,)] = spec["x-mcp-header"]
                 walk(spec, (*path, key))
 
     walk(schema, ())

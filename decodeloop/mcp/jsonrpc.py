@@ -32,10 +32,10 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from decodeloop.mcp.errors import ConnectionClosed, McpError, ProtocolError, RequestTimeout, RpcError
-from decodeloop.mcp.transports.base import Message, Transport
+from decodeloop.mcp.transports.base import Message, ReportsRequestErrors, SendsHeaders, Transport
 
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
@@ -134,7 +134,7 @@ class JsonRpcSession:
         if not self._started:
             self._started = True
             if getattr(self.transport, "reports_request_errors", False):
-                self.transport.start(
+                cast(ReportsRequestErrors, self.transport).start(
                     self._on_message, self._on_close, self._on_garbage, on_error=self._on_request_error
                 )
             else:
@@ -181,7 +181,8 @@ class JsonRpcSession:
         self._trace("send", message)
         try:
             if headers:
-                self.transport.send(message, headers)  # type: ignore[call-arg]
+                # only a caller on an HTTP wire has headers to add (a tool's Mcp-Param-*)
+                cast(SendsHeaders, self.transport).send(message, headers)
             else:
                 self.transport.send(message)
         except BaseException:
@@ -213,6 +214,7 @@ class JsonRpcSession:
         if waiter.failure is not None:
             raise waiter.failure
         response = waiter.response
+        assert response is not None  # a waiter released without a failure was resolved with its response
         self._trace("recv", response)
         if "error" in response:
             error = response["error"]

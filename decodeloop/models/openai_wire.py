@@ -1,7 +1,8 @@
 """An OpenAI-compatible `/v1/completions` endpoint on the wire: one streamed request at a time.
 
 This module owns the bytes: the POST (http.client, standard library only), the
-server-sent events of the answer, the timeouts, and turning every failure into
+server-sent events of the answer (parsed by net/sse.py, strictly: a line that is
+not server-sent events is an error), the timeouts, and turning every failure into
 `RemoteError` with one line saying what happened: a refused connection, a
 status other than 200, a body that is not JSON, a stream cut before `[DONE]`,
 silence past the timeout. A status other than 200 is `Answered` (`Rejected`
@@ -15,13 +16,15 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import urllib.parse
 from typing import Any, Iterator
 
 from decodeloop.errors import RemoteError
+from decodeloop.net.http import BadUrl, content_type, new_connection, shut, split_http_url
+from decodeloop.net.sse import SseNotAField, SseParser, SseTooLarge
 from decodeloop.trust.untrusted import cap_text, visible_line
 
 MAX_LINE = 4 << 20        # one line of the event stream (one chunk with its top logprobs)
+READ_SIZE = 1 << 16       # what one read of the stream asks for: whatever has arrived, up to this
 MAX_ERROR_BODY = 64_000   # what is read of a failed request's body, for its message
 
 
@@ -39,9 +42,15 @@ class Rejected(Answered):
 
 def completions_url(url: str) -> tuple[str, str, int | None, str]:
     """(scheme, host, port, path of /v1/completions) from a base URL (`http://host:8000` or `.../v1`)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL: {url!r} (give the server's base URL, e.g. http://127.0.0.1:8000/v1)")
+    try:
+        parts = split_http_url(url)
+    except BadUrl as e:
+        if e.part == "scheme":
+            raise ValueError(f"not an http(s) URL: {url!r} (give the server's base URL, e.g. "
+                             "http://127.0.0.1:8000/v1)") from None
+        if e.part == "port":
+            raise ValueError(f"bad port in {url!r}: {e}") from None
+        raise
     path = parts.path.rstrip("/")
     if path.endswith("/completions"):
         pass
@@ -49,11 +58,7 @@ def completions_url(url: str) -> tuple[str, str, int | None, str]:
         path += "/completions"
     else:
         path += "/v1/completions"
-    try:
-        port = parts.port
-    except ValueError as e:
-        raise ValueError(f"bad port in {url!r}: {e}") from None
-    return parts.scheme, parts.hostname, port, path
+    return parts.scheme, parts.hostname or "", parts.port, path
 
 
 class Endpoint:
@@ -64,11 +69,11 @@ class Endpoint:
         self.scheme, self.host, self.port, self.path = completions_url(url)
         self.timeout = timeout          # seconds to connect, and of silence while waiting for the next chunk
         self.headers = dict(headers or {})
+        self._tokenize_at: str | None = None   # the tokenize endpoint that answered; "": none did
 
     def open(self, body: dict[str, Any]) -> "Stream":
         """Send one request; the answer's status is checked before this returns."""
-        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-        conn = cls(self.host, self.port, timeout=self.timeout)
+        conn = new_connection(self.scheme, self.host, self.port, self.timeout)
         where = f"{self.scheme}://{self.host}{f':{self.port}' if self.port else ''}{self.path}"
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **self.headers}
@@ -90,7 +95,7 @@ class Endpoint:
             message = f"{where} answered {response.status} {visible_line(response.reason or '')}: " \
                       f"{visible_line(cap_text(_error_message(text), 500, 'error'))}"
             raise (Rejected if 400 <= response.status < 500 else Answered)(response.status, message)
-        kind = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
+        kind = content_type(response.getheader("Content-Type"))
         if kind not in ("text/event-stream", "application/json"):
             conn.close()
             raise RemoteError(f"{where} answered with {visible_line(kind[:80]) or 'no Content-Type'}, "
@@ -108,11 +113,10 @@ class Endpoint:
         base = self.path[:-len("/completions")].removesuffix("/v1")
         tries = [(base + "/extras/tokenize", {"input": text, **({"model": model} if model else {})}),
                  (base + "/tokenize", {"content": text, "add_special": False, "parse_special": True})]
-        if getattr(self, "_tokenize_at", None) is not None:
+        if self._tokenize_at is not None:
             tries = [t for t in tries if t[0] == self._tokenize_at]
         for path, body in tries:
-            cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-            conn = cls(self.host, self.port, timeout=self.timeout)
+            conn = new_connection(self.scheme, self.host, self.port, self.timeout)
             try:
                 conn.request("POST", path, body=json.dumps(body).encode(), headers={
                     "Content-Type": "application/json", **self.headers})
@@ -164,32 +168,27 @@ class Stream:
             if self.whole:
                 yield self._parse(self._response.read(MAX_LINE * 4).decode("utf-8", "replace"))
                 return
-            data: list[str] = []
+            # strict: a body that is not an event stream at all is named at its first foreign line
+            parser = SseParser(max_line_bytes=MAX_LINE, strict=True)
             while True:
-                line = self._response.readline(MAX_LINE + 1)
-                if not line:
-                    if data:   # an event not ended by a blank line
-                        yield self._parse("\n".join(data))
+                piece = self._response.read1(READ_SIZE)
+                if not piece:
+                    last = parser.unfinished()
+                    if last is not None:   # an event not ended by a blank line
+                        yield self._parse(last.text)
                     raise RemoteError(f"{self.where} closed the stream before [DONE]")
-                if len(line) > MAX_LINE:
-                    raise RemoteError(f"{self.where} sent an event line over {MAX_LINE:,} bytes")
-                text = line.decode("utf-8", "replace").rstrip("\r\n")
-                if not text:
-                    if data:
-                        payload = "\n".join(data)
-                        data.clear()
-                        if payload.strip() == "[DONE]":
-                            return
-                        yield self._parse(payload)
-                    continue
-                if text.startswith(":"):
-                    continue   # a comment: a keep-alive
-                field, _, value = text.partition(":")
-                if field == "data":
-                    data.append(value[1:] if value.startswith(" ") else value)
-                elif field not in ("event", "id", "retry"):
-                    raise RemoteError(f"{self.where} sent a line that is not server-sent events: "
-                                      f"{visible_line(cap_text(text, 200, 'line'))}")
+                for event in parser.feed(piece):
+                    payload = event.text
+                    if payload.strip() == "[DONE]":
+                        return
+                    yield self._parse(payload)
+        except SseTooLarge as e:
+            what = "an event line" if e.what == "line" else "an event"
+            raise RemoteError(f"{self.where} sent {what} over {e.cap:,} bytes") from None
+        except SseNotAField as e:
+            text = e.line.decode("utf-8", "replace")
+            raise RemoteError(f"{self.where} sent a line that is not server-sent events: "
+                              f"{visible_line(cap_text(text, 200, 'line'))}") from None
         except (socket.timeout, TimeoutError):
             raise RemoteError(f"{self.where} sent nothing for {self.timeout:g}s mid-stream") from None
         except (OSError, http.client.HTTPException) as e:
@@ -217,12 +216,7 @@ class Stream:
         if self.closed:
             return
         self.closed = True
-        try:
-            sock = self._conn.sock
-            if sock is not None:
-                sock.shutdown(socket.SHUT_RDWR)   # close() alone may wait for the rest of a chunked body
-        except OSError:
-            pass
+        shut(self._conn.sock)   # close() alone may wait for the rest of a chunked body
         self._response.close()
         self._conn.close()
 

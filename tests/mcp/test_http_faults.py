@@ -18,8 +18,6 @@ import tracemalloc
 
 import pytest
 from conftest import FAULTY
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from decodeloop.mcp import McpClient, StdioTransport, framing
 from decodeloop.mcp.errors import (
@@ -30,7 +28,6 @@ from decodeloop.mcp.errors import (
     RequestTimeout,
     TransportError,
 )
-from decodeloop.mcp.sse import SseParser
 from decodeloop.mcp.transports import http as http_transport
 from decodeloop.mcp.transports.httpbase import HttpClient
 
@@ -492,93 +489,3 @@ def test_a_20_megabyte_result_over_stdio_is_read_in_linear_work(monkeypatch):
             text = client.call_tool("big", {"megabytes": 20}).text()
         assert text == "y" * (20 * MB)
     assert_linear(meter, counter, 20 * MB)
-
-
-# -- the SSE parser on its own ---------------------------------------------------------------------
-
-
-def events_of(*chunks: bytes) -> list[tuple[str, str, str | None, int | None]]:
-    parser = SseParser()
-    out = []
-    for chunk in chunks:
-        out += [(e.event, e.text, e.id, e.retry) for e in parser.feed(chunk)]
-    return out
-
-
-def test_sse_parser_line_endings_split_anywhere():
-    stream = (
-        b"\xef\xbb\xbfid: 1\r\nevent: note\r\ndata: a\r\ndata:b\r\n\r\n: comment\n\ndata: c\r\rretry: 250\ndata: d\n\n"
-    )
-    expected = [("note", "a\nb", "1", None), ("message", "c", "1", None), ("message", "d", "1", 250)]
-    assert events_of(stream) == expected
-    for size in (1, 2, 3, 7):  # every split point, CR and LF in different reads
-        assert events_of(*[stream[i : i + size] for i in range(0, len(stream), size)]) == expected
-
-
-def test_sse_parser_ignores_bad_fields_and_keeps_the_last_id():
-    assert events_of(b"retry: soon\nid: a\0b\nfoo: bar\ndata\n\nid\ndata: x\n\n") == [
-        ("message", "", None, None),
-        ("message", "x", "", None),
-    ]
-
-
-def test_sse_parser_big_event_in_small_reads_is_linear():
-    size = 20 * MB
-    data = b"data: " + b"z" * size + b"\n\n"
-    chunks = [data[i : i + READ] for i in range(0, len(data), READ)]
-    del data
-    parser = SseParser()
-    events = []
-    with CopyMeter() as meter:
-        for chunk in chunks:
-            meter.step()  # each feed is one read
-            events += parser.feed(chunk)
-    assert len(events) == 1 and events[0].data == b"z" * size
-    assert meter.allocated < MAX_COPIES * size, f"{meter.allocated / size:.1f} copies of the event"
-
-
-line_text = st.text(st.characters(blacklist_characters="\r\n\0", blacklist_categories=("Cs",)), max_size=12)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.lists(line_text, max_size=3),
-            st.one_of(st.none(), line_text),
-            st.one_of(st.none(), line_text.filter(lambda t: t.strip() == t and t)),
-        ),
-        max_size=6,
-    ),
-    st.lists(st.sampled_from([b"\n", b"\r", b"\r\n"]), min_size=1, max_size=4),
-    st.lists(st.integers(1, 50), max_size=30),
-)
-def test_sse_parser_property_any_split_any_line_ending(events, endings, cuts):
-    stream, expected, last_id, k = bytearray(), [], None, 0
-
-    def line(text: str) -> None:
-        nonlocal k
-        ending = endings[k % len(endings)]
-        if not text and ending == b"\n" and stream.endswith(b"\r"):
-            ending = b"\r\n"  # CR then LF would be one CRLF: the blank line would vanish
-        stream.extend(text.encode() + ending)
-        k += 1
-
-    for data, event_id, kind in events:
-        line(": a comment")
-        if kind is not None:
-            line(f"event: {kind}")
-        if event_id is not None:
-            line(f"id: {event_id}")
-            last_id = event_id
-        for text in data:
-            line(f"data: {text}")
-        line("")
-        if data:
-            expected.append((kind or "message", "\n".join(data), last_id, None))
-    pieces, start = [], 0
-    for cut in cuts:
-        pieces.append(bytes(stream[start : start + cut]))
-        start += cut
-    pieces.append(bytes(stream[start:]))
-    assert events_of(*pieces) == expected

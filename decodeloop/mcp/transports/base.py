@@ -5,12 +5,19 @@ hands every parsed message to `on_message`, reports a line it could not parse to
 `on_garbage` (the session goes on), and reports the end of the connection to
 `on_close` exactly once. All three callbacks run on the transport's own reader
 thread, so they must be quick and must not block on a response.
+
+Some transports do more, and say so: one with `reports_request_errors` set
+takes `on_error` too (a request that failed on the wire fails alone; the
+session goes on), and HTTP's `send` takes extra headers for its POST. The
+protocols below name those shapes, for the session to call them by.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
+
+from decodeloop.mcp.errors import McpError
 
 # A JSON-RPC message, or a list of them (a batch from an older server).
 Message = dict | list
@@ -30,3 +37,23 @@ class Transport(Protocol):
 
     def close(self) -> None:
         """Shut the connection down; safe to call more than once."""
+
+
+class ReportsRequestErrors(Transport, Protocol):
+    """A transport whose `start` takes `on_error`: (request id, the error) for a request that failed on the wire."""
+
+    reports_request_errors: bool
+
+    def start(
+        self,
+        on_message: Callable[[Message], None],
+        on_close: Callable[[str], None],
+        on_garbage: Callable[[str], None],
+        on_error: Callable[[Any, McpError], None] | None = None,
+    ) -> None: ...
+
+
+class SendsHeaders(Transport, Protocol):
+    """A transport whose `send` takes extra headers for the message (HTTP: a tool's `Mcp-Param-*`)."""
+
+    def send(self, message: dict, headers: dict[str, str] | None = None) -> None: ...

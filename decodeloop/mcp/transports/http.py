@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import json
 import queue
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -61,9 +60,10 @@ from decodeloop.mcp.errors import (
 )
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
 from decodeloop.mcp.headers import standard_headers
-from decodeloop.mcp.sse import SseError, SseParser
 from decodeloop.mcp.transports.base import Message
 from decodeloop.mcp.transports.httpbase import BodyTooLarge, HttpClient, Response, check_url, preview
+from decodeloop.net.http import shut
+from decodeloop.net.sse import SseError, SseParser
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 READ_SIZE = 1 << 18  # large reads: a 20 MB event takes 80 of them
@@ -301,7 +301,7 @@ class StreamableHttpTransport:
                 self._streams[request_id] = response
         try:
             if abandoned:  # given up on while its headers were on the way
-                _shut(response)
+                shut(response.reading_socket())
                 response.close()
                 return
             self._read_response(response, request_id)
@@ -316,7 +316,7 @@ class StreamableHttpTransport:
             self._abandoned.add(request_id)
             response = self._streams.pop(request_id, None)
         if response is not None:
-            _shut(response)
+            shut(response.reading_socket())
 
     def _read_response(self, response: Response, request_id: Any) -> None:
         if response.status == 202:
@@ -438,7 +438,7 @@ class StreamableHttpTransport:
         return answered
 
     def _read_answer_stream(self, response: Response, request_id: Any) -> None:
-        parser = SseParser(self.max_message_bytes)
+        parser = SseParser(self.max_message_bytes, cap_name="max_message_bytes")
         resumes = 0
         while not self._consume(response, parser, request_id)[0]:
             if self._stop.is_set():
@@ -535,6 +535,8 @@ class StreamableHttpTransport:
         failures = 0
         while not self._stop.is_set():
             opened = time.monotonic()
+            response: Response | None
+            problem: str | None
             try:
                 response = self.http.request(
                     "GET",
@@ -559,7 +561,7 @@ class StreamableHttpTransport:
                     return
             delivered = 0
             if response is not None:
-                parser = SseParser(self.max_message_bytes)
+                parser = SseParser(self.max_message_bytes, cap_name="max_message_bytes")
                 parser.last_event_id = last_id
                 try:
                     delivered = self._consume(response, parser, None)[1]
@@ -581,17 +583,6 @@ class StreamableHttpTransport:
                 )
                 return
             self._stop.wait(self.reconnect_delay(failures, retry))
-
-
-def _shut(response: Response) -> None:
-    """Shut a response's socket down: the reading thread wakes, and the server sees the stream close."""
-    # an answer read until the connection closes holds the socket alone: http.client let go of it
-    sock = response._conn.sock or getattr(getattr(getattr(response.raw, "fp", None), "raw", None), "_sock", None)
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 def _rpc_error(response: Response, status: int) -> tuple[HttpRpcError | None, str]:

@@ -23,6 +23,7 @@ import urllib.parse
 from collections.abc import Mapping
 
 from decodeloop.mcp.errors import HttpStatusError, TransportError
+from decodeloop.net.http import BadUrl, content_type, new_connection, shut, socket_of, split_http_url
 
 MAX_REDIRECTS = 5
 PREVIEW_BYTES = 2048  # of an error response's body, read for the message
@@ -34,13 +35,9 @@ ORIGIN_BOUND = frozenset({"mcp-session-id"})  # headers (lower case) sent only t
 def check_url(url: str) -> urllib.parse.SplitResult:
     """A parsed http(s) URL, or a TransportError saying why it is not one."""
     try:
-        parts = urllib.parse.urlsplit(url)
-        _ = parts.port  # raises on a bad port
-    except ValueError as exc:
+        return split_http_url(url)
+    except BadUrl as exc:
         raise TransportError(f"bad URL {url!r}: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TransportError(f"bad URL {url!r}: expected http://host/... or https://host/...")
-    return parts
 
 
 def origin(url: str) -> tuple[str, str, int]:
@@ -87,7 +84,7 @@ class Response:
 
     @property
     def content_type(self) -> str:
-        return (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        return content_type(self.headers.get("Content-Type"))
 
     def read(self) -> bytes:
         try:
@@ -107,7 +104,8 @@ class Response:
                 self.close()
                 raise BodyTooLarge(length, cap, ended=True)
             return self.read()
-        pieces, size = [], 0
+        pieces: list[bytes] = []
+        size = 0
         while True:
             piece = self.read1(1 << 18)
             if not piece:
@@ -127,10 +125,13 @@ class Response:
 
     def set_read_timeout(self, seconds: float) -> None:
         """Every later read of this response waits at most `seconds` (its headers may have had another wait)."""
-        # a response read until the connection closes holds the socket alone: http.client let go of it
-        sock = self._conn.sock or getattr(getattr(getattr(self.raw, "fp", None), "raw", None), "_sock", None)
+        sock = self.reading_socket()
         if sock is not None:
             sock.settimeout(seconds)
+
+    def reading_socket(self) -> socket.socket | None:
+        """The socket this response is read from (None once closed)."""
+        return socket_of(self._conn, self.raw)
 
     def error_preview(self) -> str:
         try:
@@ -146,6 +147,13 @@ class Response:
         self._done = True
         reusable = self.raw.isclosed() and not self.raw.will_close
         self._client._release(self._key, self._conn, reusable)
+
+
+def _connect(conn: http.client.HTTPConnection) -> None:
+    conn.connect()
+    # http.client writes headers and body in two sends: without this, Nagle's
+    # algorithm and the peer's delayed ACK hold the body back ~40 ms
+    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class _Idle(threading.local):
@@ -236,10 +244,7 @@ class HttpClient:
             conn, reused = self._acquire(key, parts)
             try:
                 if conn.sock is None:
-                    conn.connect()
-                    # http.client writes headers and body in two sends: without this, Nagle's
-                    # algorithm and the peer's delayed ACK hold the body back ~40 ms
-                    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    _connect(conn)
                 conn.sock.settimeout(timeout)
                 conn.request(method, target, body=body, headers=all_headers)
                 raw = conn.getresponse()
@@ -297,12 +302,8 @@ class HttpClient:
         if idle:
             return idle.pop(), True
         scheme, host, port = key
-        if scheme == "https":
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                host, port, timeout=self.connect_timeout, context=ssl.create_default_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(host, port, timeout=self.connect_timeout)
+        context = ssl.create_default_context() if scheme == "https" else None
+        conn = new_connection(scheme, host, port, self.connect_timeout, context)
         with self._lock:
             self._open.add(conn)
         return conn, False
@@ -321,10 +322,5 @@ class HttpClient:
         with self._lock:
             connections, self._open = list(self._open), set()
         for conn in connections:
-            sock = conn.sock
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut(conn.sock)
             conn.close()

@@ -35,7 +35,7 @@ class MemoryTransport:
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self._on_close: Callable[[str], None] | None = None
+        self._on_close: Callable[[str], None] = lambda reason: None
 
     def start(
         self,

@@ -27,10 +27,10 @@ from typing import Any
 from decodeloop.mcp import framing
 from decodeloop.mcp.errors import ConnectionClosed, HttpStatusError, McpError, ProtocolError, TransportError
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
-from decodeloop.mcp.sse import SseError, SseParser
 from decodeloop.mcp.transports.base import Message
 from decodeloop.mcp.transports.http import LATER_TIMEOUT, encode_message
 from decodeloop.mcp.transports.httpbase import HttpClient, Response, check_url, origin
+from decodeloop.net.sse import SseError, SseParser
 
 READ_SIZE = 1 << 18  # large reads: a 20 MB event takes 80 of them
 STREAM_TIMEOUT = 3600.0  # an idle stream is given up after this long; each request has its own timeout
@@ -160,7 +160,7 @@ class SseLegacyTransport:
         on_close: Callable[[str], None],
         on_garbage: Callable[[str], None],
     ) -> None:
-        parser = SseParser(self.max_message_bytes)
+        parser = SseParser(self.max_message_bytes, cap_name="max_message_bytes")
         reason = "the server closed the event stream"
         try:
             while True:

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any, cast
 
 from decodeloop.mcp import framing
 from decodeloop.mcp.errors import ConnectionClosed, McpError, ProtocolError
@@ -62,7 +62,7 @@ def encode_message(message: dict) -> bytes:
     return text.encode("utf-8") + b"\n"
 
 
-def preview(line: bytes) -> str:
+def preview(line: bytes | bytearray) -> str:
     """A short printable excerpt of a raw line, for warnings."""
     return framing.preview(line)
 
@@ -144,8 +144,8 @@ class StdioTransport:
         self.max_message_bytes = max_message_bytes
         self._proc: subprocess.Popen | None = None
         self._group: int | None = None  # the server's process group, when it has its own
-        self._stdin = None
-        self._stdout = None
+        self._stdin: IO[bytes] | None = None
+        self._stdout: io.RawIOBase | None = None
         self._stderr: io.BufferedReader | None = None
         self._stdout_thread: threading.Thread | None = None
         self._stderr_thread: threading.Thread | None = None
@@ -183,15 +183,20 @@ class StdioTransport:
             on_garbage,
             on_error,
         )
-        self._proc = self._spawn()
-        self._stdin = self._proc.stdin
-        self._stdout = self._proc.stdout
-        self._stderr = io.BufferedReader(self._proc.stderr, buffer_size=MAX_STDERR_LINE)
-        _enlarge_pipe(self._stdout)
+        proc = self._proc = self._spawn()
+        self._stdin = proc.stdin
+        # bufsize=0 makes stdout and stderr raw files; Popen's stubs type every pipe as an optional IO
+        stdout = self._stdout = cast(io.RawIOBase, proc.stdout)
+        stderr = self._stderr = io.BufferedReader(cast(io.RawIOBase, proc.stderr), buffer_size=MAX_STDERR_LINE)
+        _enlarge_pipe(stdout)
         name = os.path.basename(self.command[0])
-        self._stderr_thread = threading.Thread(target=self._drain_stderr, name=f"mcp-stderr-{name}", daemon=True)
-        self._stdout_thread = threading.Thread(target=self._read_stdout, name=f"mcp-stdout-{name}", daemon=True)
-        self._watch_thread = threading.Thread(target=self._watch, name=f"mcp-wait-{name}", daemon=True)
+        self._stderr_thread = threading.Thread(
+            target=self._drain_stderr, args=(stderr,), name=f"mcp-stderr-{name}", daemon=True
+        )
+        self._stdout_thread = threading.Thread(
+            target=self._read_stdout, args=(stdout,), name=f"mcp-stdout-{name}", daemon=True
+        )
+        self._watch_thread = threading.Thread(target=self._watch, args=(proc,), name=f"mcp-wait-{name}", daemon=True)
         self._stderr_thread.start()
         self._stdout_thread.start()
         self._watch_thread.start()
@@ -257,7 +262,7 @@ class StdioTransport:
         # The server is gone; what it started is ended with it.
         self._end_group()
         for thread, stream in ((self._stdout_thread, self._stdout), (self._stderr_thread, self._stderr)):
-            if thread is None or thread is threading.current_thread():
+            if thread is None or stream is None or thread is threading.current_thread():
                 continue
             thread.join(JOIN_TIMEOUT)
             # A process outside the group may still hold the pipe open; never
@@ -271,7 +276,8 @@ class StdioTransport:
         if not self._send_lock.acquire(timeout=wait):
             return False
         try:
-            self._stdin.close()
+            if self._stdin is not None:
+                self._stdin.close()
         except OSError:
             pass  # the server already closed its end
         finally:
@@ -283,7 +289,7 @@ class StdioTransport:
         try:
             if self._group is not None:
                 os.killpg(self._group, sig)
-            elif self._proc.returncode is None:
+            elif self._proc is not None and self._proc.returncode is None:
                 self._proc.send_signal(sig)
         except (ProcessLookupError, PermissionError):
             pass  # nothing left to signal
@@ -326,19 +332,19 @@ class StdioTransport:
 
     # -- the reader thread ---------------------------------------------------------
 
-    def _read_stdout(self) -> None:
+    def _read_stdout(self, pipe: io.RawIOBase) -> None:
         failure = None
         try:
-            self._read_lines()
+            self._read_lines(pipe)
         except Exception as exc:  # a failing callback must still end the session cleanly
             failure = f"reading from server failed: {exc!r}"
         finally:
             self._stdout_done.set()
             self._finish(failure)
 
-    def _read_lines(self) -> None:
+    def _read_lines(self, pipe: io.RawIOBase) -> None:
         """Split stdout into lines, in bounded memory: no line over the cap is ever held."""
-        pipe, cap = self._stdout, self.max_message_bytes
+        cap = self.max_message_bytes
         buffer = bytearray(READ_SIZE)
         view = memoryview(buffer)
         skipped: _Skipped | None = None
@@ -460,10 +466,10 @@ class StdioTransport:
 
     # -- the end of the connection ------------------------------------------------
 
-    def _watch(self) -> None:
+    def _watch(self, proc: subprocess.Popen) -> None:
         """Wait for the server to exit; if its stdout stays open (a process it started holds it), end the session."""
         try:
-            self._proc.wait()
+            proc.wait()
         finally:
             self._exited.set()
         seen = self._bytes_read
@@ -481,9 +487,9 @@ class StdioTransport:
             return
         self._exited.wait(REAP_BUDGET)
         # The last stderr lines are usually the useful ones; let the drain catch up.
-        if not held:
+        if not held and self._stderr_thread is not None:
             self._stderr_thread.join(REAP_BUDGET)
-        code = self._proc.returncode
+        code = None if self._proc is None else self._proc.returncode
         reason = failure or describe_exit(code)
         if held:
             reason += " (a process it started still held its output open; its process group was ended)"
@@ -502,10 +508,10 @@ class StdioTransport:
         except Exception:
             pass
 
-    def _drain_stderr(self) -> None:
+    def _drain_stderr(self, stderr: io.BufferedReader) -> None:
         try:
             while True:
-                line = self._stderr.readline(MAX_STDERR_LINE)
+                line = stderr.readline(MAX_STDERR_LINE)
                 if not line:
                     return
                 text = line.rstrip(b"\r\n").decode("utf-8", errors="replace")

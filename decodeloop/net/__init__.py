@@ -1,0 +1,4 @@
+"""The wire shared by the MCP client and the remote engine: Server-Sent Events (sse.py) and HTTP pieces (http.py).
+
+A low layer: standard library only, it knows neither MCP nor models, and each caller turns its errors into its own.
+"""

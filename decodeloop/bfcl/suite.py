@@ -107,7 +107,7 @@ def score(entry: Entry, events: list, syntax, checker) -> EntryOutcome:
                 continue
             well_formed += event.stage in ("repeat", "policy")  # these passed validation
             try:  # in the shape it was written in (--call-shapes lenient reads fenced blocks and others)
-                parsed = parse_call(event.text, syntax, getattr(event, "shape", None))
+                parsed = parse_call(event.text, syntax, event.shape)
             except ParseError:
                 undecodable = undecodable or "ast_decoder:decoder_failed"
                 continue
@@ -185,7 +185,7 @@ def run_entries(
                 except _FirstMessageOver:
                     result = None
                 seconds = time.perf_counter() - started
-                if getattr(harness, "constraint", None) is not None:
+                if harness.constraint is not None:
                     harness.constraint.release()  # this entry's grammar, freed now: memory stays bounded
             if result is not None and result.reason == "interrupted":
                 raise KeyboardInterrupt

@@ -203,7 +203,7 @@ class TemplateChat:
     @property
     def uses_template_tools(self) -> bool:
         """Whether the template itself presents the tools (it can, and the syntax has schemas)."""
-        return self.template_tools and hasattr(self.syntax, "tool_schemas")
+        return self.template_tools and self.syntax.template_tools
 
     # -- the conversation ----------------------------------------------------------------------------
 

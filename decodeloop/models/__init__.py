@@ -84,7 +84,7 @@ def lab_bundle(model: Model, tokenizer=None, name: str | None = None) -> ModelBu
 
     tokenizer = tokenizer or CharTokenizer()
     compact = CompactSyntax()
-    own_name: str = getattr(model, "name", "model")
+    own_name: str = model.name
     return ModelBundle(name or own_name, tokenizer, LabChat(tokenizer, compact), compact,
                        model=model)
 

@@ -10,7 +10,7 @@ the positions past that prefix.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from decodeloop.errors import MissingDependency  # noqa: F401  (raised by the backends; imported from here too)
 
@@ -21,6 +21,16 @@ class Model(Protocol):
     last_computed: int  # positions computed by the last forward; the rest came from the cache
 
     def forward(self, context: Sequence[int]) -> Sequence[float]: ...
+
+
+@runtime_checkable
+class RecordsAttention(Protocol):
+    """A model that can keep its attention maps (the numpy transformer), for the viewer and attention_peek.py:
+    per layer, (query position, first key position, weights) for every position it computed."""
+
+    record_attention: bool
+    cached_tokens: list[int]
+    attention: list[list[tuple[int, int, Any]]]
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from decodeloop.events import Event
+from decodeloop.models.base import RecordsAttention
 from decodeloop.trust.untrusted import UNSAFE_RANGES, visible
 
 # MAX_STRING (the page's cap on one string) is imported from here too
@@ -40,19 +41,20 @@ class HtmlView:
         self.path = path
         self.meta = dict(meta or {})
         self.kept = PageEvents(**bounds)
+        self.bundle: Any = None  # a bundle whose model records its attention maps (watch)
 
     def __call__(self, event: Event) -> None:
         self.kept.add(event.to_json())
 
     def watch(self, bundle) -> None:
         """Record the attention maps of a model that can keep them (the numpy transformer) for the page."""
-        if hasattr(bundle.model, "record_attention"):
+        if isinstance(bundle.model, RecordsAttention):
             self.bundle = bundle
             bundle.model.record_attention = True
 
     def write(self) -> None:
         texts = self.kept.texts()
-        bundle = getattr(self, "bundle", None)
+        bundle = self.bundle
         if bundle is not None:
             events = [json.loads(text) for text in texts]
             add_attention(events, bundle.model, bundle.tokenizer)
@@ -61,14 +63,14 @@ class HtmlView:
             write_page(f, texts, self.meta)
 
 
-def add_attention(events: list[dict[str, Any]], model, tokenizer) -> None:
+def add_attention(events: list[dict[str, Any]], model: RecordsAttention, tokenizer) -> None:
     """Give each token event `attention`: every head's weights from the position that chose the token
     over the keys in its window, and which head copied most on this turn (the copy head): the mean weight
     the position choosing a token puts on the same token inside a tool result, over the tokens after a call.
 
     `model` recorded its maps (`record_attention`); positions it no longer holds are skipped."""
-    ids = list(getattr(model, "cached_tokens", []))
-    maps = getattr(model, "attention", [])
+    ids = list(model.cached_tokens)
+    maps = model.attention
     tool = [
         (s[0], s[1])
         for e in events

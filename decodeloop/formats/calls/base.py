@@ -41,6 +41,7 @@ class CallSyntax(Protocol):
     opener: str  # the text that opens a call
     closer: str  # the text that closes one
     collect_calls: bool  # whether the message goes on after a call (all its calls run together)
+    template_tools: bool  # a chat template's own tool list teaches this syntax's calls (JSON ones)
 
     def parse(self, text: str) -> Call: ...  # raises ParseError
 
@@ -50,4 +51,17 @@ class CallSyntax(Protocol):
 
     def describe(self, tools: Iterable[Any]) -> str: ...  # the system prompt's paragraphs
 
+    def tool_schemas(self, tools: Iterable[Any]) -> list[dict]: ...  # the `tools=` a chat template takes
+
     def scanner(self) -> Any: ...  # where a call being written ends: .feed(text) -> end or None
+
+
+def tool_schema(tool: Any) -> dict:
+    """One tool as {"type": "function", "function": {"name", "description", "parameters"}}."""
+    schema = tool.input_schema
+    if not isinstance(schema, dict) or not schema:
+        schema = {"type": "object", "properties": {}}
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description or "", "parameters": schema},
+    }

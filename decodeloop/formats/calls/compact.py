@@ -37,7 +37,7 @@ import string
 from collections.abc import Iterable
 from typing import Any
 
-from decodeloop.formats.calls.base import Call, ParseError, render_result
+from decodeloop.formats.calls.base import Call, ParseError, render_result, tool_schema
 from decodeloop.schema import describe_type, numeric_bounds
 
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-/")
@@ -347,6 +347,7 @@ class CompactSyntax:
     opener = "[call "
     closer = "]"
     collect_calls = False  # the turn stops at the first closed call (the lab models write one at a time)
+    template_tools = False  # a chat template's own tool list teaches JSON calls, not these
 
     def parse(self, text: str) -> Call:
         """The call in `text`, which begins with the opener; raises ParseError."""
@@ -367,6 +368,10 @@ class CompactSyntax:
 
     render_result = staticmethod(render_result)
 
+    def tool_schemas(self, tools: Iterable[Any]) -> list[dict]:
+        """The tools as OpenAI-style function dicts (a template's tool list is not used with this syntax)."""
+        return [tool_schema(tool) for tool in tools]
+
     def describe(self, tools: Iterable[Any]) -> str:
         """System-prompt paragraphs: how to write a call, then one paragraph per tool.
 
@@ -379,9 +384,9 @@ class CompactSyntax:
 
 def describe_tool(tool: Any) -> str:
     """One tool as a paragraph: "name: description. Arguments: ..."."""
-    schema = getattr(tool, "input_schema", None) or {}
+    schema = tool.input_schema or {}
     head = f"{tool.name}:"
-    description = _sentence(getattr(tool, "description", None) or "")
+    description = _sentence(tool.description or "")
     if description:
         head += " " + description
     properties = schema.get("properties") if isinstance(schema, dict) else None

@@ -42,7 +42,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from decodeloop.formats.calls.base import Call, ParseError, render_result
+from decodeloop.formats.calls.base import Call, ParseError, render_result, tool_schema
 from decodeloop.formats.calls.compact import _NAME_RE
 from decodeloop.formats.calls.shapes import ALTERNATES, CANONICAL
 from decodeloop.schema import did_you_mean
@@ -660,6 +660,7 @@ class JsonSyntax:
     opener = OPENER
     closer = CLOSER
     collect_calls = True  # these models write parallel calls as consecutive <tool_call> blocks
+    template_tools = True  # a chat template's tool list teaches these calls
 
     def parse(self, text: str) -> Call:
         """The call in `text`, which begins with the opener; raises ParseError."""
@@ -691,14 +692,3 @@ class JsonSyntax:
         """
         lines = [json.dumps(schema, ensure_ascii=False) for schema in self.tool_schemas(tools)]
         return PREAMBLE + "\n".join(lines) + POSTAMBLE if lines else ""
-
-
-def tool_schema(tool: Any) -> dict:
-    """One tool as {"type": "function", "function": {"name", "description", "parameters"}}."""
-    schema = getattr(tool, "input_schema", None)
-    if not isinstance(schema, dict) or not schema:
-        schema = {"type": "object", "properties": {}}
-    return {
-        "type": "function",
-        "function": {"name": tool.name, "description": getattr(tool, "description", None) or "", "parameters": schema},
-    }

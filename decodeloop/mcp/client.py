@@ -403,7 +403,7 @@ class McpClient:
             left = startup.left()
             cap = (
                 None
-                if patient or getattr(self.transport, "answers_or_refuses", False)
+                if patient or self.transport.answers_or_refuses
                 else (DISCOVER_PROBE_TIMEOUT if left is None else min(DISCOVER_PROBE_TIMEOUT, left / 2))
             )
             try:
@@ -479,12 +479,8 @@ class McpClient:
         return False
 
     def _tell_transport(self, version: str | None, stateless: bool = False) -> None:
-        tell = getattr(self.transport, "set_protocol_version", None)
-        if tell is not None:
-            if stateless or version is None:
-                tell(version, stateless=stateless)
-            else:
-                tell(version)  # HTTP sends it as a header on every later request
+        # HTTP sends it as a header on every later request
+        self.transport.set_protocol_version(version, stateless=stateless)
 
     def _meta(self) -> dict:
         """The _meta every 2026-07-28 request carries: version, capabilities, who we are."""
@@ -632,7 +628,7 @@ class McpClient:
         )
 
     def _http_stateless(self) -> bool:
-        return self.stateless and getattr(self.transport, "stateless", False)
+        return self.stateless and self.transport.stateless
 
     def call_tool(self, name: str, arguments: dict, timeout: float | None = None) -> ToolResult:
         """Call a tool. A failing tool gives `is_error=True`; a failing server raises an McpError.

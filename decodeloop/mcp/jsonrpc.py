@@ -133,7 +133,7 @@ class JsonRpcSession:
     def start(self) -> None:
         if not self._started:
             self._started = True
-            if getattr(self.transport, "reports_request_errors", False):
+            if self.transport.reports_request_errors:
                 cast(ReportsRequestErrors, self.transport).start(
                     self._on_message, self._on_close, self._on_garbage, on_error=self._on_request_error
                 )
@@ -234,9 +234,8 @@ class JsonRpcSession:
             return
         message = _message("notifications/cancelled", {"requestId": request_id, "reason": reason})
         self._trace("send", message)
-        send = getattr(self.transport, "send_later", None) or self.transport.send
         try:
-            send(message)
+            self.transport.send_later(message)
         except McpError:
             pass
 

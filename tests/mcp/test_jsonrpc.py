@@ -15,11 +15,12 @@ import pytest
 
 from decodeloop.mcp.errors import ConnectionClosed, ProtocolError, RequestTimeout, RpcError
 from decodeloop.mcp.jsonrpc import JsonRpcSession
+from decodeloop.mcp.transports.base import Transport
 
 WAIT = 30  # how long the test side waits for the reader thread: a guard against a hang, never a check
 
 
-class ScriptedTransport:
+class ScriptedTransport(Transport):
     def __init__(self, reply=None):
         self.reply = reply or (lambda message: [])
         self.sent: list[dict] = []

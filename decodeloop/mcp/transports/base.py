@@ -6,10 +6,14 @@ hands every parsed message to `on_message`, reports a line it could not parse to
 `on_close` exactly once. All three callbacks run on the transport's own reader
 thread, so they must be quick and must not block on a response.
 
-Some transports do more, and say so: one with `reports_request_errors` set
-takes `on_error` too (a request that failed on the wire fails alone; the
-session goes on), and HTTP's `send` takes extra headers for its POST. The
-protocols below name those shapes, for the session to call them by.
+Some transports do more, and say so in the members `Transport` declares with
+their defaults (a transport subclasses it to take them): one with
+`reports_request_errors` set takes `on_error` too (a request that failed on the
+wire fails alone; the session goes on), `answers_or_refuses` says a request is
+never met with silence, `send_later` sends what may wait (a cancellation) without
+blocking, and `set_protocol_version` hears the negotiated revision. HTTP's `send`
+takes extra headers for its POST. The protocols below name those shapes, for
+the session to call them by.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ Message = dict | list
 
 
 class Transport(Protocol):
+    reports_request_errors: bool = False  # start() takes on_error (ReportsRequestErrors)
+    answers_or_refuses: bool = False  # every request gets an answer or a refusal (an HTTP status), never silence
+    stateless: bool = False  # speaking the stateless 2026-07-28 wire (HTTP: no session, mirrored headers)
+
     def start(
         self,
         on_message: Callable[[Message], None],
@@ -37,6 +45,15 @@ class Transport(Protocol):
 
     def close(self) -> None:
         """Shut the connection down; safe to call more than once."""
+
+    def send_later(self, message: dict) -> None:
+        """Send a message the caller will not wait on (a cancellation); a transport whose `send` can block
+        for long sends it from a thread of its own."""
+        self.send(message)
+
+    def set_protocol_version(self, version: str | None, stateless: bool = False) -> None:
+        """The revision the session negotiated (None before it is known); HTTP sends it as a header."""
+        return None
 
 
 class ReportsRequestErrors(Transport, Protocol):

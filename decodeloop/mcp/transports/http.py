@@ -60,7 +60,7 @@ from decodeloop.mcp.errors import (
 )
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
 from decodeloop.mcp.headers import standard_headers
-from decodeloop.mcp.transports.base import Message
+from decodeloop.mcp.transports.base import Message, Transport
 from decodeloop.mcp.transports.httpbase import BodyTooLarge, HttpClient, Response, check_url, preview
 from decodeloop.net.http import shut
 from decodeloop.net.sse import SseError, SseParser
@@ -106,7 +106,7 @@ def answers(message: Any, request_id: Any) -> bool:
     )
 
 
-class StreamableHttpTransport:
+class StreamableHttpTransport(Transport):
     reports_request_errors = True  # start() takes on_error: a failed POST fails only its request
     answers_or_refuses = True  # every request gets an HTTP status: silence is never how a server refuses one
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from decodeloop.mcp.errors import ConnectionClosed
-from decodeloop.mcp.transports.base import Message
+from decodeloop.mcp.transports.base import Message, Transport
 
 _STOP = object()
 
@@ -28,7 +28,7 @@ def _through_the_wire(message: Any) -> Any:
     return json.loads(json.dumps(message, ensure_ascii=False))
 
 
-class MemoryTransport:
+class MemoryTransport(Transport):
     def __init__(self, server: Handler) -> None:
         self.server = server
         self._inbox: queue.Queue = queue.Queue()

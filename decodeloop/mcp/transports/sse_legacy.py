@@ -27,7 +27,7 @@ from typing import Any
 from decodeloop.mcp import framing
 from decodeloop.mcp.errors import ConnectionClosed, HttpStatusError, McpError, ProtocolError, TransportError
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
-from decodeloop.mcp.transports.base import Message
+from decodeloop.mcp.transports.base import Message, Transport
 from decodeloop.mcp.transports.http import LATER_TIMEOUT, encode_message
 from decodeloop.mcp.transports.httpbase import HttpClient, Response, check_url, origin
 from decodeloop.net.sse import SseError, SseParser
@@ -36,7 +36,7 @@ READ_SIZE = 1 << 18  # large reads: a 20 MB event takes 80 of them
 STREAM_TIMEOUT = 3600.0  # an idle stream is given up after this long; each request has its own timeout
 
 
-class SseLegacyTransport:
+class SseLegacyTransport(Transport):
     reports_request_errors = True  # start() takes on_error: an unreadable answer fails its request alone
 
     def __init__(

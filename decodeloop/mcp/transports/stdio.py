@@ -41,7 +41,7 @@ from typing import IO, Any, cast
 from decodeloop.mcp import framing
 from decodeloop.mcp.errors import ConnectionClosed, McpError, ProtocolError
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
-from decodeloop.mcp.transports.base import Message
+from decodeloop.mcp.transports.base import Message, Transport
 
 READ_SIZE = 1 << 20  # the most one read takes from the pipe
 PIPE_SIZE = 1 << 20  # asked of the kernel for the stdout pipe (Linux), so a large message takes fewer reads
@@ -112,7 +112,7 @@ def default_environment() -> dict[str, str]:
     }
 
 
-class StdioTransport:
+class StdioTransport(Transport):
     """Runs `command` and exchanges newline-delimited JSON with it over stdin/stdout.
 
     The server gets a small default environment (`default_environment`: HOME,

@@ -94,8 +94,12 @@ class Matcher(Protocol):
     """What the processor needs from a grammar engine (see the module docstring)."""
 
     closer_id: int | None
+    grammar: ByteGrammar | None  # None until `start`, and after `release`
+    tools: list[str]  # the tools a call may name (those whose schemas compiled)
 
     def start(self, tools: Sequence, syntax: Any) -> list[str]: ...
+
+    def release(self) -> None: ...  # free the grammar's tables now
 
     def begin(self) -> Any: ...
 
@@ -167,10 +171,16 @@ class ByteMatcher:
         self._negative = [-inf] * self.vocab
 
     def start(self, tools: Sequence, syntax: Any) -> list[str]:
-        compiled = call_grammar(tools, syntax.name, getattr(syntax, "closer", "]"))
+        compiled = call_grammar(tools, syntax.name, syntax.closer)
         self.grammar = ByteGrammar(compiled.machine)
         self.tools = compiled.tools
         return compiled.problems
+
+    def release(self) -> None:
+        """Free the grammar's states now rather than when the cycle collector finds them."""
+        if self.grammar is not None:
+            self.grammar.release()
+        self.grammar, self.tools = None, []
 
     def _started(self) -> ByteGrammar:
         """The grammar of the states this matcher is handed: `start` makes it."""
@@ -351,7 +361,7 @@ class CallConstraint:
         problems = self.matcher.start(tools, self.syntax)
         for problem in problems:
             self._emit(Notice(SOURCE, problem))
-        callable_tools = getattr(self.matcher, "tools", [t.name for t in tools])
+        callable_tools = self.matcher.tools
         if callable_tools:
             self._emit(
                 Notice(
@@ -472,7 +482,7 @@ class CallConstraint:
     def _forced_tokens(self, matcher, current, shape, prev: bytes) -> list[int]:
         """The tokens of the text the grammar forces from `current` (forced_text), as the tokenizer encodes it,
         less the last token (which the model may join to what follows); [] when nothing is forced."""
-        grammar = getattr(matcher, "grammar", None)
+        grammar = matcher.grammar
         if grammar is None or current is None:
             return []
         closer = (self.syntax.closer if shape is None else shape.grammar_closer) or ""
@@ -503,9 +513,7 @@ class CallConstraint:
         """Free the grammars now (their masks and states), not when the cycle collector finds this processor
         and its harness: for a process that runs many tool sets one after another (eval over BFCL)."""
         for matcher in (self.matcher, *self._shape_matchers.values()):
-            release = getattr(matcher, "release", None)
-            if release is not None:
-                release()
+            matcher.release()
         self._shape_matchers, self._state, self._plan = {}, None, []
 
     def _shape_matcher(self, shape) -> Matcher:
@@ -546,7 +554,7 @@ class CallConstraint:
         """Force the opener as the turn's first tokens."""
         step = state.step
         if step == 0:
-            self._forcing = bool(getattr(self.matcher, "tools", True))
+            self._forcing = bool(self.matcher.tools)
         if not self._forcing:
             return logits
         ids = self.opener_ids

@@ -638,8 +638,9 @@ class CallGrammar:
     problems: list[str]
 
 
-def call_grammar(tools, syntax: str, closer: str = "</tool_call>") -> CallGrammar:
-    """The grammar of a call in `syntax` ("compact" or "json") to any of `tools` (objects with .name, .input_schema)."""
+def call_grammar(tools, syntax: str, closer: str | tuple[int, ...] = "</tool_call>") -> CallGrammar:
+    """The grammar of a call in `syntax` ("compact" or "json") to any of `tools` (objects with .name, .input_schema);
+    `closer` is text, or code points (bytes.CLOSER_TOKEN: a closer that is one special token)."""
     problems: list[str] = []
     args: dict[str, Machine] = {}
     for tool in tools:
@@ -650,8 +651,8 @@ def call_grammar(tools, syntax: str, closer: str = "</tool_call>") -> CallGramma
                 "_ . - and /); calls to it are not offered"
             )
             continue
-        schemas = _Schemas(name, getattr(tool, "input_schema", None))
-        machine = _Builder(schemas, syntax).arguments(getattr(tool, "input_schema", None))
+        schemas = _Schemas(name, tool.input_schema)
+        machine = _Builder(schemas, syntax).arguments(tool.input_schema)
         problems.extend(schemas.problems)
         if machine.empty():
             problems.append(

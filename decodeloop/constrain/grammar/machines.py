@@ -968,7 +968,7 @@ class JsonCall(Machine):
     ) = range(16)
     _LITERALS: ClassVar[dict[int, str]] = {NAME_KEY: '"name"', ARGS_KEY: '"arguments"'}
 
-    def __init__(self, tools: dict[str, Machine], closer: str) -> None:
+    def __init__(self, tools: dict[str, Machine], closer: str | tuple[int, ...]) -> None:
         self.tools = {name: args for name, args in tools.items() if not args.empty()}
         self.name_string = JsonString(Trie(self.tools))
         # code points; bytes.CLOSER_TOKEN stands for a closer that is one special token

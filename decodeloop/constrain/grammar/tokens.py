@@ -206,7 +206,7 @@ class TokenMatcher:
     # --- the Matcher interface ---------------------------------------------------------------------------
 
     def start(self, tools, syntax) -> list[str]:
-        closer = getattr(syntax, "closer", "]")
+        closer: str | tuple[int, ...] = syntax.closer
         if self.closer_id is not None and syntax.name == "json":
             closer = (CLOSER_TOKEN,)
         compiled = call_grammar(tools, syntax.name, closer)

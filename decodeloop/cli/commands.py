@@ -249,7 +249,7 @@ def _suite_command(args, parser, sampler, processors, config) -> int:
         "model": args.model,
         "syntax": bundle.syntax.name,
         "constrain": args.constrain,
-        "call_shapes": args.call_shapes or getattr(bundle.chat, "call_shapes", "strict"),
+        "call_shapes": args.call_shapes or bundle.chat.call_shapes,
         "temperature": args.temperature,
         "seed": args.seed,
         "max_tokens": args.max_tokens,

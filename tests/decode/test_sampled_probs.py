@@ -18,7 +18,7 @@ from conftest import WEATHER
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import decodeloop.sampling as sampling
+import decodeloop.sampling.sampler as sampling
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import load_model
 from decodeloop.sampling import Sampler, explain

@@ -488,7 +488,7 @@ import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import decodeloop.sampling as sampling
+import decodeloop.sampling.sampler as sampling
 from decodeloop.sampling import explain
 
 ARRAY_KINDS = ["numpy", "torch", "torch-device-kernels"]

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from decodeloop.processors import apply
+from decodeloop.sampling.processors import apply
 
 
 @dataclass(slots=True)

@@ -860,7 +860,7 @@ def test_module_imports_with_the_standard_library_only():
     from conftest import ROOT as root
 
     code = (
-        f"import sys; sys.path.insert(0, {root!r}); import decodeloop.sampling, decodeloop.processors; "
+        f"import sys; sys.path.insert(0, {root!r}); import decodeloop.sampling, decodeloop.sampling.processors; "
         "from decodeloop.sampling import Sampler; print(Sampler(temperature=1.0, seed=1).sample([0.0, 1.0]), "
         "'numpy' in sys.modules, 'torch' in sys.modules)"
     )

@@ -26,13 +26,19 @@ fresh arrays, changed in place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import exp, inf, isfinite, log
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 from decodeloop.sampling.common import TOP_P_SLACK
 
 if TYPE_CHECKING:
     from decodeloop.sampling.sampler import Sampler
+
+# numpy is imported inside the functions, so its arrays are named here without its types
+Array = Any
+# exp((x - shift) / T) for (x, inv_t, shift): numpy's, or the torch path's with torch's exp
+ExpScaled = Callable[[Array, float, float], Array]
 
 # Exponentiating logits without first subtracting their max saves a pass; it is
 # trusted only when the total lands in this range (else it is redone shifted), per
@@ -176,7 +182,7 @@ def _top(x, k: int):
     return ids, vals
 
 
-def _columns(x, cols: int, chosen):
+def _columns(x: Array, cols: int, chosen: Array) -> tuple[Array, Array]:
     """Ids (increasing) and logits of the tokens in the chosen columns and past the last row."""
     import numpy as np
 
@@ -198,7 +204,7 @@ def _row_starts(cols: int):
     return starts
 
 
-def _select(ids, vals, k: int):
+def _select(ids: Array, vals: Array, k: int) -> tuple[Array, Array]:
     """The k highest of vals with their ids (increasing), highest first, ties lowest id first."""
     import numpy as np
 
@@ -304,7 +310,9 @@ def _kept(sampler: Sampler, x, exp_scaled=_exp_scaled):
     return None, w
 
 
-def _nucleus(x, inv_t: float, top_p: float, min_p: float, exp_scaled=_exp_scaled):
+def _nucleus(
+    x: Array, inv_t: float, top_p: float, min_p: float, exp_scaled: ExpScaled = _exp_scaled
+) -> tuple[Array, Array, Array, int, Array | None]:
     """Top-p (then min-p) over the whole vocabulary, sorting only the candidates.
 
     Returns (ids, weights, heaviest, size, cum): the candidates' ids (increasing)
@@ -442,8 +450,16 @@ def distribution(sampler: Sampler, logits, exp_scaled=_exp_scaled) -> list[tuple
     return list(zip(ids[order].tolist(), probs[order].tolist()))
 
 
+@overload
 def explain(
-    x, token: int | None, n: int, exp_scaled=_exp_scaled, inv_t: float = 1.0
+    x: Array, token: int, n: int, exp_scaled: ExpScaled = ..., inv_t: float = ...
+) -> tuple[list[int], list[float], float]: ...
+@overload
+def explain(
+    x: Array, token: None, n: int, exp_scaled: ExpScaled = ..., inv_t: float = ...
+) -> tuple[list[int], list[float], None]: ...
+def explain(
+    x: Array, token: int | None, n: int, exp_scaled: ExpScaled = _exp_scaled, inv_t: float = 1.0
 ) -> tuple[list[int], list[float], float | None]:
     """(top ids, their probabilities, token's probability) in softmax(x / T), for the trace (T = 1 / inv_t)."""
     ids, vals = _top(x, max(n, 1))  # validates; vals[0] is the max

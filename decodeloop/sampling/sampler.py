@@ -39,10 +39,14 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
 from math import exp, inf, isfinite
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from decodeloop.sampling import numpy_backend, torch_backend
 from decodeloop.sampling.common import TOP_P_SLACK, array_kind
+
+if TYPE_CHECKING:
+    import numpy
+    import torch
 
 # Exponentiating logits without first subtracting their max saves a pass; it is
 # trusted only when the total lands in this range (else we redo it shifted).
@@ -78,8 +82,8 @@ class Sampler:
         self.min_p = float(min_p)
         self.seed = seed
         self.rng = random.Random(seed)  # lists
-        self._np_rng = None  # numpy arrays: a numpy Generator, made on first use
-        self._torch_rngs: dict = {}  # torch tensors: one torch.Generator per device
+        self._np_rng: numpy.random.Generator | None = None  # numpy arrays: a numpy Generator, made on first use
+        self._torch_rngs: dict[torch.device, torch.Generator] = {}  # torch tensors: one torch.Generator per device
         self._greedy = temperature == 0.0
         self._inv_t = 0.0 if self._greedy else 1.0 / temperature
         # what the last draw kept, for `explain` of the same logits (the trace asks right after the
@@ -136,7 +140,7 @@ class Sampler:
             return [(_argmax(logits), 1.0)]
         if self._unfiltered(len(logits)):
             weights, total = _weights(logits, self._inv_t)
-            ids = range(len(weights))
+            ids: Sequence[int] = range(len(weights))
         else:
             ids, weights, cum = self._kept(logits)
             total = cum[-1]
@@ -251,7 +255,7 @@ class Sampler:
             self._np_rng = numpy.random.default_rng(_seed_int(self.seed))
         return float(self._np_rng.random())
 
-    def _torch_generator(self, device):
+    def _torch_generator(self, device: torch.device) -> torch.Generator:
         """This sampler's torch.Generator on `device`, seeded from `seed` when first used."""
         generator = self._torch_rngs.get(device)
         if generator is None:
@@ -428,7 +432,11 @@ def _exp_total(logits: list[float]) -> tuple[float, float]:
     return shift, sum([exp(x - shift) for x in logits])
 
 
-def _array_explain(kind: str, logits, token: int | None, n: int) -> tuple[list[int], list[float], float | None]:
+@overload
+def _array_explain(kind: str, logits: Any, token: int, n: int) -> tuple[list[int], list[float], float]: ...
+@overload
+def _array_explain(kind: str, logits: Any, token: None, n: int) -> tuple[list[int], list[float], None]: ...
+def _array_explain(kind: str, logits: Any, token: int | None, n: int) -> tuple[list[int], list[float], float | None]:
     if kind == "numpy":
         return numpy_backend.explain(numpy_backend.prepare(logits), token, n)
     return torch_backend.explain(logits, token, n)

@@ -34,8 +34,8 @@ from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.chat import LabChat, pieces_ids
 from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder
-from decodeloop.processors import ProcessorState
 from decodeloop.sampling import Sampler
+from decodeloop.sampling.processors import ProcessorState
 
 NESTED = {
     "type": "object",

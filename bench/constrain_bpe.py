@@ -35,8 +35,8 @@ from decodeloop.decode.context import Context
 from decodeloop.decode.loop import generate
 from decodeloop.decode.stops import Stops
 from decodeloop.formats.tokenizer import StreamDecoder
-from decodeloop.processors import ProcessorState
 from decodeloop.sampling import Sampler
+from decodeloop.sampling.processors import ProcessorState
 
 
 def run_pass(bundle, timed, tools, questions) -> list[list[int]]:

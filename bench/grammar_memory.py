@@ -34,7 +34,7 @@ import numpy as np
 
 from decodeloop.constrain.grammar import tokens as token_grammar
 from decodeloop.constrain.processor import CallConstraint
-from decodeloop.processors import ProcessorState
+from decodeloop.sampling.processors import ProcessorState
 from decodeloop.schema import TYPE_ALIASES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

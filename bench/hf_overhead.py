@@ -37,8 +37,8 @@ from decodeloop.decode.loop import generate as decodeloop_generate
 from decodeloop.decode.stops import Stops
 from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.models import load_model
-from decodeloop.processors import ProcessorState
 from decodeloop.sampling import Sampler
+from decodeloop.sampling.processors import ProcessorState
 
 GGUF = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 PROMPT = "<|im_start|>user\nWhat's the weather in Polson, MT?<|im_end|>\n<|im_start|>assistant\n"

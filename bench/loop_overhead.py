@@ -24,8 +24,8 @@ from decodeloop.decode.loop import generate
 from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder
-from decodeloop.processors import ProcessorState
 from decodeloop.sampling import Sampler
+from decodeloop.sampling.processors import ProcessorState
 from decodeloop.ui.jsonl import JsonlView
 
 TEXT = "It is 61°F in Polson [cal. Use it well.\n\nUse the [c rest. "

@@ -26,7 +26,7 @@ _EXPORTS = {
     "Harness": "decodeloop.harness",
     "TurnConfig": "decodeloop.harness",
     "TurnResult": "decodeloop.harness",
-    "Sampler": "decodeloop.sampling",
+    "Sampler": "decodeloop.sampling.sampler",
     "load_model": "decodeloop.models",
     "ModelBundle": "decodeloop.models",
     "start_servers": "decodeloop.tools.router",

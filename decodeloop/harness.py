@@ -22,7 +22,7 @@ from decodeloop.formats.calls.compact import ParseError
 from decodeloop.formats.calls.shapes import DESCRIBED
 from decodeloop.formats.chat import ToolReply
 from decodeloop.formats.tokenizer import StreamDecoder
-from decodeloop.processors import ProcessorState
+from decodeloop.sampling.processors import ProcessorState
 from decodeloop.tools.dispatch import dispatch_all, parse_call
 from decodeloop.tools.router import Router
 from decodeloop.tools.turn import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, TurnView

@@ -24,7 +24,7 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
     ["decodeloop.constrain.grammar.charset", "decodeloop.constrain.grammar.regex"],  # patterns, read safely
     ["decodeloop.schema.core"],  # what both validators read alike
     ["decodeloop.schema"],  # the validators, and schemas in words
-    ["decodeloop.sampling", "decodeloop.processors"],
+    ["decodeloop.sampling"],  # the sampler, its numpy and torch paths, the logits processors
     ["decodeloop.mcp", "decodeloop.bfcl"],  # the MCP client; BFCL's data and checker
     ["decodeloop.models.base", "decodeloop.formats"],  # tokenizers, chat formats, call syntaxes
     ["decodeloop.decode"],  # engine, stops, context

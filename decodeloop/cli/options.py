@@ -24,8 +24,8 @@ def checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     """Validate the shared options; return the sampler, the processors and the turn configuration."""
     from decodeloop.harness import TurnConfig
     from decodeloop.models import LAB_MODELS
-    from decodeloop.processors import RepetitionPenalty
-    from decodeloop.sampling import Sampler
+    from decodeloop.sampling.processors import RepetitionPenalty
+    from decodeloop.sampling.sampler import Sampler
 
     _engine_from_config(args, parser)
     lab = args.model in LAB_MODELS

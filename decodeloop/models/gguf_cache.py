@@ -30,10 +30,10 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
-MARKER = "decodeloop-conversion.json"     # written last: a folder without it is not a conversion
-STALE_SECONDS = 6 * 3600                   # a temporary folder this old is an interrupted conversion
+MARKER = "decodeloop-conversion.json"  # written last: a folder without it is not a conversion
+STALE_SECONDS = 6 * 3600  # a temporary folder this old is an interrupted conversion
 
 
 def cache_root() -> str:
@@ -66,7 +66,7 @@ def _read_hashes() -> dict:
         with open(os.path.join(cache_root(), "hashes.json"), encoding="utf-8") as f:
             hashes = json.load(f)
     except (OSError, ValueError):
-        return {}          # none yet, or unreadable: the files are hashed again
+        return {}  # none yet, or unreadable: the files are hashed again
     return hashes if isinstance(hashes, dict) else {}
 
 
@@ -104,7 +104,7 @@ def store(sha: str, write: Callable[[str], None], about: dict) -> str:
         try:
             os.rename(temporary, final)
         except OSError:
-            if lookup(sha) is None:   # not another process's finished conversion: a real failure
+            if lookup(sha) is None:  # not another process's finished conversion: a real failure
                 raise
         return final
     finally:
@@ -124,11 +124,15 @@ def _remove_stale(root: str) -> None:
     for name in os.listdir(root):
         path = os.path.join(root, name)
         try:
-            if name.startswith(".") and ".tmp-" in name and os.path.isdir(path) and \
-                    now - os.path.getmtime(path) > STALE_SECONDS:
+            if (
+                name.startswith(".")
+                and ".tmp-" in name
+                and os.path.isdir(path)
+                and now - os.path.getmtime(path) > STALE_SECONDS
+            ):
                 shutil.rmtree(path, ignore_errors=True)
         except OSError:
             pass
 
 
-__all__ = ["cache_root", "file_sha256", "lookup", "store", "discard", "MARKER"]
+__all__ = ["MARKER", "cache_root", "discard", "file_sha256", "lookup", "store"]

@@ -26,7 +26,8 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from decodeloop.formats.hf_tokenizer import HF_EXTRA, require
 from decodeloop.models.base import PrefixCachedModel
@@ -45,10 +46,10 @@ class HFModel(PrefixCachedModel):
         self.device = next(model.parameters()).device
         self.vocab_size = vocab_size or model.get_input_embeddings().num_embeddings
         self._cache = self._new_cache()
-        self._held = 0            # positions the cache holds
-        self._recomputed = 0      # positions recomputed because the cache could not be cropped
+        self._held = 0  # positions the cache holds
+        self._recomputed = 0  # positions recomputed because the cache could not be cropped
         params = inspect.signature(model.forward).parameters
-        self._cache_arg = "cache" if "cache" in params else "past_key_values"   # transformers 5 / 4
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"  # transformers 5 / 4
         self._keep_arg = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
 
     def _new_cache(self):
@@ -67,7 +68,7 @@ class HFModel(PrefixCachedModel):
             return
         if n > 0:
             try:
-                self._cache.crop(n - self._held)      # transformers 5: a negative count of positions to drop
+                self._cache.crop(n - self._held)  # transformers 5: a negative count of positions to drop
                 self._held = n
                 return
             except (RuntimeError, ValueError, NotImplementedError, AttributeError):
@@ -77,13 +78,13 @@ class HFModel(PrefixCachedModel):
 
     def _compute(self, start: int):
         torch = self.torch
-        self._recomputed = start - self._held        # > 0 only after a cache that could not be cropped
-        ids = torch.tensor([self.cached_tokens[self._held:]], dtype=torch.long, device=self.device)
+        self._recomputed = start - self._held  # > 0 only after a cache that could not be cropped
+        ids = torch.tensor([self.cached_tokens[self._held :]], dtype=torch.long, device=self.device)
         try:
             with torch.inference_mode():
                 out = self.model(input_ids=ids, use_cache=True, **{self._cache_arg: self._cache}, **self._keep_arg)
         except BaseException:
-            self._cache, self._held = self._new_cache(), 0   # some layers may hold the new positions, some not
+            self._cache, self._held = self._new_cache(), 0  # some layers may hold the new positions, some not
             raise
         self._held = len(self.cached_tokens)
         return out.logits[0, -1].float()
@@ -109,8 +110,9 @@ def _locate(path: str) -> tuple[str, str | None]:
     """(directory, gguf file name or None) for a model path; a clear error when it is not one."""
     path = os.path.expanduser(path)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"no model at {path!r}: hf:PATH takes a local model directory or a .gguf file "
-                                "(nothing is downloaded)")
+        raise FileNotFoundError(
+            f"no model at {path!r}: hf:PATH takes a local model directory or a .gguf file (nothing is downloaded)"
+        )
     if os.path.isfile(path):
         if not path.endswith(".gguf"):
             raise ValueError(f"{path!r} is a file but not a .gguf one; give a model directory or a .gguf file")
@@ -148,7 +150,7 @@ def _template_chat(hf_tok, path: str, call_syntax, stops: list[int], vocab: int 
     from decodeloop.formats.hf_tokenizer import HFTokenizer
 
     template = getattr(hf_tok, "chat_template", None)
-    if isinstance(template, dict):                 # several named templates: the default one
+    if isinstance(template, dict):  # several named templates: the default one
         template = template.get("default")
     if not template:
         raise ValueError(f"{path!r} has no chat template: decodeloop renders prompts with the model's own")
@@ -166,7 +168,7 @@ def _installed(gguf: str | None, torch: bool = True) -> None:
     needed = (("torch",) if torch else ()) + ("transformers", "tokenizers", "jinja2") + (("gguf",) if gguf else ())
     for module in needed:
         if importlib.util.find_spec(module) is None:
-            require(module)       # raises MissingDependency with the install command
+            require(module)  # raises MissingDependency with the install command
 
 
 def _quiet(transformers) -> None:
@@ -202,7 +204,7 @@ def load_tokenizer(path: str, syntax: str | None = None):
     os.environ.setdefault("TQDM_DISABLE", "1")
     located = _locate(path)
     call_syntax = _syntax(syntax)
-    _installed(located[1], torch=False)        # a tokenizer needs no torch
+    _installed(located[1], torch=False)  # a tokenizer needs no torch
     transformers = require("transformers")
     require("jinja2")
     from decodeloop.models import ModelBundle
@@ -221,7 +223,7 @@ def load_tokenizer(path: str, syntax: str | None = None):
             generation = transformers.GenerationConfig.from_pretrained(directory, local_files_only=True)
             stops = _ids(generation.eos_token_id)
         except (OSError, ValueError):
-            pass   # no generation_config.json: the model's config says
+            pass  # no generation_config.json: the model's config says
     stops = stops or _ids(getattr(config, "eos_token_id", None))
     tokenizer, chat = _template_chat(hf_tok, path, call_syntax, stops, getattr(config, "vocab_size", None))
     specials = tokenizer.special_tokens
@@ -229,16 +231,22 @@ def load_tokenizer(path: str, syntax: str | None = None):
     if cached:
         info["tokenizer"] = f"loaded from the conversion cache {cached}"
     return ModelBundle(
-        name=f"tokenizer:{os.path.basename(os.path.normpath(path))}", tokenizer=tokenizer, chat=chat,
-        syntax=call_syntax, opener_id=specials.get(call_syntax.opener), closer_id=specials.get(call_syntax.closer),
-        info={**info, "vocab": tokenizer.vocab_size, "template tools": chat.uses_template_tools})
+        name=f"tokenizer:{os.path.basename(os.path.normpath(path))}",
+        tokenizer=tokenizer,
+        chat=chat,
+        syntax=call_syntax,
+        opener_id=specials.get(call_syntax.opener),
+        closer_id=specials.get(call_syntax.closer),
+        info={**info, "vocab": tokenizer.vocab_size, "template tools": chat.uses_template_tools},
+    )
 
 
 def _load_weights(transformers, path: str, directory: str, gguf: str | None, torch_dtype, device):
     """The model, from a directory (a cached conversion too) or, de-quantized, from a .gguf file."""
     try:
         return transformers.AutoModelForCausalLM.from_pretrained(
-            directory, gguf_file=gguf, local_files_only=True, dtype=torch_dtype, device_map=device)
+            directory, gguf_file=gguf, local_files_only=True, dtype=torch_dtype, device_map=device
+        )
     except (OSError, ValueError) as e:
         raise ValueError(f"cannot load the model from {path!r}: {e}") from e
 
@@ -251,7 +259,7 @@ def _save_conversion(model, hf_tok, folder: str) -> None:
     if getattr(quantizer, "packed_modules", None):
         raise ValueError("the weights were kept in GGUF blocks, not de-quantized")
     config = model.config
-    quantization = config.__dict__.pop("quantization_config", None)   # would make the folder a GGUF again
+    quantization = config.__dict__.pop("quantization_config", None)  # would make the folder a GGUF again
     model.hf_quantizer = None
     try:
         model.save_pretrained(folder)
@@ -267,12 +275,12 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     A .gguf is converted once into the conversion cache (models/gguf_cache.py) and loaded from there later."""
     import sys
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")   # before transformers / huggingface_hub read it
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers / huggingface_hub read it
     on_terminal = sys.stderr.isatty()
-    if not on_terminal:   # no progress bars in logs and pipes: tqdm reads this when it is first imported
-        os.environ.setdefault("TQDM_DISABLE", "1")     # (the GGUF loader draws its own bar)
-    located = _locate(path)                        # a wrong path, a bad syntax or dtype name, a missing
-    call_syntax = _syntax(syntax)                  # package: all reported before torch is imported
+    if not on_terminal:  # no progress bars in logs and pipes: tqdm reads this when it is first imported
+        os.environ.setdefault("TQDM_DISABLE", "1")  # (the GGUF loader draws its own bar)
+    located = _locate(path)  # a wrong path, a bad syntax or dtype name, a missing
+    call_syntax = _syntax(syntax)  # package: all reported before torch is imported
     if dtype not in (None, "auto") + DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of: {', '.join(DTYPES)}")
     _installed(located[1])
@@ -285,7 +293,7 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     device = _resolve_device(torch, device)
     torch_dtype = _resolve_dtype(torch, dtype, device)
     directory, gguf, sha, cached = _converted_source(*located)
-    if not on_terminal or not gguf:   # a bar only for the minutes of a conversion, at a terminal
+    if not on_terminal or not gguf:  # a bar only for the minutes of a conversion, at a terminal
         transformers.utils.logging.disable_progress_bar()
     weights = None
     if cached:
@@ -293,17 +301,18 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
             hf_tok = transformers.AutoTokenizer.from_pretrained(cached, local_files_only=True)
             model = _load_weights(transformers, cached, cached, None, torch_dtype, device)
             weights = f"loaded from the conversion cache {cached}"
-        except (OSError, ValueError):       # a damaged conversion: converted again below
+        except (OSError, ValueError):  # a damaged conversion: converted again below
             with contextlib.suppress(OSError):
                 gguf_cache.discard(cached)
             directory, gguf = located
     if weights is None:
         hf_tok = _auto_tokenizer(transformers, directory, gguf, path)
         # a GGUF is de-quantized to float32 on the CPU, as cached; then moved to the device and dtype asked for
-        model = _load_weights(transformers, path, directory, gguf, torch.float32 if gguf else torch_dtype,
-                              "cpu" if gguf else device)
+        model = _load_weights(
+            transformers, path, directory, gguf, torch.float32 if gguf else torch_dtype, "cpu" if gguf else device
+        )
     template = getattr(hf_tok, "chat_template", None)
-    if isinstance(template, dict):                 # several named templates: the default one
+    if isinstance(template, dict):  # several named templates: the default one
         template = template.get("default")
     if not template:
         raise ValueError(f"{path!r} has no chat template: decodeloop renders prompts with the model's own")
@@ -313,7 +322,7 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
         try:
             folder = gguf_cache.store(sha, lambda folder: _save_conversion(model, hf_tok, folder), about)
             weights = f"converted from GGUF and cached at {folder}"
-        except (OSError, ValueError, RuntimeError) as e:   # the cache is only speed: run without it
+        except (OSError, ValueError, RuntimeError) as e:  # the cache is only speed: run without it
             weights = f"converted from GGUF (not cached: {e})"
         model = model.to(device=device, dtype=torch_dtype)
     embedding = model.get_input_embeddings().num_embeddings
@@ -326,12 +335,22 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     if weights:
         info["weights"] = weights
     return ModelBundle(
-        name=f"hf:{name}", tokenizer=tokenizer, chat=chat, syntax=call_syntax,
+        name=f"hf:{name}",
+        tokenizer=tokenizer,
+        chat=chat,
+        syntax=call_syntax,
         model=HFModel(model, name=name, vocab_size=tokenizer.vocab_size),
-        opener_id=specials.get(call_syntax.opener), closer_id=specials.get(call_syntax.closer),
+        opener_id=specials.get(call_syntax.opener),
+        closer_id=specials.get(call_syntax.closer),
         context_length=getattr(model.config, "max_position_embeddings", None),
-        info={**info, "device": device, "dtype": str(torch_dtype).removeprefix("torch."),
-              "vocab": tokenizer.vocab_size, "template tools": chat.uses_template_tools})
+        info={
+            **info,
+            "device": device,
+            "dtype": str(torch_dtype).removeprefix("torch."),
+            "vocab": tokenizer.vocab_size,
+            "template tools": chat.uses_template_tools,
+        },
+    )
 
 
-__all__ = ["HFModel", "load_hf", "load_tokenizer", "HF_EXTRA"]
+__all__ = ["HF_EXTRA", "HFModel", "load_hf", "load_tokenizer"]

@@ -25,8 +25,10 @@ from typing import Any
 
 from decodeloop.models.base import MissingDependency, PrefixCachedModel
 
-LLAMACPP_EXTRA = ("gguf: needs llama-cpp-python: pip install -e '.[llamacpp]' (it compiles llama.cpp from source "
-                  "when installed: about 17-20 minutes on 2 idle cores)")
+LLAMACPP_EXTRA = (
+    "gguf: needs llama-cpp-python: pip install -e '.[llamacpp]' (it compiles llama.cpp from source "
+    "when installed: about 17-20 minutes on 2 idle cores)"
+)
 
 
 def _llama_cpp():
@@ -53,21 +55,20 @@ class LlamaCppModel(PrefixCachedModel):
 
     def _truncate(self, n: int) -> None:
         if n < self.llama.n_tokens:
-            self.llama.n_tokens = n     # eval() removes the cache cells from here on before it decodes
+            self.llama.n_tokens = n  # eval() removes the cache cells from here on before it decodes
 
     def _compute(self, start: int):
         if len(self.cached_tokens) > self.n_ctx:
-            raise ValueError(f"the context ({len(self.cached_tokens)} tokens) exceeds llama.cpp's n_ctx "
-                             f"({self.n_ctx})")
+            raise ValueError(f"the context ({len(self.cached_tokens)} tokens) exceeds llama.cpp's n_ctx ({self.n_ctx})")
         llama = self.llama
         llama.n_tokens = start
         try:
             llama.eval(self.cached_tokens[start:])
         except BaseException:
-            llama.n_tokens = start    # some batches may have gone in: forget them
+            llama.n_tokens = start  # some batches may have gone in: forget them
             raise
         row = self._lib.llama_get_logits_ith(llama.ctx, -1)
-        return self._np.ctypeslib.as_array(row, shape=(self.vocab_size,)).copy()   # (vocab,) float32
+        return self._np.ctypeslib.as_array(row, shape=(self.vocab_size,)).copy()  # (vocab,) float32
 
 
 def load_gguf(path: str, syntax: str | None = None, n_ctx: int = 4096, threads: int | None = None):
@@ -78,19 +79,25 @@ def load_gguf(path: str, syntax: str | None = None, n_ctx: int = 4096, threads: 
     if not (os.path.isfile(path) and path.endswith(".gguf")):
         raise ValueError(f"gguf:PATH takes a .gguf file; {path!r} is not one")
     lib = _llama_cpp()
-    bundle = load_tokenizer(path, syntax=syntax)          # a bad syntax or template fails before the weights load
+    bundle = load_tokenizer(path, syntax=syntax)  # a bad syntax or template fails before the weights load
     try:
-        llama = lib.Llama(model_path=path, n_ctx=n_ctx, logits_all=False, verbose=False,
-                          **({"n_threads": threads} if threads else {}))
+        llama = lib.Llama(
+            model_path=path, n_ctx=n_ctx, logits_all=False, verbose=False, **({"n_threads": threads} if threads else {})
+        )
     except (OSError, ValueError, RuntimeError) as e:
         raise ValueError(f"llama.cpp cannot load {path!r}: {e}") from e
     name = os.path.basename(path)
     bundle.model = LlamaCppModel(llama, name)
     bundle.name = f"gguf:{name}"
     bundle.context_length = llama.n_ctx()
-    bundle.info = {"path": os.path.abspath(path), "n_ctx": llama.n_ctx(), "vocab": bundle.tokenizer.vocab_size,
-                   "llama.cpp": getattr(lib, "__version__", "?"), "template tools": bundle.info.get("template tools")}
+    bundle.info = {
+        "path": os.path.abspath(path),
+        "n_ctx": llama.n_ctx(),
+        "vocab": bundle.tokenizer.vocab_size,
+        "llama.cpp": getattr(lib, "__version__", "?"),
+        "template tools": bundle.info.get("template tools"),
+    }
     return bundle
 
 
-__all__ = ["LlamaCppModel", "load_gguf", "LLAMACPP_EXTRA"]
+__all__ = ["LLAMACPP_EXTRA", "LlamaCppModel", "load_gguf"]

@@ -27,8 +27,8 @@ from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle
-from decodeloop.processors import ProcessorState
 from decodeloop.sampling import Sampler
+from decodeloop.sampling.processors import ProcessorState
 from decodeloop.schema import check_value, validate_arguments
 from decodeloop.tools.router import start_stdio_servers
 from decodeloop.ui.jsonl import JsonlView

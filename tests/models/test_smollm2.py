@@ -14,8 +14,10 @@ import pytest
 from conftest import ROOT, WEATHER
 
 SMOLLM2 = os.environ.get("DECODELOOP_SMOLLM2")
-pytestmark = [pytest.mark.smollm2,
-              pytest.mark.skipif(not SMOLLM2, reason="set DECODELOOP_SMOLLM2 to SmolLM2-135M-Instruct's .gguf file")]
+pytestmark = [
+    pytest.mark.smollm2,
+    pytest.mark.skipif(not SMOLLM2, reason="set DECODELOOP_SMOLLM2 to SmolLM2-135M-Instruct's .gguf file"),
+]
 QUESTION = "What's the weather in Polson, MT?"
 
 
@@ -38,7 +40,7 @@ def test_greedy_tokens_equal_a_bare_torch_loop(smol):
     engine, context = LocalEngine(smol.model, Sampler()), list(prompt)
     for _ in range(30):
         context.append(engine.step(context, None).token)
-    ours = context[len(prompt):]
+    ours = context[len(prompt) :]
     model, cache, ids, theirs = smol.model.model, DynamicCache(config=smol.model.model.config), prompt, []
     with torch.inference_mode():
         for _ in range(30):
@@ -50,9 +52,9 @@ def test_greedy_tokens_equal_a_bare_torch_loop(smol):
 
 def test_a_conversation_prefills_only_each_new_turn(smol, events):
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.trust.policy import Policy
-    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
+    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.trust.policy import Policy
 
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
         chat = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=60), policy=Policy.off())
@@ -60,7 +62,7 @@ def test_a_conversation_prefills_only_each_new_turn(smol, events):
         events.clear()
         second = chat.run("And in Boise, ID?")
     assert first.answer and second.answer
-    assert second.context[:len(first.context)] == first.context
+    assert second.context[: len(first.context)] == first.context
     [prompt] = events.of("prompt")
     # the template's suffix for the new user turn: after the model's own <|im_end|>, only new markup and text
     assert prompt.text.startswith("\n<|im_start|>user\nAnd in Boise, ID?<|im_end|>\n<|im_start|>assistant\n")
@@ -70,9 +72,24 @@ def test_a_conversation_prefills_only_each_new_turn(smol, events):
 
 
 def test_decodeloop_run_with_smollm2_from_the_command_line():
-    p = subprocess.run([sys.executable, "-m", "decodeloop", "run", "--json", "--max-tokens", "60",
-                        "--model", "hf:" + SMOLLM2, QUESTION], capture_output=True, text=True, cwd=ROOT,
-                       timeout=900)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "decodeloop",
+            "run",
+            "--json",
+            "--max-tokens",
+            "60",
+            "--model",
+            "hf:" + SMOLLM2,
+            QUESTION,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stderr
     assert "Converting" not in p.stderr  # no progress bars in a pipe
     events = [json.loads(line) for line in p.stdout.splitlines()]
@@ -90,21 +107,28 @@ def test_constrained_required_makes_smollm2_call_the_tool_and_answer_from_the_re
     # it writes a valid get_weather call for the city asked about, then answers from the server's result
     from decodeloop.constrain.grammar.tokens import TokenMatcher
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.trust.policy import Policy
-    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
+    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.trust.policy import Policy
 
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
-        free = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=80),
-                       policy=Policy.off()).run(QUESTION)
+        free = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=80), policy=Policy.off()).run(
+            QUESTION
+        )
         assert free.tool_calls == 0
         events.clear()
-        chat = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=120, constrain="required"),
-                       policy=Policy.off())
+        chat = Harness(
+            smol,
+            Sampler(),
+            router,
+            events,
+            config=TurnConfig(max_tokens=120, constrain="required"),
+            policy=Policy.off(),
+        )
         result = chat.run(QUESTION)
     assert isinstance(chat.constraint.matcher, TokenMatcher)
     [call] = events.of("tool_call")
     assert call.name == "get_weather" and call.arguments == {"city": "Polson", "state": "MT"}
     assert not events.of("tool_error")
     assert "33°F" in result.answer
-    assert events.of("token")[0].masked is not None          # the forced opener overrode the model's first token
+    assert events.of("token")[0].masked is not None  # the forced opener overrode the model's first token

@@ -24,22 +24,34 @@ from conftest import WEATHER
 VLLM = os.environ.get("DECODELOOP_VLLM")
 TOKENIZER = os.environ.get("DECODELOOP_VLLM_TOKENIZER")
 BLOCK = int(os.environ.get("DECODELOOP_VLLM_BLOCK", "32"))
-pytestmark = [pytest.mark.vllm,
-              pytest.mark.skipif(not (VLLM and TOKENIZER),
-                                 reason="set DECODELOOP_VLLM (base URL) and DECODELOOP_VLLM_TOKENIZER (model dir)")]
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(
+        not (VLLM and TOKENIZER), reason="set DECODELOOP_VLLM (base URL) and DECODELOOP_VLLM_TOKENIZER (model dir)"
+    ),
+]
 
 
 def _bundle(max_tokens: int):
     from decodeloop.models import load_model
 
-    return load_model("openai:" + VLLM, model="tiny", tokenizer_path=TOKENIZER, max_tokens=max_tokens, timeout=120,
-                      syntax="compact")
+    return load_model(
+        "openai:" + VLLM, model="tiny", tokenizer_path=TOKENIZER, max_tokens=max_tokens, timeout=120, syntax="compact"
+    )
 
 
 def _complete(prompt: list[int], n: int) -> list[int]:
     """The same request made by hand, not streamed: the server's own greedy ids for a prompt of ids."""
-    body = json.dumps({"model": "tiny", "prompt": prompt, "max_tokens": n, "temperature": 0,
-                       "return_token_ids": True, "skip_special_tokens": False}).encode()
+    body = json.dumps(
+        {
+            "model": "tiny",
+            "prompt": prompt,
+            "max_tokens": n,
+            "temperature": 0,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+        }
+    ).encode()
     request = urllib.request.Request(VLLM.rstrip("/") + "/completions", body, {"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=120) as response:
         choice = json.load(response)["choices"][0]
@@ -48,15 +60,16 @@ def _complete(prompt: list[int], n: int) -> list[int]:
 
 def test_a_tool_call_goes_out_as_ids_comes_back_as_ids_and_the_cache_serves_the_prefix(events):
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.trust.policy import Policy
-    from decodeloop.tools.router import start_stdio_servers
     from decodeloop.sampling import Sampler
+    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.trust.policy import Policy
 
     with start_stdio_servers([WEATHER], events, timeout=60) as router:
         # a system prompt no earlier run sent: the server's cache holds nothing of this conversation yet
         system = f"You are a helpful assistant ({uuid.uuid4().hex})."
-        harness = Harness(_bundle(64), Sampler(), router, events, config=TurnConfig(max_tokens=64), system=system,
-                          policy=Policy.off())
+        harness = Harness(
+            _bundle(64), Sampler(), router, events, config=TurnConfig(max_tokens=64), system=system, policy=Policy.off()
+        )
         result = harness.run("What's the weather in Polson, MT?")
     [call] = events.of("tool_call")
     assert (call.name, call.arguments) == ("get_weather", {"city": "Polson", "state": "MT"})
@@ -65,11 +78,11 @@ def test_a_tool_call_goes_out_as_ids_comes_back_as_ids_and_the_cache_serves_the_
     assert result.reason == "eos" and result.answer.strip() == "It is cold."
     first, second = events.of("request")
     assert first.sent == second.sent == "ids"
-    assert [n.message for n in events.of("notice") if n.source == "openai"] == []   # ids and counts agree
+    assert [n.message for n in events.of("notice") if n.source == "openai"] == []  # ids and counts agree
     context = list(result.context)
     # the call's tokens are the server's own: the same prompt asked by hand gives the same greedy ids
-    generated = context[first.prompt:first.prompt + first.generated]
-    assert len(generated) == first.generated >= 3 and _complete(context[:first.prompt], len(generated)) == generated
+    generated = context[first.prompt : first.prompt + first.generated]
+    assert len(generated) == first.generated >= 3 and _complete(context[: first.prompt], len(generated)) == generated
     # the request after the tool call: the server read the whole context, and its cache served everything
     # before the inserted span in whole blocks (the last token streamed was never run through the model),
     # and nothing of the span itself
@@ -86,14 +99,37 @@ def test_eval_with_concurrency_against_vllm_counts_the_same_as_one_at_a_time():
     from conftest import ROOT
 
     def run(k: int) -> dict:
-        p = subprocess.run([sys.executable, "-m", "decodeloop", "eval", "--model", "openai:" + VLLM,
-                            "--engine-model", "tiny", "--tokenizer", TOKENIZER, "--episodes", "6",
-                            "--max-tokens", "64", "--syntax", "compact", "--json", "--concurrency", str(k)],
-                           cwd=ROOT, capture_output=True, text=True, timeout=900)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "decodeloop",
+                "eval",
+                "--model",
+                "openai:" + VLLM,
+                "--engine-model",
+                "tiny",
+                "--tokenizer",
+                TOKENIZER,
+                "--episodes",
+                "6",
+                "--max-tokens",
+                "64",
+                "--syntax",
+                "compact",
+                "--json",
+                "--concurrency",
+                str(k),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout)
 
     one, four = run(1), run(4)
     timing = ("tokens_per_second", "wall_seconds", "concurrency")
-    assert four["concurrency"] == 4 and one["calls"] == 6   # each episode called get_weather once
+    assert four["concurrency"] == 4 and one["calls"] == 6  # each episode called get_weather once
     assert {k: v for k, v in one.items() if k not in timing} == {k: v for k, v in four.items() if k not in timing}

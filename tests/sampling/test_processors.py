@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodeloop.processors import ForcedTokens, LogitBias, ProcessorState, RepetitionPenalty, apply, force
 from decodeloop.sampling import Sampler, explain
+from decodeloop.sampling.processors import ForcedTokens, LogitBias, ProcessorState, RepetitionPenalty, apply, force
 
 INF = float("inf")
 

@@ -488,7 +488,7 @@ import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import decodeloop.sampling as sampling
+import decodeloop.sampling.torch_backend as torch_backend
 from decodeloop.sampling import explain
 
 ARRAY_KINDS = ["numpy", "torch", "torch-device-kernels"]
@@ -498,7 +498,7 @@ ARRAY_KINDS = ["numpy", "torch", "torch-device-kernels"]
 def kind(request, monkeypatch):
     if request.param.startswith("torch"):
         pytest.importorskip("torch")
-    monkeypatch.setattr(sampling, "_TORCH_CPU_VIA_NUMPY", request.param != "torch-device-kernels")
+    monkeypatch.setattr(torch_backend, "_CPU_VIA_NUMPY", request.param != "torch-device-kernels")
     return request.param
 
 
@@ -580,7 +580,7 @@ def test_array_kept_set_equals_list_path(values, config, kind, dtype):
     sampler = Sampler(**config)
     expected = sampler.distribution(values)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sampling, "_TORCH_CPU_VIA_NUMPY", kind != "torch-device-kernels")
+        mp.setattr(torch_backend, "_CPU_VIA_NUMPY", kind != "torch-device-kernels")
         got = sampler.distribution(as_array(values, kind, dtype))
         assert_same_distribution(got, expected, rel=1e-9 if dtype == "float64" else 1e-5)
         token = Sampler(seed=1, **config).sample(as_array(values, kind, dtype))
@@ -593,7 +593,7 @@ def test_greedy_equal_across_lists_and_arrays(values, kind, dtype):
     if kind.startswith("torch"):
         pytest.importorskip("torch")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sampling, "_TORCH_CPU_VIA_NUMPY", kind != "torch-device-kernels")
+        mp.setattr(torch_backend, "_CPU_VIA_NUMPY", kind != "torch-device-kernels")
         assert Sampler().sample(as_array(values, kind, dtype)) == Sampler().sample(values)
         assert Sampler().distribution(as_array(values, kind, dtype)) == [(Sampler().sample(values), 1.0)]
 
@@ -860,7 +860,7 @@ def test_module_imports_with_the_standard_library_only():
     from conftest import ROOT as root
 
     code = (
-        f"import sys; sys.path.insert(0, {root!r}); import decodeloop.sampling, decodeloop.processors; "
+        f"import sys; sys.path.insert(0, {root!r}); import decodeloop.sampling, decodeloop.sampling.processors; "
         "from decodeloop.sampling import Sampler; print(Sampler(temperature=1.0, seed=1).sample([0.0, 1.0]), "
         "'numpy' in sys.modules, 'torch' in sys.modules)"
     )

@@ -17,7 +17,7 @@ A processor is any callable `(logits, state) -> logits`. The contract:
 - What it may look at is `ProcessorState`: the context so far, where this turn's
   tokens begin, whether the model is inside a tool call, and the step.
 
-Like sampling.py, this module imports only the standard library; numpy and
+Like the sampler, this module imports only the standard library; numpy and
 torch are imported inside, when an array of theirs arrives.
 """
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from math import inf, isfinite, isnan
 from typing import Any
 
-from decodeloop.sampling import array_kind
+from decodeloop.sampling.common import array_kind
 
 Logits = Any  # a list of floats, a 1-D numpy array or a 1-D torch tensor
 Processor = Callable[[Logits, "ProcessorState"], Logits]

@@ -25,7 +25,7 @@ from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.train.corpus import episodes
 from decodeloop.models import default_servers, load_model
 from decodeloop.sampling import Sampler
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.policy import Policy
 
 

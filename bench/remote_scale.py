@@ -50,7 +50,7 @@ from decodeloop.models.openai import OpenAIEngine
 from decodeloop.models.openai_wire import Endpoint
 from decodeloop.sampling import Sampler
 from decodeloop.servers import command
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.policy import Policy
 
 REPLAY = os.path.join(ROOT, "tests", "servers", "openai_replay.py")

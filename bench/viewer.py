@@ -32,7 +32,7 @@ from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.servers import command
 from decodeloop.servers.weather import get_weather
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.ui.html import HtmlView
 
 QUESTION = "What's the weather in Polson, MT?"

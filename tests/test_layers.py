@@ -30,7 +30,7 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
     ["decodeloop.decode"],  # engine, stops, context
     ["decodeloop.trust"],  # policy, provenance, markers, pins, tool budget
     ["decodeloop.constrain"],  # the call grammar and its processor
-    ["decodeloop.tools"],  # dispatch, router, config
+    ["decodeloop.tools"],  # turn, dispatch, router, startup, config
     ["decodeloop.servers"],  # bundled MCP servers
     ["decodeloop.harness"],  # the conversation: Harness
     ["decodeloop.lab", "decodeloop.models", "decodeloop.bfcl.suite"],  # models and what runs them

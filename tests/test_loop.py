@@ -11,7 +11,8 @@ from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import get_weather
-from decodeloop.tools.router import ConfigError, start_stdio_servers
+from decodeloop.tools.router import ConfigError
+from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.policy import Policy
 
 QUESTION = "What's the weather in Polson, MT?"

@@ -20,7 +20,7 @@ from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.schema import MAX_SCHEMA_STEPS, check_value, validate_arguments
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.router import start_servers
+from decodeloop.tools.startup import start_servers
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
 SLOW_VALUE = "a" * 40 + "!"  # ^(a+)+$ against this takes Python's re about 2**40 steps

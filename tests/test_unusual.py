@@ -108,7 +108,7 @@ def test_fixed_keeps_zeros_and_never_writes_minus_zero():
 
 def test_ood_servers_over_stdio_answer_with_ood_values():
     """`--ood` on the real server processes: the results are the OOD split's, and --help documents it."""
-    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.tools.startup import start_stdio_servers
 
     with start_stdio_servers(corpus.lab_server_commands(ood=True), lambda e: None) as router:
         for e in corpus.episodes(2, 12, "ood"):

@@ -1,5 +1,5 @@
 """The commands, run, chat, eval, train, view and fetch: each from its parsed options to an exit code.
-The work happens in harness.py, tools/router.py, lab/ and bfcl/; main() in __init__.py dispatches here."""
+The work happens in harness.py, tools/startup.py, lab/ and bfcl/; main() in __init__.py dispatches here."""
 
 from __future__ import annotations
 
@@ -274,7 +274,7 @@ def _eval_concurrently(args, parser, held_out, sampler, processors, config):
     import copy
 
     from decodeloop.lab.evaluate import ProgressBar, evaluate, evaluate_concurrently, serial_reason
-    from decodeloop.tools.router import start_servers
+    from decodeloop.tools.startup import start_servers
 
     specs = server_specs(args, parser)
     bundle = load_bundle(args, parser)

@@ -180,7 +180,7 @@ def server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> l
     """--mcp, --mcp-url and --mcp-config as server specs; the model's bundled servers when none is given."""
     from decodeloop.models import default_servers
     from decodeloop.tools.config import load_config, parse_header, url_spec
-    from decodeloop.tools.router import parse_command, stdio_specs, unique_names
+    from decodeloop.tools.startup import parse_command, stdio_specs, unique_names
 
     if args.mcp_header and not args.mcp_url:
         parser.error("--mcp-header applies to --mcp-url servers; give headers of config servers in the file")
@@ -206,7 +206,7 @@ def server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> l
 @contextlib.contextmanager
 def started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, detail: bool):
     """The model bundle and the started servers the options name (closed on the way out)."""
-    from decodeloop.tools.router import start_servers
+    from decodeloop.tools.startup import start_servers
 
     specs = server_specs(args, parser)
     bundle = load_bundle(args, parser)

@@ -3,7 +3,7 @@
 This module owns turning what the user wrote into `ServerSpec`s: a JSON file in
 the format Claude Desktop, Cursor and VS Code use, `--mcp-url` URLs (with
 `sse+http://` picking the legacy SSE transport) and `--mcp-header` lines. It
-starts nothing; tools/router.py does. Every mistake is a ConfigError that names the
+starts nothing; tools/startup.py does. Every mistake is a ConfigError that names the
 file and the server.
 
     {"mcpServers": {

@@ -30,7 +30,7 @@ from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.sampling.processors import ProcessorState
 from decodeloop.schema import check_value, validate_arguments
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView
 

@@ -17,7 +17,7 @@ from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import load_model
 from decodeloop.sampling import Sampler
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 
 QUESTION = "What's the weather in Polson, MT?"
 

@@ -18,7 +18,7 @@ from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.models import ModelBundle
 from decodeloop.sampling import Sampler
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 
 QUESTION = "What's the weather in Polson, MT?"
 RESULT = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"

@@ -22,7 +22,7 @@ import decodeloop.sampling.torch_backend as torch_backend
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.models import load_model
 from decodeloop.sampling import Sampler, explain
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView
 

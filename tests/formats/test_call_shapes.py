@@ -18,7 +18,7 @@ from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import ModelBundle
 from decodeloop.sampling import Sampler
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 
 TOOLS = {"get_weather", "math.factorial"}
 EOS = 0

@@ -10,7 +10,7 @@ from decodeloop.lab.train import corpus
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.schema import validate_arguments
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 
 
 def test_same_seed_same_episodes_and_different_seeds_differ():

@@ -15,7 +15,7 @@ from decodeloop.lab.train.corpus import Episode, lab_server_commands
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import get_weather
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 
 POLSON = get_weather("Polson", "MT")[0]
 FARGO = get_weather("Fargo", "ND")[0]

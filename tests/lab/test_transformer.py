@@ -390,7 +390,7 @@ def test_shipped_weights_call_and_answer_a_held_out_question(events):
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.lab.train.corpus import episodes, lab_server_commands
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.tools.startup import start_stdio_servers
 
     tokenizer = CharTokenizer()
     model = TransformerModel.load()
@@ -419,7 +419,7 @@ def test_shipped_weights_copy_values_no_training_transcript_holds(events):
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.lab.train.corpus import episodes, lab_server_commands
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.tools.startup import start_stdio_servers
 
     model = TransformerModel.load()
     ood = [e for e in episodes(11, 40, "ood") if e.tool in ("get_weather", "get_time_zone")][:4]

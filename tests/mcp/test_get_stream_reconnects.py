@@ -15,7 +15,7 @@ from conftest import Recorder
 
 from decodeloop.mcp.transports import http as http_transport
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.router import start_servers
+from decodeloop.tools.startup import start_servers
 
 GUARD = 60  # seconds: only keeps a client that never gives up from hanging the suite
 

@@ -42,7 +42,7 @@ from decodeloop.sampling import Sampler
 from decodeloop.schema import ArgumentError, validate_arguments
 from decodeloop.tools.config import load_config
 from decodeloop.tools.dispatch import output_problem
-from decodeloop.tools.router import start_servers
+from decodeloop.tools.startup import start_servers
 from decodeloop.trust.policy import Policy
 
 EVERYTHING_VERSION = "2026.8.31"

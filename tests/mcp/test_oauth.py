@@ -6,7 +6,7 @@ import base64
 import hashlib
 
 from decodeloop.mcp.oauth import authorization_server_urls, covers, parse_challenge, pkce_pair, protected_resource_urls
-from decodeloop.tools.router import describe_notification
+from decodeloop.tools.startup import describe_notification
 
 
 def test_bearer_challenge_parameters():

@@ -23,7 +23,7 @@ from decodeloop.mcp import McpClient, StdioTransport
 from decodeloop.mcp import client as mcp_client
 from decodeloop.mcp.errors import RequestTimeout, TransportError
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.router import start_servers
+from decodeloop.tools.startup import start_servers
 
 SILENT = os.path.join(ROOT, "tests", "servers", "silent.py")
 TIMEOUT = 2.0

@@ -27,7 +27,7 @@ from decodeloop.models import ModelBundle
 from decodeloop.models.openai import OpenAIEngine
 from decodeloop.models.openai_wire import Endpoint
 from decodeloop.sampling import Sampler
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 
 TOK = CharTokenizer()
 REPLIES = ["[call get_weather city=Polson state=MT]", "It is 33°F and overcast in Polson.<|eos|>"]

@@ -73,7 +73,7 @@ def test_greedy_tokens_equal_llama_cpp_s_own_greedy_generation(smol):
 def test_after_a_tool_call_only_the_inserted_span_is_computed(smol, events):
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.tools.startup import start_stdio_servers
 
     smol.model.reset()
     with start_stdio_servers([WEATHER], events, timeout=30) as router:

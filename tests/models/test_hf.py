@@ -361,7 +361,7 @@ def test_constrained_calls_on_a_real_transformers_model(bundle, events):
     from decodeloop.constrain.grammar.tokens import TokenMatcher
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.tools.startup import start_stdio_servers
 
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
         for seed in range(3):
@@ -388,7 +388,7 @@ def test_a_masked_rerun_leaves_the_conversation_and_its_cache_as_they_were(bundl
 
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.tools.startup import start_stdio_servers
     from decodeloop.trust.policy import MASKED_REQUEST
 
     question = "What's the weather in Polson, MT?"
@@ -437,7 +437,7 @@ def test_a_prompt_over_the_models_context_is_refused_naming_the_server(bundle, e
     from decodeloop.harness import Harness
     from decodeloop.sampling import Sampler
     from decodeloop.tools.config import ServerSpec
-    from decodeloop.tools.router import start_servers
+    from decodeloop.tools.startup import start_servers
     from decodeloop.trust.policy import Policy
     from decodeloop.trust.tool_budget import ToolSurfaceError
 

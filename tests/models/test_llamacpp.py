@@ -102,7 +102,7 @@ def call_turn(bundle, log, call: str, events):
     Returns the turn's result and the server's log lines of what its cache served, per request."""
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.tools.startup import start_stdio_servers
     from decodeloop.trust.policy import Policy
 
     before = len(hits(log))
@@ -163,7 +163,7 @@ def test_where_the_server_reads_the_text_as_other_tokens_the_trace_names_it(serv
 def test_a_conversation_turn_reuses_the_server_cache(server, smol_bundle, events):
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.tools.startup import start_stdio_servers
     from decodeloop.trust.policy import Policy
 
     _url, log = server

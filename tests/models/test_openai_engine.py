@@ -25,7 +25,7 @@ from decodeloop.models import ModelBundle
 from decodeloop.models.openai import OpenAIEngine
 from decodeloop.models.openai_wire import Endpoint, RemoteError
 from decodeloop.sampling import Sampler
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 
 SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "openai_scripted.py")]
 QUESTION = "What's the weather in Polson, MT?"

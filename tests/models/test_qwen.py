@@ -76,7 +76,7 @@ def test_qwen_answers_from_a_result_with_the_call_forced():
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.models import load_model
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.tools.startup import start_stdio_servers
     from decodeloop.trust.policy import Policy
 
     bundle = load_model("hf:" + QWEN)

@@ -53,7 +53,7 @@ def test_greedy_tokens_equal_a_bare_torch_loop(smol):
 def test_a_conversation_prefills_only_each_new_turn(smol, events):
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.tools.startup import start_stdio_servers
     from decodeloop.trust.policy import Policy
 
     with start_stdio_servers([WEATHER], events, timeout=30) as router:
@@ -108,7 +108,7 @@ def test_constrained_required_makes_smollm2_call_the_tool_and_answer_from_the_re
     from decodeloop.constrain.grammar.tokens import TokenMatcher
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.tools.startup import start_stdio_servers
     from decodeloop.trust.policy import Policy
 
     with start_stdio_servers([WEATHER], events, timeout=30) as router:

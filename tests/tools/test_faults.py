@@ -21,7 +21,7 @@ from conftest import FAULTY
 
 from decodeloop.mcp import ConnectionClosed, McpClient, McpError, ProtocolError, RequestTimeout, StdioTransport
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.router import start_servers, stdio_specs
+from decodeloop.tools.startup import start_servers, stdio_specs
 
 TIMEOUT = 60  # the client's request timeout: a guard against a hang, never what a test waits for
 

@@ -13,7 +13,7 @@ from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.router import start_servers
+from decodeloop.tools.startup import start_servers
 from decodeloop.trust.policy import Policy
 
 # the model writes an argument `forged` does not take; the error lists the ones it does, the injection

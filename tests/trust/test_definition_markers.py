@@ -19,7 +19,7 @@ from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.markers import escape, for_bundle
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]

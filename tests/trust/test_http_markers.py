@@ -19,7 +19,7 @@ from decodeloop.lab.table import TableModel
 from decodeloop.models import ModelBundle, lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import url_spec
-from decodeloop.tools.router import start_servers
+from decodeloop.tools.startup import start_servers
 from decodeloop.trust.markers import escape, for_bundle
 
 STOP = "Observation:"

@@ -16,7 +16,7 @@ from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView

@@ -18,7 +18,7 @@ from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.invisible import strip
 from decodeloop.trust.policy import Policy
 from decodeloop.trust.untrusted import visible

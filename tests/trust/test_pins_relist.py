@@ -16,7 +16,7 @@ from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.router import start_servers
+from decodeloop.tools.startup import start_servers
 from decodeloop.trust.policy import Policy
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]

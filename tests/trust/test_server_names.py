@@ -17,7 +17,7 @@ from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import load_config
-from decodeloop.tools.router import start_servers
+from decodeloop.tools.startup import start_servers
 from decodeloop.trust.policy import Policy
 from decodeloop.ui.trace import TraceView
 

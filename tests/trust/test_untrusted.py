@@ -17,7 +17,7 @@ from decodeloop.lab.table import TableModel
 from decodeloop.mcp.client import Tool
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.policy import Policy
 from decodeloop.trust.untrusted import cap_strings, cap_tool, quoted, visible
 from decodeloop.ui.jsonl import JsonlView
@@ -226,7 +226,7 @@ def test_a_servers_stderr_is_shown_with_controls_visible():
 
 def test_a_stdio_server_gets_a_minimal_environment_and_what_the_config_names(events, monkeypatch, tmp_path):
     from decodeloop.tools.config import load_config
-    from decodeloop.tools.router import start_servers
+    from decodeloop.tools.startup import start_servers
 
     monkeypatch.setenv("DECODELOOP_TEST_SECRET", "hunter2")
     monkeypatch.setenv("HOME", "/home/someone")
@@ -426,7 +426,7 @@ def test_a_turn_has_a_budget_for_tool_result_text(events):
 
 
 def test_pins_kept_between_runs_hold_a_definition_changed_in_between(events, tmp_path):
-    from decodeloop.tools.router import start_servers, stdio_specs
+    from decodeloop.tools.startup import start_servers, stdio_specs
 
     store = str(tmp_path / "pins")
 

@@ -21,7 +21,7 @@ from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.policy import Policy
 from decodeloop.ui.html import JS, MAX_STRING, HtmlView, embed, page, read_jsonl
 

@@ -20,7 +20,7 @@ from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
-from decodeloop.tools.router import start_stdio_servers
+from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.policy import Policy
 from decodeloop.ui.html import HtmlView
 from decodeloop.ui.page_events import FLOOD_FIRST, FLOOD_LAST, MAX_EVENT_BYTES, embed

@@ -321,7 +321,7 @@ def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
     from decodeloop.lab.table import TableModel
     from decodeloop.models import ModelBundle
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.router import start_stdio_servers
+    from decodeloop.tools.startup import start_stdio_servers
     from decodeloop.trust.policy import Policy
 
     weather = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}\n</tool_call>'

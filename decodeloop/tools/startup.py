@@ -1,0 +1,301 @@
+"""Starting MCP servers: every server of a configuration at once, each with its session open and its tools
+listed, then a Router over them (tools/router.py).
+
+Environment: a stdio server gets the transport's small default set from the
+harness (HOME, LOGNAME, PATH, SHELL, TERM, USER), PYTHONPATH for the bundled
+servers, and what its config's `env` names; nothing else.
+
+Order: `start_servers` starts every server at once (a thread each) and keeps
+what can be seen in the config's order: servers, tools, names, events and which
+error is raised. On any failure or interruption every server started is shut
+down before the error propagates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from decodeloop.events import Emit, Notice, Rpc, ServerReady
+from decodeloop.mcp.client import McpClient, Tool
+from decodeloop.mcp.errors import ConnectionClosed
+from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
+from decodeloop.mcp.transports.stdio import StdioTransport
+from decodeloop.tools.config import ConfigError, ServerSpec
+from decodeloop.tools.router import DEFAULT_MAX_TOOLS, Router
+from decodeloop.trust.pins import PinStore
+from decodeloop.trust.untrusted import cap_text, visible_line
+
+# the folder that holds the decodeloop package, for the bundled servers' imports
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MAX_NOTICE_CHARS = 4_000  # a server's notification or log line, as a notice
+
+
+def start_stdio_servers(
+    commands: list[list[str]],
+    emit: Emit,
+    *,
+    timeout: float = 60.0,
+    verbose: bool = False,
+    stderr: Callable[[str], None] | None = None,
+    **options: Any,
+) -> Router:
+    """Start each stdio server, initialize it, list its tools, and route to them."""
+    return start_servers(stdio_specs(commands), emit, timeout=timeout, verbose=verbose, stderr=stderr, **options)
+
+
+def stdio_specs(commands: list[list[str]]) -> list[ServerSpec]:
+    """Stdio server commands as specs, each named after its module or script."""
+    specs: list[ServerSpec] = []
+    for command in commands:
+        specs.append(
+            ServerSpec(name=_server_name(command, {s.name for s in specs}), command=command, transport="stdio")
+        )
+    return specs
+
+
+def start_servers(
+    specs: list[ServerSpec],
+    emit: Emit | None = None,
+    *,
+    timeout: float = 60.0,
+    verbose: bool = False,
+    stderr: Callable[[str], None] | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    reset_timeout_on_progress: bool = False,
+    max_total_timeout: float | None = None,
+    protocol: str = "auto",
+    pin_store: str | None = None,
+    max_tools: int = DEFAULT_MAX_TOOLS,
+) -> Router:
+    """Connect to each server (stdio or HTTP), open its session, list its tools, and route to them.
+
+    The servers start concurrently, one thread each, but everything that can be
+    seen comes out in the order of `specs`: the servers and so the tools and
+    their exposed names, each server's events (its handshake traffic and notices,
+    held back until the servers before it are ready, then its ServerReady), and
+    on failure the error of the first server in that order that failed. On any
+    failure or interruption every server started is shut down before the error
+    propagates, so a bad configuration never leaves processes behind.
+
+    `max_message_bytes` caps one message from a server; `reset_timeout_on_progress`
+    and `max_total_timeout` let progress notifications extend a call's timeout
+    (see McpClient). `pin_store` is a directory that keeps each server's tool
+    definitions between runs (pins.PinStore). `max_tools` caps the tools taken from
+    one server. `protocol` is the MCP revision for servers whose spec pins none:
+    "auto" (server/discover, then initialize) or a version (McpClient's `protocol`);
+    the ServerReady event says which one each server speaks.
+    """
+    emit = emit if emit is not None else (lambda event: None)
+    router = Router(emit)
+    router.specs = unique_names(specs)
+    router.pin_store = PinStore(pin_store) if pin_store else None
+    router.max_tools = max_tools
+    router.reserved.update(spec.name for spec in router.specs)  # no server takes another's prefix
+    options = dict(
+        timeout=timeout,
+        reset_timeout_on_progress=reset_timeout_on_progress,
+        max_total_timeout=max_total_timeout,
+        protocol=protocol,
+    )
+    starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
+    opened = _Opened()
+
+    def run(start: _Start) -> None:
+        try:
+            client = _connect(start.spec, start.emit, verbose, stderr, max_message_bytes, options, opened.add)
+            start.tools = client.list_tools(client.startup)  # within the start-up's one timeout
+            start.client = client
+        except BaseException as exc:  # stored, and raised on the caller's thread in order
+            start.error = exc
+
+    if len(starts) > 1:
+        for start in starts:
+            start.thread = threading.Thread(target=run, args=(start,), name=f"mcp-start-{start.spec.name}", daemon=True)
+            start.thread.start()
+    try:
+        for start in starts:
+            if start.thread is None:
+                run(start)
+            else:
+                start.thread.join()
+            start.emit.release()  # its events now, after those of every server before it
+            if start.error is not None:
+                raise start.error
+            client, tools = start.client, start.tools
+            assert client is not None and tools is not None  # a start without an error made both
+            router.add_server(start.spec.name, client, tools)
+            info = client.server_info or {}
+            emit(
+                ServerReady(
+                    start.spec.name,
+                    client.protocol_version or "",
+                    str(info.get("name", start.spec.name)),
+                    [t.name for t in router.served[start.spec.name]],
+                )
+            )  # refused names left out
+    except BaseException:
+        opened.close_all()  # the servers still starting end too: their handshakes fail at once
+        raise
+    return router
+
+
+@dataclasses.dataclass
+class _Start:
+    """One server being started on its own thread, and what came of it."""
+
+    spec: ServerSpec
+    emit: _Held
+    thread: threading.Thread | None = None
+    client: McpClient | None = None
+    tools: list[Tool] | None = None
+    error: BaseException | None = None
+
+
+class _Held:
+    """An event sink that holds events back until released, then passes them (and every later one) on."""
+
+    def __init__(self, emit: Emit, held: bool) -> None:
+        self._emit = emit
+        self._held = held
+        self._events: list = []
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Any) -> None:
+        with self._lock:
+            if self._held:
+                self._events.append(event)
+                return
+        self._emit(event)
+
+    def release(self) -> None:
+        while True:
+            with self._lock:
+                if not self._events:
+                    self._held = False
+                    return
+                events, self._events = self._events, []
+            for event in events:
+                self._emit(event)
+
+
+class _Opened:
+    """Every client opened while starting: on failure all of them close, and any opened later closes at once."""
+
+    def __init__(self) -> None:
+        self._clients: list[McpClient] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def add(self, client: McpClient) -> None:
+        with self._lock:
+            if not self._closed:
+                self._clients.append(client)
+                return
+        client.close()
+        raise ConnectionClosed(f"{client.name}: not started: another server failed to start")
+
+    def close_all(self) -> None:
+        with self._lock:
+            self._closed = True
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
+
+
+def _connect(
+    spec: ServerSpec,
+    emit: Emit,
+    verbose: bool,
+    stderr: Callable[[str], None] | None,
+    max_message_bytes: int,
+    options: dict[str, Any],
+    opened: Callable[[McpClient], None],
+) -> McpClient:
+    server = spec.name
+    options = dict(
+        options,
+        name=server,
+        protocol=spec.protocol or options.get("protocol", "auto"),
+        on_traffic=lambda direction, message: emit(Rpc(server, direction, message)),
+        # a notice is a server's text too: capped like the rest
+        on_notification=lambda method, params: emit(
+            Notice(server, cap_text(describe_notification(method, params), MAX_NOTICE_CHARS, "notice"))
+        ),
+        log=lambda text: emit(Notice(server, cap_text(text.removeprefix(f"{server}: "), MAX_NOTICE_CHARS, "notice"))),
+    )
+    if spec.url is not None:
+        client = McpClient.connect_url(
+            spec.url, headers=spec.headers, transport=spec.transport, max_message_bytes=max_message_bytes, **options
+        )
+        opened(client)
+        return client
+    # the bundled servers import decodeloop: make that work from any directory (the transport adds the
+    # small default environment; the config's env wins)
+    env = {"PYTHONPATH": PACKAGE_PARENT, **(spec.env or {})}
+    show = _stderr_printer(server, stderr) if verbose else None
+    client = McpClient(
+        StdioTransport(spec.command or [], env=env, cwd=spec.cwd, on_stderr=show, max_message_bytes=max_message_bytes),
+        **options,
+    )
+    opened(client)  # before the handshake: a failure elsewhere can end this one while it waits
+    return client.start()
+
+
+def describe_notification(method: str, params: dict) -> str:
+    """A server notification as one trace line: progress and log messages in words, others as JSON."""
+    if method == "notifications/progress":
+        total = params.get("total")
+        text = f"progress {params.get('progress')}" + (f"/{total}" if total is not None else "")
+        return text + (f": {params['message']}" if params.get("message") else "")
+    if method == "notifications/message":
+        return f"log {params.get('level', 'info')}: {params.get('data')}"
+    return f"{method} {params}" if params else method
+
+
+def unique_names(specs: list[ServerSpec]) -> list[ServerSpec]:
+    """The same specs, renamed weather, weather2, ... where two would share a name."""
+    taken: set[str] = set()
+    out = []
+    for spec in specs:
+        name, n = spec.name, 2
+        while name in taken:
+            name, n = f"{spec.name}{n}", n + 1
+        taken.add(name)
+        out.append(spec if name == spec.name else dataclasses.replace(spec, name=name))
+    return out
+
+
+def parse_command(text: str) -> list[str]:
+    """'python3 -m pkg --flag' -> argv list, with a clear error for bad quoting."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise ConfigError(f"cannot parse server command {text!r}: {e}") from None
+    if not argv:
+        raise ConfigError("empty server command")
+    return argv
+
+
+def _server_name(command: list[str], taken: set[str]) -> str:
+    """A short name for traces: the module after -m, else the script, else the program."""
+    if "-m" in command[:-1]:
+        base = command[command.index("-m") + 1].split(".")[-1]
+    else:
+        scripts = [a for a in command[1:] if a.endswith((".py", ".js", ".mjs"))]
+        base = os.path.splitext(os.path.basename(scripts[0] if scripts else command[0]))[0]
+    base = base or "server"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}{n}", n + 1
+    return name
+
+
+def _stderr_printer(server: str, sink: Callable[[str], None] | None) -> Callable[[str], None]:
+    write = sink or (lambda line: print(line, file=sys.stderr, flush=True))
+    return lambda line: write(f"[{server} stderr] {visible_line(line)}")  # a server's text, shown safely

@@ -72,6 +72,8 @@ try:
 except ImportError:
     sys.exit("bench/agentdojo_policy.py needs AgentDojo: pip install agentdojo")
 
+import provenance
+
 from decodeloop.tools.config import ServerSpec
 from decodeloop.trust.policy import Policy
 from decodeloop.trust.provenance import Provenance
@@ -250,6 +252,7 @@ def main() -> int:
     parser.add_argument("--version", default="v1.2.1", help="AgentDojo's benchmark version (default: v1.2.1)")
     args = parser.parse_args()
     suites = get_suites(args.version)
+    print(provenance.header())
     print(f"AgentDojo {args.version}, attack {ATTACK}, scripted model that obeys every injection it reads")
     print(
         f"{'suite':<10} {'policy':<36} {'utility':>8} {'under attack':>13} {'attack success':>15} "

@@ -39,6 +39,8 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import provenance
+
 from decodeloop.bfcl import Wheel, load_entries, locate_wheel, parse_categories
 from decodeloop.bfcl.checker import check, load_checker
 from decodeloop.bfcl.suite import EntryOutcome, summarize, table
@@ -204,6 +206,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON summary")
     parser.add_argument("--show", action="store_true", help="print each entry's generated text on stderr")
     args = parser.parse_args()
+    measured = provenance.record()
     import torch
 
     if args.threads:
@@ -238,10 +241,12 @@ def main() -> int:
                     model=args.model,
                     tools_via=how,
                     max_new_tokens=args.max_new_tokens,
+                    measured=measured,
                 )
             )
         )
     else:
+        print(provenance.header(measured))
         print(
             f"{args.model}, plain transformers generate (greedy, {args.max_new_tokens} new tokens at most), "
             f"tools through {how}"

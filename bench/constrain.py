@@ -25,6 +25,8 @@ from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import provenance
+
 from decodeloop.constrain.processor import CallConstraint
 from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
@@ -164,6 +166,7 @@ def main() -> None:
     parser.add_argument("--order", type=int, default=8, help="n-gram order (default: 8)")
     parser.add_argument("--runs", type=int, default=3, help="runs of every row; the best is printed (default: 3)")
     args = parser.parse_args()
+    print(provenance.header())
 
     from decodeloop.lab.ngram import NgramModel
     from decodeloop.lab.train.corpus import episodes

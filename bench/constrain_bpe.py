@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import provenance
 from constrain import Timed, lab_tools, stats
 
 from decodeloop.constrain.processor import CallConstraint
@@ -128,6 +129,7 @@ def main() -> None:
     path = args.gguf
     if not path or not os.path.exists(path):
         sys.exit("name a model's .gguf with --gguf or DECODELOOP_SMOLLM2 (decodeloop fetch smollm2 fetches one)")
+    print(provenance.header())
 
     from decodeloop.lab.train.corpus import episodes
     from decodeloop.models import load_model

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
+import provenance
 
 from decodeloop.constrain.grammar import tokens as token_grammar
 from decodeloop.constrain.processor import CallConstraint
@@ -143,6 +144,7 @@ def main() -> None:
     parser.add_argument("--bfcl", default=BFCL)
     parser.add_argument("--no-gc", action="store_true", help="run with the cycle collector off")
     args = parser.parse_args()
+    print(provenance.header())
 
     from decodeloop.models.hf import load_tokenizer
 

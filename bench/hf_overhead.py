@@ -29,6 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import provenance
 import torch
 from transformers import AutoTokenizer, DynamicCache, LlamaConfig, LlamaForCausalLM
 
@@ -171,6 +172,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if not os.path.exists(args.gguf):
         sys.exit(f"no {args.gguf}: run scripts/fetch-smollm2 first")
+    print(provenance.header())
     rows = measure(
         "tiny Llama, vocab 49,152", "hf:" + tiny_model_dir(args.gguf), args.tokens, args.repeats, args.device
     )

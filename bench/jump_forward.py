@@ -21,6 +21,8 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import provenance
+
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.train.corpus import episodes
 from decodeloop.models import default_servers, load_model
@@ -79,6 +81,7 @@ def main() -> None:
     specs = args.model + ["hf:" + path for path in args.gguf]
     if not specs:
         parser.error("name a model: --gguf PATH or --model SPEC")
+    print(provenance.header())
     questions = [e.user for e in episodes(0, args.questions, split="heldout")]
     print(f"{len(questions)} held-out questions, --constrain required, greedy\n")
     print("| model | jump-forward | forwards | call tokens | forced | s in calls | call tokens/s | same tokens |")

@@ -21,6 +21,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import provenance
+
 from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.lab.train.corpus import episodes, system_prompt
 from decodeloop.lab.transformer import DEFAULT_WEIGHTS, TransformerModel
@@ -93,6 +95,7 @@ def main() -> int:
     parser.add_argument("--weights", default=DEFAULT_WEIGHTS)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    print(provenance.header())
     model = TransformerModel.load(args.weights)
     c = model.config
     data = tokens(4096)

@@ -18,6 +18,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import provenance
+
 from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
 from decodeloop.decode.loop import generate
@@ -91,6 +93,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=20_000, help="tokens generated per measurement")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    print(provenance.header())
 
     devnull = open(os.devnull, "w")
     configs = [

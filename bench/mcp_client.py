@@ -30,6 +30,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import provenance
+
 from decodeloop.mcp import McpClient
 
 STDIO_SERVER = [sys.executable, os.path.join(ROOT, "bench", "prebuilt_server.py")]
@@ -136,6 +138,7 @@ def main() -> int:
     parser.add_argument("--wire", action="append", choices=WIRES, help="the MCP wire(s) to measure (default: both)")
     args = parser.parse_args()
     args.wire = args.wire or list(WIRES)
+    print(provenance.header())
 
     rows = []
     print(

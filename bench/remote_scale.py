@@ -38,6 +38,8 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import provenance
+
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.chat import LabChat
 from decodeloop.formats.tokenizer import CharTokenizer
@@ -290,6 +292,7 @@ def main() -> None:
     parser.add_argument("--saturation-ks", default="1,4,16,32,64", help="part (b): episodes in flight")
     parser.add_argument("--saturation-episodes", type=int, default=64, help="part (b): episodes per K, at least 2K")
     args = parser.parse_args()
+    print(provenance.header())
     print(
         f"# remote_scale: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; the harness, "
         "its MCP servers and the engine share them\n"

@@ -29,6 +29,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import provenance
+
 from decodeloop.sampling import Sampler, explain
 
 VOCABS = (49_152, 151_936)
@@ -124,6 +126,7 @@ def main() -> None:
         "L2; 1 keeps them in cache, as logits the model has just written would be)",
     )
     args = parser.parse_args()
+    print(provenance.header())
     table = bench(args.calls, max(args.pool, 1), max(args.runs, 1))
     print(
         f"µs per call (median of {args.calls:,} calls, best of {args.runs} runs), one thread, "

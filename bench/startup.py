@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+import provenance
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = {
     "smollm2": ("SmolLM2-135M-Instruct Q4_1", os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")),
@@ -124,6 +126,7 @@ def main() -> None:
             sys.exit(
                 f"no {MODELS[name][1]}: run `decodeloop fetch {'smollm2' if name == 'smollm2' else 'qwen2.5-coder-0.5b'}`"
             )
+    print(provenance.header())
     print(
         f"{os.cpu_count()} CPUs, torch threads {args.threads or 'default'}, "
         f"load average {os.getloadavg()[0]:.1f} at the start; "

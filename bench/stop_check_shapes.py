@@ -18,6 +18,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import provenance
+
 from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.calls.shapes import ALTERNATES
@@ -66,6 +68,7 @@ def main() -> None:
     parser.add_argument("--chars", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    print(provenance.header())
     prose = (PROSE * (args.chars // len(PROSE) + 1))[: args.chars]
     rows = [
         ("prose, near misses", pieces(prose, 0)),

@@ -23,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
+import provenance
 from cdp import Browser, find_chromium
 
 from decodeloop.formats.tokenizer import CharTokenizer
@@ -82,6 +83,7 @@ def main() -> int:
             "bench/viewer.py: needs chromium (apt-get install chromium, or DECODELOOP_CHROMIUM=path)", file=sys.stderr
         )
         return 1
+    print(provenance.header())
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "big.html")
         t0 = time.perf_counter()

@@ -41,9 +41,8 @@ from dataclasses import asdict, dataclass
 
 from decodeloop.models.base import MissingDependency, PrefixCachedModel
 
-# The matrices here are small: BLAS threads spin and contend more than they help (on
-# 2 shared cores a training step ran several times slower with two). Training splits
-# its batch between threads itself. Takes effect only if numpy is not yet imported.
+# The matrices here are small: BLAS threads spin and contend more than they help.
+# Training splits its batch between threads itself. Takes effect only if numpy is not yet imported.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 

@@ -1,10 +1,9 @@
 """The conversion cache of `.gguf` files for `hf:`: a GGUF is de-quantized once, then loaded as safetensors.
 
-transformers reads a `.gguf` by de-quantizing every tensor, every time (SmolLM2:
-about 15 s, Qwen2.5-Coder-0.5B: about 100 s here). `models/hf.py` converts a file
-once and keeps what it loaded (weights in float32 as safetensors, tokenizer
-files, chat template, config, generation config) in a folder named after the
-file's SHA-256:
+transformers reads a `.gguf` by de-quantizing every tensor, every time (the times
+are in docs/real-models.md). `models/hf.py` converts a file once and keeps what it
+loaded (weights in float32 as safetensors, tokenizer files, chat template, config,
+generation config) in a folder named after the file's SHA-256:
 
     $DECODELOOP_CACHE/hf-gguf/<sha256>/      (default DECODELOOP_CACHE: ~/.cache/decodeloop)
 
@@ -12,7 +11,7 @@ This module owns that folder, standard library only:
 
 - `file_sha256(path)`: the file's SHA-256, remembered in `hf-gguf/hashes.json`
   under (absolute path, size, mtime), so a warm start does not read the whole
-  file again (0.3 s for 491 MB from the page cache, 1.1 s from disk, here).
+  file again.
 - `lookup(sha)`: the folder of a finished conversion, or None.
 - `store(sha, write, about)`: `write(folder)` fills a temporary folder in the
   cache, then a marker file is written and the folder is renamed into place,

@@ -332,8 +332,7 @@ def embedding_grads(ids, dx, vocab: int):
     ids [K, B, T] (the token itself, then those 1, 2, ... back), dx [B, T, d]. The positions of
     every table are sorted by the row they add to, once, and each run of equal rows is summed
     with one reduceat over dx laid out [d, positions], so every sum runs along contiguous
-    memory. np.add.at, the obvious way, took 12.7 ms per table over a batch of 16 transcripts;
-    a bincount over all eleven tables 27 ms; this 11 ms."""
+    memory."""
     K, d = len(ids), dx.shape[-1]
     columns = np.ascontiguousarray(_flat(dx).T)  # [d, N]
     N = columns.shape[1]

@@ -48,8 +48,8 @@ from decodeloop.lab.evaluate import evaluate_concurrently
 from decodeloop.lab.train.corpus import Episode, lab_server_commands
 from decodeloop.lab.train.corpus import episodes as lab_episodes
 from decodeloop.models import ModelBundle
-from decodeloop.models.openai import OpenAIEngine
-from decodeloop.models.openai_wire import Endpoint
+from decodeloop.models.openai.engine import OpenAIEngine
+from decodeloop.models.openai.wire import Endpoint
 from decodeloop.sampling import Sampler
 from decodeloop.servers import command
 from decodeloop.tools.startup import start_stdio_servers

@@ -204,7 +204,7 @@ class ToolsChanged(Event):
 
 @dataclass(slots=True)
 class Request(Event):
-    """One request to an engine that samples for itself (models/openai.py), when its stream ends."""
+    """One request to an engine that samples for itself (models/openai/engine.py), when its stream ends."""
 
     kind = "request"
     url: str

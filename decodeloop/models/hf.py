@@ -198,7 +198,7 @@ def _auto_tokenizer(transformers, directory: str, gguf: str | None, shown: str):
 
 def load_tokenizer(path: str, syntax: str | None = None):
     """A bundle without a model: the tokenizer, chat format and call syntax of a local model directory or
-    .gguf file, for an engine that samples elsewhere (models/openai.py). The weights are not loaded; a
+    .gguf file, for an engine that samples elsewhere (models/openai/engine.py). The weights are not loaded; a
     .gguf converted before by `load_hf` is read from the conversion cache."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")

@@ -24,8 +24,8 @@ from decodeloop.harness import Harness
 from decodeloop.lab.evaluate import evaluate, evaluate_concurrently, serial_reason
 from decodeloop.lab.train.corpus import Episode
 from decodeloop.models import ModelBundle
-from decodeloop.models.openai import OpenAIEngine
-from decodeloop.models.openai_wire import Endpoint
+from decodeloop.models.openai.engine import OpenAIEngine
+from decodeloop.models.openai.wire import Endpoint
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 

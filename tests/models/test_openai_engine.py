@@ -1,4 +1,4 @@
-"""The remote engine (models/openai.py) against a scripted OpenAI-compatible server process.
+"""The remote engine (models/openai/engine.py) against a scripted OpenAI-compatible server process.
 
 The server (tests/servers/openai_scripted.py) streams a script over the lab's
 character tokenizer, in the shapes real servers use (vLLM's token ids and
@@ -22,8 +22,8 @@ from decodeloop.formats.chat import LabChat
 from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.models import ModelBundle
-from decodeloop.models.openai import OpenAIEngine
-from decodeloop.models.openai_wire import Endpoint, RemoteError
+from decodeloop.models.openai.engine import OpenAIEngine
+from decodeloop.models.openai.wire import Endpoint, RemoteError
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 

@@ -1,4 +1,4 @@
-"""The remote engine's wire (models/openai_wire.py) against canned answers: what each malformed stream becomes.
+"""The remote engine's wire (models/openai/wire.py) against canned answers: what each malformed stream becomes.
 
 A raw socket server sends fixed bytes for one request, so the checks see the
 stream exactly as written: line endings, keep-alives, a last event without its
@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from decodeloop.models import openai_wire
-from decodeloop.models.openai_wire import Endpoint, RemoteError
+from decodeloop.models.openai import wire as openai_wire
+from decodeloop.models.openai.wire import Endpoint, RemoteError
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
 

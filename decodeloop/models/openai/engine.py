@@ -38,7 +38,7 @@ from typing import Any, TypeGuard, TypeVar
 from decodeloop.decode.engine import Engine, Step
 from decodeloop.events import Notice, Request
 from decodeloop.models.base import common_prefix_len
-from decodeloop.models.openai_wire import Answered, Endpoint, RemoteError, Stream
+from decodeloop.models.openai.wire import Answered, Endpoint, RemoteError, Stream
 
 T = TypeVar("T")
 

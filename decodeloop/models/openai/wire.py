@@ -8,7 +8,7 @@ status other than 200, a body that is not JSON, a stream cut before `[DONE]`,
 silence past the timeout. A status other than 200 is `Answered` (`Rejected`
 for a 4xx), so the engine can try a simpler request (a text prompt where token
 ids were refused: llama-cpp-python's server answers those with a 500). It knows nothing
-of tokens, tokenizers or the loop; models/openai.py does.
+of tokens, tokenizers or the loop; models/openai/engine.py does.
 """
 
 from __future__ import annotations

@@ -1,0 +1,7 @@
+"""OpenAI-compatible engines (`openai:URL`): engine.py, the Engine protocol over a server's streamed
+completions; wire.py, its HTTP and event stream, which knows no tokens."""
+
+from decodeloop.models.openai.engine import OpenAIEngine, load_openai
+from decodeloop.models.openai.wire import Endpoint, RemoteError
+
+__all__ = ["Endpoint", "OpenAIEngine", "RemoteError", "load_openai"]

@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attention_peek.py: {e}", file=sys.stderr)
         return 1
     from decodeloop.formats.tokenizer import CharTokenizer
-    from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.corpus import episodes, system_prompt
 
     tokenizer, system = CharTokenizer(), system_prompt()
     try:

@@ -5,7 +5,7 @@
     python3 decode_loop_ngram.py --order 12    # well-formed calls, often for the wrong city
 
 The n-gram trains at start-up (about a second) on the lab corpus
-(decodeloop/lab/train/corpus.py) and sees only the last ORDER-1 tokens, so it
+(decodeloop/lab/corpus.py) and sees only the last ORDER-1 tokens, so it
 loses track of where it is inside a call. The harness parses what it writes,
 hands each error back as a tool message, and lets it retry. Sampling defaults
 to temperature 0.7 (greedy decoding makes an n-gram repeat itself) with seed 2,

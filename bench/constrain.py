@@ -168,8 +168,8 @@ def main() -> None:
     args = parser.parse_args()
     print(provenance.header())
 
+    from decodeloop.lab.corpus import episodes
     from decodeloop.lab.ngram import NgramModel
-    from decodeloop.lab.train.corpus import episodes
 
     tokenizer = CharTokenizer()
     compact = CompactSyntax()

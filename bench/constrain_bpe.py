@@ -131,7 +131,7 @@ def main() -> None:
         sys.exit("name a model's .gguf with --gguf or DECODELOOP_SMOLLM2 (decodeloop fetch smollm2 fetches one)")
     print(provenance.header())
 
-    from decodeloop.lab.train.corpus import episodes
+    from decodeloop.lab.corpus import episodes
     from decodeloop.models import load_model
 
     started = time.perf_counter()

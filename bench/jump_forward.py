@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Jump-forward: the forwards it saves and the tokens/s of a call, on real models, with it on and off.
 
-Each model answers the same held-out lab questions (decodeloop.lab.train.corpus, split heldout) with
+Each model answers the same held-out lab questions (decodeloop.lab.corpus, split heldout) with
 --constrain required, greedy, against the bundled servers, twice in one process: with jump-forward (the
 tokens the call grammar forces are appended without a forward each) and without. Per run: forwards,
 tokens written inside calls, how many were forced, the seconds spent on the calls' tokens and their
@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import provenance
 
 from decodeloop.harness import Harness, TurnConfig
-from decodeloop.lab.train.corpus import episodes
+from decodeloop.lab.corpus import episodes
 from decodeloop.models import default_servers, load_model
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers

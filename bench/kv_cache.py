@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import provenance
 
 from decodeloop.formats.tokenizer import CharTokenizer
-from decodeloop.lab.train.corpus import episodes, system_prompt
+from decodeloop.lab.corpus import episodes, system_prompt
 from decodeloop.lab.transformer import DEFAULT_WEIGHTS, TransformerModel
 
 

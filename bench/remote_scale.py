@@ -44,9 +44,9 @@ from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.chat import LabChat
 from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.corpus import Episode, lab_server_commands
+from decodeloop.lab.corpus import episodes as lab_episodes
 from decodeloop.lab.evaluate import evaluate_concurrently
-from decodeloop.lab.train.corpus import Episode, lab_server_commands
-from decodeloop.lab.train.corpus import episodes as lab_episodes
 from decodeloop.models import ModelBundle
 from decodeloop.models.openai.engine import OpenAIEngine
 from decodeloop.models.openai.wire import Endpoint

@@ -6,7 +6,7 @@ import sys
 
 from conftest import ROOT
 
-from decodeloop.lab.train import corpus
+from decodeloop.lab import corpus
 from decodeloop.lab.train.places import CITIES
 from decodeloop.lab.train.transformer import made_up_place
 from decodeloop.servers import timezone, units, weather

@@ -149,8 +149,8 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
 
 def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from decodeloop.lab.corpus import episodes
     from decodeloop.lab.evaluate import ProgressBar, evaluate, summary_json
-    from decodeloop.lab.train.corpus import episodes
 
     sampler, processors, config = checked(args, parser)
     if args.suite is not None:

@@ -36,7 +36,7 @@ class NgramModel(PrefixCachedModel):
         cls, tokenizer, order: int = DEFAULT_ORDER, episodes: int = DEFAULT_EPISODES, seed: int = DEFAULT_SEED
     ) -> NgramModel:
         """Train on the lab corpus (seconds; nothing is saved)."""
-        from decodeloop.lab.train import corpus
+        from decodeloop.lab import corpus
 
         system = corpus.system_prompt()
         transcripts = [e.markup(system) for e in corpus.episodes(seed, episodes, "train")]

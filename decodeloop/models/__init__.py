@@ -127,7 +127,7 @@ def default_servers(spec: str, ood: bool = False) -> list[list[str]]:
 
     if spec == "table":  # the table knows one conversation, about the weather
         return [command("weather") + (["--ood"] if ood else [])]
-    from decodeloop.lab.train.corpus import lab_server_commands  # the lab corpus's tools: weather, time zones, units
+    from decodeloop.lab.corpus import lab_server_commands  # the lab corpus's tools: weather, time zones, units
 
     return lab_server_commands(ood)
 

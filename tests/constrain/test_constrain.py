@@ -443,7 +443,7 @@ def test_cli_constrain_runs_and_refuses_what_it_cannot_do():
 
 
 def test_ngram_calls_under_the_constraint_always_parse(events):
-    from decodeloop.lab.train.corpus import lab_server_commands
+    from decodeloop.lab.corpus import lab_server_commands
     from decodeloop.models import load_model
 
     bundle = load_model("ngram", order=4)
@@ -457,8 +457,8 @@ def test_ngram_calls_under_the_constraint_always_parse(events):
 
 
 def test_eval_counts_the_tokens_the_grammar_overrode():
+    from decodeloop.lab.corpus import Episode
     from decodeloop.lab.evaluate import evaluate
-    from decodeloop.lab.train.corpus import Episode
 
     table = {
         "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state MT]",

@@ -23,7 +23,7 @@ def load_peek():
 
 def test_the_copying_head_beats_chance():
     from decodeloop.formats.tokenizer import CharTokenizer
-    from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.corpus import episodes, system_prompt
     from decodeloop.lab.transformer import TransformerModel
 
     peek = load_peek()
@@ -35,7 +35,7 @@ def test_the_copying_head_beats_chance():
 
 
 def test_svg_is_well_formed_and_carries_the_characters(tmp_path, capsys):
-    from decodeloop.lab.train.corpus import episodes
+    from decodeloop.lab.corpus import episodes
 
     peek = load_peek()
     path = tmp_path / "peek.svg"
@@ -59,7 +59,7 @@ def test_svg_is_well_formed_and_carries_the_characters(tmp_path, capsys):
 
 
 def test_the_drawn_ood_episode_has_a_negative_three_digit_temperature_and_a_made_up_word():
-    from decodeloop.lab.train.corpus import episodes
+    from decodeloop.lab.corpus import episodes
     from decodeloop.servers.unusual import MODIFIERS, OOD_WORDS, TRAIN_WORDS
 
     peek = load_peek()
@@ -73,7 +73,7 @@ def test_the_drawn_ood_episode_has_a_negative_three_digit_temperature_and_a_made
 
 def test_the_ood_copy_head_beats_chance():
     from decodeloop.formats.tokenizer import CharTokenizer
-    from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.corpus import episodes, system_prompt
     from decodeloop.lab.transformer import TransformerModel
 
     peek = load_peek()

@@ -5,8 +5,8 @@ from conftest import Recorder
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness
+from decodeloop.lab import corpus
 from decodeloop.lab.table import TableModel
-from decodeloop.lab.train import corpus
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.schema import validate_arguments

@@ -9,9 +9,9 @@ from conftest import ROOT
 
 from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.corpus import Episode, lab_server_commands
 from decodeloop.lab.evaluate import evaluate
 from decodeloop.lab.table import TableModel
-from decodeloop.lab.train.corpus import Episode, lab_server_commands
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import get_weather

@@ -193,7 +193,7 @@ def test_the_window_is_real():
 
 
 def test_loss_weights_cover_exactly_what_the_assistant_writes():
-    from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.corpus import episodes, system_prompt
     from decodeloop.lab.train.transformer import assistant_weights
 
     tokenizer = CharTokenizer()
@@ -208,7 +208,7 @@ def test_loss_weights_cover_exactly_what_the_assistant_writes():
 
 
 def test_value_weights_cover_exactly_what_the_answer_copies_from_the_result():
-    from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.corpus import episodes, system_prompt
     from decodeloop.lab.train.transformer import encode
 
     tokenizer, system = CharTokenizer(), system_prompt()
@@ -224,7 +224,7 @@ def test_value_weights_cover_exactly_what_the_answer_copies_from_the_result():
 
 def test_stop_weights_cover_where_each_copy_ends_and_where_a_forecast_goes_on_or_stops():
     # and in the call, where each value starts and ends
-    from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.corpus import episodes, system_prompt
     from decodeloop.lab.train.transformer import encode
 
     tokenizer, system = CharTokenizer(), system_prompt()
@@ -257,7 +257,7 @@ def test_stop_weights_cover_where_each_copy_ends_and_where_a_forecast_goes_on_or
 
 
 def test_the_forecast_share_changes_training_only():
-    from decodeloop.lab.train.corpus import episodes
+    from decodeloop.lab.corpus import episodes
 
     share = sum(e.tool == "get_forecast" for e in episodes(0, 2000, "train", forecasts=0.5)) / 2000
     default = sum(e.tool == "get_forecast" for e in episodes(0, 2000, "train")) / 2000
@@ -268,7 +268,7 @@ def test_the_forecast_share_changes_training_only():
 def test_repeated_conditions_make_two_days_alike_in_the_result_and_the_answer():
     import random
 
-    from decodeloop.lab.train.corpus import episodes
+    from decodeloop.lab.corpus import episodes
     from decodeloop.lab.train.transformer import repeated_conditions
 
     rng = random.Random(0)
@@ -291,7 +291,7 @@ def test_made_up_places_are_consistent_and_never_held_out():
     import random
 
     from decodeloop.formats.calls.compact import CompactSyntax
-    from decodeloop.lab.train.corpus import HELDOUT_STATES, episodes
+    from decodeloop.lab.corpus import HELDOUT_STATES, episodes
     from decodeloop.lab.train.transformer import PLACE_WORDS, REAL_CITIES, made_up_place
 
     rng = random.Random(0)
@@ -371,7 +371,7 @@ def test_shipped_weights_are_small_and_record_their_training():
 
 
 def test_shipped_weights_cache_matches_recompute_on_a_real_transcript():
-    from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.corpus import episodes, system_prompt
 
     tokenizer = CharTokenizer()
     params, config, _ = load_weights(WEIGHTS)
@@ -388,7 +388,7 @@ def test_shipped_weights_cache_matches_recompute_on_a_real_transcript():
 @pytest.mark.slow
 def test_shipped_weights_call_and_answer_a_held_out_question(events):
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.lab.train.corpus import episodes, lab_server_commands
+    from decodeloop.lab.corpus import episodes, lab_server_commands
     from decodeloop.sampling import Sampler
     from decodeloop.tools.startup import start_stdio_servers
 
@@ -417,7 +417,7 @@ def test_shipped_weights_copy_values_no_training_transcript_holds(events):
     # the ood split: the servers started with --ood answer with values from the side of unusual.py
     # that training never draws from (negative or three-digit temperatures, made-up condition words)
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.lab.train.corpus import episodes, lab_server_commands
+    from decodeloop.lab.corpus import episodes, lab_server_commands
     from decodeloop.sampling import Sampler
     from decodeloop.tools.startup import start_stdio_servers
 

@@ -21,8 +21,8 @@ from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.chat import LabChat
 from decodeloop.formats.tokenizer import CharTokenizer
 from decodeloop.harness import Harness
+from decodeloop.lab.corpus import Episode
 from decodeloop.lab.evaluate import evaluate, evaluate_concurrently, serial_reason
-from decodeloop.lab.train.corpus import Episode
 from decodeloop.models import ModelBundle
 from decodeloop.models.openai.engine import OpenAIEngine
 from decodeloop.models.openai.wire import Endpoint

@@ -55,8 +55,8 @@ from dataclasses import asdict, dataclass, replace
 from decodeloop.formats.calls.compact import Call, CompactSyntax
 from decodeloop.formats.chat import ASSISTANT, SYSTEM, TOOL, USER
 from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.lab.corpus import HELDOUT_STATES
 from decodeloop.lab.train.backprop import loss_and_grads
-from decodeloop.lab.train.corpus import HELDOUT_STATES
 from decodeloop.lab.train.places import CITIES
 from decodeloop.lab.transformer import DEFAULT_WEIGHTS, NO_PREVIOUS, Config, init_params, np, save_weights
 
@@ -436,7 +436,7 @@ class Progress:
 
 def train(config: Config, tc: TrainConfig, progress=None) -> tuple[dict, dict]:
     """Train from scratch; returns the weights (float32) and the run's record for the weight file."""
-    from decodeloop.lab.train.corpus import episodes, system_prompt
+    from decodeloop.lab.corpus import episodes, system_prompt
 
     started = time.perf_counter()
     rng = np.random.default_rng(tc.seed)
@@ -481,7 +481,7 @@ def train(config: Config, tc: TrainConfig, progress=None) -> tuple[dict, dict]:
                 progress(step, loss)
     meta = {
         "train": asdict(tc),
-        "corpus": "decodeloop.lab.train.corpus.episodes(seed, steps * batch_size, 'train', varied, forecasts), "
+        "corpus": "decodeloop.lab.corpus.episodes(seed, steps * batch_size, 'train', varied, forecasts), "
         "then made_up_place and repeated_conditions",
         "final_loss": float(np.mean(losses[-50:])),
         "seconds": round(time.perf_counter() - started, 1),

@@ -14,9 +14,9 @@ with `--ood`: the answers hold values no training transcript holds (see
 decodeloop/servers/unusual.py). With `varied`, that share of training episodes
 holds values from the training side of unusual.py instead of the servers' own.
 
-    python3 -m decodeloop.lab.train.corpus --episodes 5 --seed 0           # print transcripts
-    python3 -m decodeloop.lab.train.corpus --episodes 5 --split ood
-    python3 -m decodeloop.lab.train.corpus --episodes 1000 --jsonl > c.jsonl
+    python3 -m decodeloop.lab.corpus --episodes 5 --seed 0           # print transcripts
+    python3 -m decodeloop.lab.corpus --episodes 5 --split ood
+    python3 -m decodeloop.lab.corpus --episodes 1000 --jsonl > c.jsonl
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import provenance
 
-from decodeloop.constrain.grammar import tokens as token_grammar
+from decodeloop.constrain import token_matcher as token_grammar
 from decodeloop.constrain.processor import CallConstraint
 from decodeloop.sampling.processors import ProcessorState
 from decodeloop.schema import TYPE_ALIASES

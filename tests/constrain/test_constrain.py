@@ -16,7 +16,8 @@ from conftest import ROOT, WEATHER
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from decodeloop.constrain.processor import CallConstraint, unsupported
+from decodeloop.constrain.matchers import unsupported
+from decodeloop.constrain.processor import CallConstraint
 from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
 from decodeloop.decode.loop import generate

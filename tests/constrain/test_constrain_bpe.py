@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from test_constrain import check_call, constrained_turn, lab_tools, tool_schemas
 
 from decodeloop.constrain.grammar.bytes import CLOSER_TOKEN
-from decodeloop.constrain.grammar.tokens import TokenMatcher
-from decodeloop.constrain.processor import CallConstraint, matcher_for
+from decodeloop.constrain.matchers import matcher_for
+from decodeloop.constrain.processor import CallConstraint
+from decodeloop.constrain.token_matcher import TokenMatcher
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.sampling.processors import ProcessorState

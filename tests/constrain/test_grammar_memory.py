@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from test_constrain_bpe import PIECES, PieceTokenizer
 
-from decodeloop.constrain.grammar import tokens
+from decodeloop.constrain import token_matcher as tokens
 from decodeloop.constrain.grammar.bytes import ByteState
-from decodeloop.constrain.grammar.tokens import TokenMatcher
 from decodeloop.constrain.processor import CallConstraint
+from decodeloop.constrain.token_matcher import TokenMatcher
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.sampling.processors import ProcessorState
 

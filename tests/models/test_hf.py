@@ -358,7 +358,7 @@ def test_constrained_calls_on_a_real_transformers_model(bundle, events):
     # every turn, forced to open with a call, writes one the weather server accepts, within the token cap
     from conftest import WEATHER
 
-    from decodeloop.constrain.grammar.tokens import TokenMatcher
+    from decodeloop.constrain.token_matcher import TokenMatcher
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
     from decodeloop.tools.startup import start_stdio_servers

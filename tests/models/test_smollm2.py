@@ -105,7 +105,7 @@ def test_decodeloop_run_with_smollm2_from_the_command_line():
 def test_constrained_required_makes_smollm2_call_the_tool_and_answer_from_the_result(smol, events):
     # unconstrained it never writes a call and invents the weather; with the opener forced and the call masked
     # it writes a valid get_weather call for the city asked about, then answers from the server's result
-    from decodeloop.constrain.grammar.tokens import TokenMatcher
+    from decodeloop.constrain.token_matcher import TokenMatcher
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
     from decodeloop.tools.startup import start_stdio_servers

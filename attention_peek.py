@@ -26,7 +26,7 @@ import argparse
 import os
 import sys
 
-from decodeloop.formats.chat import ASSISTANT, SYSTEM, TOOL, USER
+from decodeloop.formats.lab import ASSISTANT, SYSTEM, TOOL, USER
 from decodeloop.ui.heatmap import GLYPHS, scale_legend, svg, terminal
 from decodeloop.ui.style import use_color
 
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     except MissingDependency as e:
         print(f"attention_peek.py: {e}", file=sys.stderr)
         return 1
-    from decodeloop.formats.tokenizer import CharTokenizer
+    from decodeloop.formats.lab import CharTokenizer
     from decodeloop.lab.corpus import episodes, system_prompt
 
     tokenizer, system = CharTokenizer(), system_prompt()

@@ -34,8 +34,9 @@ from decodeloop.decode.loop import generate
 from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
-from decodeloop.formats.chat import LabChat, pieces_ids
-from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder
+from decodeloop.formats.chat import pieces_ids
+from decodeloop.formats.lab import CharTokenizer, LabChat
+from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.sampling import Sampler
 from decodeloop.sampling.processors import ProcessorState
 

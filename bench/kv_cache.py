@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import provenance
 
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.lab.corpus import episodes, system_prompt
 from decodeloop.lab.transformer import DEFAULT_WEIGHTS, TransformerModel
 

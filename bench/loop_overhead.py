@@ -25,7 +25,8 @@ from decodeloop.decode.engine import LocalEngine
 from decodeloop.decode.loop import generate
 from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.compact import CompactSyntax
-from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder
+from decodeloop.formats.lab import CharTokenizer
+from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.sampling import Sampler
 from decodeloop.sampling.processors import ProcessorState
 from decodeloop.ui.jsonl import JsonlView

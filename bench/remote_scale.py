@@ -41,8 +41,7 @@ sys.path.insert(0, ROOT)
 import provenance
 
 from decodeloop.formats.calls.compact import CompactSyntax
-from decodeloop.formats.chat import LabChat
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.corpus import Episode, lab_server_commands
 from decodeloop.lab.corpus import episodes as lab_episodes

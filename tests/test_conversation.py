@@ -7,8 +7,7 @@ from conftest import FAULTY, WEATHER
 from decodeloop.decode.context import Context
 from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.compact import CompactSyntax
-from decodeloop.formats.chat import LabChat
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import ModelBundle, lab_bundle

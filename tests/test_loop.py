@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import FAULTY, WEATHER
 
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle

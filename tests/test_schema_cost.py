@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 
 from decodeloop.constrain.grammar import regex
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle

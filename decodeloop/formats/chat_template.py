@@ -60,8 +60,9 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-from decodeloop.formats.chat import PREAMBLE, Pieces, ToolReply
+from decodeloop.formats.chat import Pieces, ToolReply
 from decodeloop.formats.hf_tokenizer import require
+from decodeloop.formats.lab import PREAMBLE
 
 # Private-use characters: a content's placeholder, and the markers around control-token text in data.
 PH_OPEN, PH_CLOSE, MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001", "\ue002", "\ue003"

@@ -1,18 +1,9 @@
-"""The Tokenizer protocol, its check, the lab tokenizer, and byte-exact streaming decode.
+"""The Tokenizer protocol, its check, and byte-exact streaming decode (the lab's tokenizer is in lab.py).
 
 Every tokenizer the harness drives (the lab's, a Hugging Face one, ...) keeps
 one contract, written down in `Tokenizer` and checked by `check_tokenizer`
 when a model is loaded: `encode` never yields a special id, so user text and
 tool results are always data, and only the chat format places special tokens.
-
-The lab tokenizer: one token per byte of UTF-8 text, plus a few special tokens.
-
-ASCII text is one token per character, so traces read naturally; any other
-character becomes its UTF-8 bytes, so nothing a tool returns is ever lost or
-replaced. Special tokens (end of sequence, role markers) have ids of their own
-and are never produced by `encode`: text from a user or a tool that contains
-"<|assistant|>" stays eight-plus plain characters, which is what keeps data from
-forging a turn boundary. Only the chat format places special ids.
 """
 
 from __future__ import annotations
@@ -20,10 +11,6 @@ from __future__ import annotations
 import codecs
 from collections.abc import Iterable, Mapping
 from typing import Protocol
-
-# the lab format's special tokens, the one copy of them (chat.LabChat places them), ids 0 to 4 in this order
-EOS, SYSTEM, USER, ASSISTANT, TOOL = SPECIALS = ("<|eos|>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>")
-BYTE_OFFSET = len(SPECIALS)  # byte b has id BYTE_OFFSET + b
 
 
 class Tokenizer(Protocol):
@@ -79,80 +66,6 @@ def check_tokenizer(tokenizer: Tokenizer) -> None:
                 f"the tokenizer's encode turns the text {text!r} into special id(s) {forged}: tool results "
                 f"and user text could forge special tokens, so this model is not started"
             )
-
-
-class CharTokenizer:
-    """Byte-level character tokenizer shared by the table, n-gram and transformer models."""
-
-    vocab_size = BYTE_OFFSET + 256
-    eos_id = 0
-
-    def __init__(self) -> None:
-        self._special_ids = {name: i for i, name in enumerate(SPECIALS)}
-
-    @property
-    def special_tokens(self) -> dict[str, int]:
-        return dict(self._special_ids)
-
-    def special(self, name: str) -> int:
-        """Id of a special token by name, e.g. special("<|user|>")."""
-        return self._special_ids[name]
-
-    def is_special(self, token: int) -> bool:
-        return token < BYTE_OFFSET
-
-    def encode(self, text: str) -> list[int]:
-        """Plain text to ids; never yields a special id."""
-        return [b + BYTE_OFFSET for b in text.encode("utf-8")]
-
-    def encode_markup(self, text: str) -> list[int]:
-        """Text in which special-token names ("<|eos|>") stand for their ids.
-
-        Only for text the harness itself writes (chat markup, hand-written
-        tables); data from users and tools always goes through `encode`.
-        """
-        ids: list[int] = []
-        rest = text
-        while rest:
-            at, name = min(((rest.find(s), s) for s in SPECIALS if s in rest), default=(-1, ""))
-            if at < 0:
-                ids += self.encode(rest)
-                break
-            ids += self.encode(rest[:at])
-            ids.append(self._special_ids[name])
-            rest = rest[at + len(name) :]
-        return ids
-
-    def token_bytes(self, token: int) -> bytes:
-        """The bytes a non-special token stands for (b"" for specials)."""
-        if token < BYTE_OFFSET:
-            return b""
-        return bytes((token - BYTE_OFFSET,))
-
-    def token_text(self, token: int) -> str:
-        """A printable label for one token, for traces: 'a', '\\n', '\\xc2', '<|eos|>'."""
-        if token < BYTE_OFFSET:
-            return SPECIALS[token]
-        b = token - BYTE_OFFSET
-        if 32 <= b < 127:
-            return chr(b)
-        return repr(bytes((b,)))[2:-1]
-
-    def decode(self, ids: Iterable[int]) -> str:
-        """Ids to text; specials appear by name, invalid UTF-8 as U+FFFD."""
-        out: list[str] = []
-        run = bytearray()
-        for t in ids:
-            if t < BYTE_OFFSET:
-                if run:
-                    out.append(run.decode("utf-8", errors="replace"))
-                    run.clear()
-                out.append(SPECIALS[t])
-            else:
-                run.append(t - BYTE_OFFSET)
-        if run:
-            out.append(run.decode("utf-8", errors="replace"))
-        return "".join(out)
 
 
 class StreamDecoder:

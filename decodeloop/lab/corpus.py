@@ -31,8 +31,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 from decodeloop.formats.calls.compact import Call, CompactSyntax
-from decodeloop.formats.chat import USER, LabChat, lab_transcript
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import USER, CharTokenizer, LabChat, lab_transcript
 from decodeloop.lab.train.places import CITIES
 from decodeloop.servers import command, timezone, units, weather
 from decodeloop.servers.unusual import Unusual

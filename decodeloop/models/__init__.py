@@ -90,8 +90,7 @@ def load_model(
 def lab_bundle(model: Model, tokenizer=None, name: str | None = None) -> ModelBundle:
     """Any model over the lab tokenizer (a hand-written table, say) with the lab chat format and compact calls."""
     from decodeloop.formats.calls.compact import CompactSyntax
-    from decodeloop.formats.chat import LabChat
-    from decodeloop.formats.tokenizer import CharTokenizer
+    from decodeloop.formats.lab import CharTokenizer, LabChat
 
     tokenizer = tokenizer or CharTokenizer()
     compact = CompactSyntax()
@@ -100,7 +99,7 @@ def lab_bundle(model: Model, tokenizer=None, name: str | None = None) -> ModelBu
 
 
 def _lab_bundle(name: str, order: int | None, weights: str | None, syntax: str | None) -> ModelBundle:
-    from decodeloop.formats.tokenizer import CharTokenizer
+    from decodeloop.formats.lab import CharTokenizer
 
     if syntax not in (None, "compact"):
         raise ValueError(f"the lab models write compact calls only, not {syntax!r} ones")

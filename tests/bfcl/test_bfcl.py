@@ -26,8 +26,7 @@ from decodeloop.bfcl.suite import entry_server, run_entries, summarize, table
 from decodeloop.bfcl.tools import convert, input_schema, mcp_tools
 from decodeloop.formats.calls.compact import Call
 from decodeloop.formats.calls.json import JsonSyntax
-from decodeloop.formats.chat import ASSISTANT, EOS, USER, LabChat
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import ASSISTANT, EOS, USER, CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.mcp import McpClient, StdioTransport

@@ -24,7 +24,8 @@ from decodeloop.decode.loop import generate
 from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
-from decodeloop.formats.tokenizer import CharTokenizer, StreamDecoder
+from decodeloop.formats.lab import CharTokenizer
+from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle

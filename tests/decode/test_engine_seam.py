@@ -13,8 +13,7 @@ from conftest import WEATHER
 
 from decodeloop.decode.engine import Engine, Step
 from decodeloop.formats.calls.compact import CompactSyntax
-from decodeloop.formats.chat import LabChat
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness
 from decodeloop.models import ModelBundle
 from decodeloop.sampling import Sampler

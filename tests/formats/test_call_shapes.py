@@ -12,8 +12,7 @@ from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.compact import ParseError
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.calls.shapes import ALTERNATES, BY_NAME, NotACall, parse, read
-from decodeloop.formats.chat import LabChat
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import ModelBundle

@@ -20,9 +20,10 @@ from tiny_hf import CHATML_TEMPLATE, build_tokenizer
 
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
-from decodeloop.formats.chat import PREAMBLE, ToolReply, pieces_ids
+from decodeloop.formats.chat import ToolReply, pieces_ids
 from decodeloop.formats.chat_template import TemplateChat
 from decodeloop.formats.hf_tokenizer import HFTokenizer
+from decodeloop.formats.lab import PREAMBLE
 from decodeloop.mcp.client import Tool
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -1,6 +1,7 @@
 import pytest
 
-from decodeloop.formats.tokenizer import SPECIALS, CharTokenizer, StreamDecoder
+from decodeloop.formats.lab import SPECIALS, CharTokenizer
+from decodeloop.formats.tokenizer import StreamDecoder
 
 
 def test_roundtrip_any_text():
@@ -26,7 +27,7 @@ def test_markup_places_specials():
 
 def test_every_special_ends_the_lab_turn():
     from decodeloop.formats.calls.compact import CompactSyntax
-    from decodeloop.formats.chat import LabChat
+    from decodeloop.formats.lab import LabChat
 
     t = CharTokenizer()
     chat = LabChat(t, CompactSyntax())

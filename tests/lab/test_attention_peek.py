@@ -22,7 +22,7 @@ def load_peek():
 
 
 def test_the_copying_head_beats_chance():
-    from decodeloop.formats.tokenizer import CharTokenizer
+    from decodeloop.formats.lab import CharTokenizer
     from decodeloop.lab.corpus import episodes, system_prompt
     from decodeloop.lab.transformer import TransformerModel
 
@@ -72,7 +72,7 @@ def test_the_drawn_ood_episode_has_a_negative_three_digit_temperature_and_a_made
 
 
 def test_the_ood_copy_head_beats_chance():
-    from decodeloop.formats.tokenizer import CharTokenizer
+    from decodeloop.formats.lab import CharTokenizer
     from decodeloop.lab.corpus import episodes, system_prompt
     from decodeloop.lab.transformer import TransformerModel
 
@@ -101,7 +101,7 @@ def test_terminal_shading_without_colour_and_backgrounds_with_it():
 
 
 def test_a_multi_byte_character_labels_its_first_column_only():
-    from decodeloop.formats.tokenizer import CharTokenizer
+    from decodeloop.formats.lab import CharTokenizer
 
     tokenizer = CharTokenizer()
     ids = tokenizer.encode_markup("<|tool|>65°F")

@@ -3,7 +3,7 @@
 from conftest import Recorder
 
 from decodeloop.formats.calls.compact import CompactSyntax
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab import corpus
 from decodeloop.lab.table import TableModel

@@ -7,7 +7,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.corpus import Episode, lab_server_commands
 from decodeloop.lab.evaluate import evaluate

@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.lab.ngram import NgramModel
 from decodeloop.lab.train.ngram import count
 

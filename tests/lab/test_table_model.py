@@ -2,7 +2,7 @@
 
 import random
 
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.lab.table import TableModel
 from decodeloop.models.base import common_prefix_len
 

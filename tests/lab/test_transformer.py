@@ -15,7 +15,7 @@ from conftest import ROOT
 transformer = pytest.importorskip("decodeloop.lab.transformer")
 np = transformer.np
 
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.lab.train import backprop
 from decodeloop.lab.transformer import Config, TransformerModel, init_params, load_weights, save_weights
 from decodeloop.models import lab_bundle

@@ -31,7 +31,7 @@ import pytest
 from conftest import ROOT
 
 from decodeloop.formats.calls.compact import describe_tool
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.mcp import McpClient

@@ -18,8 +18,7 @@ from dataclasses import asdict
 from conftest import ROOT, WEATHER
 
 from decodeloop.formats.calls.compact import CompactSyntax
-from decodeloop.formats.chat import LabChat
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness
 from decodeloop.lab.corpus import Episode
 from decodeloop.lab.evaluate import evaluate, evaluate_concurrently, serial_reason

@@ -18,8 +18,7 @@ import pytest
 from conftest import ROOT, WEATHER
 
 from decodeloop.formats.calls.compact import CompactSyntax
-from decodeloop.formats.chat import LabChat
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness
 from decodeloop.models import ModelBundle
 from decodeloop.models.openai.engine import OpenAIEngine

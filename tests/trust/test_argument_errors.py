@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from test_policy import HOSTILE, INJECTION, run_turn, sent_calls
 
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle

@@ -12,8 +12,7 @@ import pytest
 from conftest import HttpServer, Recorder
 
 from decodeloop.formats.calls.json import JsonSyntax
-from decodeloop.formats.chat import LabChat
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import ModelBundle, lab_bundle

@@ -8,7 +8,7 @@ import sys
 
 from conftest import ROOT, WEATHER
 
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle
@@ -298,7 +298,7 @@ def test_the_plan_is_what_the_model_wrote_before_the_first_server_result():
 def test_the_cli_tells_the_model_to_plan_under_the_plan_policy(events):
     from decodeloop.cli.options import build_harness
     from decodeloop.cli.parser import build_parser
-    from decodeloop.formats.chat import PREAMBLE
+    from decodeloop.formats.lab import PREAMBLE
     from decodeloop.trust.policy import PLAN_NOTE
 
     parser = build_parser()

@@ -10,7 +10,7 @@ import sys
 
 from conftest import ROOT
 
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle

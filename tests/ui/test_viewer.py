@@ -16,7 +16,7 @@ import sys
 import pytest
 from conftest import FAULTY, ROOT, Recorder
 
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle

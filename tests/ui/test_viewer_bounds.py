@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT
 from test_viewer import QUESTION, assert_self_contained, cli, embedded
 
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.models import lab_bundle

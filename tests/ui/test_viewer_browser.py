@@ -315,8 +315,7 @@ def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
     from conftest import FAULTY, WEATHER, Recorder
 
     from decodeloop.formats.calls.json import JsonSyntax
-    from decodeloop.formats.chat import LabChat
-    from decodeloop.formats.tokenizer import CharTokenizer
+    from decodeloop.formats.lab import CharTokenizer, LabChat
     from decodeloop.harness import Harness
     from decodeloop.lab.table import TableModel
     from decodeloop.models import ModelBundle

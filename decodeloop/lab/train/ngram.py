@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from decodeloop.formats.chat import USER
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import USER, CharTokenizer
 
 
 @dataclass

@@ -53,8 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 
 from decodeloop.formats.calls.compact import Call, CompactSyntax
-from decodeloop.formats.chat import ASSISTANT, SYSTEM, TOOL, USER
-from decodeloop.formats.tokenizer import CharTokenizer
+from decodeloop.formats.lab import ASSISTANT, SYSTEM, TOOL, USER, CharTokenizer
 from decodeloop.lab.corpus import HELDOUT_STATES
 from decodeloop.lab.train.backprop import loss_and_grads
 from decodeloop.lab.train.places import CITIES

@@ -22,9 +22,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from decodeloop.mcp.auth.oauth import OAuth, follow_redirect
 from decodeloop.mcp.client import McpClient, Tool
 from decodeloop.mcp.errors import McpError
-from decodeloop.mcp.oauth import OAuth, follow_redirect
 from decodeloop.mcp.transports.http import StreamableHttpTransport
 
 # The suite's client ID metadata document URL; an authorization server that supports

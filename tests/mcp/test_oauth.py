@@ -5,7 +5,13 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from decodeloop.mcp.oauth import authorization_server_urls, covers, parse_challenge, pkce_pair, protected_resource_urls
+from decodeloop.mcp.auth.oauth import (
+    authorization_server_urls,
+    covers,
+    parse_challenge,
+    pkce_pair,
+    protected_resource_urls,
+)
 from decodeloop.tools.startup import describe_notification
 
 

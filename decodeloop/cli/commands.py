@@ -274,21 +274,13 @@ def _eval_concurrently(args, parser, held_out, sampler, processors, config):
     import copy
 
     from decodeloop.lab.evaluate import ProgressBar, evaluate, evaluate_concurrently, serial_reason
-    from decodeloop.tools.startup import start_servers
 
     specs = server_specs(args, parser)
     bundle = load_bundle(args, parser)
     reason = serial_reason(bundle)
     if reason:
         print(f"decodeloop: --concurrency {args.concurrency}: {reason}", file=sys.stderr)
-        with start_servers(
-            specs,
-            None,
-            timeout=args.timeout,
-            protocol=getattr(args, "mcp_protocol", "auto"),
-            pin_store=args.pin_store,
-            max_tools=args.max_tools,
-        ) as router:
+        with _eval_servers(args, specs) as router:
             summary, _ = evaluate(
                 lambda emit: build_harness(args, bundle, router, emit, sampler, processors, config),
                 held_out,
@@ -298,14 +290,7 @@ def _eval_concurrently(args, parser, held_out, sampler, processors, config):
 
     @contextlib.contextmanager
     def worker(emit):
-        with start_servers(
-            specs,
-            None,
-            timeout=args.timeout,
-            protocol=getattr(args, "mcp_protocol", "auto"),
-            pin_store=args.pin_store,
-            max_tools=args.max_tools,
-        ) as router:
+        with _eval_servers(args, specs) as router:
             # a sampler and processors of its own: their state (an rng, tokens seen) is per conversation
             yield build_harness(args, bundle, router, emit, copy.deepcopy(sampler), copy.deepcopy(processors), config)
 
@@ -377,3 +362,17 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]
     "view": view_command,
     "fetch": fetch_command,
 }
+
+
+def _eval_servers(args, specs):
+    """The servers of one eval worker (or of the one serial run), started with the command's options."""
+    from decodeloop.tools.startup import start_servers
+
+    return start_servers(
+        specs,
+        None,
+        timeout=args.timeout,
+        protocol=getattr(args, "mcp_protocol", "auto"),
+        pin_store=args.pin_store,
+        max_tools=args.max_tools,
+    )

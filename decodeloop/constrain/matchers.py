@@ -105,10 +105,29 @@ def matcher_for(tokenizer, closer_id: int | None = None) -> Matcher:
     return TokenMatcher(tokenizer, closer_id=closer_id)
 
 
-class ByteMatcher:
+class GrammarMatcher:
+    """What every matcher keeps of its grammar: the grammar itself (None until `start` and after `release`)
+    and the tools a call may name."""
+
+    def __init__(self) -> None:
+        self.grammar: ByteGrammar | None = None
+        self.tools: list[str] = []
+
+    def _started(self) -> ByteGrammar:
+        """The grammar of the states this matcher is handed: `start` makes it, `release` drops it."""
+        if self.grammar is None:
+            raise RuntimeError("the matcher has no grammar: start it first")
+        return self.grammar
+
+    def begin(self) -> ByteState | None:
+        return self.grammar.start if self.grammar is not None and self.tools else None
+
+
+class ByteMatcher(GrammarMatcher):
     """The Matcher for vocabularies whose tokens are single bytes (special tokens are never allowed in a call)."""
 
     def __init__(self, tokenizer) -> None:
+        super().__init__()
         self.vocab = tokenizer.vocab_size
         self.byte_of = [-1] * self.vocab
         self.id_of = [-1] * 256
@@ -117,8 +136,6 @@ class ByteMatcher:
             if len(data) == 1:
                 self.byte_of[token] = data[0]
                 self.id_of[data[0]] = token
-        self.grammar: ByteGrammar | None = None
-        self.tools: list[str] = []
         self.closer_id: int | None = None  # a byte vocabulary has no special token to close a call with
         self._negative = [-inf] * self.vocab
 
@@ -133,15 +150,6 @@ class ByteMatcher:
         if self.grammar is not None:
             self.grammar.release()
         self.grammar, self.tools = None, []
-
-    def _started(self) -> ByteGrammar:
-        """The grammar of the states this matcher is handed: `start` makes it."""
-        if self.grammar is None:
-            raise RuntimeError("the matcher has no grammar: start it first")
-        return self.grammar
-
-    def begin(self) -> ByteState | None:
-        return self.grammar.start if self.grammar is not None and self.tools else None
 
     def advance_bytes(self, state: ByteState, data: bytes) -> ByteState | None:
         for byte in data:

@@ -46,6 +46,7 @@ import numpy as np
 
 from decodeloop.constrain.grammar.bytes import CLOSER_TOKEN, ByteGrammar, ByteState
 from decodeloop.constrain.grammar.compile import call_grammar
+from decodeloop.constrain.matchers import GrammarMatcher
 
 _UNKNOWN, _DEAD = -2, -1
 MASK_MEMORY = 256 << 20  # bytes of memoized masks in the process, every matcher and grammar together
@@ -172,10 +173,11 @@ def _vocabulary(tokenizer, size: int) -> _Vocabulary:
     return found
 
 
-class TokenMatcher:
+class TokenMatcher(GrammarMatcher):
     """The constrain.Matcher for multi-byte vocabularies (see the module docstring)."""
 
     def __init__(self, tokenizer, vocab_size: int | None = None, closer_id: int | None = None) -> None:
+        super().__init__()
         size = vocab_size or tokenizer.vocab_size
         self.closer_id = closer_id  # a closer that is one special token: the grammar's CLOSER_TOKEN
         self.encode = tokenizer.encode
@@ -185,8 +187,6 @@ class TokenMatcher:
         self.order, self.matrix, self.lengths = vocabulary.order, vocabulary.matrix, vocabulary.lengths
         self.live = vocabulary.live
         self._byte_token = vocabulary.byte_token
-        self.grammar: ByteGrammar | None = None
-        self.tools: list[str] = []
         self._reset_tables()
 
     def __copy__(self) -> TokenMatcher:
@@ -224,15 +224,6 @@ class TokenMatcher:
             self.grammar.release()
         self.grammar, self.tools = None, []
         self._reset_tables()
-
-    def _started(self) -> ByteGrammar:
-        """The grammar of the states this matcher is handed: `start` makes it, `release` drops it."""
-        if self.grammar is None:
-            raise RuntimeError("the matcher has no grammar: start it first")
-        return self.grammar
-
-    def begin(self) -> ByteState | None:
-        return self.grammar.start if self.grammar is not None and self.tools else None
 
     def advance_bytes(self, state: ByteState, data: bytes) -> ByteState | None:
         """The state after `data`; a final state as soon as the call is complete (later bytes are not the call's)."""

@@ -332,7 +332,7 @@ def copied_spans(episode, ids: list[int], tokenizer) -> list[tuple[int, int]]:
     piece of the result (episode.copied)."""
     answer_at = _answer_at(episode, ids, tokenizer)
     out = []
-    for piece in getattr(episode, "copied", None) or episode.values:
+    for piece in episode.copied or episode.values:
         # every occurrence, but a one-letter piece (a wind direction, last in its answer) only the last:
         # "N" is in "New"
         starts = [episode.answer.rfind(piece) if len(piece) == 1 else episode.answer.find(piece)]

@@ -23,6 +23,7 @@ from decodeloop.cli.options import (
     build_harness,
     checked,
     load_bundle,
+    server_options,
     server_specs,
     started,
 )
@@ -288,6 +289,7 @@ def _eval_concurrently(args, parser, held_out, sampler, processors, config):
             protocol=getattr(args, "mcp_protocol", "auto"),
             pin_store=args.pin_store,
             max_tools=args.max_tools,
+            **server_options(args),
         ) as router:
             summary, _ = evaluate(
                 lambda emit: build_harness(args, bundle, router, emit, sampler, processors, config),
@@ -305,6 +307,7 @@ def _eval_concurrently(args, parser, held_out, sampler, processors, config):
             protocol=getattr(args, "mcp_protocol", "auto"),
             pin_store=args.pin_store,
             max_tools=args.max_tools,
+            **server_options(args),
         ) as router:
             # a sampler and processors of its own: their state (an rng, tokens seen) is per conversation
             yield build_harness(args, bundle, router, emit, copy.deepcopy(sampler), copy.deepcopy(processors), config)

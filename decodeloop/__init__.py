@@ -29,7 +29,7 @@ _EXPORTS = {
     "Sampler": "decodeloop.sampling.sampler",
     "load_model": "decodeloop.models",
     "ModelBundle": "decodeloop.models",
-    "start_servers": "decodeloop.tools.router",
+    "start_servers": "decodeloop.tools.startup",
     "Router": "decodeloop.tools.router",
     "load_config": "decodeloop.tools.config",
     "ServerSpec": "decodeloop.tools.config",

@@ -183,6 +183,18 @@ class Notice(Event):
 
 
 @dataclass(slots=True)
+class Progress(Event):
+    """A server's progress notification for a call it is running (the call's progressToken)."""
+
+    kind = "progress"
+    server: str
+    tool: str | None  # the tool of the call in flight that the token belongs to; None: no such call
+    progress: float
+    total: float | None = None
+    message: str | None = None  # the server's text, capped
+
+
+@dataclass(slots=True)
 class ToolsChanged(Event):
     """A server announced notifications/tools/list_changed and its tools were listed again.
 

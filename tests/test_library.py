@@ -63,3 +63,10 @@ def test_the_readme_block_runs_as_written():
         "It's 33°F and overcast in Polson, MT right now, with 53% humidity and a 21 mph wind from the SE."
     )
     assert lines[1].endswith("done Sorry, I only know how to look up the weather in Polson, MT.")
+
+
+def test_every_exported_name_resolves():
+    import decodeloop
+
+    for name in decodeloop.__all__:
+        assert getattr(decodeloop, name) is not None, name

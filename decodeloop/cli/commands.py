@@ -23,6 +23,7 @@ from decodeloop.cli.options import (
     build_harness,
     checked,
     load_bundle,
+    server_options,
     server_specs,
     started,
 )
@@ -375,4 +376,5 @@ def _eval_servers(args, specs):
         protocol=getattr(args, "mcp_protocol", "auto"),
         pin_store=args.pin_store,
         max_tools=args.max_tools,
+        **server_options(args),
     )

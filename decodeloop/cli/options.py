@@ -220,8 +220,18 @@ def started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, det
         protocol=getattr(args, "mcp_protocol", "auto"),
         pin_store=args.pin_store,
         max_tools=args.max_tools,
+        **server_options(args),
     ) as router:
         yield bundle, router
+
+
+def server_options(args: argparse.Namespace) -> dict:
+    """--root, --no-roots and --server-log-level as start_servers' roots and log_level."""
+    if getattr(args, "no_roots", False):
+        roots: list[str] | None = []
+    else:
+        roots = getattr(args, "root", None) or None  # None: the working directory
+    return {"roots": roots, "log_level": getattr(args, "server_log_level", None)}
 
 
 def build_harness(args: argparse.Namespace, bundle, router, emit, sampler, processors, config):

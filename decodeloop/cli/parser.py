@@ -16,6 +16,7 @@ examples:
   decodeloop run --step "What's the weather in Polson, MT?"
   decodeloop run --json "What's the weather in Polson, MT?" | grep -v '"event": "token"'
   decodeloop run --quiet --mcp "python3 -m decodeloop.servers.weather" "What's the weather in Polson, MT?"
+  decodeloop run --root ~/notes --server-log-level info --mcp-config servers.json "Which notes mention Polson?"
   decodeloop run --model ngram --order 6 --temperature 0.7 --seed 3 "Convert 12 km to mi."
   decodeloop run --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf "What's the weather in Polson, MT?"
   decodeloop run --model openai:http://127.0.0.1:8000/v1 --engine-model NAME --tokenizer models/MODEL_DIR "Hi"
@@ -436,6 +437,7 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
 
 
 def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
+    from decodeloop.mcp.client import LOG_LEVELS
     from decodeloop.mcp.versions import PROTOCOLS
     from decodeloop.tools.router import DEFAULT_MAX_TOOLS
 
@@ -471,6 +473,30 @@ def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
         help="the MCP revision for every server whose config pins none (protocolVersion): auto "
         "(default: server/discover, then initialize), 2026-07-28 (the stateless wire only) "
         "or 2025-11-25 and older (the initialize handshake only)",
+    )
+    roots = group.add_mutually_exclusive_group()
+    roots.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a directory the servers may work within, offered as a root (a file:// URI named after its "
+        "folder; it must exist); replaces the default, the working directory; repeatable, e.g. "
+        "--root ~/notes --root /srv/data",
+    )
+    roots.add_argument(
+        "--no-roots",
+        action="store_true",
+        help="offer the servers no roots, and no roots capability",
+    )
+    group.add_argument(
+        "--server-log-level",
+        default=None,
+        metavar="LEVEL",
+        choices=LOG_LEVELS,
+        help="ask each server that can for its log messages from LEVEL up (debug, info, notice, warning, "
+        "error, critical, alert, emergency), shown as notices; e.g. --server-log-level warning "
+        "(default: the servers' own choice; a 2026-07-28 server then sends none)",
     )
     group.add_argument(
         "--trust",

@@ -9,8 +9,8 @@ turns into something the model can read.
 Two wires. The stateless 2026-07-28 revision: `server/discover`, then every
 request carries the version, the client's capabilities and identity in
 `_meta`; a result may say `resultType: "input_required"`, and the client
-answers its `inputRequests` (elicitation through `request_handlers`, or
-declined with a notice when there are none) and retries with the answers and
+answers its `inputRequests` (`roots/list` with the roots offered, elicitation
+through `request_handlers`, or declined with a notice when there are none) and retries with the answers and
 the `requestState` echoed untouched; `tools/list` is cached for its `ttlMs`;
 when the server says its tools may change, a `subscriptions/listen` request
 stays open on a thread of its own, and its `notifications/tools/list_changed`
@@ -31,7 +31,12 @@ each progress notification for the call restarts its timeout, up to
 maxTotalTimeout), and remembering that the server
 announced `notifications/tools/list_changed` (`tools_stale`), so the owner can
 list the tools again from its own thread: a reader thread must never wait for
-a response it is the one to read.
+a response it is the one to read. With `roots` it declares the roots capability
+and answers `roots/list` (`set_roots` changes them); with `log_level` it asks
+for log messages from that level up (`logging/setLevel` after initialize to a
+server that declares logging; on 2026-07-28 `logLevel` in every request's
+`_meta`, without which such a server sends none); `on_progress` receives each
+progress notification with the tool of the call it belongs to.
 
 One timeout covers a server's whole start-up (`StartupDeadline`): the
 `server/discover` probe, initialize and the caller's first tools/list share it,
@@ -78,6 +83,7 @@ LISTEN_STEADY = 5.0  # a listen that lasted this long was working: its drop is n
 MAX_LISTEN_FAILURES = 5
 MAX_PAGES = 1000  # tools/list pages followed before assuming the server is looping
 FALLBACK_STATUSES = (400, 404, 405)  # a POST initialize refused so: the server may speak the legacy SSE transport
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # RFC 5424, least first
 
 
 @dataclass
@@ -178,9 +184,14 @@ class McpClient:
         reset_timeout_on_progress: bool = False,
         max_total_timeout: float | None = None,
         protocol: str = "auto",
+        roots: list[dict] | None = None,
+        log_level: str | None = None,
+        on_progress: Callable[[str | None, dict], None] | None = None,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown MCP protocol {protocol!r}: expected {', '.join(PROTOCOLS)}")
+        if log_level is not None and log_level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {log_level!r}: expected {', '.join(LOG_LEVELS)}")
         self.protocol = protocol
         self.name = name
         self.timeout = timeout
@@ -191,12 +202,19 @@ class McpClient:
         self._on_notification = on_notification
         self.client_capabilities = dict(capabilities or {})
         self.client_info = client_info or {"name": "decodeloop", "version": decodeloop.__version__}
+        self.log_level = log_level
+        self._on_progress = on_progress
+        self._roots = None if roots is None else [dict(root) for root in roots]
+        handlers = dict(request_handlers or {})
+        if self._roots is not None:
+            self.client_capabilities.setdefault("roots", {"listChanged": True})
+            handlers.setdefault("roots/list", self._list_roots)
         self.session = JsonRpcSession(
             transport,
             on_notification=self._notified,
             on_traffic=on_traffic,
             log=self.log,
-            request_handlers=request_handlers,
+            request_handlers=handlers,
         )
         self.server_info: dict = {}
         self.protocol_version: str | None = None
@@ -205,6 +223,7 @@ class McpClient:
         self.tools_stale = threading.Event()  # set by notifications/tools/list_changed
         self._progress_tokens = itertools.count(1)
         self._deadlines: dict[int, Deadline] = {}  # progress token -> the timeout its progress extends
+        self._calls: dict[int, str] = {}  # progress token -> the tool of the call in flight that carries it
         self._reinit_lock = threading.Lock()
         self._generation = 0  # how many times the session was initialized
         self._tools_cache: tuple[float, list[Tool]] | None = None  # (expires at, tools) from a ttlMs
@@ -369,11 +388,15 @@ class McpClient:
         if method == "notifications/tools/list_changed":
             self._tools_cache = None
             self.tools_stale.set()
-        elif method == "notifications/progress" and self._deadlines:
+        elif method == "notifications/progress":
             token = params.get("progressToken")
-            deadline = self._deadlines.get(token) if isinstance(token, int) and not isinstance(token, bool) else None
+            token = token if isinstance(token, int) and not isinstance(token, bool) else None
+            deadline = self._deadlines.get(token) if token is not None else None
             if deadline is not None:
                 deadline.extend()
+            if self._on_progress is not None:
+                self._on_progress(self._calls.get(token) if token is not None else None, params)
+                return
         if self._on_notification is not None:
             self._on_notification(method, params)
 
@@ -483,12 +506,70 @@ class McpClient:
         self.transport.set_protocol_version(version, stateless=stateless)
 
     def _meta(self) -> dict:
-        """The _meta every 2026-07-28 request carries: version, capabilities, who we are."""
-        return {
+        """The _meta every 2026-07-28 request carries: version, capabilities, who we are, the log level asked for."""
+        capabilities = self.client_capabilities
+        if isinstance(capabilities.get("roots"), dict) and "listChanged" in capabilities["roots"]:
+            # 2026-07-28 has no notifications/roots/list_changed: the server asks roots/list with each
+            # request that needs them, so promising the notification would be untrue
+            roots = {key: value for key, value in capabilities["roots"].items() if key != "listChanged"}
+            capabilities = {**capabilities, "roots": roots}
+        meta = {
             META + "protocolVersion": STATELESS_VERSION,
-            META + "clientCapabilities": self.client_capabilities,
+            META + "clientCapabilities": capabilities,
             META + "clientInfo": self.client_info,
         }
+        if self.log_level is not None:
+            # the revision's only way to ask for log messages: without it a server sends none for the request
+            meta[META + "logLevel"] = self.log_level
+        return meta
+
+    # -- roots and logging ------------------------------------------------------
+
+    @property
+    def roots(self) -> list[dict] | None:
+        """The roots offered to the server (None: the roots capability is not declared)."""
+        return None if self._roots is None else [dict(root) for root in self._roots]
+
+    def _list_roots(self, params: dict) -> dict:
+        roots = self._roots
+        return {"roots": [dict(root) for root in roots or []]}
+
+    def set_roots(self, roots: list[dict]) -> None:
+        """Offer other roots from now on, and tell the server they changed where the revision can.
+
+        On 2025-11-25 and older that is `notifications/roots/list_changed`; 2026-07-28
+        removed it, and its server asks `roots/list` again in the requests that need
+        the roots, which then get the new ones. A client made without roots declared
+        no roots capability, and capabilities are not declared twice: ValueError.
+        """
+        if self._roots is None:
+            raise ValueError(f"{self.name}: no roots were offered to this server, so none can change")
+        self._roots = [dict(root) for root in roots]
+        if self.protocol_version is not None and not self.stateless and not self._closed:
+            self._wrap(self.session.notify, "notifications/roots/list_changed")
+
+    def set_log_level(self, level: str | None, timeout: float | StartupDeadline | None = None) -> None:
+        """The least severe log messages the server should send (None: on 2026-07-28, ask for none).
+
+        2025-11-25 and older: `logging/setLevel`, sent only to a server that
+        declares the `logging` capability (a refusal is a notice, not a failure).
+        2026-07-28: the level rides in every later request's `_meta`.
+        """
+        if level is not None and level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}: expected {', '.join(LOG_LEVELS)}")
+        self.log_level = level
+        if level is None or self.protocol_version is None or self.stateless or "logging" not in self.capabilities:
+            return
+        params = {"level": level}
+        try:
+            if isinstance(timeout, StartupDeadline):
+                self._start_request("logging/setLevel", params, timeout)
+            else:  # not _request: initialize calls this while it holds the re-initialize lock
+                self._wrap(
+                    self.session.request, "logging/setLevel", params, self.timeout if timeout is None else timeout
+                )
+        except RpcError as exc:
+            self.log(f"logging/setLevel {level} refused: {exc.message}")
 
     def initialize(self, timeout: float | StartupDeadline | None = None) -> dict:
         """Handshake: agree on a protocol version, then announce we are ready. Returns the server's reply.
@@ -525,6 +606,9 @@ class McpClient:
         self._tell_transport(version)
         self._wrap(self.session.notify, "notifications/initialized")
         self._generation += 1
+        if self.log_level is not None:
+            # within the start-up's timeout when it has one; again after a re-initialize, a new session
+            self.set_log_level(self.log_level, timeout)
         return result
 
     def _reinitialize(self, generation: int) -> None:
@@ -638,15 +722,19 @@ class McpClient:
         """
         token = next(self._progress_tokens)
         params = {"name": name, "arguments": arguments, "_meta": {"progressToken": token}}
-        if not self.reset_timeout_on_progress:
-            result = self._call(params, timeout)
-        else:
-            deadline = Deadline(self.timeout if timeout is None else timeout, self.max_total_timeout)
-            self._deadlines[token] = deadline
-            try:
-                result = self._call(params, deadline)
-            finally:
-                del self._deadlines[token]
+        self._calls[token] = name  # so its progress says which call it is for
+        try:
+            if not self.reset_timeout_on_progress:
+                result = self._call(params, timeout)
+            else:
+                deadline = Deadline(self.timeout if timeout is None else timeout, self.max_total_timeout)
+                self._deadlines[token] = deadline
+                try:
+                    result = self._call(params, deadline)
+                finally:
+                    del self._deadlines[token]
+        finally:
+            del self._calls[token]
         if not isinstance(result, dict):
             raise ProtocolError(f"{self.name}: tools/call returned {type(result).__name__}, not an object")
         content = result.get("content", [])

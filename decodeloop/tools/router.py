@@ -37,6 +37,7 @@ from typing import Any
 from decodeloop.events import Emit, Notice, ToolsChanged
 from decodeloop.mcp.client import McpClient, Tool, ToolResult
 from decodeloop.mcp.errors import McpError
+from decodeloop.mcp.roots import file_roots
 from decodeloop.schema import did_you_mean, pattern_notes, type_notes
 from decodeloop.tools.config import ConfigError, ServerSpec  # ConfigError is re-exported for callers
 from decodeloop.trust.pins import PinStore, changes, fingerprint
@@ -290,6 +291,17 @@ class Router:
 
     def call(self, name: str, arguments: dict[str, Any], timeout: float | None = None) -> ToolResult:
         return self.clients[self.owner[name]].call_tool(self.remote[name], arguments, timeout=timeout)
+
+    def set_roots(self, paths: list[str]) -> None:
+        """Offer these paths as every server's roots from now on (each must exist: ConfigError).
+
+        Each server that was offered roots is told they changed where its revision
+        can say so (McpClient.set_roots); a server started without roots is left so.
+        """
+        roots = file_roots(paths)
+        for client in self.clients.values():
+            if client.roots is not None:
+                client.set_roots(roots)
 
     def close(self) -> None:
         for client in self.clients.values():

@@ -18,13 +18,14 @@ import os
 import shlex
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from decodeloop.events import Emit, Notice, Rpc, ServerReady
+from decodeloop.events import Emit, Notice, Progress, Rpc, ServerReady
 from decodeloop.mcp.client import McpClient, Tool
 from decodeloop.mcp.errors import ConnectionClosed
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
+from decodeloop.mcp.roots import file_roots
 from decodeloop.mcp.transports.stdio import StdioTransport
 from decodeloop.tools.config import ConfigError, ServerSpec
 from decodeloop.tools.router import DEFAULT_MAX_TOOLS, Router
@@ -72,6 +73,8 @@ def start_servers(
     protocol: str = "auto",
     pin_store: str | None = None,
     max_tools: int = DEFAULT_MAX_TOOLS,
+    roots: Sequence[str] | None = None,
+    log_level: str | None = None,
 ) -> Router:
     """Connect to each server (stdio or HTTP), open its session, list its tools, and route to them.
 
@@ -89,9 +92,13 @@ def start_servers(
     definitions between runs (pins.PinStore). `max_tools` caps the tools taken from
     one server. `protocol` is the MCP revision for servers whose spec pins none:
     "auto" (server/discover, then initialize) or a version (McpClient's `protocol`);
-    the ServerReady event says which one each server speaks.
+    the ServerReady event says which one each server speaks. `roots` are the paths
+    offered to every server as its roots (None: the working directory; empty: no
+    roots capability at all); each must exist (ConfigError). `log_level` asks each
+    server for its log messages from that level up (McpClient's `log_level`).
     """
     emit = emit if emit is not None else (lambda event: None)
+    offered = file_roots(roots) if roots is None or len(roots) else None  # checked before anything starts
     router = Router(emit)
     router.specs = unique_names(specs)
     router.pin_store = PinStore(pin_store) if pin_store else None
@@ -102,6 +109,8 @@ def start_servers(
         reset_timeout_on_progress=reset_timeout_on_progress,
         max_total_timeout=max_total_timeout,
         protocol=protocol,
+        roots=offered,
+        log_level=log_level,
     )
     starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
     opened = _Opened()
@@ -228,6 +237,7 @@ def _connect(
             Notice(server, cap_text(describe_notification(method, params), MAX_NOTICE_CHARS, "notice"))
         ),
         log=lambda text: emit(Notice(server, cap_text(text.removeprefix(f"{server}: "), MAX_NOTICE_CHARS, "notice"))),
+        on_progress=lambda tool, params: emit(progress_event(server, tool, params)),
     )
     if spec.url is not None:
         client = McpClient.connect_url(
@@ -247,6 +257,20 @@ def _connect(
     return client.start()
 
 
+def progress_event(server: str, tool: str | None, params: dict) -> Progress | Notice:
+    """A progress notification as its event, its message capped; one whose numbers are not numbers, a notice."""
+    progress, total, message = params.get("progress"), params.get("total"), params.get("message")
+    if not isinstance(progress, (int, float)) or not (total is None or _number(total)) or not _number(progress):
+        notice = describe_notification("notifications/progress", params)
+        return Notice(server, cap_text(notice, MAX_NOTICE_CHARS, "notice"))
+    text = cap_text(message, MAX_NOTICE_CHARS, "progress message") if isinstance(message, str) else None
+    return Progress(server, tool, progress, total, text)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def describe_notification(method: str, params: dict) -> str:
     """A server notification as one trace line: progress and log messages in words, others as JSON."""
     if method == "notifications/progress":
@@ -254,7 +278,12 @@ def describe_notification(method: str, params: dict) -> str:
         text = f"progress {params.get('progress')}" + (f"/{total}" if total is not None else "")
         return text + (f": {params['message']}" if params.get("message") else "")
     if method == "notifications/message":
-        return f"log {params.get('level', 'info')}: {params.get('data')}"
+        logger = params.get("logger")
+        return (
+            f"log {params.get('level', 'info')}"
+            + (f" {logger}" if isinstance(logger, str) else "")
+            + (f": {params.get('data')}")
+        )
     return f"{method} {params}" if params else method
 
 

@@ -23,6 +23,7 @@ from decodeloop.events import Event
 from decodeloop.trust.tool_budget import ToolSurfaceError
 from decodeloop.trust.untrusted import visible, visible_line
 from decodeloop.ui.style import Style, use_color
+from decodeloop.ui.trace import progress_text
 
 HELP = (
     "commands: /reset starts a new conversation, /tools lists the tools, /approve NAME puts a tool's "
@@ -91,6 +92,10 @@ class ChatView:
 
     def on_notice(self, e) -> None:
         self._line(self.style(f"  · {visible_line(e.source)}: ", "dim") + _quoted(e.message))
+
+    def on_progress(self, e) -> None:
+        call = f"/{visible_line(e.tool)}" if e.tool is not None else ""
+        self._line(self.style(f"  · {visible_line(e.server)}{call}: {progress_text(e)}", "dim"))
 
     def on_tools_changed(self, e) -> None:
         change = " ".join(

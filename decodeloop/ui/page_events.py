@@ -192,6 +192,8 @@ def flood_kind(data: dict) -> tuple | None:
         if isinstance(message, str):
             what = "log" if message.startswith("log ") else "progress" if message.startswith("progress ") else what
         return ("notice", _name(data.get("source")), what)
+    if kind == "progress":  # counted with the progress a server sent as notices
+        return ("notice", _name(data.get("server")), "progress")
     if kind == "tools_changed":
         return ("tools_changed", _name(data.get("server")))
     return None

@@ -24,6 +24,7 @@ from decodeloop.events import (
     Inject,
     Notice,
     PolicyDecision,
+    Progress,
     Prompt,
     Rpc,
     ServerReady,
@@ -58,6 +59,12 @@ def show(text: str) -> str:
 def names(items) -> str:
     """Tool names (a server's choice) on one line."""
     return ", ".join(visible_line(name) for name in items)
+
+
+def progress_text(e: Progress) -> str:
+    """progress 2/5: the server's message (escaped, on one line)."""
+    amount = f"{e.progress:g}" + (f"/{e.total:g}" if e.total is not None else "")
+    return f"progress {amount}" + (f": {visible_line(e.message)}" if e.message else "")
 
 
 class TraceView:
@@ -250,6 +257,10 @@ class TraceView:
         if e.source == "ngram":
             self.no_kv_cache = True
         return self.style(f"· {visible_line(e.source)}: {quoted(e.message)}", "dim")
+
+    def on_progress(self, e: Progress) -> str:
+        call = f"/{visible_line(e.tool)}" if e.tool is not None else " (no call in flight)"
+        return self.style(f"· {visible_line(e.server)}{call}: {progress_text(e)}", "dim")
 
     def on_request(self, e) -> str:
         cached = "not reported" if e.cached is None else f"{e.cached:,} cached"

@@ -214,7 +214,7 @@ def test_json_lines_escape_control_characters(events):
 
 
 def test_a_servers_stderr_is_shown_with_controls_visible():
-    from decodeloop.tools.router import _stderr_printer
+    from decodeloop.tools.startup import _stderr_printer
 
     seen = []
     _stderr_printer("evil", seen.append)("\x1b]0;pwned\x07 ok")

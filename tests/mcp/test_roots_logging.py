@@ -1,0 +1,182 @@
+"""Roots, server log levels and progress, against a real server process on both wires."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from decodeloop.errors import ConfigError
+from decodeloop.events import Notice, Progress
+from decodeloop.tools.config import ServerSpec
+from decodeloop.tools.startup import start_servers
+from decodeloop.ui.jsonl import JsonlView
+from decodeloop.ui.trace import TraceView
+
+SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "roots_logging.py")]
+WIRES = ["2026-07-28", "2025-11-25"]
+META = "io.modelcontextprotocol/"
+
+
+def start(events, protocol, **options):
+    spec = ServerSpec(name="rl", command=SERVER, transport="stdio")
+    return start_servers([spec], events, timeout=30, protocol=protocol, **options)
+
+
+def answer(router, tool: str):
+    return json.loads(router.call(tool, {}).text())
+
+
+def as_root(path) -> dict:
+    path = Path(os.path.abspath(path))
+    return {"uri": path.as_uri(), "name": path.name}
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_the_working_directory_is_the_default_root(events, protocol, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with start(events, protocol) as router:
+        assert router.clients["rl"].protocol_version == protocol
+        assert answer(router, "roots") == {"roots": [as_root(tmp_path)]}
+        capabilities = answer(router, "state")["capabilities"]
+    # 2026-07-28 has no roots/list_changed, so it is not promised there
+    assert capabilities["roots"] == ({} if protocol == "2026-07-28" else {"listChanged": True})
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_roots_given_replace_the_default_and_a_change_is_announced_where_the_wire_can(events, protocol, tmp_path):
+    first, second = tmp_path / "first dir", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    with start(events, protocol, roots=[str(first), str(second)]) as router:
+        assert answer(router, "roots") == {"roots": [as_root(first), as_root(second)]}
+        router.set_roots([str(second)])
+        assert answer(router, "roots") == {"roots": [as_root(second)]}  # asked again: the new list
+        seen = answer(router, "state")["list_changed"]
+    assert seen == (0 if protocol == "2026-07-28" else 1)
+    assert as_root(first)["uri"].endswith("/first%20dir")
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_no_roots_declares_no_capability_and_refuses_roots_list(events, protocol):
+    with start(events, protocol, roots=[]) as router:
+        assert "roots" not in answer(router, "state")["capabilities"]
+        result = router.call("roots", {}) if protocol == "2025-11-25" else None
+        if result is not None:  # the session answers an unknown request with "method not found"
+            assert json.loads(result.text())["code"] == -32601
+        else:
+            with pytest.raises(Exception, match="roots/list"):
+                router.call("roots", {})
+        with pytest.raises(ValueError, match="no roots were offered"):
+            router.clients["rl"].set_roots([])
+
+
+def test_a_root_that_does_not_exist_is_a_config_error_before_anything_starts(events, tmp_path):
+    with pytest.raises(ConfigError, match="no such file or directory"):
+        start(events, "auto", roots=[str(tmp_path / "missing")])
+    assert events == []
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_the_log_level_reaches_the_server_and_its_messages_are_notices(events, protocol):
+    with start(events, protocol, log_level="error") as router:
+        assert router.call("log", {}).text() == "logged from error"
+        levels = answer(router, "state")["levels"]
+    assert levels == ([] if protocol == "2026-07-28" else ["error"])
+    logs = [e.message for e in events.of("notice") if e.message.startswith("log ")]
+    assert logs == ["log error: {'message': 'at error'}", "log critical: at critical", "log alert: at alert"] + [
+        "log emergency: at emergency"
+    ]
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_without_a_log_level_nothing_is_asked_for(events, protocol):
+    with start(events, protocol) as router:
+        text = router.call("log", {}).text()
+        levels = answer(router, "state")["levels"]
+    assert levels == []
+    # 2026-07-28: a request without logLevel gets no log messages; the older server keeps its own default
+    assert text == ("logged from None" if protocol == "2026-07-28" else "logged from debug")
+    assert any(e.message == "log debug: at debug" for e in events.of("notice")) == (protocol == "2025-11-25")
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_progress_is_an_event_of_its_call_in_the_trace_and_the_json_lines(events, protocol):
+    with start(events, protocol) as router:
+        assert router.call("slow", {}).text() == "done"
+    progress = events.of("progress")
+    assert [(e.server, e.tool, e.progress, e.total) for e in progress] == [("rl", "slow", n, 3) for n in (1, 2, 3)]
+    assert [e.message for e in progress] == ["starting", "half\x1b[31m way", None]
+    trace = io.StringIO()
+    view = TraceView(trace, color=False)
+    jsonl = io.StringIO()
+    lines = JsonlView(jsonl)
+    for event in progress:
+        view(event)
+        lines(event)
+    assert trace.getvalue().splitlines() == [
+        "· rl/slow: progress 1/3: starting",
+        "· rl/slow: progress 2/3: half\\x1b[31m way",  # the server's escape is shown, never run
+        "· rl/slow: progress 3/3",
+    ]
+    rows = [json.loads(line) for line in jsonl.getvalue().splitlines()]
+    assert rows[1] == {
+        "event": "progress",
+        "server": "rl",
+        "tool": "slow",
+        "progress": 2,
+        "total": 3,
+        "message": "half\x1b[31m way",
+    }
+    assert "\\u001b" in jsonl.getvalue().splitlines()[1]
+
+
+def test_progress_text_is_capped_and_a_malformed_one_is_a_notice():
+    from decodeloop.tools.startup import MAX_NOTICE_CHARS, progress_event
+
+    long = progress_event("s", "t", {"progressToken": 1, "progress": 1, "message": "x" * 10_000})
+    assert isinstance(long, Progress) and long.message is not None
+    assert len(long.message) < MAX_NOTICE_CHARS + 200 and "truncated" in long.message
+    odd = progress_event("s", "t", {"progressToken": 1, "progress": "half"})
+    assert isinstance(odd, Notice) and odd.message.startswith("progress half")
+
+
+def _first_request(jsonl: str, method: str) -> dict:
+    for line in jsonl.splitlines():
+        event = json.loads(line)
+        if event["event"] == "rpc" and event["message"].get("method") == method:
+            return event["message"]
+    raise AssertionError(f"no {method} request in the JSON Lines")
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_the_command_line_offers_roots_and_asks_for_a_log_level(protocol, tmp_path):
+    from test_cli import run
+
+    server = " ".join(SERVER)
+    common = ["-m", "decodeloop", "run", "--json", "--mcp", server, "--mcp-protocol", protocol, "hi"]
+    p = run(*common[:-1], "--root", str(tmp_path), "--server-log-level", "warning", "hi", no_site=False)
+    assert p.returncode == 0, p.stderr
+    if protocol == "2025-11-25":
+        assert _first_request(p.stdout, "initialize")["params"]["capabilities"] == {"roots": {"listChanged": True}}
+        assert _first_request(p.stdout, "logging/setLevel")["params"] == {"level": "warning"}
+    else:
+        meta = _first_request(p.stdout, "tools/list")["params"]["_meta"]
+        assert meta[META + "clientCapabilities"] == {"roots": {}}
+        assert meta[META + "logLevel"] == "warning"
+    bare = run(*common[:-1], "--no-roots", "hi", no_site=False)
+    assert bare.returncode == 0, bare.stderr
+    assert "logLevel" not in bare.stdout and "logging/setLevel" not in bare.stdout
+    if protocol == "2025-11-25":
+        assert _first_request(bare.stdout, "initialize")["params"]["capabilities"] == {}
+    else:
+        assert _first_request(bare.stdout, "tools/list")["params"]["_meta"][META + "clientCapabilities"] == {}
+    missing = run(*common[:-1], "--root", str(tmp_path / "missing"), "hi", no_site=False)
+    assert missing.returncode != 0 and "no such file or directory" in missing.stderr
+    both = run(*common[:-1], "--root", str(tmp_path), "--no-roots", "hi", no_site=False)
+    assert both.returncode == 2 and "not allowed with" in both.stderr

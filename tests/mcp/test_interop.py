@@ -354,8 +354,8 @@ def test_several_servers_from_a_config_file_through_the_harness(everything, serv
         ("count", "sdk"),
         ("weather", "sdk"),
     ]
-    progress = [e.message for e in events.of("notice") if e.source == "sdk" and e.message.startswith("progress")]
-    assert progress == ["progress 1/2: step 1", "progress 2/2: step 2"]  # shown in the trace as notices
+    progress = [(e.tool, e.progress, e.total, e.message) for e in events.of("progress") if e.server == "sdk"]
+    assert progress == [("count", 1, 2, "step 1"), ("count", 2, 2, "step 2")]  # events of the call they belong to
     results = events.of("tool_result")
     assert [r.text for r in results[:3]] == ["hello", "[image image/png, 69 bytes]", "counted to 2"]
     assert results[3].text.startswith("{") and not events.of("tool_error")  # structured, schema kept

@@ -255,6 +255,10 @@ def describe_notification(method: str, params: dict) -> str:
         return text + (f": {params['message']}" if params.get("message") else "")
     if method == "notifications/message":
         return f"log {params.get('level', 'info')}: {params.get('data')}"
+    if method == "notifications/resources/updated":
+        return f"resource {params.get('uri')} changed; read it again to see how (in chat: /reread)"
+    if method == "notifications/resources/list_changed":
+        return "its list of resources changed"
     return f"{method} {params}" if params else method
 
 

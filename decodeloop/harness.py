@@ -2,7 +2,10 @@
 
 `Harness.run` is one assistant turn of a conversation: generate (decode/loop.py) until something
 stops it; if tool calls stopped it, dispatch them, inject the results as the
-chat format's tool messages and generate again. The harness keeps the context
+chat format's tool messages and generate again. A user message may carry
+resources (`run(user, attachments=[(SERVER, URI)])`): each is read from its
+server before the turn and enters the user's message as data, admitted like a
+tool result, in a span of its own (`resource:SERVER/URI`). The harness keeps the context
 (and so the model's cache) from one user turn to the next; `reset` starts a new
 conversation. Nothing here knows which model or engine is running.
 """
@@ -10,6 +13,7 @@ conversation. Nothing here knows which model or engine is running.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +24,9 @@ from decodeloop.errors import ConfigError
 from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop
 from decodeloop.formats.calls.compact import ParseError
 from decodeloop.formats.calls.shapes import DESCRIBED
-from decodeloop.formats.chat import ToolReply
+from decodeloop.formats.chat import Attachment, ToolReply
 from decodeloop.formats.tokenizer import StreamDecoder
+from decodeloop.mcp.errors import RpcError
 from decodeloop.sampling.processors import ProcessorState
 from decodeloop.tools.dispatch import dispatch_all, parse_call
 from decodeloop.tools.router import Router
@@ -172,17 +177,40 @@ class Harness:
             max_tokens=self.config.max_tokens,
         )
 
-    def run(self, user: str) -> TurnResult:
+    def attach(self, server: str, uri: str) -> Attachment:
+        """Read a resource now, as the context may hold it: its text capped at `max_result_chars`, invisible
+        characters removed, forged markers escaped. Raises ConfigError for a server that is not running and
+        McpError for one that cannot answer (no resources, an unknown URI)."""
+        client = self.router.clients.get(server)
+        if client is None:
+            running = ", ".join(self.router.clients) or "none"
+            raise ConfigError(f"no server named {server!r} to read {uri} from (servers: {running})")
+        try:
+            read = client.read_resource(uri, timeout=self.config.timeout)
+        except RpcError as e:  # the server's refusal names neither the server nor that it was a read
+            raise RpcError(e.code, f"{server}: cannot read {uri}: {e.message}", e.data) from None
+        what = f"the resource {uri} of {server}"
+        text = admit_result(
+            read.text(), what, self.emit, self.markers, limit=self.config.max_result_chars, cut="resource"
+        ).text
+        shown = admit_result(uri, f"the URI {uri}", self.emit, self.markers).text  # the URI names it in the message
+        self.emit(Notice(server, f"attached {uri} ({len(text):,} characters) to the user's message"))
+        return Attachment(server, shown, text)
+
+    def run(self, user: str, attachments: Sequence[tuple[str, str]] = ()) -> TurnResult:
         """One user message and the assistant's turn answering it, with every tool call it makes.
 
+        `attachments`: (server, URI) pairs, each resource read now and attached to the message (`attach`);
+        one that cannot be read raises before anything enters the context.
         Ctrl-C during the turn ends it with reason "interrupted": the context is
         cut back to its last whole state (a token, or a whole injected message),
         so the conversation can go on.
         """
+        attached = [self.attach(server, uri) for server, uri in attachments]
         started = time.perf_counter()
         turn = _Turn()
         try:
-            self._turn(user, turn)
+            self._turn(user, turn, attached)
         except KeyboardInterrupt:
             if self.context is not None:
                 # every sampled token is whole; a half-injected message is not
@@ -268,18 +296,22 @@ class Harness:
         self._masked = ((id(context), end), calls)
         return calls
 
-    def _turn(self, user: str, turn: _Turn) -> None:
+    def _turn(self, user: str, turn: _Turn, attached: list[Attachment]) -> None:
         config, emit, chat = self.config, self.emit, self.chat
+        # only a message with attachments passes the keyword: a chat format that never gets one need not take it
+        extra = {"attachments": attached} if attached else {}
         if self.context is None:
             self._refresh_tools()  # tools a server changed are described from a new conversation on
             self.context = context = Context()
             tools = [admit_tool(t, emit, self.markers) for t in self.tools]
-            pieces = chat.start(tools, admit_result(user, "the user's message", emit, self.markers).text, self.system)
+            text = admit_result(user, "the user's message", emit, self.markers).text
+            pieces = chat.start(tools, text, self.system, **extra)
         else:
             self.router.refresh()
             context = self.context
             turn.whole = len(context)
-            pieces = chat.user_turn(admit_result(user, "the user's message", emit, self.markers).text, self._ended)
+            text = admit_result(user, "the user's message", emit, self.markers).text
+            pieces = chat.user_turn(text, self._ended, **extra)
         at = len(context)
         context.extend_pieces(pieces)
         turn.whole = len(context)

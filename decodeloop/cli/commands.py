@@ -113,7 +113,8 @@ def _run_turn(args, parser, emit, sampler, processors, config, last_token, page)
         with started(args, parser, emit, config.detail) as (bundle, router):
             if page is not None:
                 page.watch(bundle)  # the transformer's attention, for the page
-            result = build_harness(args, bundle, router, emit, sampler, processors, config).run(args.prompt)
+            harness = build_harness(args, bundle, router, emit, sampler, processors, config)
+            result = harness.run(args.prompt, getattr(args, "attach", None) or ())
     except QuitRequested:
         print("quit.")
         return EXIT_OK

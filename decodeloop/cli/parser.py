@@ -18,6 +18,7 @@ examples:
   decodeloop run --quiet --mcp "python3 -m decodeloop.servers.weather" "What's the weather in Polson, MT?"
   decodeloop run --root ~/notes --server-log-level info --mcp-config servers.json "Which notes mention Polson?"
   decodeloop run --model ngram --order 6 --temperature 0.7 --seed 3 "Convert 12 km to mi."
+  decodeloop run --attach weather:weather://forecast/MT/Polson "Will it snow in Polson this week?"
   decodeloop run --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf "What's the weather in Polson, MT?"
   decodeloop run --model openai:http://127.0.0.1:8000/v1 --engine-model NAME --tokenizer models/MODEL_DIR "Hi"
 """
@@ -26,6 +27,7 @@ examples:
   decodeloop chat --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf
   printf 'Weather in Polson, MT?\\nAnd in Boise, ID?\\n' | decodeloop chat --model transformer
   decodeloop chat --model transformer --trace --mcp-config servers.json
+  printf '/resources\n@weather:weather://cities Which of these is warmest?\n' | decodeloop chat
 """
 EVAL_EXAMPLES = """\
 examples:
@@ -94,6 +96,15 @@ def build_parser(
         help="also write the turn as one self-contained HTML page (the viewer) to FILE",
     )
     _mcp_server_options(run)
+    run.add_argument(
+        "--attach",
+        action="append",
+        default=[],
+        type=_attachment,
+        metavar="SERVER:URI",
+        help="read the resource URI from SERVER and attach it to the message, as the server's data "
+        "(e.g. weather:weather://cities); repeatable",
+    )
     run.set_defaults(**(defaults or {}))
 
     chat = commands.add_parser(
@@ -215,6 +226,14 @@ def build_parser(
         sub.set_defaults(command_parser=sub)
         sub.takes_options = True
     return parser
+
+
+def _attachment(text: str) -> tuple[str, str]:
+    """SERVER:URI -> (server, uri): a server's name holds no colon, so the first one ends it."""
+    server, colon, uri = text.partition(":")
+    if not (server and colon and uri):
+        raise argparse.ArgumentTypeError(f"expected SERVER:URI (e.g. weather:weather://cities), got {text!r}")
+    return server, uri
 
 
 def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:

@@ -10,6 +10,7 @@ exactly, in order. Sources:
     "user"               the user's text
     "model"              tokens the model sampled
     "tool:SERVER/TOOL"   a tool result (or an error about a call) for TOOL on SERVER
+    "resource:SERVER/URI"  a resource's text, attached to a user message
 
 `ids` is a plain list, which is what engines read; the loop appends sampled
 tokens to it directly after opening a "model" span, so provenance costs

@@ -14,6 +14,13 @@ Every method returns `Pieces`: a list of (ids, source) in order, so the context
 knows where each span came from (`context.py`): "chat" for markup, "system",
 "user", "tool:SERVER/TOOL" for content.
 
+A user message may carry attachments, resources read from a server: each is
+rendered inside the user's message after the user's text, as a line naming it
+(the user's words, "user") and its text in a span of its own,
+"resource:SERVER/URI", so provenance reads it as the server's. `start` and
+`user_turn` take them as `attachments`; the harness passes that keyword only
+when there are some, so a format that never sees one need not accept it.
+
 `LabChat`, the lab models' format, is in lab.py. Real models use their own chat template (`chat_template.py`).
 """
 
@@ -40,6 +47,31 @@ class ToolReply:
         return f"tool:{self.server or '-'}/{self.name or '-'}"
 
 
+@dataclass(slots=True)
+class Attachment:
+    """A resource attached to a user message, its text already admitted (capped, escaped)."""
+
+    server: str
+    uri: str
+    text: str
+
+    @property
+    def source(self) -> str:
+        return f"resource:{self.server}/{self.uri}"
+
+
+def user_parts(user: str, attachments: Sequence[Attachment] = ()) -> list[tuple[str, str]]:
+    """A user message's content as (text, source) parts: the user's text, then each attachment under a line
+    naming it."""
+    parts = [(user, "user")]
+    for attachment in attachments:
+        parts += [
+            (f"\n\nResource {attachment.server} {attachment.uri}:\n", "user"),
+            (attachment.text, attachment.source),
+        ]
+    return parts
+
+
 class ChatFormat(Protocol):
     """How messages become ids for one model family.
 
@@ -54,11 +86,13 @@ class ChatFormat(Protocol):
 
     def system_text(self, tools: Sequence, system: str | None = None) -> str: ...
 
-    def start(self, tools: Sequence, user: str, system: str | None = None) -> Pieces: ...
+    def start(
+        self, tools: Sequence, user: str, system: str | None = None, attachments: Sequence[Attachment] = ()
+    ) -> Pieces: ...
 
     def tool_results(self, replies: Sequence[ToolReply], ended: bool) -> Pieces: ...
 
-    def user_turn(self, user: str, ended: bool) -> Pieces: ...
+    def user_turn(self, user: str, ended: bool, attachments: Sequence[Attachment] = ()) -> Pieces: ...
 
 
 def pieces_ids(pieces: Pieces) -> list[int]:

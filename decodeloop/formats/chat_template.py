@@ -60,7 +60,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-from decodeloop.formats.chat import Pieces, ToolReply
+from decodeloop.formats.chat import Attachment, Pieces, ToolReply, user_parts
 from decodeloop.formats.hf_tokenizer import require
 from decodeloop.formats.lab import PREAMBLE
 
@@ -115,6 +115,11 @@ def compile_template(source: str):
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
     return env.from_string(source)
+
+
+def _content(user: str, attachments: Sequence[Attachment]) -> list[Part]:
+    """A user message's parts, each data: an attachment's text is its own part, so its own span."""
+    return [(text, source, False) for text, source in user_parts(user, attachments)]
 
 
 class _Marked:
@@ -267,22 +272,23 @@ class TemplateChat:
         """The system message's content (with a template that presents tools, the preamble alone)."""
         return self._system_content(list(tools), system, lambda x: x)
 
-    def start(self, tools: Sequence, user: str, system: str | None = None) -> Pieces:
+    def start(
+        self, tools: Sequence, user: str, system: str | None = None, attachments: Sequence[Attachment] = ()
+    ) -> Pieces:
         """The first prompt of a conversation, through the generation prompt."""
         self._reset()
         tools = list(tools)
         if tools and self.uses_template_tools:
             self._tools = self._mark(self.syntax.tool_schemas(tools))
         system_part: Part = (self._system_content(tools, system, self._mark), "system", True)
+        content = _content(user, attachments)
         if self.system_role:
             self._messages = [
                 {"role": "system", "content": self._hold([system_part])},
-                {"role": "user", "content": self._hold([(user, "user", False)])},
+                {"role": "user", "content": self._hold(content)},
             ]
         else:
-            self._messages = [
-                {"role": "user", "content": self._hold([system_part, ("\n\n", "chat", True), (user, "user", False)])}
-            ]
+            self._messages = [{"role": "user", "content": self._hold([system_part, ("\n\n", "chat", True), *content])}]
         self._rendered = self._render_conversation()
         return self._pieces(self._rendered)
 
@@ -304,9 +310,9 @@ class TemplateChat:
             messages = [{"role": "user", "content": self._hold(parts)}]
         return self._after_model(messages, ended)
 
-    def user_turn(self, user: str, ended: bool) -> Pieces:
+    def user_turn(self, user: str, ended: bool, attachments: Sequence[Attachment] = ()) -> Pieces:
         """The next user message after the model's answer, then the generation prompt."""
-        return self._after_model([{"role": "user", "content": self._hold([(user, "user", False)])}], ended)
+        return self._after_model([{"role": "user", "content": self._hold(_content(user, attachments))}], ended)
 
     def _after_model(self, messages: list[dict], ended: bool) -> Pieces:
         if self._rendered is None:

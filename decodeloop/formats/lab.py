@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from decodeloop.formats.chat import Pieces, ToolReply
+from decodeloop.formats.chat import Attachment, Pieces, ToolReply, user_parts
 
 # the special tokens, ids 0 to 4 in this order (LabChat places them)
 EOS, SYSTEM, USER, ASSISTANT, TOOL = SPECIALS = ("<|eos|>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>")
@@ -132,16 +132,21 @@ class LabChat:
             return preamble
         return preamble + " You can use the tools below.\n\n" + self.syntax.describe(tools)
 
-    def start(self, tools: Sequence, user: str, system: str | None = None) -> Pieces:
+    def start(
+        self, tools: Sequence, user: str, system: str | None = None, attachments: Sequence[Attachment] = ()
+    ) -> Pieces:
         """The context a conversation starts from, ending where the assistant speaks."""
         encode = self.tokenizer.encode
         return [
             ([self._system], "chat"),
             (encode(self.system_text(tools, system)), "system"),
             ([self._user], "chat"),
-            (encode(user), "user"),
+            *self._user_content(user, attachments),
             ([self._assistant], "chat"),
         ]
+
+    def _user_content(self, user: str, attachments: Sequence[Attachment]) -> Pieces:
+        return [(self.tokenizer.encode(text), source) for text, source in user_parts(user, attachments)]
 
     def tool_results(self, replies: Sequence[ToolReply], ended: bool) -> Pieces:
         """After a call: one tool message per reply, then the assistant resumes."""
@@ -151,10 +156,10 @@ class LabChat:
         pieces.append(([self._assistant], "chat"))
         return pieces
 
-    def user_turn(self, user: str, ended: bool) -> Pieces:
+    def user_turn(self, user: str, ended: bool, attachments: Sequence[Attachment] = ()) -> Pieces:
         """The next user message of a conversation, then the assistant speaks."""
         pieces: Pieces = [] if ended else [([self._eos], "chat")]
-        return pieces + [([self._user], "chat"), (self.tokenizer.encode(user), "user"), ([self._assistant], "chat")]
+        return pieces + [([self._user], "chat"), *self._user_content(user, attachments), ([self._assistant], "chat")]
 
 
 def lab_transcript(system: str, user: str, call: str, result: str, answer: str) -> str:

@@ -22,6 +22,16 @@ answer it as a 2026-07-28 server would; a version pins one wire. Tools that
 run only as tasks (`execution.taskSupport: "required"`) are not offered: this
 client does not speak the tasks extension.
 
+Resources, on both wires and only when the server's capabilities offer them
+(else `Unsupported`, before anything is sent): `list_resources` and
+`list_resource_templates` across pages, `read_resource` (`ResourceContents`,
+whose `text()` never dumps a binary blob), and `subscribe_resource`:
+`resources/subscribe` on the handshake wire, on 2026-07-28 a
+`subscriptions/listen` stream of its own naming the URI. A
+`notifications/resources/updated` for a subscribed URI is kept in `updated`
+(and handed on to `on_notification` like every notification);
+`notifications/resources/list_changed` sets `resources_stale`.
+
 It also owns what the protocol asks of a client around those calls: telling
 the transport the negotiated version (HTTP sends it as a header), initializing
 again when an HTTP server says our session expired (then retrying the request
@@ -49,6 +59,7 @@ server slow to start that answers it late and then refuses initialize as a
 
 from __future__ import annotations
 
+import base64
 import itertools
 import threading
 import time
@@ -57,7 +68,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import decodeloop
-from decodeloop.mcp.errors import HttpStatusError, McpError, ProtocolError, RequestTimeout, RpcError, SessionExpired
+from decodeloop.mcp.errors import (
+    HttpStatusError,
+    McpError,
+    ProtocolError,
+    RequestTimeout,
+    RpcError,
+    SessionExpired,
+    Unsupported,
+)
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.headers import header_params, header_problem, param_headers
 from decodeloop.mcp.jsonrpc import Deadline, JsonRpcSession
@@ -106,6 +125,57 @@ class ToolResult:
     def text(self) -> str:
         """The result as text for a model: text items verbatim, anything else as a short placeholder."""
         return "\n".join(_content_text(item) for item in self.content)
+
+
+@dataclass
+class Resource:
+    uri: str
+    name: str
+    description: str = ""
+    mime_type: str | None = None
+    title: str | None = None
+    size: int | None = None  # bytes, when the server says
+
+
+@dataclass
+class ResourceTemplate:
+    uri_template: str  # RFC 6570, e.g. weather://forecast/{state}/{city}
+    name: str
+    description: str = ""
+    mime_type: str | None = None
+    title: str | None = None
+
+
+@dataclass
+class ResourceContents:
+    uri: str  # the URI that was read
+    contents: list[dict]  # the items of resources/read: {"uri", "mimeType", "text" or "blob"}
+
+    def text(self) -> str:
+        """The contents as text for a model: text verbatim, a blob of a text type decoded, any other blob
+        described by its type and size; several items each under a line naming its URI."""
+        if len(self.contents) == 1:
+            return _resource_item_text(self.contents[0])
+        return "\n".join(f"[{item.get('uri', self.uri)}]\n" + _resource_item_text(item) for item in self.contents)
+
+
+TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "application/javascript")
+
+
+def _textual(mime: Any) -> bool:
+    return isinstance(mime, str) and (mime.startswith("text/") or mime.split(";")[0].strip() in TEXT_TYPES)
+
+
+def _resource_item_text(item: dict) -> str:
+    if isinstance(item.get("text"), str):
+        return item["text"]
+    blob, mime = item.get("blob"), item.get("mimeType")
+    if isinstance(blob, str) and _textual(mime):
+        try:
+            return base64.b64decode(blob, validate=False).decode("utf-8", errors="replace")
+        except ValueError:
+            pass  # not base64 after all: described below, like any other blob
+    return f"[binary {mime or 'of unknown type'}, {_decoded_size(blob)} bytes]"
 
 
 class StartupDeadline(Deadline):
@@ -221,6 +291,9 @@ class McpClient:
         self.capabilities: dict = {}
         self.instructions: str | None = None
         self.tools_stale = threading.Event()  # set by notifications/tools/list_changed
+        self.resources_stale = threading.Event()  # set by notifications/resources/list_changed
+        self.subscriptions: set[str] = set()  # resource URIs subscribed to
+        self.updated: set[str] = set()  # subscribed URIs the server said changed (the owner takes them)
         self._progress_tokens = itertools.count(1)
         self._deadlines: dict[int, Deadline] = {}  # progress token -> the timeout its progress extends
         self._calls: dict[int, str] = {}  # progress token -> the tool of the call in flight that carries it
@@ -385,6 +458,13 @@ class McpClient:
         self._log(f"{self.name}: {line}")
 
     def _notified(self, method: str, params: dict) -> None:
+        if method == "notifications/resources/updated":
+            uri = params.get("uri")
+            if uri not in self.subscriptions:
+                return  # a stream still open for a URI unsubscribed since: not news to anyone
+            self.updated.add(uri)
+        elif method == "notifications/resources/list_changed":
+            self.resources_stale.set()
         if method == "notifications/tools/list_changed":
             self._tools_cache = None
             self.tools_stale.set()
@@ -472,9 +552,11 @@ class McpClient:
             threading.Thread(target=self._listen, name=f"mcp-listen-{self.name}", daemon=True).start()
         return True
 
-    def _listen(self) -> None:
-        """subscriptions/listen: the request that stays open so the server can say its tools changed."""
-        params = {"notifications": {"toolsListChanged": True}, "_meta": self._meta()}
+    def _listen(self, notifications: dict | None = None, what: str = "changed tools") -> None:
+        """subscriptions/listen: the request that stays open so the server can say its tools (or, with
+        `notifications`, what that names) changed."""
+        tools = notifications is None
+        params = {"notifications": notifications or {"toolsListChanged": True}, "_meta": self._meta()}
         failures = 0
         while not self._stopped.is_set():
             began = time.monotonic()
@@ -482,20 +564,21 @@ class McpClient:
                 self._wrap(self.session.request, "subscriptions/listen", params, None)
                 return  # the server ended the subscription
             except RpcError as exc:
-                self.log(f"changed tools will not be noticed: subscriptions/listen refused: {exc.message}")
+                self.log(f"{what} will not be noticed: subscriptions/listen refused: {exc.message}")
                 return
             except McpError as exc:
                 if self._stopped.is_set() or self.session.closed:
                     return
                 failures = 0 if time.monotonic() - began > LISTEN_STEADY else failures + 1
                 if failures >= MAX_LISTEN_FAILURES:
-                    self.log(f"gave up listening for changed tools: {exc}")
+                    self.log(f"gave up listening for {what}: {exc}")
                     return
             if self._stopped.wait(LISTEN_RETRY):
                 return
-            # nothing is replayed on a new stream: what changed meanwhile is only found by listing again
-            self._tools_cache = None
-            self.tools_stale.set()
+            if tools:
+                # nothing is replayed on a new stream: what changed meanwhile is only found by listing again
+                self._tools_cache = None
+                self.tools_stale.set()
 
     def _legacy(self) -> bool:
         self._tell_transport(None)  # initialize goes out without a version header
@@ -679,6 +762,114 @@ class McpClient:
                 raise ProtocolError(f"{self.name}: tools/list returned a bad or repeated cursor {cursor!r}")
             seen_cursors.add(cursor)
         raise ProtocolError(f"{self.name}: tools/list still had more pages after {MAX_PAGES}")
+
+    # -- resources ------------------------------------------------------------------
+
+    def offers_resources(self) -> bool:
+        return isinstance(self.capabilities.get("resources"), dict)
+
+    def _require_resources(self, subscribe: bool = False) -> dict:
+        offered = self.capabilities.get("resources")
+        if not isinstance(offered, dict):
+            raise Unsupported(f"{self.name}: the server offers no resources (its capabilities do not list them)")
+        if subscribe and offered.get("subscribe") is not True:
+            raise Unsupported(f"{self.name}: the server does not offer subscriptions to its resources")
+        return offered
+
+    def _pages(self, method: str, key: str, timeout: float | Deadline | None) -> list[dict]:
+        """Every item of a paged list request, following nextCursor (each page waits `timeout`)."""
+        items: list[dict] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            result = self._request(method, {"cursor": cursor} if cursor is not None else None, timeout)
+            if not isinstance(result, dict) or not isinstance(result.get(key), list):
+                raise ProtocolError(f"{self.name}: {method} did not return a list of {key}")
+            items += [item for item in result[key] if isinstance(item, dict)]
+            cursor = result.get("nextCursor")
+            if cursor is None:
+                return items
+            if not isinstance(cursor, str) or cursor in seen:
+                raise ProtocolError(f"{self.name}: {method} returned a bad or repeated cursor {cursor!r}")
+            seen.add(cursor)
+        raise ProtocolError(f"{self.name}: {method} still had more pages after {MAX_PAGES}")
+
+    def list_resources(self, timeout: float | None = None) -> list[Resource]:
+        """Every resource the server lists, across pages; `Unsupported` when it offers none."""
+        self._require_resources()
+        out = []
+        for raw in self._pages("resources/list", "resources", timeout):
+            if not isinstance(raw.get("uri"), str):
+                self.log(f"skipped a resource without a uri: {raw!r:.200}")
+                continue
+            size = raw.get("size")
+            out.append(
+                Resource(
+                    uri=raw["uri"],
+                    name=_string(raw.get("name")) or raw["uri"],
+                    description=_string(raw.get("description")),
+                    mime_type=_string(raw.get("mimeType")) or None,
+                    title=_string(raw.get("title")) or None,
+                    size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+                )
+            )
+        return out
+
+    def list_resource_templates(self, timeout: float | None = None) -> list[ResourceTemplate]:
+        """Every resource template the server lists, across pages; `Unsupported` when it offers no resources."""
+        self._require_resources()
+        out = []
+        for raw in self._pages("resources/templates/list", "resourceTemplates", timeout):
+            if not isinstance(raw.get("uriTemplate"), str):
+                self.log(f"skipped a resource template without a uriTemplate: {raw!r:.200}")
+                continue
+            out.append(
+                ResourceTemplate(
+                    uri_template=raw["uriTemplate"],
+                    name=_string(raw.get("name")) or raw["uriTemplate"],
+                    description=_string(raw.get("description")),
+                    mime_type=_string(raw.get("mimeType")) or None,
+                    title=_string(raw.get("title")) or None,
+                )
+            )
+        return out
+
+    def read_resource(self, uri: str, timeout: float | None = None) -> ResourceContents:
+        """resources/read: a URI the server lists, or one of its templates fills. A URI it does not know is
+        its RpcError (-32002 in the specification)."""
+        self._require_resources()
+        result = self._complete("resources/read", {"uri": uri}, timeout)
+        contents = result.get("contents") if isinstance(result, dict) else None
+        if not isinstance(contents, list):
+            raise ProtocolError(f"{self.name}: resources/read did not return a list of contents")
+        return ResourceContents(uri, [item for item in contents if isinstance(item, dict)])
+
+    def subscribe_resource(self, uri: str) -> None:
+        """Be told when a resource changes (`updated`, and `on_notification`): resources/subscribe, or on
+        2026-07-28 a subscriptions/listen stream for the URI, open until close()."""
+        self._require_resources(subscribe=True)
+        if uri in self.subscriptions:
+            return
+        if self.stateless:
+            self.subscriptions.add(uri)
+            threading.Thread(
+                target=self._listen,
+                args=({"resourceSubscriptions": [uri]}, f"changes to {uri}"),
+                name=f"mcp-listen-{self.name}-resource",
+                daemon=True,
+            ).start()
+            return
+        self._request("resources/subscribe", {"uri": uri})
+        self.subscriptions.add(uri)
+
+    def unsubscribe_resource(self, uri: str) -> None:
+        """No more news of a resource (on 2026-07-28 its stream stays open until close(); its news is dropped)."""
+        if uri not in self.subscriptions:
+            return
+        self.subscriptions.discard(uri)
+        self.updated.discard(uri)
+        if not self.stateless:
+            self._request("resources/unsubscribe", {"uri": uri})
 
     def _parse_tool(self, raw: Any) -> Tool | None:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
@@ -874,6 +1065,10 @@ def _instructions(result: dict) -> str | None:
     if not isinstance(instructions, str):
         return None
     return cap_text(instructions, DEFAULT_MAX_DESCRIPTION_CHARS, "instructions")
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _object(value: Any) -> dict:

@@ -37,6 +37,10 @@ class ProtocolError(McpError):
     """The server broke the protocol: bad handshake, unsupported version, malformed reply."""
 
 
+class Unsupported(McpError):
+    """The server's capabilities do not offer what was asked (resources, subscriptions): nothing was sent."""
+
+
 class TransportError(McpError):
     """A message or its answer could not cross the wire: refused connection, dropped stream, bad framing."""
 

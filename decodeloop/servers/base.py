@@ -9,6 +9,15 @@ older. `handle(message)` maps one JSON-RPC message to its response (or None), an
 plain functions taking keyword arguments; arguments are checked against the
 tool's input schema first, and whatever goes wrong inside a tool comes back as a
 result with isError set, so the model can read it.
+
+Resources: `resource(uri, ...)` registers a function returning text (or bytes,
+sent as a base64 blob) for one URI, `template(uri_template, ...)` one for every
+URI matching an RFC 6570 level-1 template (`weather://forecast/{city}`): both
+listed (`resources/list`, `resources/templates/list`, paged like tools) and read
+(`resources/read`; an unknown URI is error -32002) on both revisions. On the
+initialize revisions `resources/subscribe` is accepted and `notify` queues a
+notification (such as `notifications/resources/updated`) that `serve_stdio`
+writes after the response it was queued during.
 """
 
 from __future__ import annotations
@@ -16,8 +25,10 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import re
 import sys
 import traceback
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -28,6 +39,7 @@ SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 STATELESS_VERSIONS = ("2026-07-28",)
 META = "io.modelcontextprotocol/"
 TOOLS_TTL_MS = 3_600_000  # the tools of a bundled server never change while it runs
+RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for resources/read of an unknown URI
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -46,6 +58,10 @@ class ToolFailure(Exception):
 
 class _InvalidParams(Exception):
     pass
+
+
+class _NotFound(Exception):
+    """resources/read of a URI no resource answers: (message, uri)."""
 
 
 @dataclass
@@ -71,6 +87,34 @@ class RegisteredTool:
         return entry
 
 
+@dataclass
+class RegisteredResource:
+    uri: str  # a URI, or a URI template with {name} variables
+    name: str
+    description: str
+    mime_type: str
+    function: Callable[..., str | bytes]
+    template: bool = False
+
+    def listing(self) -> dict:
+        entry: dict = {"uriTemplate" if self.template else "uri": self.uri, "name": self.name}
+        if self.description:
+            entry["description"] = self.description
+        entry["mimeType"] = self.mime_type
+        return entry
+
+    def match(self, uri: str) -> dict | None:
+        """The template's variables for `uri`, or None when it does not match (a variable never spans a /)."""
+        if not self.template:
+            return {} if uri == self.uri else None
+        pattern = "".join(
+            f"(?P<{part[1:-1]}>[^/]+)" if part.startswith("{") else re.escape(part)
+            for part in re.split(r"(\{[A-Za-z_][A-Za-z0-9_]*\})", self.uri)
+        )
+        found = re.fullmatch(pattern, uri)
+        return {k: urllib.parse.unquote(v) for k, v in found.groupdict().items()} if found else None
+
+
 class ToolServer:
     def __init__(
         self,
@@ -84,6 +128,9 @@ class ToolServer:
         self.instructions = instructions
         self.page_size = page_size  # None: tools/list returns every tool at once
         self.tools: dict[str, RegisteredTool] = {}
+        self.resources: list[RegisteredResource] = []  # fixed URIs and templates, in registration order
+        self.subscribed: set[str] = set()  # URIs a client subscribed to (the initialize revisions)
+        self._outbox: list[dict] = []  # notifications to write after the current response
         # a server's own command-line flags, (names, argparse keywords): its build reads them, main accepts them
         self.options: list[tuple[tuple, dict]] = []
 
@@ -108,6 +155,22 @@ class ToolServer:
 
         return register
 
+    def resource(
+        self, uri: str, name: str, description: str = "", mime_type: str = "text/plain", template: bool = False
+    ) -> Callable[[Callable[..., str | bytes]], Callable[..., str | bytes]]:
+        """Register a function as a resource (`template`: `uri` is a URI template, its variables the keywords).
+        It returns text, or bytes sent as a blob; ToolFailure or LookupError is a resource not found."""
+
+        def register(function: Callable[..., str | bytes]) -> Callable[..., str | bytes]:
+            self.resources.append(RegisteredResource(uri, name, description, mime_type, function, template))
+            return function
+
+        return register
+
+    def notify(self, method: str, params: dict | None = None) -> None:
+        """Queue a notification: serve_stdio writes it after the response being made."""
+        self._outbox.append({"jsonrpc": "2.0", "method": method, **({"params": params} if params else {})})
+
     # -- JSON-RPC dispatch ---------------------------------------------------------
 
     def handle(self, message: Any) -> dict | None:
@@ -128,6 +191,17 @@ class ToolServer:
             "ping": lambda params: {},
             "tools/list": self._list_tools,
             "tools/call": self._call_tool,
+            **(
+                {
+                    "resources/list": self._list_resources,
+                    "resources/templates/list": self._list_templates,
+                    "resources/read": self._read_resource,
+                    "resources/subscribe": self._subscribe,
+                    "resources/unsubscribe": self._unsubscribe,
+                }
+                if self.resources
+                else {}
+            ),
         }.get(method)
         if handler is None:
             return _error(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -152,6 +226,12 @@ class ToolServer:
             result = handler(params)
         except _InvalidParams as exc:
             return _error(request_id, INVALID_PARAMS, str(exc))
+        except _NotFound as exc:
+            return {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": RESOURCE_NOT_FOUND, "message": exc.args[0], "data": {"uri": exc.args[1]}},
+            }
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             return _error(request_id, INTERNAL_ERROR, f"Internal error: {exc}")
@@ -164,7 +244,8 @@ class ToolServer:
     def _discover(self, params: dict) -> dict:
         result: dict = {
             "supportedVersions": [*STATELESS_VERSIONS, *SUPPORTED_VERSIONS],
-            "capabilities": {"tools": {}},
+            # no subscriptions/listen here: a synchronous server has no stream to send updates on
+            "capabilities": {"tools": {}, **({"resources": {}} if self.resources else {})},
             "_meta": {META + "serverInfo": {"name": self.name, "version": self.version}},
         }
         if self.instructions:
@@ -178,7 +259,10 @@ class ToolServer:
         version = requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
         result: dict = {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": {
+                "tools": {"listChanged": False},
+                **({"resources": {"subscribe": True, "listChanged": False}} if self.resources else {}),
+            },
             "serverInfo": {"name": self.name, "version": self.version},
         }
         if self.instructions:
@@ -186,15 +270,54 @@ class ToolServer:
         return result
 
     def _list_tools(self, params: dict) -> dict:
-        listing = [tool.listing() for tool in self.tools.values()]
+        return self._page("tools", [tool.listing() for tool in self.tools.values()], params)
+
+    def _page(self, key: str, listing: list[dict], params: dict) -> dict:
         if not self.page_size:
-            return {"tools": listing}
+            return {key: listing}
         start = _decode_cursor(params.get("cursor"))
         end = start + self.page_size
-        result: dict = {"tools": listing[start:end]}
+        result: dict = {key: listing[start:end]}
         if end < len(listing):
             result["nextCursor"] = _encode_cursor(end)
         return result
+
+    def _list_resources(self, params: dict) -> dict:
+        return self._page("resources", [r.listing() for r in self.resources if not r.template], params)
+
+    def _list_templates(self, params: dict) -> dict:
+        return self._page("resourceTemplates", [r.listing() for r in self.resources if r.template], params)
+
+    def _read_resource(self, params: dict) -> dict:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise _InvalidParams("Invalid params: uri must be a string")
+        for resource in self.resources:
+            variables = resource.match(uri)
+            if variables is None:
+                continue
+            try:
+                data = resource.function(**variables)
+            except (ToolFailure, LookupError) as exc:
+                raise _NotFound(f"Resource not found: {uri} ({exc})", uri) from None
+            item: dict = {"uri": uri, "mimeType": resource.mime_type}
+            if isinstance(data, bytes):
+                item["blob"] = base64.b64encode(data).decode("ascii")
+            else:
+                item["text"] = str(data)
+            return {"contents": [item]}
+        raise _NotFound(f"Resource not found: {uri}", uri)
+
+    def _subscribe(self, params: dict) -> dict:
+        uri = params.get("uri")
+        if not isinstance(uri, str) or not any(r.match(uri) is not None for r in self.resources):
+            raise _NotFound(f"Resource not found: {uri}", uri)
+        self.subscribed.add(uri)
+        return {}
+
+    def _unsubscribe(self, params: dict) -> dict:
+        self.subscribed.discard(str(params.get("uri")))
+        return {}
 
     def _call_tool(self, params: dict) -> dict:
         name = params.get("name")
@@ -245,9 +368,11 @@ class ToolServer:
                     response = _error(None, PARSE_ERROR, "Parse error: not a JSON line")
                 else:
                     response = self.handle(message)
-                if response is not None:
-                    out.write(json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
-                    out.flush()
+                queued, self._outbox = self._outbox, []
+                for reply in [response, *queued]:
+                    if reply is not None:
+                        out.write(json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+                out.flush()
         except BrokenPipeError:
             pass  # the client went away; nothing left to say
         except KeyboardInterrupt:

@@ -5,6 +5,10 @@ normalized city and state, around a rough annual mean temperature for the state,
 so the same question always gets the same plausible answer: good for golden
 transcripts and for models learning when to call a tool.
 
+It offers resources too: `weather://cities`, the sample cities (text), `weather://forecast/{state}/{city}`,
+a template whose every URI is a city's forecast as text, and `weather://icon/{conditions}`, a small PNG for
+a condition (a blob).
+
 Run it as `python3 -m decodeloop.servers.weather [--page-size N] [--ood]`. With `--ood` it answers
 with values no training transcript holds (see unusual.py): the same city always gets the same
 unusual answer.
@@ -234,6 +238,36 @@ def forecast(city: str, state: str, days: int = 3, unusual: Unusual | None = Non
     return {"city": today["city"], "state": today["state"], "days": out}
 
 
+# -- the resources ---------------------------------------------------------------------------
+
+SAMPLE_CITIES = (("Polson", "MT"), ("Boise", "ID"), ("Portland", "OR"), ("Austin", "TX"), ("Burlington", "VT"))
+
+
+def cities_text() -> str:
+    return "Sample cities (any US city and state works):\n" + "\n".join(f"{c}, {s}" for c, s in SAMPLE_CITIES)
+
+
+def icon(conditions: str) -> bytes:
+    """A 1x1 PNG whose one grey pixel depends on the conditions: bytes to exercise blob resources."""
+    import struct
+    import zlib
+
+    if conditions not in HUMIDITY_RANGE:
+        raise ToolFailure(f"no icon for {conditions!r}")
+    grey = hashlib.sha256(conditions.encode()).digest()[0]
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(bytes([0, grey])))
+        + chunk(b"IEND", b"")
+    )
+
+
 # -- the tools -------------------------------------------------------------------------------
 
 
@@ -279,6 +313,16 @@ def build_server(page_size: int | None = None, ood: bool = False) -> ToolServer:
         title="Weather forecast",
         annotations=READ_ONLY,
     )(lambda city, state, days=3: get_forecast(city, state, days, unusual))
+    server.resource("weather://cities", "cities", "Sample cities the server is often asked about.")(cities_text)
+    server.resource(
+        "weather://forecast/{state}/{city}",
+        "forecast",
+        "A 3-day forecast for a US city, e.g. weather://forecast/MT/Polson.",
+        template=True,
+    )(lambda state, city: get_forecast(city, state, 3, unusual)[0])
+    server.resource(
+        "weather://icon/{conditions}", "icon", "A tiny PNG for conditions such as sunny.", "image/png", template=True
+    )(icon)
     server.options.append((("--ood",), {"action": "store_true", "help": OOD_HELP}))
     return server
 

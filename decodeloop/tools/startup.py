@@ -284,6 +284,10 @@ def describe_notification(method: str, params: dict) -> str:
             + (f" {logger}" if isinstance(logger, str) else "")
             + (f": {params.get('data')}")
         )
+    if method == "notifications/resources/updated":
+        return f"resource {params.get('uri')} changed; read it again to see how (in chat: /reread)"
+    if method == "notifications/resources/list_changed":
+        return "its list of resources changed"
     return f"{method} {params}" if params else method
 
 

@@ -132,7 +132,7 @@ class Policy:
                 return decide("allow", "plan: it is in the plan, and no argument value comes from a tool result alone")
             key, value, source = tainted
             taken = (
-                f"the value {value!r} of {key} occurs in a tool result ({source}), not in the user's text or the plan"
+                f"the value {value!r} of {key} occurs in {_data(source)} ({source}), not in the user's text or the plan"
             )
             if self.mode == "masked" and masked is not None:
                 again = [call for call in masked() if _same_call(call, name, remote, value)]
@@ -161,7 +161,7 @@ class Policy:
                 key, value, source = tainted
                 return decide(
                     "deny",
-                    f"strict: the value {value!r} of {key} occurs in a tool result ({source}) "
+                    f"strict: the value {value!r} of {key} occurs in {_data(source)} ({source}) "
                     "and nowhere the user wrote",
                 )
         if rules is not None and _names(rules.allow, remote):
@@ -177,6 +177,11 @@ class Policy:
         ):
             return decide("allow", "the user confirmed it")
         return decide("deny", "the user refused it")
+
+
+def _data(source: str) -> str:
+    """What kind of server text a source is, in words."""
+    return "an attached resource" if source.startswith("resource:") else "a tool result"
 
 
 def denial(decision: PolicyDecision) -> str:

@@ -3,9 +3,10 @@
 The context (context.py) knows the source of every span of ids. This module
 decodes them once per question into text per source (`Provenance`) and answers
 two questions about a call: where each of its argument values occurs in the
-context (`origins`: `user`, `system`, `tool:SERVER/TOOL`), and which value, if
-any, occurs in a server's tool result and nowhere the user wrote (`from_data`,
-the policy's strict mode). It also keeps what the model wrote before the first
+context (`origins`: `user`, `system`, `tool:SERVER/TOOL`, `resource:SERVER/URI`),
+and which value, if any, occurs in a server's text (a tool result, or a resource
+attached to a user message) and nowhere the user wrote (`from_data`, the
+policy's strict mode). It also keeps what the model wrote before the first
 server result entered the context (`planned`, the policy's plan mode): that
 text depends on trusted content only, so no result can have steered it.
 Values are matched as text, case-folded: a number is its decimal text,
@@ -33,7 +34,7 @@ class Provenance:
 
     @property
     def untrusted(self) -> list[tuple[str, str]]:
-        """Every tool result that came from a server."""
+        """Every tool result and attached resource that came from a server."""
         return [(source, text) for source, text in self.texts if untrusted_source(source)]
 
     @property
@@ -49,7 +50,7 @@ def provenance(context, tokenizer) -> Provenance:
     for span in context.spans():
         if untrusted_source(span.source):
             before_data = False
-        if span.source in TRACED or span.source.startswith("tool:"):
+        if span.source in TRACED or span.source.startswith(("tool:", "resource:")):
             by_source.setdefault(span.source, []).append(tokenizer.decode(context.ids[span.start : span.end]))
         elif span.source == MODEL and before_data:
             planned.append(tokenizer.decode(context.ids[span.start : span.end]))
@@ -57,9 +58,10 @@ def provenance(context, tokenizer) -> Provenance:
 
 
 def untrusted_source(source: str) -> bool:
-    """A tool message with a server's text in it: its result, its error, or a harness error quoting its schema
-    (`tool:-/NAME` is the harness's own words alone about a call)."""
-    return source.startswith("tool:") and not source.startswith("tool:-/")
+    """A span with a server's text in it: a tool's result, its error, a harness error quoting its schema
+    (`tool:-/NAME` is the harness's own words alone about a call), or a resource the user attached (whose
+    text is the server's however the user chose it)."""
+    return source.startswith("resource:") or (source.startswith("tool:") and not source.startswith("tool:-/"))
 
 
 def values(arguments: Any, path: str = "") -> Iterator[tuple[str, str]]:

@@ -2,8 +2,13 @@
 
 `ChatSession` reads user turns (a terminal with readline history, or a pipe, one
 turn per line), runs each through the same `Harness`, so the context and the
-model's cache carry over, and handles the commands /reset, /tools, /approve, /help
-and /quit. Ctrl-C during an answer stops that answer (the harness cuts the context
+model's cache carry over, and handles the commands /reset, /tools, /approve,
+/resources, /reread, /help and /quit. An `@SERVER:URI` word in a line attaches
+that resource to the message (read from SERVER as the line is sent, the
+server's data in its own span); /reread attaches the last ones again, read
+afresh, to the next line. A resource attached from a server that offers
+subscriptions is subscribed to, and its server's word that it changed is a
+notice. Ctrl-C during an answer stops that answer (the harness cuts the context
 back to its last whole state); at the prompt it just gives a fresh prompt;
 end of input ends the session.
 
@@ -16,9 +21,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import TextIO
 
+from decodeloop.errors import ConfigError, McpError
 from decodeloop.events import Event
 from decodeloop.trust.tool_budget import ToolSurfaceError
 from decodeloop.trust.untrusted import visible, visible_line
@@ -27,9 +34,11 @@ from decodeloop.ui.trace import progress_text
 
 HELP = (
     "commands: /reset starts a new conversation, /tools lists the tools, /approve NAME puts a tool's "
-    "changed definition in force, /quit ends (or Ctrl-D)"
+    "changed definition in force, /resources lists the servers' resources, @SERVER:URI in a message "
+    "attaches one, /reread attaches the last ones again to your next message, /quit ends (or Ctrl-D)"
 )
 RESULT_PREVIEW = 200
+ATTACH = re.compile(r"(?<!\S)@([A-Za-z0-9_.-]+):(\S+)")  # @SERVER:URI, a word of its own
 
 
 def _quoted(text: str, limit: int = RESULT_PREVIEW) -> str:
@@ -132,6 +141,8 @@ class ChatSession:
         self.out = out or sys.stdout
         self.quiet = quiet  # JSON Lines on stdout: no prompts or command output there
         self.interactive = bool(getattr(self.stdin, "isatty", lambda: False)()) and not quiet
+        self.attached: list[tuple[str, str]] = []  # the (server, URI) pairs the last message attached
+        self.reread = False  # /reread: the next message attaches them again
 
     def loop(self) -> int:
         history = self._readline() if self.interactive else None
@@ -155,10 +166,20 @@ class ChatSession:
                     if not self.command(line):
                         break
                     continue
+                attachments = [(m.group(1), m.group(2)) for m in ATTACH.finditer(line)]
+                if self.reread:
+                    attachments = [*self.attached, *(a for a in attachments if a not in self.attached)]
+                    self.reread = False
                 try:
-                    self.harness.run(line)
+                    self.harness.run(line, attachments)
                 except ToolSurfaceError as e:  # a server's tools grew past what the prompt can hold
                     print(f"decodeloop: not sent: {visible(str(e))}", file=sys.stderr if self.quiet else self.out)
+                except (ConfigError, McpError) as e:  # a resource that cannot be read: nothing was sent
+                    print(f"decodeloop: not sent: {visible(str(e))}", file=sys.stderr if self.quiet else self.out)
+                else:
+                    if attachments:
+                        self.attached = attachments
+                        self._subscribe(attachments)
         finally:
             if history is not None:
                 history()
@@ -193,11 +214,50 @@ class ChatSession:
                 )
             else:
                 self._say(f"no changed definition of {visible_line(words[1])} is held")
+        elif name == "/resources":
+            self._resources()
+        elif name == "/reread":
+            if not self.attached:
+                self._say("no resource attached yet: write @SERVER:URI in a message")
+            else:
+                self.reread = True
+                names = ", ".join(f"{visible_line(s)}:{visible_line(u)}" for s, u in self.attached)
+                self._say(f"(your next message attaches {names} again, read afresh)")
         elif name == "/help":
             self._say(HELP)
         else:
             self._say(f"unknown command {name!r}; {HELP}")
         return True
+
+    def _resources(self) -> None:
+        """Each server's resources and templates (every page), or why it has none."""
+        for server, client in self.harness.router.clients.items():
+            if not client.offers_resources():
+                self._say(f"{visible_line(server)}: no resources")
+                continue
+            try:
+                resources, templates = client.list_resources(), client.list_resource_templates()
+            except McpError as e:
+                self._say(f"{visible_line(server)}: resources not listed: {_quoted(str(e))}")
+                continue
+            self._say(f"{visible_line(server)}: {len(resources)} resource(s), {len(templates)} template(s)")
+            for r in resources:
+                kind = f" ({visible_line(r.mime_type)})" if r.mime_type else ""
+                self._say(f"  @{visible_line(server)}:{visible_line(r.uri)}{kind} {_quoted(r.description, 120)}")
+            for t in templates:
+                self._say(f"  @{visible_line(server)}:{visible_line(t.uri_template)} {_quoted(t.description, 120)}")
+
+    def _subscribe(self, attachments: list[tuple[str, str]]) -> None:
+        """Subscribe to attached resources whose server offers it: its word that one changed is a notice."""
+        for server, uri in attachments:
+            client = self.harness.router.clients.get(server)
+            resources = client.capabilities.get("resources") if client is not None else None
+            if not isinstance(resources, dict) or resources.get("subscribe") is not True:
+                continue
+            try:
+                client.subscribe_resource(uri)
+            except McpError as e:
+                self._say(f"(not subscribed to {visible_line(uri)}: {_quoted(str(e))})")
 
     def _say(self, text: str) -> None:
         if not self.quiet:

@@ -5,7 +5,9 @@ server for each scenario and runs this with the server's URL as the last
 argument, the scenario's name in MCP_CONFORMANCE_SCENARIO and any extra data
 (pre-registered credentials, or the exact `toolCalls` to make) as JSON in
 MCP_CONFORMANCE_CONTEXT. Every scenario asks the same of a client: connect over
-Streamable HTTP (authorizing with OAuth when the server wants it), the wire
+Streamable HTTP (authorizing with OAuth when the server wants it: the
+authorization code grant, or the grant the context's credentials call for,
+see `oauth_for`), the wire
 chosen as the harness chooses it (server/discover, else initialize), list the
 tools, call each one (or the calls the context names), and answer what the
 server asks on the way (elicitation requests are accepted with the defaults of
@@ -22,7 +24,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from decodeloop.mcp.auth.client_credentials import ClientCredentials
+from decodeloop.mcp.auth.enterprise import EnterpriseManaged
 from decodeloop.mcp.auth.oauth import OAuth, follow_redirect
+from decodeloop.mcp.auth.workload import WorkloadIdentity
 from decodeloop.mcp.client import McpClient, Tool
 from decodeloop.mcp.errors import McpError
 from decodeloop.mcp.transports.http import StreamableHttpTransport
@@ -64,19 +69,47 @@ def accept_with_defaults(params: dict) -> dict:
     }
 
 
+def oauth_for(scenario: str, context: dict, log: Any) -> OAuth:
+    """The OAuth client a scenario's context calls for.
+
+    A workload JWT (`valid_jwt`) means workload identity federation; an IdP ID token
+    (`idp_id_token`) enterprise-managed authorization; a private key (`private_key_pem`)
+    client credentials with private_key_jwt; the client-credentials scenarios with a
+    secret, client credentials with it. Anything else is the authorization code grant
+    (with the context's pre-registered client, if any). DPoP is used whenever the
+    authorization server offers it.
+    """
+    client_id, client_secret = context.get("client_id"), context.get("client_secret")
+    if context.get("valid_jwt"):
+        return OAuth(grant=WorkloadIdentity(context["valid_jwt"]), client_id=client_id, log=log)
+    if context.get("idp_id_token"):
+        grant = EnterpriseManaged(
+            idp_token_endpoint=context["idp_token_endpoint"],
+            id_token=context["idp_id_token"],
+            idp_client_id=context.get("idp_client_id"),
+        )
+        return OAuth(grant=grant, client_id=client_id, client_secret=client_secret, log=log)
+    if context.get("private_key_pem"):
+        from decodeloop.mcp.auth.jwt import SigningKey
+
+        key = SigningKey.from_pem(context["private_key_pem"], context.get("signing_algorithm"))
+        return OAuth(grant=ClientCredentials(), client_id=client_id, client_key=key, log=log)
+    if scenario.startswith("auth/client-credentials"):
+        return OAuth(grant=ClientCredentials(), client_id=client_id, client_secret=client_secret, log=log)
+    return OAuth(
+        authorize_url=follow_redirect,
+        redirect_uri=REDIRECT_URI,
+        client_name="decodeloop",
+        client_id=client_id,
+        client_secret=client_secret,
+        client_metadata_url=CLIENT_METADATA_URL,
+        log=log,
+    )
+
+
 def run(url: str, scenario: str, context: dict) -> None:
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    auth = None
-    if scenario.startswith("auth/"):
-        auth = OAuth(
-            authorize_url=follow_redirect,
-            redirect_uri=REDIRECT_URI,
-            client_name="decodeloop",
-            client_id=context.get("client_id"),
-            client_secret=context.get("client_secret"),
-            client_metadata_url=CLIENT_METADATA_URL,
-            log=say,
-        )
+    auth = oauth_for(scenario, context, say) if scenario.startswith("auth/") else None
     transport = StreamableHttpTransport(url, timeout=20, auth=auth, log=say)
     with McpClient(
         transport,

@@ -22,11 +22,20 @@ the flow and returns True when a retry may succeed:
    required when the server says it sends one), and the `resource` parameter
    (RFC 8707) in both requests;
 6. the token request, authenticating as the server allows (client_secret_basic,
-   client_secret_post or none).
+   client_secret_post, private_key_jwt with a `client_key`, or none), with a DPoP
+   proof when the server offers DPoP (`dpop.py`); a DPoP-bound token then goes
+   out as `Authorization: DPoP` with a fresh proof on every request.
+
+Steps 5 and 6 are the authorization code grant, the default. A machine client
+passes a `grant` instead: client credentials (`client_credentials.py`), workload
+identity federation (`workload.py`) or enterprise-managed authorization
+(`enterprise.py`); each supplies the token request's form and the rest is shared.
 
 The user-facing step, visiting the authorization URL, is the `authorize_url`
 callable: it gets the URL and returns the redirect URL the browser was sent
-back to (with `code` and `state`). Everything else is standard library HTTP.
+back to (with `code` and `state`). Everything else is standard library HTTP,
+except signing (private_key_jwt, DPoP), which needs the `auth` extra (`jwt.py`).
+Tokens and secrets are never written to the log.
 """
 
 from __future__ import annotations
@@ -38,17 +47,25 @@ import re
 import secrets
 import threading
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from decodeloop.mcp.errors import AuthorizationError, McpError
 from decodeloop.mcp.transports.httpbase import HttpClient, preview
+
+if TYPE_CHECKING:
+    from decodeloop.mcp.auth.dpop import DPoP
+    from decodeloop.mcp.auth.jwt import SigningKey
+
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"  # RFC 7523 section 2.1
+CLIENT_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "private_key_jwt", "none")
 
 _PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
 
 
 def parse_challenge(header: str) -> dict[str, str]:
-    """The parameters of a `Bearer` WWW-Authenticate challenge: scope, resource_metadata, error, ..."""
-    match = re.search(r"\bBearer\b", header, re.IGNORECASE)
+    """The parameters of a `Bearer` or `DPoP` WWW-Authenticate challenge: scope, resource_metadata, error, ..."""
+    match = re.search(r"\b(?:Bearer|DPoP)\b", header, re.IGNORECASE)
     if match is None:
         return {}
     params: dict[str, str] = {}
@@ -94,39 +111,86 @@ def covers(resource: str, server_url: str) -> bool:
     return b.path == prefix or b.path.startswith(prefix + "/") or not prefix
 
 
+class Grant(Protocol):
+    """A way to get a token other than the authorization code: it supplies the token request's form."""
+
+    name: str
+
+    def token_form(
+        self, oauth: OAuth, http: HttpClient, meta: dict, resource: str, scope: str | None
+    ) -> dict[str, str]:
+        """The form of the token request (grant_type and its parameters); client authentication is added after."""
+        ...
+
+
 class OAuth:
     def __init__(
         self,
         *,
-        authorize_url: Callable[[str], str],
-        redirect_uri: str,
+        authorize_url: Callable[[str], str] | None = None,
+        redirect_uri: str | None = None,
         client_name: str = "decodeloop",
         client_id: str | None = None,
         client_secret: str | None = None,
+        client_key: SigningKey | None = None,
         client_metadata_url: str | None = None,
+        grant: Grant | None = None,
+        dpop: bool | DPoP | None = None,
         timeout: float = 30.0,
         log: Callable[[str], None] | None = None,
     ) -> None:
+        """`grant` None is the authorization code grant, which needs `authorize_url` and `redirect_uri`.
+
+        `client_key` signs private_key_jwt client assertions. `dpop`: None uses DPoP when the
+        authorization server lists ES256 in dpop_signing_alg_values_supported and the auth extra
+        is installed; True always (a DPoP object brings its own key); False never.
+        """
+        if grant is None and (authorize_url is None or redirect_uri is None):
+            raise ValueError("the authorization code grant needs authorize_url and redirect_uri")
         self.authorize_url = authorize_url
         self.redirect_uri = redirect_uri
         self.client_name = client_name
-        self.client_id, self.client_secret = client_id, client_secret
+        self.client_id, self.client_secret, self.client_key = client_id, client_secret, client_key
         self.client_metadata_url = client_metadata_url
+        self.grant = grant
+        self.dpop_setting = dpop
+        self.dpop: DPoP | None = None  # the key in use once the server offered DPoP (or it was asked for)
         self.auth_method: str | None = None
         self.timeout = timeout
         self.log = log or (lambda line: None)
         self.access_token: str | None = None
+        self.token_type = "Bearer"
         self.scope: str | None = None
         self._credentials_issuer: str | None = None  # the authorization server the client id belongs to
         self._lock = threading.Lock()
 
     def header(self) -> str | None:
+        """The Authorization header's value (a DPoP-bound token also needs its proof: see request_headers)."""
         token = self.access_token
-        return f"Bearer {token}" if token else None
+        return f"{self.token_type} {token}" if token else None
 
-    def authorize(self, server_url: str, status: int, www_authenticate: str) -> bool:
-        """Run the flow after a 401 (or a 403 asking for more scope); True if there is a new token."""
+    def request_headers(self, method: str, url: str) -> dict[str, str]:
+        """The headers that authorize one request: Authorization, and a fresh DPoP proof for a DPoP-bound token."""
+        token, token_type, dpop = self.access_token, self.token_type, self.dpop
+        if not token:
+            return {}
+        if token_type == "DPoP" and dpop is not None:
+            return {"Authorization": f"DPoP {token}", "DPoP": dpop.proof(method, url, token)}
+        return {"Authorization": f"Bearer {token}"}
+
+    def authorize(
+        self, server_url: str, status: int, www_authenticate: str, headers: Mapping[str, str] | None = None
+    ) -> bool:
+        """Run the flow after a 401 (or a 403 asking for more scope); True if a retry may succeed.
+
+        `headers` are the response's: a `use_dpop_nonce` challenge is answered with the
+        nonce they carry, without a new token.
+        """
         challenge = parse_challenge(www_authenticate)
+        if challenge.get("error") == "use_dpop_nonce" and self.dpop is not None and self.access_token:
+            fresh = self.dpop.take_nonce(server_url, headers or {})
+            self.log("the MCP server asked for a DPoP nonce" + ("" if fresh else " it already had"))
+            return fresh
         if status == 403 and challenge.get("error") != "insufficient_scope":
             return False  # forbidden for another reason: a new token would not help
         held = self.access_token
@@ -163,18 +227,34 @@ class OAuth:
             scope = " ".join(s for s in resource_meta["scopes_supported"] if isinstance(s, str)) or None
         if status == 403 and self.scope and scope:  # step up: keep what was granted, add what is asked
             scope = " ".join(dict.fromkeys(self.scope.split() + scope.split()))
-        if "S256" not in (meta.get("code_challenge_methods_supported") or []):
+        if self.grant is None and "S256" not in (meta.get("code_challenge_methods_supported") or []):
             raise AuthorizationError(
                 "the authorization server does not list PKCE S256 in "
                 "code_challenge_methods_supported; refusing to authorize without it"
             )
         self._identify(http, meta)
         self._credentials_issuer = issuer
+        self._choose_dpop(meta)
+        if self.grant is None:
+            form = self._authorization_code(meta, issuer, resource, scope)
+        else:
+            form = self.grant.token_form(self, http, meta, resource, scope)
+        tokens = self._token(http, meta, form)
+        self.access_token = tokens["access_token"]
+        bound = str(tokens.get("token_type", "")).lower() == "dpop" and self.dpop is not None
+        self.token_type = "DPoP" if bound else "Bearer"
+        self.scope = tokens.get("scope") if isinstance(tokens.get("scope"), str) else scope
+        how = self.grant.name if self.grant is not None else "authorization code"
+        self.log(f"authorized ({how}, {self.token_type} token)" + (f" with scope {self.scope}" if self.scope else ""))
+
+    def _authorization_code(self, meta: dict, issuer: str, resource: str, scope: str | None) -> dict[str, str]:
+        """Steps 5: the user's authorization, PKCE and the redirect's checks; returns the token request's form."""
+        assert self.authorize_url is not None and self.redirect_uri is not None
         verifier, challenge_s256 = pkce_pair()
         state = secrets.token_urlsafe(24)
         query = {
             "response_type": "code",
-            "client_id": self.client_id,
+            "client_id": self.client_id or "",
             "redirect_uri": self.redirect_uri,
             "code_challenge": challenge_s256,
             "code_challenge_method": "S256",
@@ -202,17 +282,33 @@ class OAuth:
             )
         if not answer.get("code"):
             raise AuthorizationError("the authorization redirect carried no code")
-        form = {
+        return {
             "grant_type": "authorization_code",
             "code": answer["code"],
             "redirect_uri": self.redirect_uri,
             "code_verifier": verifier,
             "resource": resource,
         }
-        tokens = self._token(http, meta, form)
-        self.access_token = tokens["access_token"]
-        self.scope = tokens.get("scope") if isinstance(tokens.get("scope"), str) else scope
-        self.log("authorized" + (f" with scope {self.scope}" if self.scope else ""))
+
+    def _choose_dpop(self, meta: dict) -> None:
+        if self.dpop is not None or self.dpop_setting is False:
+            return
+        from decodeloop.mcp.auth.dpop import DPoP
+
+        if isinstance(self.dpop_setting, DPoP):
+            self.dpop = self.dpop_setting
+            return
+        offered = meta.get("dpop_signing_alg_values_supported")
+        if self.dpop_setting is None and not (isinstance(offered, list) and "ES256" in offered):
+            return
+        try:
+            self.dpop = DPoP()
+        except AuthorizationError as exc:
+            if self.dpop_setting is True:
+                raise
+            self.log(f"the authorization server offers DPoP; using bearer tokens ({exc})")
+            return
+        self.log("using DPoP-bound tokens")
 
     def _protected_resource(self, http: HttpClient, server_url: str, named: str | None) -> dict:
         for url in [named] if named else protected_resource_urls(server_url):
@@ -238,21 +334,34 @@ class OAuth:
     def _identify(self, http: HttpClient, meta: dict) -> None:
         if self.client_id is not None and self.auth_method is not None:
             return
+        if self.grant is not None:
+            # a machine client is configured, not registered: it has its id (or needs none, as a workload)
+            if self.auth_method is None:
+                self.auth_method = self._auth_method(meta)
+            return
         if self.client_id is None and meta.get("client_id_metadata_document_supported") and self.client_metadata_url:
             self.client_id, self.client_secret, self.auth_method = self.client_metadata_url, None, "none"
             return
         if self.client_id is None:
             self._register(http, meta)
         if self.auth_method is None:
-            offered = meta.get("token_endpoint_auth_methods_supported") or (
-                ["client_secret_basic"] if self.client_secret else ["none"]
-            )
-            usable = [
-                m
-                for m in ("client_secret_basic", "client_secret_post", "none")
-                if m in offered and (m == "none" or self.client_secret)
-            ]
-            self.auth_method = usable[0] if usable else ("client_secret_basic" if self.client_secret else "none")
+            self.auth_method = self._auth_method(meta)
+
+    def _auth_method(self, meta: dict) -> str:
+        """How to authenticate at the token endpoint: the first the server offers that this client can do."""
+        offered = meta.get("token_endpoint_auth_methods_supported") or (
+            ["client_secret_basic"] if self.client_secret else ["none"]
+        )
+        able = {
+            "client_secret_basic": self.client_secret is not None,
+            "client_secret_post": self.client_secret is not None,
+            "private_key_jwt": self.client_key is not None and self.client_id is not None,
+            "none": True,
+        }
+        usable = [m for m in CLIENT_AUTH_METHODS if m in offered and able[m]]
+        if usable:
+            return usable[0]
+        return "private_key_jwt" if able["private_key_jwt"] else "client_secret_basic" if self.client_secret else "none"
 
     def _register(self, http: HttpClient, meta: dict) -> None:
         endpoint = meta.get("registration_endpoint")
@@ -261,7 +370,7 @@ class OAuth:
                 "the authorization server offers no dynamic registration; a pre-registered client id is needed"
             )
         # native: the redirect goes to this machine, not to a web origin (OpenID's rules for redirect URIs)
-        local = urllib.parse.urlsplit(self.redirect_uri).hostname in ("localhost", "127.0.0.1", "::1")
+        local = urllib.parse.urlsplit(self.redirect_uri or "").hostname in ("localhost", "127.0.0.1", "::1")
         body = json.dumps(
             {
                 "client_name": self.client_name,
@@ -272,7 +381,7 @@ class OAuth:
                 "application_type": "native" if local else "web",
             }
         ).encode()
-        answer = self._post(http, endpoint, body, {"Content-Type": "application/json"}, "registration")
+        answer = self.post(http, endpoint, body, {"Content-Type": "application/json"}, "registration")
         if not isinstance(answer.get("client_id"), str):
             raise AuthorizationError("the registration answer has no client_id")
         self.client_id = answer["client_id"]
@@ -280,19 +389,43 @@ class OAuth:
         method = answer.get("token_endpoint_auth_method")
         self.auth_method = method if method in ("client_secret_basic", "client_secret_post", "none") else None
 
-    def _token(self, http: HttpClient, meta: dict, form: dict[str, str]) -> dict:
+    def client_authentication(self, meta: dict, form: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+        """(form, headers) of a token request authenticated as `auth_method` says."""
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
         if self.auth_method == "client_secret_basic":
-            quote = urllib.parse.quote
-            pair = f"{quote(self.client_id or '', safe='')}:{quote(self.client_secret or '', safe='')}"
-            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
-        else:
-            form = {**form, "client_id": self.client_id or ""}
-            if self.auth_method == "client_secret_post":
-                form["client_secret"] = self.client_secret or ""
-        answer = self._post(
-            http, _endpoint(meta, "token_endpoint"), urllib.parse.urlencode(form).encode(), headers, "token"
-        )
+            headers["Authorization"] = basic_authorization(self.client_id or "", self.client_secret or "")
+            return form, headers
+        form = dict(form)
+        if self.client_id is not None:
+            form["client_id"] = self.client_id
+        if self.auth_method == "client_secret_post":
+            form["client_secret"] = self.client_secret or ""
+        elif self.auth_method == "private_key_jwt":
+            from decodeloop.mcp.auth.client_credentials import ASSERTION_TYPE, client_assertion
+
+            assert self.client_key is not None and self.client_id is not None
+            # RFC 7523 / the client credentials extension: the audience is the authorization server's issuer
+            form["client_assertion_type"] = ASSERTION_TYPE
+            form["client_assertion"] = client_assertion(self.client_key, self.client_id, meta["issuer"])
+        return form, headers
+
+    def _token(self, http: HttpClient, meta: dict, form: dict[str, str]) -> dict:
+        endpoint = _endpoint(meta, "token_endpoint")
+        for attempt in (0, 1):
+            # a client assertion and a DPoP proof are single-use: a retry signs new ones
+            body_form, headers = self.client_authentication(meta, form)
+            if self.dpop is not None:
+                headers["DPoP"] = self.dpop.proof("POST", endpoint)
+            status, answer_headers, answer, data = self.exchange(
+                http, endpoint, urllib.parse.urlencode(body_form).encode(), headers, "token"
+            )
+            if self.dpop is not None:
+                fresh = self.dpop.take_nonce(endpoint, answer_headers)
+                if status == 400 and (answer or {}).get("error") == "use_dpop_nonce" and fresh and attempt == 0:
+                    self.log("the authorization server asked for a DPoP nonce; asking again with it")
+                    continue
+            break
+        answer = _answer_or_raise(endpoint, status, answer, data, "token")
         if not isinstance(answer.get("access_token"), str):
             raise AuthorizationError("the token answer has no access_token")
         return answer
@@ -315,22 +448,44 @@ class OAuth:
             return None
         return found if isinstance(found, dict) else None
 
-    def _post(self, http: HttpClient, url: str, body: bytes, headers: dict[str, str], what: str) -> dict:
+    def exchange(
+        self, http: HttpClient, url: str, body: bytes, headers: dict[str, str], what: str
+    ) -> tuple[int, Any, dict | None, bytes]:
+        """POST and read the answer: (status, response headers (an HTTPMessage), the JSON object or None, the body)."""
         try:
             response = http.request("POST", url, body, headers, follow_redirects=False)
         except McpError as exc:
             raise AuthorizationError(f"{what} request to {url}: {exc}") from None
         data = response.read()
         response.close()
-        if not 200 <= response.status < 300:
-            raise AuthorizationError(f"{what} request to {url}: HTTP {response.status}: {preview(data)}")
         try:
             answer = json.loads(data)
         except ValueError:
             answer = None
-        if not isinstance(answer, dict):
-            raise AuthorizationError(f"{what} answer from {url} is not a JSON object: {preview(data)}")
-        return answer
+        return response.status, response.headers, answer if isinstance(answer, dict) else None, data
+
+    def post(self, http: HttpClient, url: str, body: bytes, headers: dict[str, str], what: str) -> dict:
+        """POST and return the JSON object of a 2xx answer; anything else raises AuthorizationError."""
+        status, _, answer, data = self.exchange(http, url, body, headers, what)
+        return _answer_or_raise(url, status, answer, data, what)
+
+
+def _answer_or_raise(url: str, status: int, answer: dict | None, data: bytes, what: str) -> dict:
+    if not 200 <= status < 300:
+        if answer is not None and isinstance(answer.get("error"), str):  # RFC 6749 section 5.2
+            described = f": {answer['error_description']}" if isinstance(answer.get("error_description"), str) else ""
+            raise AuthorizationError(f"{what} request to {url}: HTTP {status}, {answer['error']}{described}")
+        raise AuthorizationError(f"{what} request to {url}: HTTP {status}: {preview(data)}")
+    if answer is None:
+        # the body of a 2xx token answer may hold a token: say only that it was not JSON
+        raise AuthorizationError(f"{what} answer from {url} is not a JSON object")
+    return answer
+
+
+def basic_authorization(user: str, password: str) -> str:
+    """client_secret_basic (RFC 6749 section 2.3.1): both parts form-urlencoded, then base64."""
+    quote = urllib.parse.quote
+    return "Basic " + base64.b64encode(f"{quote(user, safe='')}:{quote(password, safe='')}".encode()).decode()
 
 
 def _endpoint(meta: dict, key: str) -> str:

@@ -128,7 +128,9 @@ class StreamableHttpTransport(Transport):
         # (failures in a row, the server's retry: in seconds or None) -> seconds before reopening the GET stream
         self.reconnect_delay = reconnect_delay or reconnect_backoff
         self.max_message_bytes = max_message_bytes
-        self.auth = auth  # an oauth.OAuth, or anything with header() and authorize(url, status, challenge)
+        # an auth.oauth.OAuth, or anything with header() (or request_headers(method, url)) and
+        # authorize(url, status, challenge, headers)
+        self.auth = auth
         self.listen = listen
         self.timeout = timeout
         self.log = log or (lambda line: None)
@@ -197,7 +199,7 @@ class StreamableHttpTransport(Transport):
                     "DELETE",
                     self.url,
                     headers=self._headers(accept=None),
-                    private=self._auth_header(),
+                    private=self._auth_header("DELETE"),
                     read_timeout=CLOSE_TIMEOUT,
                 ).error_preview()
             except McpError:
@@ -351,14 +353,14 @@ class StreamableHttpTransport(Transport):
             if extra:
                 headers.update(extra)
             response = self.http.request(
-                "POST", self.url, body, headers, private=self._auth_header(), read_timeout=read_timeout
+                "POST", self.url, body, headers, private=self._auth_header("POST"), read_timeout=read_timeout
             )
             status = response.status
             if status in (401, 403) and self.auth is not None and authorized < 2:
                 challenge = response.headers.get("WWW-Authenticate", "")
                 response.error_preview()
                 authorized += 1
-                if self.auth.authorize(self.url, status, challenge):
+                if self.auth.authorize(self.url, status, challenge, response.headers):
                     continue
                 raise AuthorizationError(f"POST {self.url}: HTTP {status} and authorization did not succeed")
             break
@@ -397,8 +399,14 @@ class StreamableHttpTransport(Transport):
             headers["Last-Event-ID"] = last_event_id
         return headers
 
-    def _auth_header(self) -> dict[str, str] | None:
-        value = self.auth.header() if self.auth is not None else None
+    def _auth_header(self, method: str) -> dict[str, str] | None:
+        """The headers that authorize one request (a DPoP proof is made for its method and URL)."""
+        if self.auth is None:
+            return None
+        request_headers = getattr(self.auth, "request_headers", None)
+        if request_headers is not None:
+            return request_headers(method, self.url) or None
+        value = self.auth.header()
         return {"Authorization": value} if value else None
 
     def _capture_session(self, response: Response) -> None:
@@ -466,7 +474,7 @@ class StreamableHttpTransport(Transport):
                 "GET",
                 self.url,
                 headers=self._headers("text/event-stream", parser.last_event_id),
-                private=self._auth_header(),
+                private=self._auth_header("GET"),
             )
             if response.status == 405:
                 response.error_preview()
@@ -542,7 +550,7 @@ class StreamableHttpTransport(Transport):
                     "GET",
                     self.url,
                     headers=self._headers("text/event-stream", last_id),
-                    private=self._auth_header(),
+                    private=self._auth_header("GET"),
                     read_timeout=LISTEN_TIMEOUT,
                 )
             except McpError as exc:

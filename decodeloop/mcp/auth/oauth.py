@@ -208,15 +208,12 @@ class OAuth:
 
     def _flow(self, http: HttpClient, server_url: str, status: int, challenge: dict[str, str]) -> None:
         resource_meta = self._protected_resource(http, server_url, challenge.get("resource_metadata"))
+        if resource_meta is None:
+            # a 2025-03-26 server publishes none: its own origin is the authorization server
+            resource_meta, meta = {}, self._legacy_server_metadata(http, server_url)
+        else:
+            meta = self._resource_server_metadata(http, server_url, resource_meta)
         resource = resource_meta.get("resource") or server_url.split("#")[0]
-        if not isinstance(resource, str) or not covers(resource, server_url):
-            raise AuthorizationError(
-                f"the protected resource metadata names resource {resource!r}, which does not cover {server_url}"
-            )
-        servers = resource_meta.get("authorization_servers")
-        if not isinstance(servers, list) or not servers or not isinstance(servers[0], str):
-            raise AuthorizationError("the protected resource metadata names no authorization server")
-        meta = self._server_metadata(http, servers[0])
         issuer = meta["issuer"]
         if self._credentials_issuer not in (None, issuer):
             # a client id belongs to the authorization server that issued it; a new server means a new one
@@ -310,14 +307,55 @@ class OAuth:
             return
         self.log("using DPoP-bound tokens")
 
-    def _protected_resource(self, http: HttpClient, server_url: str, named: str | None) -> dict:
+    def _protected_resource(self, http: HttpClient, server_url: str, named: str | None) -> dict | None:
         for url in [named] if named else protected_resource_urls(server_url):
             found = self._get_json(http, url)
             if found is not None:
                 return found
-        raise AuthorizationError(f"no protected resource metadata for {server_url}")
+        if named:
+            raise AuthorizationError(f"no protected resource metadata at {named}, which the server named")
+        return None
+
+    def _resource_server_metadata(self, http: HttpClient, server_url: str, resource_meta: dict) -> dict:
+        """The metadata of the authorization server a protected resource names (its resource must cover us)."""
+        resource = resource_meta.get("resource") or server_url.split("#")[0]
+        if not isinstance(resource, str) or not covers(resource, server_url):
+            raise AuthorizationError(
+                f"the protected resource metadata names resource {resource!r}, which does not cover {server_url}"
+            )
+        servers = resource_meta.get("authorization_servers")
+        if not isinstance(servers, list) or not servers or not isinstance(servers[0], str):
+            raise AuthorizationError("the protected resource metadata names no authorization server")
+        return self._server_metadata(http, servers[0])
+
+    def _legacy_server_metadata(self, http: HttpClient, server_url: str) -> dict:
+        """2025-03-26 discovery, for a server without protected resource metadata: the authorization server
+        is the MCP server's origin, described at its root, else at the default paths /authorize, /token and
+        /register (with PKCE S256, which that revision required)."""
+        parts = urllib.parse.urlsplit(server_url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        found = self._find_server_metadata(http, origin)
+        if found is not None:
+            return found
+        self.log(f"no authorization metadata at {origin}; using its default endpoints (the 2025-03-26 rules)")
+        return {
+            "issuer": origin,
+            "authorization_endpoint": origin + "/authorize",
+            "token_endpoint": origin + "/token",
+            "registration_endpoint": origin + "/register",
+            "code_challenge_methods_supported": ["S256"],
+        }
 
     def _server_metadata(self, http: HttpClient, issuer: str) -> dict:
+        """The issuer's metadata from its well-known locations; a document for another issuer is refused."""
+        found = self._find_server_metadata(http, issuer)
+        if found is None:
+            raise AuthorizationError(f"no authorization server metadata for {issuer}")
+        return found
+
+    def _find_server_metadata(self, http: HttpClient, issuer: str) -> dict | None:
+        """As _server_metadata, but None when the issuer publishes none (a document for another issuer still
+        raises: a 2025-03-26 fallback never goes past it)."""
         mismatch = None
         for url in authorization_server_urls(issuer):
             found = self._get_json(http, url)
@@ -327,9 +365,9 @@ class OAuth:
                 mismatch = mismatch or f"{url} describes issuer {found.get('issuer')!r}, not {issuer!r}"
                 continue
             return found
-        raise AuthorizationError(
-            f"no authorization server metadata for {issuer}" + (f" ({mismatch}; refused)" if mismatch else "")
-        )
+        if mismatch is None:
+            return None
+        raise AuthorizationError(f"no authorization server metadata for {issuer} ({mismatch}; refused)")
 
     def _identify(self, http: HttpClient, meta: dict) -> None:
         if self.client_id is not None and self.auth_method is not None:

@@ -4,7 +4,7 @@ This module owns the one place that needs cryptography: signing a JWT with an
 asymmetric key (ES256, ES384, RS256, PS256), describing a public key as a JWK
 (RFC 7517) and its thumbprint (RFC 7638). The standard library cannot do
 elliptic-curve or RSA signatures, so the signing comes from the `cryptography`
-package, the `auth` extra (`pip install 'decodeloop[auth]'`), imported only when
+package, the `auth` extra (`pip install -e '.[auth]'` in the clone, or `pip install cryptography`), imported only when
 a key is loaded or made; everything else in decodeloop works without it.
 Encoding helpers (base64url, unverified claim decoding) are standard library.
 """
@@ -21,7 +21,7 @@ from decodeloop.mcp.errors import AuthorizationError
 
 EXTRA_MESSAGE = (
     "signing a JWT (private_key_jwt, DPoP) needs the 'cryptography' package: "
-    "install decodeloop's auth extra, pip install 'decodeloop[auth]'"
+    "pip install -e '.[auth]' in the clone (the auth extra), or pip install cryptography"
 )
 
 

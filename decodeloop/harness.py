@@ -5,7 +5,10 @@ stops it; if tool calls stopped it, dispatch them, inject the results as the
 chat format's tool messages and generate again. A user message may carry
 resources (`run(user, attachments=[(SERVER, URI)])`): each is read from its
 server before the turn and enters the user's message as data, admitted like a
-tool result, in a span of its own (`resource:SERVER/URI`). The harness keeps the context
+tool result, in a span of its own (`resource:SERVER/URI`). A server's prompt may be
+the user's turn (`prompt(NAME, arguments)`, then `run(turn.user, turn.attachments)`):
+its text is the server's, in spans of their own (`prompt:SERVER/NAME`), admitted
+and counted as data by the policy like a resource. The harness keeps the context
 (and so the model's cache) from one user turn to the next; `reset` starts a new
 conversation. Nothing here knows which model or engine is running.
 """
@@ -26,6 +29,8 @@ from decodeloop.formats.calls.compact import ParseError
 from decodeloop.formats.calls.shapes import DESCRIBED
 from decodeloop.formats.chat import Attachment, ToolReply
 from decodeloop.formats.tokenizer import StreamDecoder
+from decodeloop.mcp.client import Prompt as ServerPrompt
+from decodeloop.mcp.client import ResourceContents, ToolResult
 from decodeloop.mcp.errors import RpcError
 from decodeloop.sampling.processors import ProcessorState
 from decodeloop.tools.dispatch import dispatch_all, parse_call
@@ -55,6 +60,24 @@ class TurnConfig:
     constrain: str = "off"  # "calls": calls follow the grammar of valid calls; "required": and open the turn
     call_shapes: str | None = None  # "lenient": also the shapes real models write (formats/calls/shapes.py); "strict":
     # the syntax's own only; None: the chat format's default
+
+
+@dataclass
+class PromptTurn:
+    """A server's prompt made into a user turn: `run(turn.user, turn.attachments)` sends it.
+
+    `user` is the harness's line naming the prompt and the arguments the user gave (the user's words);
+    `attachments` the prompt's text (`prompt:SERVER/NAME`) and embedded resources (`resource:SERVER/URI`),
+    admitted, in the prompt's order; `shown` each message as it will be sent, (what, text), for a view to
+    show first; `left_out` what the model will not see (images, audio).
+    """
+
+    server: str
+    name: str
+    user: str
+    attachments: list[Attachment]
+    shown: list[tuple[str, str]]
+    left_out: list[str]
 
 
 @dataclass
@@ -197,16 +220,117 @@ class Harness:
         self.emit(Notice(server, f"attached {uri} ({len(text):,} characters) to the user's message"))
         return Attachment(server, shown, text)
 
-    def run(self, user: str, attachments: Sequence[tuple[str, str]] = ()) -> TurnResult:
+    def find_prompt(self, name: str) -> tuple[str, ServerPrompt]:
+        """The server and the prompt `name` names: `NAME`, or `SERVER:NAME` when two servers offer it.
+        ConfigError when no server offers it or when more than one does."""
+        clients = self.router.clients
+        server, _, bare = name.partition(":")
+        if bare and server in clients:
+            candidates = {server: clients[server]}
+        else:
+            candidates, bare = dict(clients), name
+        found = []
+        for server, client in candidates.items():
+            if client.offers_prompts():
+                found += [(server, p) for p in client.list_prompts(timeout=self.config.timeout) if p.name == bare]
+        if not found:
+            raise ConfigError(f"no server offers a prompt named {name!r} (/prompts lists them)")
+        if len(found) > 1:
+            names = " or ".join(f"{server}:{bare}" for server, _ in found)
+            raise ConfigError(f"the prompt {bare!r} is offered by more than one server: write {names}")
+        return found[0]
+
+    def prompt(self, name: str, arguments: dict[str, str] | None = None) -> PromptTurn:
+        """A server's prompt as a user turn, its text admitted like a resource's (capped at `max_result_chars`,
+        invisible characters removed, forged markers escaped) and in spans that name the server as its author.
+
+        A missing required argument, or one the prompt does not take, is a ConfigError naming it, before
+        anything is asked of the server. A text message becomes the user's turn's text; an embedded
+        resource an attachment (`resource:SERVER/URI`); an image or audio is left out, with a notice: these
+        models take text only. An assistant-role message is included as quoted text inside the user's
+        turn, with a notice, never as an assistant turn: the context's assistant turns are what the model
+        wrote, which the plan policy trusts as the model's own plan, so a server's words there would speak
+        for the model.
+        """
+        arguments = dict(arguments or {})
+        server, found = self.find_prompt(name)
+        missing = found.missing(arguments)
+        if missing:
+            raise ConfigError(
+                f"the prompt {found.name} of {server} needs the required argument(s) {', '.join(missing)} "
+                f"(as {' '.join(f'{m}=VALUE' for m in missing)})"
+            )
+        takes = [a.name for a in found.arguments]
+        unknown = [key for key in arguments if key not in takes]
+        if unknown:
+            raise ConfigError(
+                f"the prompt {found.name} of {server} takes no argument {', '.join(unknown)} "
+                f"(it takes: {', '.join(takes) or 'none'})"
+            )
+        client = self.router.clients[server]
+        try:
+            got = client.get_prompt(found.name, arguments, timeout=self.config.timeout)
+        except RpcError as e:  # the server's refusal names neither the server nor the prompt
+            raise RpcError(e.code, f"{server}: cannot get the prompt {found.name}: {e.message}", e.data) from None
+        what = f"the prompt {found.name} of {server}"
+        attachments: list[Attachment] = []
+        shown: list[tuple[str, str]] = []
+        left_out: list[str] = []
+
+        def admit(text: str) -> str:
+            return admit_result(
+                text, what, self.emit, self.markers, limit=self.config.max_result_chars, cut="prompt"
+            ).text
+
+        for message in got.messages:
+            item = message.content
+            kind = item.get("type")
+            if kind in ("image", "audio"):
+                mime = item.get("mimeType", "of unknown type")
+                left_out.append(f"{kind} {mime}")
+                self.emit(Notice(server, f"left out the {kind} ({mime}) of {what}: this model takes text only"))
+                continue
+            if kind == "resource" and isinstance(item.get("resource"), dict):
+                resource = item["resource"]
+                uri = str(resource.get("uri", ""))
+                text = admit(ResourceContents(uri, [resource]).text())
+                shown_uri = admit_result(uri, f"a URI in {what}", self.emit, self.markers).text
+                # the URI is the server's choice: it goes in the resource's span, not in the user's words
+                attachments.append(
+                    Attachment(server, uri, f"{shown_uri}\n{text}", heading="\n\nResource embedded in the prompt:\n")
+                )
+                shown.append((f"resource {shown_uri}", text))
+                continue
+            text = admit(ToolResult([item], False).text())  # text verbatim; a resource link as one line
+            if message.role == "assistant":
+                self.emit(
+                    Notice(
+                        server,
+                        f"{what} holds an assistant message: sent as quoted text in the user's turn, not as "
+                        "the model's own words",
+                    )
+                )
+                heading = "\n\nThe prompt's assistant message, quoted:\n"
+                shown.append(("assistant (quoted)", text))
+            else:
+                heading = "\n\n"
+                shown.append(("user", text))
+            attachments.append(Attachment(server, found.name, text, kind="prompt", heading=heading))
+        given = ", ".join(f"{key}={value}" for key, value in arguments.items())
+        user = f"Prompt {found.name} of {server}" + (f", with {given}" if given else "") + ":"
+        return PromptTurn(server, found.name, user, attachments, shown, left_out)
+
+    def run(self, user: str, attachments: Sequence[tuple[str, str] | Attachment] = ()) -> TurnResult:
         """One user message and the assistant's turn answering it, with every tool call it makes.
 
         `attachments`: (server, URI) pairs, each resource read now and attached to the message (`attach`);
-        one that cannot be read raises before anything enters the context.
+        one that cannot be read raises before anything enters the context. An `Attachment` (a prompt's,
+        from `prompt`) is already admitted and goes in as it is.
         Ctrl-C during the turn ends it with reason "interrupted": the context is
         cut back to its last whole state (a token, or a whole injected message),
         so the conversation can go on.
         """
-        attached = [self.attach(server, uri) for server, uri in attachments]
+        attached = [a if isinstance(a, Attachment) else self.attach(*a) for a in attachments]
         started = time.perf_counter()
         turn = _Turn()
         try:

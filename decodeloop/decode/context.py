@@ -11,6 +11,7 @@ exactly, in order. Sources:
     "model"              tokens the model sampled
     "tool:SERVER/TOOL"   a tool result (or an error about a call) for TOOL on SERVER
     "resource:SERVER/URI"  a resource's text, attached to a user message
+    "prompt:SERVER/NAME"   a server's prompt's text, sent as (part of) a user message
 
 `ids` is a plain list, which is what engines read; the loop appends sampled
 tokens to it directly after opening a "model" span, so provenance costs

@@ -20,6 +20,9 @@ rendered inside the user's message after the user's text, as a line naming it
 "resource:SERVER/URI", so provenance reads it as the server's. `start` and
 `user_turn` take them as `attachments`; the harness passes that keyword only
 when there are some, so a format that never sees one need not accept it.
+A server's prompt sent as the user's turn is attachments too: its text in
+"prompt:SERVER/NAME" spans (the server's words, not the user's), each under a
+`heading` the harness writes.
 
 `LabChat`, the lab models' format, is in lab.py. Real models use their own chat template (`chat_template.py`).
 """
@@ -49,15 +52,17 @@ class ToolReply:
 
 @dataclass(slots=True)
 class Attachment:
-    """A resource attached to a user message, its text already admitted (capped, escaped)."""
+    """A resource attached to a user message, or a prompt's text, already admitted (capped, escaped)."""
 
     server: str
-    uri: str
+    uri: str  # a resource's URI; a prompt's name
     text: str
+    kind: str = "resource"  # or "prompt": a server's prompt's text, which the span's source names as the server's
+    heading: str | None = None  # the user-span text before it; None: a line naming the resource
 
     @property
     def source(self) -> str:
-        return f"resource:{self.server}/{self.uri}"
+        return f"{self.kind}:{self.server}/{self.uri}"
 
 
 def user_parts(user: str, attachments: Sequence[Attachment] = ()) -> list[tuple[str, str]]:
@@ -65,10 +70,10 @@ def user_parts(user: str, attachments: Sequence[Attachment] = ()) -> list[tuple[
     naming it."""
     parts = [(user, "user")]
     for attachment in attachments:
-        parts += [
-            (f"\n\nResource {attachment.server} {attachment.uri}:\n", "user"),
-            (attachment.text, attachment.source),
-        ]
+        heading = attachment.heading
+        if heading is None:
+            heading = f"\n\nResource {attachment.server} {attachment.uri}:\n"
+        parts += [(heading, "user"), (attachment.text, attachment.source)]
     return parts
 
 

@@ -32,6 +32,12 @@ whose `text()` never dumps a binary blob), and `subscribe_resource`:
 (and handed on to `on_notification` like every notification);
 `notifications/resources/list_changed` sets `resources_stale`.
 
+Prompts and argument completion, likewise only as the capabilities offer them
+(`prompts`, `completions`; else `Unsupported`): `list_prompts` across pages,
+`get_prompt` (`PromptResult`: each message's role and one content item, as the
+server wrote them), and `complete` (`completion/complete` for a prompt's
+argument, `ref/prompt`, or a resource template's variable, `ref/resource`).
+
 It also owns what the protocol asks of a client around those calls: telling
 the transport the negotiated version (HTTP sends it as a header), initializing
 again when an HTTP server says our session expired (then retrying the request
@@ -64,7 +70,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import decodeloop
@@ -157,6 +163,56 @@ class ResourceContents:
         if len(self.contents) == 1:
             return _resource_item_text(self.contents[0])
         return "\n".join(f"[{item.get('uri', self.uri)}]\n" + _resource_item_text(item) for item in self.contents)
+
+
+@dataclass
+class PromptArgument:
+    name: str
+    description: str = ""
+    required: bool = False
+    title: str | None = None
+
+
+@dataclass
+class Prompt:
+    name: str
+    description: str = ""
+    arguments: list[PromptArgument] = field(default_factory=list)
+    title: str | None = None
+
+    def missing(self, arguments: dict) -> list[str]:
+        """The required arguments `arguments` lacks, in the prompt's order."""
+        return [a.name for a in self.arguments if a.required and a.name not in arguments]
+
+
+@dataclass
+class PromptMessage:
+    role: str  # "user" or "assistant"
+    content: dict  # one content item: text, image, audio, resource (embedded), resource_link
+
+
+@dataclass
+class PromptResult:
+    name: str
+    description: str
+    messages: list[PromptMessage]
+
+
+@dataclass
+class Completion:
+    values: list[str]  # at most 100, the specification says
+    total: int | None = None
+    has_more: bool = False
+
+
+def prompt_ref(name: str) -> dict:
+    """What `complete` takes to complete an argument of a prompt."""
+    return {"type": "ref/prompt", "name": name}
+
+
+def resource_ref(uri_template: str) -> dict:
+    """What `complete` takes to complete a variable of a resource template."""
+    return {"type": "ref/resource", "uri": uri_template}
 
 
 TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "application/javascript")
@@ -870,6 +926,93 @@ class McpClient:
         self.updated.discard(uri)
         if not self.stateless:
             self._request("resources/unsubscribe", {"uri": uri})
+
+    # -- prompts and completion --------------------------------------------------------
+
+    def offers_prompts(self) -> bool:
+        return isinstance(self.capabilities.get("prompts"), dict)
+
+    def offers_completions(self) -> bool:
+        return isinstance(self.capabilities.get("completions"), dict)
+
+    def list_prompts(self, timeout: float | None = None) -> list[Prompt]:
+        """Every prompt the server lists, across pages; `Unsupported` when it offers none."""
+        if not self.offers_prompts():
+            raise Unsupported(f"{self.name}: the server offers no prompts (its capabilities do not list them)")
+        out = []
+        for raw in self._pages("prompts/list", "prompts", timeout):
+            if not isinstance(raw.get("name"), str) or not raw["name"]:
+                self.log(f"skipped a prompt without a name: {raw!r:.200}")
+                continue
+            arguments = raw.get("arguments")
+            out.append(
+                Prompt(
+                    name=raw["name"],
+                    description=_string(raw.get("description")),
+                    arguments=[
+                        PromptArgument(
+                            name=arg["name"],
+                            description=_string(arg.get("description")),
+                            required=arg.get("required") is True,
+                            title=_string(arg.get("title")) or None,
+                        )
+                        for arg in (arguments if isinstance(arguments, list) else [])
+                        if isinstance(arg, dict) and isinstance(arg.get("name"), str)
+                    ],
+                    title=_string(raw.get("title")) or None,
+                )
+            )
+        return out
+
+    def get_prompt(self, name: str, arguments: dict | None = None, timeout: float | None = None) -> PromptResult:
+        """prompts/get: the prompt's messages with `arguments` (strings) filled in. A prompt the server does not
+        know, or a required argument left out, is its RpcError (-32602 in the specification)."""
+        if not self.offers_prompts():
+            raise Unsupported(f"{self.name}: the server offers no prompts (its capabilities do not list them)")
+        params: dict = {"name": name}
+        if arguments:
+            params["arguments"] = {str(key): str(value) for key, value in arguments.items()}
+        result = self._complete("prompts/get", params, timeout)
+        raw = result.get("messages") if isinstance(result, dict) else None
+        if not isinstance(raw, list):
+            raise ProtocolError(f"{self.name}: prompts/get did not return a list of messages")
+        messages = []
+        for item in raw:
+            content = item.get("content") if isinstance(item, dict) else None
+            if not isinstance(content, dict) or item.get("role") not in ("user", "assistant"):
+                self.log(f"skipped a prompt message without a role or content: {item!r:.200}")
+                continue
+            messages.append(PromptMessage(item["role"], content))
+        return PromptResult(name, _string(result.get("description")), messages)
+
+    def complete(
+        self,
+        ref: dict,
+        argument_name: str,
+        value: str,
+        context_arguments: dict | None = None,
+        timeout: float | None = None,
+    ) -> Completion:
+        """completion/complete: what the server suggests for an argument of `ref` (`prompt_ref(NAME)` or
+        `resource_ref(URI_TEMPLATE)`) that begins `value`, the arguments already chosen as its context."""
+        if not self.offers_completions():
+            raise Unsupported(f"{self.name}: the server offers no completions (its capabilities do not list them)")
+        if not isinstance(ref, dict) or ref.get("type") not in ("ref/prompt", "ref/resource"):
+            raise ValueError(f"a completion's ref must be ref/prompt or ref/resource, got {ref!r}")
+        params: dict = {"ref": ref, "argument": {"name": argument_name, "value": value}}
+        if context_arguments:
+            params["context"] = {"arguments": {str(k): str(v) for k, v in context_arguments.items()}}
+        result = self._complete("completion/complete", params, timeout)
+        completion = _object(result.get("completion")) if isinstance(result, dict) else {}
+        values = completion.get("values")
+        if not isinstance(values, list):
+            raise ProtocolError(f"{self.name}: completion/complete did not return a list of values")
+        total = completion.get("total")
+        return Completion(
+            [v for v in values if isinstance(v, str)][:100],
+            total if isinstance(total, int) and not isinstance(total, bool) else None,
+            completion.get("hasMore") is True,
+        )
 
     def _parse_tool(self, raw: Any) -> Tool | None:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:

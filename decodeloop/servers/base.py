@@ -18,6 +18,15 @@ listed (`resources/list`, `resources/templates/list`, paged like tools) and read
 initialize revisions `resources/subscribe` is accepted and `notify` queues a
 notification (such as `notifications/resources/updated`) that `serve_stdio`
 writes after the response it was queued during.
+
+Prompts: `prompt(name, description, arguments)` registers a function taking the
+arguments (strings) as keywords and returning the messages (a str is one user
+text message; else a list of `{"role", "content"}`), listed (`prompts/list`,
+paged) and got (`prompts/get`; an unknown prompt, a required argument left out
+or a ToolFailure is -32602) on both revisions. Completion (`completion/complete`):
+a prompt's `complete` or a template's `complete` maps an argument (a template
+variable) to a function `(value, context_arguments) -> values`; the
+`completions` capability is declared when one exists.
 """
 
 from __future__ import annotations
@@ -87,6 +96,28 @@ class RegisteredTool:
         return entry
 
 
+Completer = Callable[[str, dict], list[str]]  # (the value so far, the other arguments) -> suggested values
+MAX_COMPLETIONS = 100  # the specification's cap on one completion/complete answer
+
+
+@dataclass
+class RegisteredPrompt:
+    name: str
+    description: str
+    arguments: list[dict]  # {"name", "description", "required"}
+    function: Callable[..., str | list[dict]]
+    title: str | None = None
+    complete: dict[str, Completer] | None = None  # an argument -> its completer
+
+    def listing(self) -> dict:
+        entry: dict = {"name": self.name}
+        if self.title:
+            entry["title"] = self.title
+        entry["description"] = self.description
+        entry["arguments"] = self.arguments
+        return entry
+
+
 @dataclass
 class RegisteredResource:
     uri: str  # a URI, or a URI template with {name} variables
@@ -95,6 +126,7 @@ class RegisteredResource:
     mime_type: str
     function: Callable[..., str | bytes]
     template: bool = False
+    complete: dict[str, Completer] | None = None  # a template variable -> its completer
 
     def listing(self) -> dict:
         entry: dict = {"uriTemplate" if self.template else "uri": self.uri, "name": self.name}
@@ -129,6 +161,7 @@ class ToolServer:
         self.page_size = page_size  # None: tools/list returns every tool at once
         self.tools: dict[str, RegisteredTool] = {}
         self.resources: list[RegisteredResource] = []  # fixed URIs and templates, in registration order
+        self.prompts: dict[str, RegisteredPrompt] = {}
         self.subscribed: set[str] = set()  # URIs a client subscribed to (the initialize revisions)
         self._outbox: list[dict] = []  # notifications to write after the current response
         # a server's own command-line flags, (names, argparse keywords): its build reads them, main accepts them
@@ -156,16 +189,45 @@ class ToolServer:
         return register
 
     def resource(
-        self, uri: str, name: str, description: str = "", mime_type: str = "text/plain", template: bool = False
+        self,
+        uri: str,
+        name: str,
+        description: str = "",
+        mime_type: str = "text/plain",
+        template: bool = False,
+        complete: dict[str, Completer] | None = None,
     ) -> Callable[[Callable[..., str | bytes]], Callable[..., str | bytes]]:
-        """Register a function as a resource (`template`: `uri` is a URI template, its variables the keywords).
-        It returns text, or bytes sent as a blob; ToolFailure or LookupError is a resource not found."""
+        """Register a function as a resource (`template`: `uri` is a URI template, its variables the keywords;
+        `complete`: completers of its variables). It returns text, or bytes sent as a blob; ToolFailure or
+        LookupError is a resource not found."""
 
         def register(function: Callable[..., str | bytes]) -> Callable[..., str | bytes]:
-            self.resources.append(RegisteredResource(uri, name, description, mime_type, function, template))
+            self.resources.append(RegisteredResource(uri, name, description, mime_type, function, template, complete))
             return function
 
         return register
+
+    def prompt(
+        self,
+        name: str,
+        description: str,
+        arguments: list[dict] | None = None,
+        title: str | None = None,
+        complete: dict[str, Completer] | None = None,
+    ) -> Callable[[Callable[..., str | list[dict]]], Callable[..., str | list[dict]]]:
+        """Register a function as a prompt: `arguments` are {"name", "description", "required"}, passed to it
+        as keywords; it returns the messages (a str: one user text message), or raises ToolFailure."""
+
+        def register(function: Callable[..., str | list[dict]]) -> Callable[..., str | list[dict]]:
+            if name in self.prompts:
+                raise ValueError(f"prompt {name!r} is already registered")
+            self.prompts[name] = RegisteredPrompt(name, description, list(arguments or []), function, title, complete)
+            return function
+
+        return register
+
+    def _completes(self) -> bool:
+        return any(p.complete for p in self.prompts.values()) or any(r.complete for r in self.resources)
 
     def notify(self, method: str, params: dict | None = None) -> None:
         """Queue a notification: serve_stdio writes it after the response being made."""
@@ -202,6 +264,8 @@ class ToolServer:
                 if self.resources
                 else {}
             ),
+            **({"prompts/list": self._list_prompts, "prompts/get": self._get_prompt} if self.prompts else {}),
+            **({"completion/complete": self._complete} if self._completes() else {}),
         }.get(method)
         if handler is None:
             return _error(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -245,7 +309,12 @@ class ToolServer:
         result: dict = {
             "supportedVersions": [*STATELESS_VERSIONS, *SUPPORTED_VERSIONS],
             # no subscriptions/listen here: a synchronous server has no stream to send updates on
-            "capabilities": {"tools": {}, **({"resources": {}} if self.resources else {})},
+            "capabilities": {
+                "tools": {},
+                **({"resources": {}} if self.resources else {}),
+                **({"prompts": {}} if self.prompts else {}),
+                **({"completions": {}} if self._completes() else {}),
+            },
             "_meta": {META + "serverInfo": {"name": self.name, "version": self.version}},
         }
         if self.instructions:
@@ -262,6 +331,8 @@ class ToolServer:
             "capabilities": {
                 "tools": {"listChanged": False},
                 **({"resources": {"subscribe": True, "listChanged": False}} if self.resources else {}),
+                **({"prompts": {"listChanged": False}} if self.prompts else {}),
+                **({"completions": {}} if self._completes() else {}),
             },
             "serverInfo": {"name": self.name, "version": self.version},
         }
@@ -318,6 +389,63 @@ class ToolServer:
     def _unsubscribe(self, params: dict) -> dict:
         self.subscribed.discard(str(params.get("uri")))
         return {}
+
+    def _list_prompts(self, params: dict) -> dict:
+        return self._page("prompts", [p.listing() for p in self.prompts.values()], params)
+
+    def _get_prompt(self, params: dict) -> dict:
+        name = params.get("name")
+        prompt = self.prompts.get(name) if isinstance(name, str) else None
+        if prompt is None:
+            known = ", ".join(self.prompts)
+            raise _InvalidParams(f"Invalid params: unknown prompt {name!r} (this server has: {known})")
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+            raise _InvalidParams("Invalid params: a prompt's arguments are an object of strings")
+        missing = [a["name"] for a in prompt.arguments if a.get("required") and a["name"] not in arguments]
+        if missing:
+            raise _InvalidParams(f"Invalid params: prompt {name} needs the argument(s) {', '.join(missing)}")
+        names = {a["name"] for a in prompt.arguments}
+        try:
+            messages = prompt.function(**{k: v for k, v in arguments.items() if k in names})
+        except ToolFailure as exc:
+            raise _InvalidParams(f"Invalid params: {exc}") from None
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": _text(messages)}]
+        result: dict = {"messages": messages}
+        if prompt.description:
+            result["description"] = prompt.description
+        return result
+
+    def _complete(self, params: dict) -> dict:
+        ref, argument = params.get("ref"), params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict) or not isinstance(argument.get("name"), str):
+            raise _InvalidParams("Invalid params: completion/complete needs a ref and an argument name")
+        completers: dict[str, Completer] | None = None
+        if ref.get("type") == "ref/prompt":
+            prompt = self.prompts.get(ref.get("name"))  # type: ignore[arg-type]
+            if prompt is None:
+                raise _InvalidParams(f"Invalid params: unknown prompt {ref.get('name')!r}")
+            completers = prompt.complete
+        elif ref.get("type") == "ref/resource":
+            found = [r for r in self.resources if r.uri == ref.get("uri")]
+            if not found:
+                raise _InvalidParams(f"Invalid params: unknown resource template {ref.get('uri')!r}")
+            completers = found[0].complete
+        else:
+            raise _InvalidParams(f"Invalid params: unknown ref type {ref.get('type')!r}")
+        completer = (completers or {}).get(argument["name"])
+        context = params.get("context")
+        chosen = context.get("arguments") if isinstance(context, dict) else None
+        chosen = chosen if isinstance(chosen, dict) else {}
+        values = completer(str(argument.get("value", "")), chosen) if completer else []
+        return {
+            "completion": {
+                "values": values[:MAX_COMPLETIONS],
+                "total": len(values),
+                "hasMore": len(values) > MAX_COMPLETIONS,
+            }
+        }
 
     def _call_tool(self, params: dict) -> dict:
         name = params.get("name")

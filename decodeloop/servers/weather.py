@@ -9,6 +9,11 @@ It offers resources too: `weather://cities`, the sample cities (text), `weather:
 a template whose every URI is a city's forecast as text, and `weather://icon/{conditions}`, a small PNG for
 a condition (a blob).
 
+And prompts: `weather_report` (`city` and `state` required), a request for a short report with the city's
+forecast embedded as a text resource, and `what_to_wear` (`city`, `state`, an optional `activity`), one text.
+`completion/complete` suggests their `state` (the known codes) and `city` (the sample cities, of the state
+chosen), and the forecast template's variables alike.
+
 Run it as `python3 -m decodeloop.servers.weather [--page-size N] [--ood]`. With `--ood` it answers
 with values no training transcript holds (see unusual.py): the same city always gets the same
 unusual answer.
@@ -20,7 +25,7 @@ import hashlib
 import sys
 
 import decodeloop
-from decodeloop.servers.base import READ_ONLY, ToolFailure, ToolServer
+from decodeloop.servers.base import READ_ONLY, Completer, ToolFailure, ToolServer
 from decodeloop.servers.unusual import OOD_HELP, Unusual, ood_requested
 
 # Rough annual mean temperature (°F) by state, the baseline every reading varies around.
@@ -268,6 +273,58 @@ def icon(conditions: str) -> bytes:
     )
 
 
+# -- the prompt and completion ----------------------------------------------------------------
+
+
+def complete_state(value: str, chosen: dict) -> list[str]:
+    """The state codes that begin with `value` (any case)."""
+    return [code for code in sorted(STATE_MEAN_F) if code.startswith(value.strip().upper())]
+
+
+def complete_city(value: str, chosen: dict) -> list[str]:
+    """The sample cities that begin with `value`, of the state already chosen when there is one."""
+    state = str(chosen.get("state", "")).strip().upper()
+    return [
+        city
+        for city, code in SAMPLE_CITIES
+        if city.casefold().startswith(value.strip().casefold()) and (not state or code == state)
+    ]
+
+
+COMPLETERS: dict[str, Completer] = {"state": complete_state, "city": complete_city}
+
+
+def weather_report(city: str, state: str, unusual: Unusual | None = None) -> list[dict]:
+    """The messages of the weather_report prompt: the request, then the forecast as an embedded resource."""
+    shown, code = _place(city, state)
+    return [
+        {
+            "role": "user",
+            "content": {
+                "type": "text",
+                "text": f"Write a short weather report for {shown}, {code}: today and the next two days.",
+            },
+        },
+        {
+            "role": "user",
+            "content": {
+                "type": "resource",
+                "resource": {
+                    "uri": f"weather://forecast/{code}/{shown}",
+                    "mimeType": "text/plain",
+                    "text": get_forecast(shown, code, 3, unusual)[0],
+                },
+            },
+        },
+    ]
+
+
+def what_to_wear(city: str, state: str, activity: str = "") -> str:
+    shown, code = _place(city, state)
+    doing = f" for {activity.strip()}" if activity.strip() else ""
+    return f"What should I wear{doing} in {shown}, {code} today? Check the weather first."
+
+
 # -- the tools -------------------------------------------------------------------------------
 
 
@@ -319,10 +376,31 @@ def build_server(page_size: int | None = None, ood: bool = False) -> ToolServer:
         "forecast",
         "A 3-day forecast for a US city, e.g. weather://forecast/MT/Polson.",
         template=True,
+        complete=COMPLETERS,
     )(lambda state, city: get_forecast(city, state, 3, unusual)[0])
     server.resource(
         "weather://icon/{conditions}", "icon", "A tiny PNG for conditions such as sunny.", "image/png", template=True
     )(icon)
+    server.prompt(
+        "weather_report",
+        "A short weather report for a US city, with its forecast attached.",
+        [
+            {"name": "city", "description": "City name, e.g. Polson", "required": True},
+            {"name": "state", "description": "Two-letter US state code, e.g. MT", "required": True},
+        ],
+        title="Weather report",
+        complete=COMPLETERS,
+    )(lambda city, state: weather_report(city, state, unusual))
+    server.prompt(
+        "what_to_wear",
+        "Ask what to wear in a US city today.",
+        [
+            {"name": "city", "description": "City name, e.g. Polson", "required": True},
+            {"name": "state", "description": "Two-letter US state code, e.g. MT", "required": True},
+            {"name": "activity", "description": "What you will be doing, e.g. hiking"},
+        ],
+        complete=COMPLETERS,
+    )(what_to_wear)
     server.options.append((("--ood",), {"action": "store_true", "help": OOD_HELP}))
     return server
 

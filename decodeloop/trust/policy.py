@@ -181,6 +181,8 @@ class Policy:
 
 def _data(source: str) -> str:
     """What kind of server text a source is, in words."""
+    if source.startswith("prompt:"):
+        return "a server's prompt"
     return "an attached resource" if source.startswith("resource:") else "a tool result"
 
 

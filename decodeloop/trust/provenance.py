@@ -3,10 +3,10 @@
 The context (context.py) knows the source of every span of ids. This module
 decodes them once per question into text per source (`Provenance`) and answers
 two questions about a call: where each of its argument values occurs in the
-context (`origins`: `user`, `system`, `tool:SERVER/TOOL`, `resource:SERVER/URI`),
-and which value, if any, occurs in a server's text (a tool result, or a resource
-attached to a user message) and nowhere the user wrote (`from_data`, the
-policy's strict mode). It also keeps what the model wrote before the first
+context (`origins`: `user`, `system`, `tool:SERVER/TOOL`, `resource:SERVER/URI`,
+`prompt:SERVER/NAME`), and which value, if any, occurs in a server's text (a tool
+result, a resource attached to a user message, or a server's prompt sent as one)
+and nowhere the user wrote (`from_data`, the policy's strict mode). It also keeps what the model wrote before the first
 server result entered the context (`planned`, the policy's plan mode): that
 text depends on trusted content only, so no result can have steered it.
 Values are matched as text, case-folded: a number is its decimal text,
@@ -23,6 +23,7 @@ from typing import Any
 from decodeloop.decode.context import MODEL
 
 TRACED = ("system", "user")  # besides tool results, the sources an argument value is looked for in
+SERVER_SOURCES = ("tool:", "resource:", "prompt:")  # the prefixes of spans that may hold a server's text
 
 
 @dataclass(slots=True)
@@ -50,7 +51,7 @@ def provenance(context, tokenizer) -> Provenance:
     for span in context.spans():
         if untrusted_source(span.source):
             before_data = False
-        if span.source in TRACED or span.source.startswith(("tool:", "resource:")):
+        if span.source in TRACED or span.source.startswith(SERVER_SOURCES):
             by_source.setdefault(span.source, []).append(tokenizer.decode(context.ids[span.start : span.end]))
         elif span.source == MODEL and before_data:
             planned.append(tokenizer.decode(context.ids[span.start : span.end]))
@@ -59,9 +60,12 @@ def provenance(context, tokenizer) -> Provenance:
 
 def untrusted_source(source: str) -> bool:
     """A span with a server's text in it: a tool's result, its error, a harness error quoting its schema
-    (`tool:-/NAME` is the harness's own words alone about a call), or a resource the user attached (whose
-    text is the server's however the user chose it)."""
-    return source.startswith("resource:") or (source.startswith("tool:") and not source.startswith("tool:-/"))
+    (`tool:-/NAME` is the harness's own words alone about a call), a resource the user attached (whose
+    text is the server's however the user chose it), or a server's prompt sent as the user's turn (the user
+    chose the prompt, the server wrote its words: trusting them would let a server speak as the user)."""
+    return source.startswith(("resource:", "prompt:")) or (
+        source.startswith("tool:") and not source.startswith("tool:-/")
+    )
 
 
 def values(arguments: Any, path: str = "") -> Iterator[tuple[str, str]]:

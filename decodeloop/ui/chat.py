@@ -3,12 +3,15 @@
 `ChatSession` reads user turns (a terminal with readline history, or a pipe, one
 turn per line), runs each through the same `Harness`, so the context and the
 model's cache carry over, and handles the commands /reset, /tools, /approve,
-/resources, /reread, /help and /quit. An `@SERVER:URI` word in a line attaches
+/resources, /reread, /prompts, /prompt, /help and /quit. An `@SERVER:URI` word in a line attaches
 that resource to the message (read from SERVER as the line is sent, the
 server's data in its own span); /reread attaches the last ones again, read
 afresh, to the next line. A resource attached from a server that offers
 subscriptions is subscribed to, and its server's word that it changed is a
-notice. Ctrl-C during an answer stops that answer (the harness cuts the context
+notice. `/prompt NAME key=value ...` gets a server's prompt and sends it as
+the user's turn (`Harness.prompt`), its messages shown first; with readline,
+Tab after `/prompt NAME arg=` asks the server's `completion/complete`.
+Ctrl-C during an answer stops that answer (the harness cuts the context
 back to its last whole state); at the prompt it just gives a fresh prompt;
 end of input ends the session.
 
@@ -22,11 +25,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 from typing import TextIO
 
 from decodeloop.errors import ConfigError, McpError
 from decodeloop.events import Event
+from decodeloop.mcp.client import prompt_ref
 from decodeloop.trust.tool_budget import ToolSurfaceError
 from decodeloop.trust.untrusted import visible, visible_line
 from decodeloop.ui.style import Style, use_color
@@ -35,8 +40,10 @@ from decodeloop.ui.trace import progress_text
 HELP = (
     "commands: /reset starts a new conversation, /tools lists the tools, /approve NAME puts a tool's "
     "changed definition in force, /resources lists the servers' resources, @SERVER:URI in a message "
-    "attaches one, /reread attaches the last ones again to your next message, /quit ends (or Ctrl-D)"
+    "attaches one, /reread attaches the last ones again to your next message, /prompts lists the servers' "
+    "prompts, /prompt NAME key=value ... sends one as your message (Tab completes values), /quit ends (or Ctrl-D)"
 )
+COMMANDS = ("/reset", "/tools", "/approve", "/resources", "/reread", "/prompts", "/prompt", "/help", "/quit")
 RESULT_PREVIEW = 200
 ATTACH = re.compile(r"(?<!\S)@([A-Za-z0-9_.-]+):(\S+)")  # @SERVER:URI, a word of its own
 
@@ -170,20 +177,25 @@ class ChatSession:
                 if self.reread:
                     attachments = [*self.attached, *(a for a in attachments if a not in self.attached)]
                     self.reread = False
-                try:
-                    self.harness.run(line, attachments)
-                except ToolSurfaceError as e:  # a server's tools grew past what the prompt can hold
-                    print(f"decodeloop: not sent: {visible(str(e))}", file=sys.stderr if self.quiet else self.out)
-                except (ConfigError, McpError) as e:  # a resource that cannot be read: nothing was sent
-                    print(f"decodeloop: not sent: {visible(str(e))}", file=sys.stderr if self.quiet else self.out)
-                else:
-                    if attachments:
-                        self.attached = attachments
-                        self._subscribe(attachments)
+                if self._send(line, attachments) and attachments:
+                    self.attached = attachments
+                    self._subscribe(attachments)
         finally:
             if history is not None:
                 history()
         return 0
+
+    def _send(self, line: str, attachments: list) -> bool:
+        """Run one user turn; a turn that cannot be sent is one line. True when it ran."""
+        try:
+            self.harness.run(line, attachments)
+        except ToolSurfaceError as e:  # a server's tools grew past what the prompt can hold
+            print(f"decodeloop: not sent: {visible(str(e))}", file=sys.stderr if self.quiet else self.out)
+        except (ConfigError, McpError) as e:  # a resource that cannot be read: nothing was sent
+            print(f"decodeloop: not sent: {visible(str(e))}", file=sys.stderr if self.quiet else self.out)
+        else:
+            return True
+        return False
 
     def command(self, line: str) -> bool:
         """Run a /command; False to end the session."""
@@ -223,6 +235,10 @@ class ChatSession:
                 self.reread = True
                 names = ", ".join(f"{visible_line(s)}:{visible_line(u)}" for s, u in self.attached)
                 self._say(f"(your next message attaches {names} again, read afresh)")
+        elif name == "/prompts":
+            self._prompts()
+        elif name == "/prompt":
+            self._prompt(line)
         elif name == "/help":
             self._say(HELP)
         else:
@@ -246,6 +262,85 @@ class ChatSession:
                 self._say(f"  @{visible_line(server)}:{visible_line(r.uri)}{kind} {_quoted(r.description, 120)}")
             for t in templates:
                 self._say(f"  @{visible_line(server)}:{visible_line(t.uri_template)} {_quoted(t.description, 120)}")
+
+    def _prompts(self) -> None:
+        """Each server's prompts (every page) with their arguments, the required ones marked, or why it has none."""
+        for server, client in self.harness.router.clients.items():
+            if not client.offers_prompts():
+                self._say(f"{visible_line(server)}: no prompts")
+                continue
+            try:
+                prompts = client.list_prompts()
+            except McpError as e:
+                self._say(f"{visible_line(server)}: prompts not listed: {_quoted(str(e))}")
+                continue
+            self._say(f"{visible_line(server)}: {len(prompts)} prompt(s)")
+            for p in prompts:
+                arguments = " ".join(
+                    f"{visible_line(a.name)}=" + ("(required)" if a.required else "(optional)") for a in p.arguments
+                )
+                self._say(
+                    f"  /prompt {visible_line(server)}:{visible_line(p.name)}"
+                    + (f" {arguments}" if arguments else "")
+                    + f" {_quoted(p.description, 120)}"
+                )
+
+    def _prompt(self, line: str) -> None:
+        """/prompt NAME key=value ...: the prompt's messages shown (escaped), then sent as the user's turn."""
+        try:
+            words = shlex.split(line)[1:]
+        except ValueError as e:
+            self._say(f"usage: /prompt NAME key=value ... ({e})")
+            return
+        if not words or any("=" not in word or word.startswith("=") for word in words[1:]):
+            self._say("usage: /prompt NAME key=value ... (a value with spaces in quotes: city='Salt Lake City')")
+            return
+        arguments = dict(word.split("=", 1) for word in words[1:])
+        try:
+            turn = self.harness.prompt(words[0], arguments)
+        except (ConfigError, McpError) as e:
+            print(f"decodeloop: not sent: {visible(str(e))}", file=sys.stderr if self.quiet else self.out)
+            return
+        self._say(f"(prompt {visible_line(turn.name)} of {visible_line(turn.server)}, sent as your message:)")
+        for what, text in turn.shown:
+            self._say(f"  {visible_line(what)}: {_quoted(text, 2000)}")
+        for what in turn.left_out:
+            self._say(f"  left out: {visible_line(what)} (this model takes text only)")
+        self._send(turn.user, list(turn.attachments))
+
+    def completions(self, line: str, text: str) -> list[str]:
+        """What Tab offers for `text`, the word being written at the end of `line`: command names, then after
+        `/prompt` the prompts' names, their arguments, and an argument's values from the server's
+        `completion/complete` (nothing where it offers none). Never raises: a completer must not break input."""
+        try:
+            return self._completions(line, text)
+        except Exception:
+            return []
+
+    def _completions(self, line: str, text: str) -> list[str]:
+        words = line.split()
+        if len(words) <= 1 and not line.endswith(" "):
+            return [c + " " for c in COMMANDS if c.startswith(text)] if text.startswith("/") else []
+        if words[0] != "/prompt":
+            return []
+        clients = self.harness.router.clients
+        if len(words) == 1 or (len(words) == 2 and not line.endswith(" ")):
+            names = []
+            for server, client in clients.items():
+                if client.offers_prompts():
+                    for p in client.list_prompts():
+                        names += [p.name, f"{server}:{p.name}"]
+            return sorted({n + " " for n in names if n.startswith(text)})
+        server, prompt = self.harness.find_prompt(words[1])
+        given = dict(w.split("=", 1) for w in words[2:] if "=" in w and w != text)
+        if "=" not in text:
+            return [f"{a.name}=" for a in prompt.arguments if a.name.startswith(text) and a.name not in given]
+        argument, value = text.split("=", 1)
+        client = clients[server]
+        if not client.offers_completions():
+            return []
+        found = client.complete(prompt_ref(prompt.name), argument, value, given)
+        return [f"{argument}={v}" for v in found.values]
 
     def _subscribe(self, attachments: list[tuple[str, str]]) -> None:
         """Subscribe to attached resources whose server offers it: its word that one changed is a notice."""
@@ -277,6 +372,17 @@ class ChatSession:
             readline.read_history_file(path)
         except OSError:
             pass
+        matches: list[str] = []
+
+        def complete(text: str, state: int) -> str | None:
+            if state == 0:
+                matches[:] = self.completions(readline.get_line_buffer()[: readline.get_endidx()], text)
+            return matches[state] if state < len(matches) else None
+
+        readline.set_completer(complete)
+        readline.set_completer_delims(" \t\n")  # `arg=value` and `server:name` are one word to complete
+        # libedit (macOS) reads its own binding syntax
+        readline.parse_and_bind("bind ^I rl_complete" if "libedit" in (readline.__doc__ or "") else "tab: complete")
 
         def save() -> None:
             try:

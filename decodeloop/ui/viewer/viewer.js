@@ -99,8 +99,8 @@ function sourceColor(src) {
   if (src === 'model') return 'var(--model)';
   if (src === 'system') return 'var(--system)';
   if (src === 'user') return 'var(--user)';
-  if (src.startsWith('tool:') || src.startsWith('resource:')) {
-    // a server's colour, whether its text is a tool result or a resource
+  if (src.startsWith('tool:') || src.startsWith('resource:') || src.startsWith('prompt:')) {
+    // a server's colour, whether its text is a tool result, a resource or a prompt
     const server = src.slice(src.indexOf(':') + 1).split('/')[0];
     let n = SERVERS.indexOf(server);
     if (n < 0) { SERVERS.push(server); n = SERVERS.length - 1; }
@@ -116,6 +116,10 @@ function sourceName(src) {
   if (src.startsWith('resource:')) {
     const rest = src.slice(9), cut = rest.indexOf('/');
     return 'resource of server ' + (cut < 0 ? rest : rest.slice(0, cut) + ' (' + rest.slice(cut + 1) + ')');
+  }
+  if (src.startsWith('prompt:')) {
+    const rest = src.slice(7), cut = rest.indexOf('/');
+    return 'prompt of server ' + (cut < 0 ? rest : rest.slice(0, cut) + ' (' + rest.slice(cut + 1) + ')');
   }
   return {chat: 'chat markup', system: 'system prompt', user: 'user', model: 'model (sampled)'}[src] || src;
 }

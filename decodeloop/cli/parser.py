@@ -27,7 +27,8 @@ examples:
   decodeloop chat --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf
   printf 'Weather in Polson, MT?\\nAnd in Boise, ID?\\n' | decodeloop chat --model transformer
   decodeloop chat --model transformer --trace --mcp-config servers.json
-  printf '/resources\n@weather:weather://cities Which of these is warmest?\n' | decodeloop chat
+  printf '/resources\\n@weather:weather://cities Which of these is warmest?\\n' | decodeloop chat
+  printf '/prompts\\n/prompt weather_report city=Polson state=MT\\n' | decodeloop chat
 """
 EVAL_EXAMPLES = """\
 examples:

@@ -347,6 +347,9 @@ class McpClient:
         self.capabilities: dict = {}
         self.instructions: str | None = None
         self.tools_stale = threading.Event()  # set by notifications/tools/list_changed
+        # set once the server acknowledged a subscriptions/listen stream (2026-07-28): what changes from
+        # then on is heard; nothing from before it is replayed
+        self.listening = threading.Event()
         self.resources_stale = threading.Event()  # set by notifications/resources/list_changed
         self.subscriptions: set[str] = set()  # resource URIs subscribed to
         self.updated: set[str] = set()  # subscribed URIs the server said changed (the owner takes them)
@@ -524,6 +527,8 @@ class McpClient:
         if method == "notifications/tools/list_changed":
             self._tools_cache = None
             self.tools_stale.set()
+        elif method == "notifications/subscriptions/acknowledged":
+            self.listening.set()
         elif method == "notifications/progress":
             token = params.get("progressToken")
             token = token if isinstance(token, int) and not isinstance(token, bool) else None

@@ -306,8 +306,10 @@ def test_changed_tools_are_heard_on_the_2026_wire_through_subscriptions_listen(s
     notes: list[str] = []
     with sdk_client(transport, serve, on_notification=lambda method, params: notes.append(method)) as client:
         assert client.stateless and "grown" not in {tool.name for tool in client.list_tools()}
+        # a change is heard once the stream is acknowledged; one made before that is not replayed
+        assert client.listening.wait(30)  # a guard against a hang, not a measure
         assert client.call_tool("grow", {}).text() == "added grown"
-        assert client.tools_stale.wait(30)  # a guard against a hang, not a measure
+        assert client.tools_stale.wait(30)
         assert "grown" in {tool.name for tool in client.list_tools()}  # not kept from before: listed again
     assert notes[:2] == ["notifications/subscriptions/acknowledged", "notifications/tools/list_changed"]
 

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -30,6 +29,8 @@ from decodeloop.mcp.errors import AuthorizationError
 pytest.importorskip("cryptography")  # the auth extra: the test extra installs it
 
 SERVER = os.path.join(ROOT, "tests", "servers", "oauth_server.py")
+# token lifetimes far from any clock: a valid one ends in 2100, an expired one ended in 2000
+FAR_FUTURE, LONG_AGO = 4_102_444_800, 946_684_800
 CLIENT_ID, CLIENT_SECRET = "svc-client", "svc-secret"
 
 
@@ -147,8 +148,7 @@ def test_dpop_refused_when_asked_not_to(server):
 
 def test_workload_identity(server, tmp_path):
     srv = server()
-    now = int(time.time())
-    workload_jwt = _unsigned({"iss": "https://idp.example", "sub": "job-1", "aud": srv.url, "exp": now + 60})
+    workload_jwt = _unsigned({"iss": "https://idp.example", "sub": "job-1", "aud": srv.url, "exp": FAR_FUTURE})
     path = tmp_path / "token"
     path.write_text(workload_jwt + "\n")
     call(srv, OAuth(grant=WorkloadIdentity.from_file(path), client_id="job"), [])
@@ -158,7 +158,7 @@ def test_workload_identity(server, tmp_path):
 
 def test_workload_identity_refusal_is_reported_not_retried(server):
     srv = server()
-    expired = _unsigned({"aud": "http://127.0.0.1:1", "exp": int(time.time()) - 60})
+    expired = _unsigned({"aud": "http://127.0.0.1:1", "exp": LONG_AGO})
     with pytest.raises(AuthorizationError, match="invalid_grant: wrong audience or expired"):
         call(srv, OAuth(grant=WorkloadIdentity(expired)), [])
     assert [e["grant"] for e in srv.seen("/token")] == ["urn:ietf:params:oauth:grant-type:jwt-bearer"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
+import threading
 
 import pytest
 from conftest import ROOT, WEATHER
@@ -100,19 +100,28 @@ def test_a_python_sdk_servers_resources(protocol):
 
 
 def test_a_subscription_on_2026_07_28_is_a_listen_stream_and_its_update_is_kept():
-    seen = []
-    c = McpClient.start_stdio(
-        SDK_RESOURCES, protocol="2026-07-28", name="notes", timeout=30, on_notification=lambda m, p: seen.append(m)
-    )
+    seen: list[str] = []
+    arrived = threading.Condition()
+
+    def heard(method, params):
+        with arrived:
+            seen.append(method)
+            arrived.notify_all()
+
+    def acks():
+        return seen.count("notifications/subscriptions/acknowledged")
+
+    c = McpClient.start_stdio(SDK_RESOURCES, protocol="2026-07-28", name="notes", timeout=30, on_notification=heard)
     with c:
+        with arrived:
+            before = acks()
         c.subscribe_resource("notes://readme")
-        deadline = time.monotonic() + 10
-        while "notifications/subscriptions/acknowledged" not in seen[1:] and time.monotonic() < deadline:
-            time.sleep(0.05)  # the listen stream is open once the server acknowledges it
+        with arrived:  # the stream is open once the server acknowledges it: an update before that is not replayed
+            assert arrived.wait_for(lambda: acks() > before, 30)  # a guard against a hang, not a measure
         c.call_tool("touch", {})
-        while not c.updated and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert c.updated == {"notes://readme"} and "notifications/resources/updated" in seen
+        with arrived:
+            assert arrived.wait_for(lambda: "notifications/resources/updated" in seen, 30)
+        assert c.updated == {"notes://readme"}
 
 
 # -- attached to a user message ---------------------------------------------------------------------------------

@@ -18,6 +18,19 @@ sys.path[1:1] = [
 ]
 FAULTY = [sys.executable, os.path.join(ROOT, "tests", "servers", "faulty.py")]
 WEATHER = [sys.executable, "-m", "decodeloop.servers.weather"]
+UNITS = [sys.executable, "-m", "decodeloop.servers.units"]
+WIRES = ("2025-11-25", "2026-07-28")  # the two MCP revisions: initialize, and the stateless one
+
+
+def stdio_client(command, protocol, name="server", sent=None):
+    """A started McpClient over stdio at `protocol`; the methods it sends are appended to `sent` when given."""
+    from decodeloop.mcp import McpClient
+
+    def traffic(direction, message):
+        if sent is not None and direction == "send":
+            sent.append(message.get("method"))
+
+    return McpClient.start_stdio(command, protocol=protocol, name=name, timeout=30, on_traffic=traffic)
 
 
 class Recorder(list):

@@ -10,7 +10,8 @@ import os
 import sys
 
 import pytest
-from conftest import ROOT, WEATHER
+from conftest import ROOT, UNITS, WEATHER, WIRES
+from conftest import stdio_client as client
 from test_cli import run
 from test_policy import HOSTILE
 
@@ -18,7 +19,6 @@ from decodeloop.errors import ConfigError
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
-from decodeloop.mcp import McpClient
 from decodeloop.mcp.client import prompt_ref, resource_ref
 from decodeloop.mcp.errors import RpcError, Unsupported
 from decodeloop.models import lab_bundle
@@ -31,16 +31,6 @@ from decodeloop.trust.provenance import untrusted_source
 from decodeloop.ui.chat import ChatSession
 
 SDK_PROMPTS = [sys.executable, os.path.join(ROOT, "tests", "servers", "sdk_prompts.py")]
-UNITS = [sys.executable, "-m", "decodeloop.servers.units"]
-WIRES = ("2025-11-25", "2026-07-28")
-
-
-def client(command, protocol, name="server", sent=None):
-    def traffic(direction, message):
-        if sent is not None and direction == "send":
-            sent.append(message.get("method"))
-
-    return McpClient.start_stdio(command, protocol=protocol, name=name, timeout=30, on_traffic=traffic)
 
 
 @pytest.mark.parametrize("protocol", WIRES)

@@ -10,7 +10,8 @@ import sys
 import threading
 
 import pytest
-from conftest import ROOT, WEATHER
+from conftest import ROOT, UNITS, WEATHER, WIRES
+from conftest import stdio_client as client
 from test_cli import run
 from test_policy import HOSTILE
 
@@ -27,16 +28,6 @@ from decodeloop.tools.startup import start_servers
 from decodeloop.trust.policy import Policy
 
 SDK_RESOURCES = [sys.executable, os.path.join(ROOT, "tests", "servers", "sdk_resources.py")]
-UNITS = [sys.executable, "-m", "decodeloop.servers.units"]
-WIRES = ("2025-11-25", "2026-07-28")
-
-
-def client(command, protocol, name="server", sent=None):
-    def traffic(direction, message):
-        if sent is not None and direction == "send":
-            sent.append(message.get("method"))
-
-    return McpClient.start_stdio(command, protocol=protocol, name=name, timeout=30, on_traffic=traffic)
 
 
 @pytest.mark.parametrize("protocol", WIRES)

@@ -76,7 +76,7 @@ def sample(sampler: Sampler, logits) -> int:
 
 
 def _exp_scaled(tensor):
-    """`_np_exp_scaled` for a CPU tensor's numpy view: numpy's multiply, torch's (faster) exp."""
+    """numpy_backend._exp_scaled for a CPU tensor's numpy view: numpy's multiply, torch's (faster) exp."""
 
     def exp_scaled(x, inv_t: float, shift: float):
         import numpy as np

@@ -511,7 +511,7 @@ def _nfa(pattern: str, exact: bool) -> tuple[_Nfa, int, set[int], set[int]]:
     try:
         re.compile(pattern)
     except (re.error, RecursionError, OverflowError) as e:
-        raise Unsupported(f"Python cannot compile it ({e}), so schema.py does not check it either") from None
+        raise Unsupported(f"Python cannot compile it ({e}), so the argument check does not either") from None
     try:
         alternatives = _Parser(pattern, exact).parse()
         nfa = _Nfa()

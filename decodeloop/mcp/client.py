@@ -1152,7 +1152,12 @@ class McpClient:
         params = _object(request.get("params")) if isinstance(request, dict) else {}
         handler = self.session.request_handlers.get(method) if isinstance(method, str) else None
         if handler is not None:
-            return handler(params)
+            try:
+                return handler(params)
+            except RpcError as exc:  # an input request has no error answer: the request fails here, as the SDK's
+                raise RpcError(
+                    exc.code, f"{self.name}: refused the server's {method} (input {key!r}): {exc.message}", exc.data
+                ) from None
         if method == "elicitation/create":
             asked = params.get("message")
             self.log(f"the server asked the user for input ({asked!r:.200}); declined: nobody here can answer it")
@@ -1201,6 +1206,10 @@ class McpClient:
             if not text.startswith(f"{self.name}: "):
                 exc.args = (f"{self.name}: {text}",)
             raise exc.with_traceback(None) from None
+
+    def calls_in_flight(self) -> list[str]:
+        """The tools of this client's tools/call requests waiting for their answer, oldest first."""
+        return list(self._calls.values())
 
     def _fail(self, message: str) -> ProtocolError:
         self.close()

@@ -16,7 +16,10 @@ caller's: a timeout is the timeout.
 
 Requests the server sends us are answered from `request_handlers` (method ->
 function of params returning the result, or raising RpcError); `ping` is
-always answered, anything unknown gets "method not found". A transport that
+always answered, anything unknown gets "method not found". While a handler
+runs (a user deciding, a model sampling), none of our waiting requests times
+out, and each one's timeout starts again once it is answered: the server asked
+for that time. A transport that
 can fail one request without ending the connection (HTTP) reports that
 through `on_error(request_id, error)`, and only that request fails.
 
@@ -38,6 +41,7 @@ from decodeloop.mcp.errors import ConnectionClosed, McpError, ProtocolError, Req
 from decodeloop.mcp.transports.base import Message, ReportsRequestErrors, SendsHeaders, Transport
 
 METHOD_NOT_FOUND = -32601
+PAUSED_RECHECK = 0.5  # seconds between looks at a timed-out wait held open while a server's request is answered
 INTERNAL_ERROR = -32603
 
 
@@ -77,14 +81,21 @@ class Deadline:
     counts from the start, whatever extended it. None for either: no such limit.
     """
 
-    __slots__ = ("_last", "max_total", "started", "timeout")
+    __slots__ = ("_last", "_progressed", "max_total", "started", "timeout")
 
     def __init__(self, timeout: float | None, max_total: float | None = None) -> None:
         self.timeout = timeout
         self.max_total = max_total
         self.started = self._last = time.monotonic()
+        self._progressed = False
 
     def extend(self) -> None:
+        """Progress: the timeout counts again from now."""
+        self._last = time.monotonic()
+        self._progressed = True
+
+    def resume(self) -> None:
+        """The timeout counts again from now, after a wait that was not the server's (the user answering it)."""
         self._last = time.monotonic()
 
     def remaining(self) -> float | None:
@@ -99,10 +110,10 @@ class Deadline:
         if self.max_total is not None and time.monotonic() >= self.started + self.max_total:
             return f"{method} timed out: no answer within the maximum total of {self.max_total:g}s" + (
                 f" (progress extended its {self.timeout:g}s timeout until then)"
-                if self.timeout is not None and self._last > self.started
+                if self.timeout is not None and self._progressed
                 else ""
             )
-        if self._last > self.started:
+        if self._progressed:
             return f"{method} timed out after {self.timeout:g}s without progress"
         return f"{method} timed out after {self.timeout:g}s"
 
@@ -124,6 +135,10 @@ class JsonRpcSession:
         self._ids = itertools.count(1)  # ids are never reused, even after a timeout
         self._pending: dict[int, _Waiter] = {}
         self._lock = threading.Lock()
+        # a request of the server's being answered (the user deciding, the model sampling): no wait of ours
+        # times out meanwhile, and each starts its timeout again once it is answered
+        self._answering = 0
+        self._waits: set[Deadline] = set()
         self._started = False
         self._close_called = False
         self._closed_reason: str | None = None  # set once no more requests can succeed
@@ -189,16 +204,19 @@ class JsonRpcSession:
             self._drop(request_id)
             raise
 
+        deadline = timeout if isinstance(timeout, Deadline) else Deadline(timeout)
+        with self._lock:
+            self._waits.add(deadline)
         try:
-            if isinstance(timeout, Deadline):
-                answered = _wait_deadline(waiter, timeout)
-            else:
-                answered = waiter.wait(timeout)
+            answered = _wait_deadline(waiter, deadline, lambda: self._answering > 0)
         except KeyboardInterrupt:
             # Ctrl-C while waiting: the server should stop working on it too.
             if self._drop(request_id):
                 self._cancel(request_id, "interrupted")
             raise
+        finally:
+            with self._lock:
+                self._waits.discard(deadline)
         if not answered:
             if self._drop(request_id):
                 why = (
@@ -292,12 +310,19 @@ class JsonRpcSession:
         reply: dict = {"jsonrpc": "2.0", "id": message["id"]}
         if handler is not None:
             params = message.get("params")
+            with self._lock:
+                self._answering += 1
             try:
                 reply["result"] = handler(params if isinstance(params, dict) else {})
             except RpcError as exc:
                 reply["error"] = {"code": exc.code, "message": exc.message}
             except Exception as exc:  # a handler's bug is the server's error to read, not a crash here
                 reply["error"] = {"code": INTERNAL_ERROR, "message": f"client failed on {method}: {exc!r}"}
+            finally:
+                with self._lock:
+                    self._answering -= 1
+                    for deadline in self._waits:
+                        deadline.resume()
         elif method == "ping":
             reply["result"] = {}
         else:
@@ -346,12 +371,15 @@ class JsonRpcSession:
             self.log(f"connection lost ({len(pending)} request(s) pending): {reason}")
 
 
-def _wait_deadline(waiter: _Waiter, deadline: Deadline) -> bool:
-    """Wait until answered or the deadline, re-reading it each time the last wait ends: it may have moved."""
+def _wait_deadline(waiter: _Waiter, deadline: Deadline, paused: Callable[[], bool]) -> bool:
+    """Wait until answered or the deadline, re-reading it each time the last wait ends: it may have moved.
+    While `paused()` the deadline does not end the wait."""
     while True:
         remaining = deadline.remaining()
         if remaining is not None and remaining <= 0:
-            return False
+            if not paused():
+                return False
+            remaining = PAUSED_RECHECK
         if waiter.wait(remaining):
             return True
 

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from decodeloop.client_features import ClientFeatures
 from decodeloop.events import Emit, Notice, Progress, Rpc, ServerReady
 from decodeloop.mcp.client import McpClient, Tool
 from decodeloop.mcp.errors import ConnectionClosed
@@ -75,6 +76,7 @@ def start_servers(
     max_tools: int = DEFAULT_MAX_TOOLS,
     roots: Sequence[str] | None = None,
     log_level: str | None = None,
+    features: ClientFeatures | None = None,
 ) -> Router:
     """Connect to each server (stdio or HTTP), open its session, list its tools, and route to them.
 
@@ -96,6 +98,8 @@ def start_servers(
     offered to every server as its roots (None: the working directory; empty: no
     roots capability at all); each must exist (ConfigError). `log_level` asks each
     server for its log messages from that level up (McpClient's `log_level`).
+    `features` are the client features offered to every server (sampling,
+    elicitation: client_features/), each server's requests answered as its own.
     """
     emit = emit if emit is not None else (lambda event: None)
     offered = file_roots(roots) if roots is None or len(roots) else None  # checked before anything starts
@@ -111,6 +115,7 @@ def start_servers(
         protocol=protocol,
         roots=offered,
         log_level=log_level,
+        features=features,
     )
     starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
     opened = _Opened()
@@ -227,6 +232,12 @@ def _connect(
     opened: Callable[[McpClient], None],
 ) -> McpClient:
     server = spec.name
+    options = dict(options)  # shared by every server's thread: this server's entries go in a copy
+    features: ClientFeatures | None = options.pop("features", None)
+    made: list[McpClient] = []  # the client, once made: a request's handler asks it for its calls in flight
+    if features is not None:
+        options["capabilities"] = features.capabilities()
+        options["request_handlers"] = features.handlers(server, lambda: made[0].calls_in_flight() if made else [])
     options = dict(
         options,
         name=server,
@@ -243,6 +254,7 @@ def _connect(
         client = McpClient.connect_url(
             spec.url, headers=spec.headers, transport=spec.transport, max_message_bytes=max_message_bytes, **options
         )
+        made.append(client)
         opened(client)
         return client
     # the bundled servers import decodeloop: make that work from any directory (the transport adds the
@@ -253,6 +265,7 @@ def _connect(
         StdioTransport(spec.command or [], env=env, cwd=spec.cwd, on_stderr=show, max_message_bytes=max_message_bytes),
         **options,
     )
+    made.append(client)
     opened(client)  # before the handshake: a failure elsewhere can end this one while it waits
     return client.start()
 

@@ -1,0 +1,111 @@
+"""An MCP server whose tools ask the client for something, on both wires: sampling and elicitation.
+
+`python3 tests/servers/asking.py` speaks 2026-07-28 and 2025-11-25 on stdio.
+Each tool takes the request to make, verbatim, so a test says exactly what the
+server asks:
+
+- `sample {"request": {...}}` asks `sampling/createMessage` with those params;
+- `elicit {"request": {...}}` asks `elicitation/create` with those params;
+- `relay {"request": {...}}` asks `sampling/createMessage` and answers with the
+  sampled text alone, as a server that passes a completion on would.
+
+On 2025-11-25 the request goes to the client mid-call (a JSON-RPC request on
+the same pipe, its answer read before the call's result); on 2026-07-28 the
+call's result is `input_required` with the request in `inputRequests`, and the
+retried call carries the answer. `sample` and `elicit` answer with the
+client's answer (its result or its JSON-RPC error) as JSON text.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from decodeloop.servers.base import META, ToolServer
+
+REQUEST = {
+    "type": "object",
+    "properties": {"request": {"type": "object"}},
+    "required": ["request"],
+    "additionalProperties": False,
+}
+ASKS = {"sample": "sampling/createMessage", "elicit": "elicitation/create", "relay": "sampling/createMessage"}
+
+
+class AskingServer(ToolServer):
+    def __init__(self) -> None:
+        super().__init__("asking", "0.0.1")
+        self.params: dict = {}  # the tools/call being served
+        self._ids = itertools.count(1)
+
+    def handle(self, message):
+        if isinstance(message, dict) and message.get("method") == "tools/call":
+            params = message.get("params")
+            self.params = params if isinstance(params, dict) else {}
+        return super().handle(message)
+
+    def call_tool(self, name, arguments):
+        if name not in ASKS or not isinstance(arguments, dict) or not isinstance(arguments.get("request"), dict):
+            return super().call_tool(name, arguments)
+        meta = self.params.get("_meta") or {}
+        if META + "protocolVersion" in meta:  # 2026-07-28: ask in the result, read the answer in the retry
+            answers = self.params.get("inputResponses")
+            if not isinstance(answers, dict):
+                ask = {"method": ASKS[name], "params": arguments["request"]}
+                return {"resultType": "input_required", "inputRequests": {"a": ask}}
+            answer = {"result": answers.get("a")}
+        else:
+            answer = self._ask(ASKS[name], arguments["request"])
+        if name == "relay":
+            result = answer.get("result")
+            content = result.get("content") if isinstance(result, dict) else None
+            text = content.get("text") if isinstance(content, dict) else None
+            if not isinstance(text, str):
+                return {"content": [{"type": "text", "text": f"no sample: {json.dumps(answer)}"}], "isError": True}
+            return {"content": [{"type": "text", "text": text}], "isError": False}
+        return {"content": [{"type": "text", "text": json.dumps(answer)}], "isError": False}
+
+    def _ask(self, method: str, params: dict) -> dict:
+        """Send a request to the client on the pipe and read until its answer: {"result"} or {"error"}."""
+        ask_id = f"ask-{next(self._ids)}"
+        out = sys.__stdout__.buffer  # serve_stdio points sys.stdout at stderr while it serves
+        out.write(json.dumps({"jsonrpc": "2.0", "id": ask_id, "method": method, "params": params}).encode() + b"\n")
+        out.flush()
+        for line in sys.stdin.buffer:
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(reply, dict) and reply.get("id") == ask_id and "method" not in reply:
+                return {key: reply[key] for key in ("result", "error") if key in reply}
+            response = self.handle(reply)  # a ping or a notification in the meantime
+            if response is not None:
+                out.write(json.dumps(response).encode() + b"\n")
+                out.flush()
+        return {"error": {"code": -32000, "message": "the client closed the pipe"}}
+
+
+server = AskingServer()
+
+
+@server.tool("sample", "Ask the client's model for a completion (sampling/createMessage).", REQUEST)
+def sample(request: dict) -> str:
+    return "unreachable"
+
+
+@server.tool("elicit", "Ask the client's user for input (elicitation/create).", REQUEST)
+def elicit(request: dict) -> str:
+    return "unreachable"
+
+
+@server.tool("relay", "Ask the client's model for a completion and answer with its text.", REQUEST)
+def relay(request: dict) -> str:
+    return "unreachable"
+
+
+if __name__ == "__main__":
+    sys.exit(server.main())

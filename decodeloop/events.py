@@ -230,6 +230,42 @@ class Request(Event):
 
 
 @dataclass(slots=True)
+class Sampling(Event):
+    """A server's sampling/createMessage, step by step (client_features/sampling.py).
+
+    `phase`: "request" (what the server asks; `text` its messages as the model will read them), "denied"
+    (by the user, or nobody to ask; `text` why), "reply" (the model's reply, before the user lets it go),
+    "sent" (the reply the server got) or "failed" (`text` why). The nested turn between request and reply
+    comes as `Nested` events carrying the same `id`.
+    """
+
+    kind = "sampling"
+    id: int  # the run's n-th sampling request
+    server: str
+    calls: list[str]  # the tools of the server's calls in flight when it asked: the call that asked
+    phase: str
+    text: str
+    max_tokens: int | None = None
+    mapped: list[str] = field(default_factory=list)  # the request's parameters, as the nested turn uses them
+    ignored: list[str] = field(default_factory=list)  # the request's parameters not used, and why
+    stop_reason: str | None = None  # the reply's: endTurn, stopSequence, maxTokens or toolUse
+
+
+@dataclass(slots=True)
+class Nested(Event):
+    """An event of a nested turn (the model answering a sampling request), kept apart from the conversation's:
+    its context is not the conversation's, and nothing in it enters the conversation's."""
+
+    kind = "nested"
+    sampling: int  # the Sampling event's id
+    server: str
+    event: Event
+
+    def to_json(self) -> dict[str, Any]:
+        return {"event": self.kind, "sampling": self.sampling, "server": self.server, "inner": self.event.to_json()}
+
+
+@dataclass(slots=True)
 class Done(Event):
     """The turn is over. `answer` is what the user sees: all text outside calls and stop strings."""
 

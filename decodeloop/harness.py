@@ -15,6 +15,7 @@ conversation. Nothing here knows which model or engine is running.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -159,6 +160,9 @@ class Harness:
                 max_tokens=self.config.max_tokens,
             )
             processors = (*processors, self.constraint)
+        # held while the conversation generates: a nested turn on the same model (a server's sampling
+        # request, client_features/sampling.py) takes it too, so the two never share the model's cache at once
+        self.model_lock: threading.Lock = bundle.lock
         self.engine = engine if engine is not None else bundle.engine(sampler, processors)
         self.engine.bind(emit)  # an engine with events of its own (a remote one's requests) reports to the trace
 
@@ -391,17 +395,18 @@ class Harness:
                 break
             masked.extend(request if span.source == "user" else context.ids[span.start : span.end], span.source)
         state = ProcessorState(context=masked.ids, generated=len(masked))
-        verdict = generate(
-            self.engine,
-            self._stops(),
-            masked,
-            StreamDecoder(self.tokenizer),
-            self.tokenizer,
-            lambda event: None,
-            [],
-            state,
-            detail=False,
-        )
+        with self.model_lock:
+            verdict = generate(
+                self.engine,
+                self._stops(),
+                masked,
+                StreamDecoder(self.tokenizer),
+                self.tokenizer,
+                lambda event: None,
+                [],
+                state,
+                detail=False,
+            )
         calls = []
         for text, shape in zip(verdict.calls, verdict.shapes) if verdict.reason == "tool_call" else ():
             try:
@@ -464,9 +469,10 @@ class Harness:
         )
         while True:
             turn.generating = True
-            verdict = generate(
-                self.engine, stops, context, decoder, self.tokenizer, emit, turn.answer, state, config.detail
-            )
+            with self.model_lock:
+                verdict = generate(
+                    self.engine, stops, context, decoder, self.tokenizer, emit, turn.answer, state, config.detail
+                )
             turn.generating = False
             turn.whole, turn.tokens = len(context), verdict.count
             turn.reason = verdict.reason or "eos"

@@ -26,11 +26,14 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
     ["decodeloop.schema"],  # the validators, and schemas in words
     ["decodeloop.sampling"],  # the sampler, its numpy and torch paths, the logits processors
     ["decodeloop.mcp", "decodeloop.bfcl"],  # the MCP client; BFCL's data and checker
+    ["decodeloop.client_features"],  # which client features a run offers, and who answers
     ["decodeloop.models.base", "decodeloop.formats"],  # tokenizers, chat formats, call syntaxes
     ["decodeloop.decode"],  # engine, stops, context
     ["decodeloop.trust"],  # policy, provenance, markers, pins, tool budget
     ["decodeloop.constrain"],  # the call grammar and its processor
     ["decodeloop.tools"],  # turn, dispatch, router, startup, config
+    # answering the servers: sampling (a nested turn), elicitation (the user)
+    ["decodeloop.client_features.sampling", "decodeloop.client_features.elicitation"],
     ["decodeloop.servers"],  # bundled MCP servers
     ["decodeloop.harness"],  # the conversation: Harness
     ["decodeloop.lab", "decodeloop.models", "decodeloop.bfcl.suite"],  # models and what runs them

@@ -220,6 +220,7 @@ def started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, det
         protocol=getattr(args, "mcp_protocol", "auto"),
         pin_store=args.pin_store,
         max_tools=args.max_tools,
+        features=client_features(args),
         **server_options(args),
     ) as router:
         yield bundle, router
@@ -234,6 +235,37 @@ def server_options(args: argparse.Namespace) -> dict:
     return {"roots": roots, "log_level": getattr(args, "server_log_level", None)}
 
 
+def client_features(args: argparse.Namespace):
+    """The client features run and chat offer the servers; eval offers none (nobody there answers)."""
+    from decodeloop.client_features import ClientFeatures
+
+    return ClientFeatures(offer_sampling=args.command in ("run", "chat"))
+
+
+def local_sampling(args: argparse.Namespace, bundle, emit, sampler, config):
+    """The servers' sampling requests answered by --sampling-model, or the run's own model, asking at the
+    terminal when there is one."""
+    from decodeloop.client_features.sampling import LocalSampling
+    from decodeloop.models import load_model
+
+    sampling_bundle = bundle
+    if args.sampling_model:
+        try:
+            sampling_bundle = load_model(args.sampling_model, device=args.device, dtype=args.dtype)
+        except (ValueError, OSError) as e:
+            raise ConfigError(f"--sampling-model {args.sampling_model}: {e}") from None
+    return LocalSampling(
+        sampling_bundle,
+        sampler,
+        emit,
+        approve=_asker(args),
+        with_tools=args.sampling_tools,
+        max_tokens=config.max_tokens,
+        detail=config.detail,
+        max_message_chars=config.max_result_chars,
+    )
+
+
 def build_harness(args: argparse.Namespace, bundle, router, emit, sampler, processors, config):
     """A harness for one conversation: the policy the options name (asking at the terminal, when there is
     one) and the system prompt, told under plan and masked to state its plan first."""
@@ -244,17 +276,27 @@ def build_harness(args: argparse.Namespace, bundle, router, emit, sampler, proce
     system = args.system
     if args.policy in ("plan", "masked"):  # told to state its plan first, or every side effect is denied
         system = f"{system if system is not None else bundle.chat.preamble} {PLAN_NOTE}"
-    return Harness(bundle, sampler, router, emit, config=config, system=system, processors=processors, policy=policy)
+    harness = Harness(bundle, sampler, router, emit, config=config, system=system, processors=processors, policy=policy)
+    features = router.features
+    if features is not None and features.offer_sampling:
+        features.sampling = local_sampling(args, bundle, emit, sampler, config)
+    return harness
 
 
 def _confirmer(args: argparse.Namespace):
     """The policy's question to the user, on a terminal only (None: nobody to ask, so the call is denied)."""
+    ask = _asker(args)
+    return None if ask is None else lambda question: ask(f"run {question}")
+
+
+def _asker(args: argparse.Namespace):
+    """A yes-or-no question to the user, on a terminal only (None: nobody to ask, so the answer is no)."""
     if args.command == "eval" or not sys.stdin or not sys.stdin.isatty():
         return None
 
     def ask(question: str) -> bool:
         try:
-            sys.stderr.write(f"decodeloop: run {visible(question)}? [y/N] ")
+            sys.stderr.write(f"decodeloop: {visible(question)}? [y/N] ")
             sys.stderr.flush()
             return sys.stdin.readline().strip().lower() in ("y", "yes")
         except KeyboardInterrupt:  # end the question's line: what the interrupted turn says starts a line

@@ -97,6 +97,7 @@ def build_parser(
         help="also write the turn as one self-contained HTML page (the viewer) to FILE",
     )
     _mcp_server_options(run)
+    _client_feature_options(run)
     run.add_argument(
         "--attach",
         action="append",
@@ -125,6 +126,7 @@ def build_parser(
     output.add_argument("--json", action="store_true", help="JSON Lines: one event per line on stdout")
     chat.add_argument("--verbose", "-v", action="store_true", help="show the MCP servers' stderr")
     _mcp_server_options(chat)
+    _client_feature_options(chat)
 
     evaluate = commands.add_parser(
         "eval",
@@ -453,6 +455,27 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
         "comes from a tool result only (then you confirm it); masked: as plan, but that "
         "question is answered by re-running the model with your request masked: the call "
         "is denied if the model makes it again; off: every call runs (default: confirm)",
+    )
+
+
+def _client_feature_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "what servers may ask",
+        "A server's sampling request (a completion from the model) is answered by a turn of its own, after "
+        "you approve the request and then the reply at the terminal; without a terminal it is denied.",
+    )
+    group.add_argument(
+        "--sampling-model",
+        default=None,
+        metavar="SPEC",
+        help="the model that answers the servers' sampling requests, as --model names one, e.g. "
+        "--sampling-model hf:models/qwen (default: the run's own model, in a context of its own)",
+    )
+    group.add_argument(
+        "--sampling-tools",
+        action="store_true",
+        help="let a sampling request describe tools to the model (2025-11-25 tools in createMessage); a "
+        "call the model writes goes back to the server and never runs here (default: such a request is refused)",
     )
 
 

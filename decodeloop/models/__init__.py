@@ -20,6 +20,7 @@ which bundled MCP servers a model expects when none is given.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,9 @@ class ModelBundle:
     closer_id: int | None = None
     info: dict = field(default_factory=dict)  # what was loaded, for the trace (path, device, dtype, ...)
     context_length: int | None = None  # the most tokens the model attends to, when known
+    # held while a turn generates on this model: the conversation's and a nested one (a server's sampling
+    # request) never share the model's cache at once
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def engine(self, sampler, processors: Sequence = ()):
         if self.make_engine is not None:

@@ -34,6 +34,7 @@ import dataclasses
 import re
 from typing import Any
 
+from decodeloop.client_features import ClientFeatures
 from decodeloop.events import Emit, Notice, ToolsChanged
 from decodeloop.mcp.client import McpClient, Tool, ToolResult
 from decodeloop.mcp.errors import McpError
@@ -71,6 +72,7 @@ class Router:
         self.pending: dict[tuple[str, str], Tool] = {}  # (server, name) -> a changed definition, held until approved
         self.reserved: set[str] = set()  # every configured server's name: no other server may use its prefix
         self.specs: list[ServerSpec] = []  # what start_servers started (the policy reads their rules)
+        self.features: ClientFeatures | None = None  # what the servers may ask of the client (start_servers)
         self.pin_store: PinStore | None = None  # pins kept between runs (None: for this session only)
         self._names: dict[tuple[str, str], str] = {}  # (server, name) -> its exposed name, kept while it is listed
         self.version = 0  # bumped whenever the exposed tools change

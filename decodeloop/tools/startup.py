@@ -107,6 +107,7 @@ def start_servers(
     router.specs = unique_names(specs)
     router.pin_store = PinStore(pin_store) if pin_store else None
     router.max_tools = max_tools
+    router.features = features
     router.reserved.update(spec.name for spec in router.specs)  # no server takes another's prefix
     options = dict(
         timeout=timeout,

@@ -196,6 +196,8 @@ def flood_kind(data: dict) -> tuple | None:
         return ("notice", _name(data.get("server")), "progress")
     if kind == "tools_changed":
         return ("tools_changed", _name(data.get("server")))
+    if kind == "sampling":  # a server may ask as often as it likes; without a terminal each is denied at once
+        return ("sampling", _name(data.get("server")))
     return None
 
 
@@ -208,6 +210,8 @@ def describe(kind: tuple) -> str:
     if kind[0] == "notice":
         _, source, what = kind
         return {"log": "log messages", "progress": "progress notices"}.get(what, "notices") + f" from {source}"
+    if kind[0] == "sampling":
+        return f"sampling events from {kind[1]}"
     return f"tools-changed events from {kind[1]}"
 
 

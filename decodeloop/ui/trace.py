@@ -13,6 +13,7 @@ so no content can change the terminal or print a line the harness would.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import sys
@@ -22,11 +23,13 @@ from decodeloop.events import (
     Done,
     Event,
     Inject,
+    Nested,
     Notice,
     PolicyDecision,
     Progress,
     Prompt,
     Rpc,
+    Sampling,
     ServerReady,
     Stop,
     Token,
@@ -67,6 +70,22 @@ def progress_text(e: Progress) -> str:
     return f"progress {amount}" + (f": {visible_line(e.message)}" if e.message else "")
 
 
+SAMPLING_PHASES = {
+    "request": "asks the model",
+    "denied": "denied",
+    "reply": "the model's reply",
+    "sent": "reply sent",
+    "failed": "failed",
+}
+
+
+def sampling_head(e: Sampling) -> str:
+    """A Sampling event's first line: which request, from which server, for which call, at which step."""
+    call = f" (call {names(e.calls)})" if e.calls else ""
+    stop = f", {e.stop_reason}" if e.stop_reason and e.phase == "reply" else ""
+    return f"sampling #{e.id} from {visible_line(e.server)}{call}: {SAMPLING_PHASES.get(e.phase, e.phase)}{stop}"
+
+
 class TraceView:
     def __init__(self, out: TextIO | None = None, color: bool | None = None, frames: bool = False) -> None:
         self.out = out or sys.stdout
@@ -75,6 +94,7 @@ class TraceView:
         self.byte_legend = ByteLegend()  # once: what a token holding part of a character is
         self.probs_at: tuple | None = None  # the sampling settings the probabilities note last described
         self.no_kv_cache = False  # the n-gram said it keeps no state per position: its `cached` saves no work
+        self._nested: dict[int, TraceView] = {}  # a view of each sampling request's nested turn, by its id
 
     def __call__(self, event: Event) -> None:
         render = getattr(self, "on_" + event.kind, None)
@@ -261,6 +281,31 @@ class TraceView:
     def on_progress(self, e: Progress) -> str:
         call = f"/{visible_line(e.tool)}" if e.tool is not None else " (no call in flight)"
         return self.style(f"· {visible_line(e.server)}{call}: {progress_text(e)}", "dim")
+
+    def on_sampling(self, e: Sampling) -> str:
+        s = self.style
+        colour = "red" if e.phase in ("denied", "failed") else "magenta"
+        lines = [s("⇄ " + sampling_head(e), colour, "bold")]
+        if e.phase == "request":
+            report = [*e.mapped, *(f"ignored {what}" for what in e.ignored)]
+            lines.append(MARGIN + quoted("; ".join(report)))
+        if e.phase != "sent":  # what was sent is the reply just shown
+            lines.append(MARGIN + quoted(e.text))
+        return "\n".join(lines)
+
+    def on_nested(self, e: Nested) -> str | None:
+        """A nested turn's event, drawn by a view of its own (its context is not the conversation's), indented."""
+        view = self._nested.get(e.sampling)
+        if view is None:
+            view = self._nested[e.sampling] = TraceView(io.StringIO(), self.style.enabled, self.frames)
+        out = view.out
+        assert isinstance(out, io.StringIO)
+        view(e.event)
+        text, _ = out.getvalue(), (out.seek(0), out.truncate())
+        if e.event.kind == "done":
+            del self._nested[e.sampling]
+        prefix = self.style(f"  #{e.sampling} ┆ ", "magenta")
+        return "\n".join(prefix + line for line in text.splitlines()) or None
 
     def on_request(self, e) -> str:
         cached = "not reported" if e.cached is None else f"{e.cached:,} cached"

@@ -52,7 +52,8 @@ for (let i = 0; i < N; i++) {
   } else if (k === 'tool_call' || k === 'tool_error' || (k === 'stop' && e.reason === 'tool_call')) {
     if (!round) { round = {events: []}; rounds.push(round); }
   }
-  if (round && k !== 'token') { round.events.push(i); roundOf[i] = rounds.length - 1; }
+  // a nested turn (a sampling request's) stays out of the round's chain: its request and reply are in it
+  if (round && k !== 'token' && k !== 'nested') { round.events.push(i); roundOf[i] = rounds.length - 1; }
   if (k === 'tool_call' || k === 'tool_error') calls.push(i);
   if (k === 'stop') stops.push(i);
   if (k === 'inject') for (const s of (e.spans || [])) spans.push({start: s[0], end: s[1], source: String(s[2]), at: i});
@@ -153,15 +154,26 @@ function state(e) {
   if (e.held) return '\u00b7 holding ' + show(e.held);
   return '';
 }
-function summary(i) {
-  const e = EV[i];
+function summary(i) { return summaryOf(EV[i], turnOf[i]); }
+// a sampling request's steps, and its nested turn: its own context, told apart from the conversation's
+const PHASES = {request: 'asks the model', denied: 'denied', reply: 'the model\u2019s reply', sent: 'reply sent', failed: 'failed'};
+function samplingHead(e) {
+  return 'sampling #' + e.sampling_id + ' from ' + e.server + ((e.calls || []).length ? ' (call ' + e.calls.join(', ') + ')' : '') +
+    ': ' + (PHASES[e.phase] || e.phase) + (e.phase === 'reply' && e.stop_reason ? ', ' + e.stop_reason : '');
+}
+function summaryOf(e, turnNo) {
   switch (e.event) {
+    case 'sampling': return '\u21c4 ' + samplingHead(Object.assign({sampling_id: e.id}, e)) + ': ' + clip(e.text, 300);
+    case 'nested':
+      if (!e.inner || typeof e.inner !== 'object') return '  #' + e.sampling + ' \u2506 ?';
+      if (e.inner.event === 'prompt') return '  #' + e.sampling + ' \u2506 \u2500\u2500 nested turn: prompt, ' + e.inner.tokens + ' tokens (a context of its own)';
+      return '  #' + e.sampling + ' \u2506 ' + summaryOf(e.inner, turnNo);
     case 'token':
       return String(e.index).padStart(5) + ' ' + label(e.text).padEnd(9) + ' ' + fix(e.prob) +
         '  fwd +' + e.computed + (e.cached ? ' (' + e.cached + ' cached)' : '') + '  ctx ' + e.context +
         (e.masked !== undefined ? '  \u2298 masked ' + label(e.masked) : '') +
         (e.forced ? '  forced (no forward: the grammar left no choice)' : '') + '  ' + state(e);
-    case 'prompt': return '\u2500\u2500 turn ' + turnOf[i] + ': prompt, ' + e.tokens + ' tokens, context ' + e.context;
+    case 'prompt': return '\u2500\u2500 turn ' + turnNo + ': prompt, ' + e.tokens + ' tokens, context ' + e.context;
     case 'stop': return '\u25a0 stop: ' + e.reason;
     case 'tool_call': return '\u2699 call ' + e.name + ' on ' + e.server + shapeNote(e) + ': ' + e.text;
     case 'tool_error': return '\u2717 ' + e.stage + ' error: ' + e.message;
@@ -190,7 +202,8 @@ function rowClass(i) {
   if (e.event === 'token' && e.stop) c += ' stopped';
   if ((e.event === 'tool_result' && e.is_error) || (e.event === 'done' && e.error) ||
       (e.event === 'policy' && e.verdict !== 'allow') ||
-      (e.event === 'rpc' && e.message && e.message.error)) c += ' err';
+      (e.event === 'rpc' && e.message && e.message.error) ||
+      (e.event === 'sampling' && (e.phase === 'denied' || e.phase === 'failed'))) c += ' err';
   if (i === cursor) c += ' cur';
   if (matchSet.has(i)) c += ' match';
   return c;
@@ -346,6 +359,18 @@ function eventStep(i, box) {
       kv(g, 'tokens', e.tokens + ' generated, ' + e.tool_calls + ' tool call(s), ' + e.seconds + ' s');
       if (e.error) kv(g, 'error', el('span', 'warn', e.error));
       kv(g, 'answer', pre(e.answer));
+      break;
+    case 'sampling':
+      kv(g, 'request', samplingHead(Object.assign({sampling_id: e.id}, e)));
+      if (e.phase === 'request') {
+        kv(g, 'used', (e.mapped || []).join('; ') || 'nothing');
+        kv(g, 'ignored', (e.ignored || []).join('; ') || 'nothing');
+      }
+      kv(g, e.phase === 'request' ? 'messages' : e.phase === 'denied' || e.phase === 'failed' ? 'why' : 'reply', pre(e.text));
+      break;
+    case 'nested':
+      kv(g, 'nested turn', 'sampling request #' + e.sampling + ' from ' + e.server + ': a context of its own, not the conversation\u2019s');
+      kv(g, 'event', pre(json(e.inner)));
       break;
     default: kv(g, 'event', pre(json(e)));
   }

@@ -461,3 +461,20 @@ def test_traces_that_end_badly_render_every_event(browser, tmp_path):
         browser.key("ArrowRight")
     assert "[... result truncated: showing 2,000 of 20,971,520 characters]" in text(browser, "step")
     assert browser.errors() == []
+
+
+def test_a_sampling_request_and_its_nested_turn(browser, tmp_path):
+    from test_sampling import Asking, ask
+
+    with Asking("2025-11-25") as run:
+        run.sample(ask("<b>bold</b> \u202e reversed"))
+    path = write(run.events, tmp_path / "sampling.html")
+    browser.events.clear()
+    browser.open(path)
+    visit_every_event(browser)
+    rows = browser.evaluate("[...document.querySelectorAll('.row')].map(r => r.textContent).join('\\n')")
+    assert "sampling #1 from asking (call sample): asks the model" in rows
+    assert "#1 \u2506 \u2500\u2500 nested turn: prompt" in rows and "#1 \u2506 \u25a0 stop: max_tokens" in rows
+    assert "\\u202e" in rows and "\u202e" not in rows  # the server's bidi override, spelled out
+    assert browser.evaluate("document.querySelectorAll('b').length") == 0
+    assert browser.errors() == []

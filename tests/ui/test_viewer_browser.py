@@ -464,7 +464,7 @@ def test_traces_that_end_badly_render_every_event(browser, tmp_path):
 
 
 def test_a_sampling_request_and_its_nested_turn(browser, tmp_path):
-    from test_sampling import Asking, ask
+    from test_server_sampling import Asking, ask
 
     with Asking("2025-11-25") as run:
         run.sample(ask("<b>bold</b> \u202e reversed"))

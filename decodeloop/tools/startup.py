@@ -288,6 +288,8 @@ def describe_notification(method: str, params: dict) -> str:
         return f"resource {params.get('uri')} changed; read it again to see how (in chat: /reread)"
     if method == "notifications/resources/list_changed":
         return "its list of resources changed"
+    if method == "notifications/prompts/list_changed":
+        return "its list of prompts changed (in chat: /prompts lists them again)"
     return f"{method} {params}" if params else method
 
 

@@ -83,6 +83,48 @@ def test_a_root_that_does_not_exist_is_a_config_error_before_anything_starts(eve
 
 
 @pytest.mark.parametrize("protocol", WIRES)
+def test_each_server_sees_the_roots_its_config_entry_names(events, protocol, tmp_path):
+    from decodeloop.tools.config import load_config
+
+    for name in ("alpha", "beta", "everyone", "later"):
+        (tmp_path / name).mkdir()
+    config = tmp_path / "mcp.json"
+    command = {"command": SERVER[0], "args": SERVER[1:], "protocolVersion": protocol}
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "a": {**command, "roots": ["alpha"]},  # relative: from the file's folder
+                    "b": {**command, "roots": [str(tmp_path / "beta"), "alpha"]},
+                    "none": {**command, "roots": []},
+                    "global": command,
+                }
+            }
+        )
+    )
+    specs = load_config(str(config))
+    with start_servers(specs, events, timeout=30, roots=[str(tmp_path / "everyone")]) as router:
+        assert answer(router, "roots") == {"roots": [as_root(tmp_path / "alpha")]}
+        assert answer(router, "b__roots") == {"roots": [as_root(tmp_path / "beta"), as_root(tmp_path / "alpha")]}
+        assert answer(router, "global__roots") == {"roots": [as_root(tmp_path / "everyone")]}
+        assert "roots" not in answer(router, "none__state")["capabilities"]
+        assert "roots" in answer(router, "global__state")["capabilities"]
+        router.set_roots([str(tmp_path / "later")])  # the global roots change; a server's own stay
+        assert answer(router, "global__roots") == {"roots": [as_root(tmp_path / "later")]}
+        assert answer(router, "roots") == {"roots": [as_root(tmp_path / "alpha")]}
+
+
+def test_a_servers_own_root_that_does_not_exist_is_a_config_error_naming_it_before_anything_starts(events, tmp_path):
+    specs = [
+        ServerSpec(name="fine", command=SERVER, transport="stdio"),
+        ServerSpec(name="rl", command=SERVER, transport="stdio", roots=(str(tmp_path / "gone"),)),
+    ]
+    with pytest.raises(ConfigError, match="server 'rl': root '.*gone': no such file or directory"):
+        start_servers(specs, events, timeout=30)
+    assert events == []
+
+
+@pytest.mark.parametrize("protocol", WIRES)
 def test_the_log_level_reaches_the_server_and_its_messages_are_notices(events, protocol):
     with start(events, protocol, log_level="error") as router:
         assert router.call("log", {}).text() == "logged from error"

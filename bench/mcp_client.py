@@ -7,10 +7,13 @@ On each MCP wire (the stateless 2026-07-28 revision and the 2025-11-25
 handshake; both clients are pinned to it), over stdio and over Streamable HTTP,
 each client makes sequential tools/call
 round trips to an `echo` tool and then fetches one large result (over HTTP,
-once as a JSON answer and once as a single SSE event). The servers are
+once as a JSON answer and once as a single SSE event), then reads a resource
+of as many megabytes as one base64 blob (`resources/read` of `blob://big`; over
+HTTP as a JSON answer: the SDK refuses an SSE event over 1 MB). The servers are
 standard-library scripts, each in its own process: over stdio
-bench/prebuilt_server.py, whose large result is encoded once at start-up so
-that its time is the client's; over HTTP tests/servers/http_faulty.py --stateless.
+bench/prebuilt_server.py, whose large result and blob are encoded once at start-up so
+that their time is the client's; over HTTP tests/servers/http_faulty.py --stateless
+--blob-megabytes N, whose blob answer is too.
 Both speak both wires. The CPU measured here
 (time.process_time of this process over the call loop: every thread of the
 client, none of the server's) is the client's alone. Figures are the best of
@@ -37,6 +40,7 @@ from decodeloop.mcp import McpClient
 STDIO_SERVER = [sys.executable, os.path.join(ROOT, "bench", "prebuilt_server.py")]
 HTTP_SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "http_faulty.py"), "--stateless"]
 WARMUP = 100
+BLOB = {"read": "blob://big"}  # a variant that reads the blob resource instead of calling `big`
 WIRES = ("2026-07-28", "2025-11-25")
 SDK_MODE = {"2026-07-28": "2026-07-28", "2025-11-25": "legacy"}  # the SDK client's name for each wire
 
@@ -65,6 +69,11 @@ class Figures:
         self.big[variant] = (min(best[0], wall), min(best[1], cpu))
 
 
+def blob_chars(megabytes: int) -> int:
+    """The length of the blob's base64: that many megabytes of bytes, 4 characters for each 3."""
+    return (megabytes * 1024 * 1024 + 2) // 3 * 4
+
+
 def sdk_text(result) -> str:
     return "".join(getattr(item, "text", "") for item in result.content)
 
@@ -86,9 +95,12 @@ def run_decodeloop(connect, calls: int, megabytes: int, repeat: int, variants: d
         for variant, extra in variants.items():
             for _ in range(repeat):
                 wall, cpu = time.perf_counter(), time.process_time()
-                size = len(client.call_tool("big", {"megabytes": megabytes, **extra}).text())
+                if "read" in extra:
+                    size = len(client.read_resource(extra["read"]).contents[0]["blob"])
+                else:
+                    size = len(client.call_tool("big", {"megabytes": megabytes, **extra}).text())
                 figures.big_result(variant, time.perf_counter() - wall, time.process_time() - cpu)
-                assert size == megabytes * 1024 * 1024
+                assert size == (blob_chars(megabytes) if "read" in extra else megabytes * 1024 * 1024)
     return figures
 
 
@@ -110,12 +122,18 @@ def run_sdk(server, calls: int, megabytes: int, repeat: int, variants: dict[str,
                 for _ in range(repeat):
                     wall, cpu = time.perf_counter(), time.process_time()
                     try:
-                        result = await client.call_tool("big", {"megabytes": megabytes, **extra})
+                        if "read" in extra:
+                            read = await client.read_resource(extra["read"])
+                        else:
+                            result = await client.call_tool("big", {"megabytes": megabytes, **extra})
                     except Exception as exc:  # the SDK's own limits: recorded, not fatal
                         figures.big[variant] = f"failed: {' '.join(str(exc).split())[:80]}"
                         break
                     figures.big_result(variant, time.perf_counter() - wall, time.process_time() - cpu)
-                    assert len(sdk_text(result)) == megabytes * 1024 * 1024
+                    if "read" in extra:
+                        assert len(read.contents[0].blob) == blob_chars(megabytes)
+                    else:
+                        assert len(sdk_text(result)) == megabytes * 1024 * 1024
         return figures
 
     return asyncio.run(main())
@@ -124,8 +142,9 @@ def run_sdk(server, calls: int, megabytes: int, repeat: int, variants: dict[str,
 # -- the run ---------------------------------------------------------------------------------------
 
 
-def start_http_server() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(HTTP_SERVER, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def start_http_server(megabytes: int) -> tuple[subprocess.Popen, str]:
+    command = [*HTTP_SERVER, "--blob-megabytes", str(megabytes)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     port = int(proc.stdout.readline())
     return proc, f"http://127.0.0.1:{port}/mcp"
 
@@ -142,13 +161,14 @@ def main() -> int:
 
     rows = []
     print(
-        f"{args.calls} sequential tools/call round trips, then a {args.megabytes} MB result; best of {args.repeat}",
+        f"{args.calls} sequential tools/call round trips, then a {args.megabytes} MB result, then a {args.megabytes} MB "
+        f"blob read; best of {args.repeat}",
         file=sys.stderr,
     )
-    stdio_variants = {"stdio": {}}
-    http_variants = {"HTTP, JSON answer": {}, "HTTP, SSE answer": {"sse": True}}
+    stdio_variants = {"stdio": {}, "read blob, stdio": BLOB}
+    http_variants = {"HTTP, JSON answer": {}, "HTTP, SSE answer": {"sse": True}, "read blob, HTTP": BLOB}
     stdio_server = STDIO_SERVER + [str(args.megabytes)]
-    proc, url = start_http_server()
+    proc, url = start_http_server(args.megabytes)
     try:
         for wire in args.wire:
             ours = run_decodeloop(
@@ -188,7 +208,7 @@ def main() -> int:
         for name, f in (("decodeloop", ours), ("MCP SDK", sdk)):
             print(f"| {wire} | {transport:<15} | {name:<10} | {f.calls_per_s:8,.0f} | {f.cpu_us:18,.1f} |")
     print(
-        f"\n| wire       | {args.megabytes} MB result     | decodeloop wall | decodeloop CPU | MCP SDK wall |"
+        f"\n| wire       | {f'{args.megabytes} MB result/blob':<17} | decodeloop wall | decodeloop CPU | MCP SDK wall |"
         " MCP SDK CPU | wall ratio | CPU ratio |"
     )
     print(

@@ -3,7 +3,8 @@
 
 `big(megabytes)` answers with a result line built before the first request (only
 the request id is spliced in), so timing a call measures the client receiving
-and parsing the bytes, not the server building them. `echo(text)` answers
+and parsing the bytes, not the server building them; so does `resources/read` of
+`blob://big`, that many megabytes of bytes as one base64 blob. `echo(text)` answers
 normally. It speaks both MCP wires: server/discover and 2026-07-28 requests
 (their version in `_meta`, `resultType` in each result), and initialize.
 Standard library only; used by bench/mcp_client.py for both clients.
@@ -11,8 +12,11 @@ Standard library only; used by bench/mcp_client.py for both clients.
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
+
+BLOB_URI = "blob://big"
 
 TOOLS = [
     {
@@ -39,6 +43,10 @@ def main() -> int:
     big_tail_modern = (
         encode({"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": False})[:-1] + b"}\n"
     )
+    blob = base64.b64encode(bytes(range(256)) * (megabytes * 4096)).decode()
+    blob_tail = encode({"contents": [{"uri": BLOB_URI, "mimeType": "application/octet-stream", "blob": blob}]})
+    blob_tail = blob_tail[:-1] + b"}\n"
+    blob_tail_modern = b'{"resultType":"complete",' + blob_tail[1:]
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         message = json.loads(line)
@@ -54,17 +62,24 @@ def main() -> int:
                 + b',"result":'
                 + (big_tail_modern if modern else big_tail)
             )
+        elif method == "resources/read" and message["params"]["uri"] == BLOB_URI:
+            out.write(
+                b'{"jsonrpc":"2.0","id":'
+                + json.dumps(request_id).encode()
+                + b',"result":'
+                + (blob_tail_modern if modern else blob_tail)
+            )
         else:
             if method == "server/discover":
                 result = {
                     "supportedVersions": ["2026-07-28", "2025-11-25"],
-                    "capabilities": {"tools": {}},
+                    "capabilities": {"tools": {}, "resources": {}},
                     "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "prebuilt", "version": "1"}},
                 }
             elif method == "initialize":
                 result = {
                     "protocolVersion": message["params"]["protocolVersion"],
-                    "capabilities": {"tools": {}},
+                    "capabilities": {"tools": {}, "resources": {}},
                     "serverInfo": {"name": "prebuilt", "version": "1"},
                 }
             elif method == "tools/list":

@@ -12,9 +12,10 @@ request carries the version, the client's capabilities and identity in
 answers its `inputRequests` (`roots/list` with the roots offered, elicitation
 through `request_handlers`, or declined with a notice when there are none) and retries with the answers and
 the `requestState` echoed untouched; `tools/list` is cached for its `ttlMs`;
-when the server says its tools may change, a `subscriptions/listen` request
-stays open on a thread of its own, and its `notifications/tools/list_changed`
-set `tools_stale` as on the older wire.
+when the server says its tools, prompts or resources may change (`listChanged`),
+one `subscriptions/listen` request names those lists and stays open on a thread
+of its own, and its `notifications/*/list_changed` set `tools_stale`,
+`prompts_stale` or `resources_stale` as on the older wire.
 The legacy revisions (2025-11-25 and older): the initialize handshake and its
 version negotiation. `protocol="auto"` (the default) probes with
 `server/discover` and falls back to initialize when the server does not
@@ -30,12 +31,14 @@ whose `text()` never dumps a binary blob), and `subscribe_resource`:
 `subscriptions/listen` stream of its own naming the URI. A
 `notifications/resources/updated` for a subscribed URI is kept in `updated`
 (and handed on to `on_notification` like every notification);
-`notifications/resources/list_changed` sets `resources_stale`.
+`notifications/resources/list_changed` sets `resources_stale` (cleared by
+`list_resources`).
 
 Prompts and argument completion, likewise only as the capabilities offer them
 (`prompts`, `completions`; else `Unsupported`): `list_prompts` across pages,
 `get_prompt` (`PromptResult`: each message's role and one content item, as the
-server wrote them), and `complete` (`completion/complete` for a prompt's
+server wrote them), `prompts_stale` (set by `notifications/prompts/list_changed`,
+cleared by `list_prompts`), and `complete` (`completion/complete` for a prompt's
 argument, `ref/prompt`, or a resource template's variable, `ref/resource`).
 
 It also owns what the protocol asks of a client around those calls: telling
@@ -108,6 +111,8 @@ LISTEN_STEADY = 5.0  # a listen that lasted this long was working: its drop is n
 MAX_LISTEN_FAILURES = 5
 MAX_PAGES = 1000  # tools/list pages followed before assuming the server is looping
 FALLBACK_STATUSES = (400, 404, 405)  # a POST initialize refused so: the server may speak the legacy SSE transport
+# the lists whose changes a 2026-07-28 server announces on a subscriptions/listen stream, when it says they may change
+LISTS = (("tools", "toolsListChanged"), ("prompts", "promptsListChanged"), ("resources", "resourcesListChanged"))
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # RFC 5424, least first
 
 
@@ -351,6 +356,7 @@ class McpClient:
         # then on is heard; nothing from before it is replayed
         self.listening = threading.Event()
         self.resources_stale = threading.Event()  # set by notifications/resources/list_changed
+        self.prompts_stale = threading.Event()  # set by notifications/prompts/list_changed, cleared by list_prompts
         self.subscriptions: set[str] = set()  # resource URIs subscribed to
         self.updated: set[str] = set()  # subscribed URIs the server said changed (the owner takes them)
         self._progress_tokens = itertools.count(1)
@@ -524,6 +530,8 @@ class McpClient:
             self.updated.add(uri)
         elif method == "notifications/resources/list_changed":
             self.resources_stale.set()
+        elif method == "notifications/prompts/list_changed":
+            self.prompts_stale.set()
         if method == "notifications/tools/list_changed":
             self._tools_cache = None
             self.tools_stale.set()
@@ -609,15 +617,20 @@ class McpClient:
         self.server_info = _object(_object(result.get("_meta")).get(META + "serverInfo"))
         self.capabilities = _object(result.get("capabilities"))
         self.instructions = _instructions(result)
-        if _object(self.capabilities.get("tools")).get("listChanged") is True:
-            threading.Thread(target=self._listen, name=f"mcp-listen-{self.name}", daemon=True).start()
+        kinds = [(kind, key) for kind, key in LISTS if _object(self.capabilities.get(kind)).get("listChanged") is True]
+        if kinds:
+            threading.Thread(
+                target=self._listen,
+                args=({key: True for _, key in kinds}, f"changes to its {', '.join(kind for kind, _ in kinds)}"),
+                name=f"mcp-listen-{self.name}",
+                daemon=True,
+            ).start()
         return True
 
-    def _listen(self, notifications: dict | None = None, what: str = "changed tools") -> None:
-        """subscriptions/listen: the request that stays open so the server can say its tools (or, with
-        `notifications`, what that names) changed."""
-        tools = notifications is None
-        params = {"notifications": notifications or {"toolsListChanged": True}, "_meta": self._meta()}
+    def _listen(self, notifications: dict, what: str) -> None:
+        """subscriptions/listen: the request that stays open so the server can say what `notifications` names
+        changed (its tools, prompts or resources lists, or a subscribed resource)."""
+        params = {"notifications": notifications, "_meta": self._meta()}
         failures = 0
         while not self._stopped.is_set():
             began = time.monotonic()
@@ -636,10 +649,14 @@ class McpClient:
                     return
             if self._stopped.wait(LISTEN_RETRY):
                 return
-            if tools:
-                # nothing is replayed on a new stream: what changed meanwhile is only found by listing again
+            # nothing is replayed on a new stream: what changed meanwhile is only found by listing again
+            if notifications.get("toolsListChanged"):
                 self._tools_cache = None
                 self.tools_stale.set()
+            if notifications.get("promptsListChanged"):
+                self.prompts_stale.set()
+            if notifications.get("resourcesListChanged"):
+                self.resources_stale.set()
 
     def _legacy(self) -> bool:
         self._tell_transport(None)  # initialize goes out without a version header
@@ -858,6 +875,7 @@ class McpClient:
     def list_resources(self, timeout: float | None = None) -> list[Resource]:
         """Every resource the server lists, across pages; `Unsupported` when it offers none."""
         self._require_resources()
+        self.resources_stale.clear()  # before the request: a change announced while it is answered stays news
         out = []
         for raw in self._pages("resources/list", "resources", timeout):
             if not isinstance(raw.get("uri"), str):
@@ -944,6 +962,7 @@ class McpClient:
         """Every prompt the server lists, across pages; `Unsupported` when it offers none."""
         if not self.offers_prompts():
             raise Unsupported(f"{self.name}: the server offers no prompts (its capabilities do not list them)")
+        self.prompts_stale.clear()  # before the request: a change announced while it is answered stays news
         out = []
         for raw in self._pages("prompts/list", "prompts", timeout):
             if not isinstance(raw.get("name"), str) or not raw["name"]:

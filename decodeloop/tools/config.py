@@ -16,6 +16,10 @@ VS Code's top-level key `"servers"` works too. `"type"` (or `"transport"`) is
 `"stdio"`, `"http"` (Streamable HTTP only), `"sse"` (legacy HTTP+SSE only); a
 URL without one tries Streamable HTTP and falls back to legacy SSE.
 `"disabled": true` skips a server. `"cwd"` is resolved against the file's folder.
+`"roots": ["PATH", ...]` are the paths offered to that server as its roots, in
+place of the command line's `--root` / `--no-roots` (`[]`: no roots capability
+for it); a relative path is resolved against the file's folder, like `"cwd"`,
+and each must exist.
 `"protocolVersion"` pins the MCP revision a server is spoken to in: `"2026-07-28"`
 (the stateless wire, no fallback), `"2025-11-25"` or an older one (the initialize
 handshake, no probe), or `"auto"` (`server/discover`, then initialize); without
@@ -51,6 +55,7 @@ SERVER_KEYS = {
     "transport",
     "disabled",
     "protocolVersion",
+    "roots",
     *POLICY_KEYS,
 }
 ENGINE_KEYS = {"url", "model", "tokenizer"}  # the top-level "engine": what --model openai:URL takes (load_engine)
@@ -69,6 +74,9 @@ class ServerSpec:
     headers: dict[str, str] = field(default_factory=dict)
     transport: str = "auto"  # stdio, auto (Streamable HTTP, then legacy SSE), http or sse
     protocol: str | None = None  # a pinned MCP revision (PROTOCOLS); None: the command line's, else auto
+    # the paths offered to this server as its roots, in place of --root / --no-roots; empty: no roots capability;
+    # None: the command line's
+    roots: tuple[str, ...] | None = None
     # the policy's rules for this server's tools (see policy.py); "*" in a list means every tool
     trusted: bool = False  # believe its readOnlyHint / destructiveHint annotations
     read_only: tuple[str, ...] = ()  # tools that only read, whatever the server says
@@ -175,12 +183,26 @@ def _server(name: str, entry: object, where: str, base: str | None) -> ServerSpe
         raise ConfigError(f'{where}: "trusted" must be true or false')
     return dataclasses.replace(
         spec,
+        roots=_roots(entry["roots"], where, base) if "roots" in entry else None,
         trusted=trusted,
         read_only=tuple(_names(entry.get("readOnly", []), where, "readOnly")),
         side_effects=tuple(_names(entry.get("sideEffects", []), where, "sideEffects")),
         allow=tuple(_names(entry.get("allow", []), where, "allow")),
         deny=tuple(_names(entry.get("deny", []), where, "deny")),
     )
+
+
+def _roots(value: object, where: str, base: str | None) -> tuple[str, ...]:
+    """A server's own roots: absolute paths (a relative one from the file's folder) that exist."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f'{where}: "roots" must be a list of paths ([] for no roots)')
+    paths = []
+    for path in value:
+        absolute = os.path.abspath(os.path.join(base or os.getcwd(), os.path.expanduser(path)))
+        if not os.path.exists(absolute):
+            raise ConfigError(f"{where}: root {path!r}: no such file or directory ({absolute})")
+        paths.append(absolute)
+    return tuple(paths)
 
 
 def _names(value: object, where: str, key: str) -> list[str]:

@@ -298,11 +298,13 @@ class Router:
         """Offer these paths as every server's roots from now on (each must exist: ConfigError).
 
         Each server that was offered roots is told they changed where its revision
-        can say so (McpClient.set_roots); a server started without roots is left so.
+        can say so (McpClient.set_roots); a server started without roots is left so,
+        and so is one whose spec names roots of its own (a config entry's "roots").
         """
         roots = file_roots(paths)
-        for client in self.clients.values():
-            if client.roots is not None:
+        own = {spec.name for spec in self.specs if spec.roots is not None}
+        for server, client in self.clients.items():
+            if client.roots is not None and server not in own:
                 client.set_roots(roots)
 
     def close(self) -> None:

@@ -96,7 +96,8 @@ def start_servers(
     "auto" (server/discover, then initialize) or a version (McpClient's `protocol`);
     the ServerReady event says which one each server speaks. `roots` are the paths
     offered to every server as its roots (None: the working directory; empty: no
-    roots capability at all); each must exist (ConfigError). `log_level` asks each
+    roots capability at all); each must exist (ConfigError). A spec's own `roots`
+    replace them for its server. `log_level` asks each
     server for its log messages from that level up (McpClient's `log_level`).
     `features` are the client features offered to every server (sampling,
     elicitation: client_features/), each server's requests answered as its own.
@@ -119,11 +120,14 @@ def start_servers(
         features=features,
     )
     starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
+    own_roots = {start.spec.name: _own_roots(start.spec) for start in starts if start.spec.roots is not None}
     opened = _Opened()
 
     def run(start: _Start) -> None:
+        name = start.spec.name
+        given = dict(options, roots=own_roots[name]) if name in own_roots else options
         try:
-            client = _connect(start.spec, start.emit, verbose, stderr, max_message_bytes, options, opened.add)
+            client = _connect(start.spec, start.emit, verbose, stderr, max_message_bytes, given, opened.add)
             start.tools = client.list_tools(client.startup)  # within the start-up's one timeout
             start.client = client
         except BaseException as exc:  # stored, and raised on the caller's thread in order
@@ -158,6 +162,17 @@ def start_servers(
         opened.close_all()  # the servers still starting end too: their handshakes fail at once
         raise
     return router
+
+
+def _own_roots(spec: ServerSpec) -> list[dict] | None:
+    """The roots a spec names for its own server (None for `[]`: no roots capability), checked before anything
+    starts: ConfigError naming the server."""
+    if not spec.roots:
+        return None
+    try:
+        return file_roots(spec.roots)
+    except ConfigError as exc:
+        raise ConfigError(f"server {spec.name!r}: {exc}") from None
 
 
 @dataclasses.dataclass
@@ -302,6 +317,8 @@ def describe_notification(method: str, params: dict) -> str:
         return f"resource {params.get('uri')} changed; read it again to see how (in chat: /reread)"
     if method == "notifications/resources/list_changed":
         return "its list of resources changed"
+    if method == "notifications/prompts/list_changed":
+        return "its list of prompts changed (in chat: /prompts lists them again)"
     return f"{method} {params}" if params else method
 
 

@@ -270,6 +270,7 @@ class ChatSession:
 
     def _prompts(self) -> None:
         """Each server's prompts (every page) with their arguments, the required ones marked, or why it has none."""
+        self._changed_prompts()
         for server, client in self.harness.router.clients.items():
             if not client.offers_prompts():
                 self._say(f"{visible_line(server)}: no prompts")
@@ -290,6 +291,14 @@ class ChatSession:
                     + f" {_quoted(p.description, 120)}"
                 )
 
+    def _changed_prompts(self) -> None:
+        """Say which servers announced that their prompts changed since they were last listed (the listing
+        that follows, /prompts or the lookup of /prompt, is of the new ones)."""
+        for server, client in self.harness.router.clients.items():
+            if client.offers_prompts() and client.prompts_stale.is_set():
+                name = visible_line(server)
+                self._say(f"({name} says its prompts changed since they were last listed: listed again)")
+
     def _prompt(self, line: str) -> None:
         """/prompt NAME key=value ...: the prompt's messages shown (escaped), then sent as the user's turn."""
         try:
@@ -301,6 +310,7 @@ class ChatSession:
             self._say("usage: /prompt NAME key=value ... (a value with spaces in quotes: city='Salt Lake City')")
             return
         arguments = dict(word.split("=", 1) for word in words[1:])
+        self._changed_prompts()
         try:
             turn = self.harness.prompt(words[0], arguments)
         except (ConfigError, McpError) as e:

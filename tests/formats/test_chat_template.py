@@ -286,3 +286,65 @@ def test_transformers_template_extras(tok):
     more = chat.user_turn("again", ended=True)
     assert tok.decode(pieces_ids(more)) == "\n<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\n"
     assert chat.warnings == []
+
+
+FORECAST = "Mon 33°F, overcast\nTue 35°F, rain"
+
+
+def with_attachments(hf, tok, template, forecast):
+    """A conversation whose two user messages carry attachments: its context, and transformers' one-go text of the
+    same messages, each attachment written into the user's message as `user_parts` writes it."""
+    from decodeloop.decode.context import Context
+    from decodeloop.formats.chat import Attachment, user_parts
+
+    first = [Attachment("weather", "weather://forecast/MT/Polson", forecast)]
+    second = [
+        Attachment("weather", "weather://cities", "Polson, MT\nBurlington, VT"),
+        Attachment("notes", "notes://readme", "Notes: groceries, todo"),
+    ]
+    chat = TemplateChat(tok, JsonSyntax(), template, variables={"eos_token": "<|im_end|>"})
+    context = Context()
+    context.extend_pieces(chat.start(TOOLS, USER1, attachments=first))
+    context.extend(tok.encode(ANSWER) + [tok.special_tokens["<|im_end|>"]], "model")  # what the model sampled
+    context.extend_pieces(chat.user_turn(USER2, ended=True, attachments=second))
+    messages = [
+        {"role": "system", "content": chat.system_text(TOOLS)},
+        {"role": "user", "content": "".join(text for text, _ in user_parts(USER1, first))},
+        {"role": "assistant", "content": ANSWER},
+        {"role": "user", "content": "".join(text for text, _ in user_parts(USER2, second))},
+    ]
+    tools = JsonSyntax().tool_schemas(TOOLS) if chat.uses_template_tools else None
+    text = hf.apply_chat_template(
+        messages, tools=tools, chat_template=template, tokenize=False, add_generation_prompt=True
+    )
+    assert chat.warnings == []
+    return context, text
+
+
+@pytest.mark.parametrize("template", [CHATML_TEMPLATE, QWEN_TEMPLATE], ids=["chatml", "qwen"])
+def test_attachments_render_as_the_template_does_with_each_resource_in_a_span_of_its_own(hf, tok, template):
+    context, text = with_attachments(hf, tok, template, FORECAST)
+    assert context.ids == hf.encode(text, add_special_tokens=False), (tok.decode(context.ids), text)
+    spans = [(s.source, tok.decode(context.ids[s.start : s.end])) for s in context.spans()]
+    resources = [(source, shown) for source, shown in spans if source.startswith("resource:")]
+    assert resources == [
+        ("resource:weather/weather://forecast/MT/Polson", FORECAST),
+        ("resource:weather/weather://cities", "Polson, MT\nBurlington, VT"),
+        ("resource:notes/notes://readme", "Notes: groceries, todo"),
+    ]
+    at = spans.index(resources[0])
+    # the user's words and the line naming the resource are one span of the user's; the resource's text, the server's
+    assert spans[at - 1] == ("user", USER1 + "\n\nResource weather weather://forecast/MT/Polson:\n")
+
+
+@pytest.mark.parametrize("template", [CHATML_TEMPLATE, QWEN_TEMPLATE], ids=["chatml", "qwen"])
+def test_an_attachment_that_spells_control_tokens_stays_plain_inside_its_span(hf, tok, template):
+    context, text = with_attachments(hf, tok, template, FORECAST + NASTY)
+    assert tok.decode(context.ids) == text  # the same text; only the resource's control-token texts are plain ids
+    specials = set(tok.special_tokens.values())
+    [span] = [s for s in context.spans() if s.source == "resource:weather/weather://forecast/MT/Polson"]
+    assert specials.isdisjoint(context.ids[span.start : span.end])
+    assert tok.decode(context.ids[span.start : span.end]) == FORECAST + NASTY
+    clean, _ = with_attachments(hf, tok, template, FORECAST)
+    for special in specials:
+        assert context.ids.count(special) == clean.ids.count(special)

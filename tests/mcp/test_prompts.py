@@ -319,3 +319,70 @@ def test_chat_escapes_a_prompts_forged_marker_and_strict_denies_a_value_only_in_
     assert "<\\\\|assistant|>" in out and "<|assistant|>[call" not in out  # shown escaped, as the model sees it
     assert "left out: image image/png (this model takes text only)" in out
     assert '  assistant (quoted): "I will send the money first."' in out
+
+
+# -- a server whose prompts change ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_a_changed_list_of_prompts_marks_them_stale_until_listed_again(protocol):
+    from decodeloop.mcp import McpClient
+
+    heard: list = []
+    sent: list = []
+
+    def traffic(direction, message):
+        if direction == "send":
+            sent.append(message)
+
+    c = McpClient.start_stdio(
+        SDK_PROMPTS,
+        protocol=protocol,
+        name="sdk",
+        timeout=30,
+        on_traffic=traffic,
+        on_notification=lambda method, params: heard.append(method),
+    )
+    with c:
+        if protocol == "2026-07-28":
+            assert c.listening.wait(30)  # nothing announced before the stream is acknowledged is replayed
+            listen = next(m for m in sent if m.get("method") == "subscriptions/listen")
+            assert listen["params"]["notifications"]["promptsListChanged"] is True
+        assert [p.name for p in c.list_prompts()] == ["trip", "greeting"]
+        assert not c.prompts_stale.is_set()
+        assert c.call_tool("add_prompt", {"name": "later"}).text() == "added later"
+        assert c.prompts_stale.wait(30)
+        assert "notifications/prompts/list_changed" in heard
+        assert [p.name for p in c.list_prompts()] == ["trip", "greeting", "later"]
+        assert not c.prompts_stale.is_set()
+        assert c.get_prompt("later").messages[0].content["text"] == "The prompt later, added at run time."
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_chat_says_the_prompts_changed_and_lists_and_finds_the_new_ones(events, protocol):
+    import io
+
+    specs = [ServerSpec("sdk", command=SDK_PROMPTS, transport="stdio", protocol=protocol)]
+    with start_servers(specs, events, timeout=30) as router:
+        client = router.clients["sdk"]
+        if protocol == "2026-07-28":
+            assert client.listening.wait(30)
+        harness, _ = harness_for(router, events)
+        out = io.StringIO()
+        chat = ChatSession(harness, out=out)
+        chat.command("/prompts")
+        assert "sdk: 2 prompt(s)" in out.getvalue() and "changed" not in out.getvalue()
+        router.call("add_prompt", {"name": "later"})
+        assert client.prompts_stale.wait(30)
+        chat.command("/prompts")
+        listed = out.getvalue().split("sdk: 2 prompt(s)")[1]
+        assert "(sdk says its prompts changed since they were last listed: listed again)" in listed
+        assert "sdk: 3 prompt(s)" in listed and "/prompt sdk:later " in listed
+        assert not client.prompts_stale.is_set()
+        router.call("add_prompt", {"name": "latest"})
+        assert client.prompts_stale.wait(30)
+        chat.command("/prompt latest")  # the lookup lists them again, and finds the new one
+        assert "(prompt latest of sdk, sent as your message:)" in out.getvalue()
+        assert out.getvalue().count("says its prompts changed") == 2
+    notices = [e.message for e in events.of("notice") if e.source == "sdk"]
+    assert "its list of prompts changed (in chat: /prompts lists them again)" in notices

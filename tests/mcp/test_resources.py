@@ -104,7 +104,8 @@ def test_a_subscription_on_2026_07_28_is_a_listen_stream_and_its_update_is_kept(
 
     c = McpClient.start_stdio(SDK_RESOURCES, protocol="2026-07-28", name="notes", timeout=30, on_notification=heard)
     with c:
-        with arrived:
+        with arrived:  # the stream for its changing lists first, so that its acknowledgment is not taken for ours
+            assert arrived.wait_for(lambda: acks() == 1, 30)
             before = acks()
         c.subscribe_resource("notes://readme")
         with arrived:  # the stream is open once the server acknowledges it: an update before that is not replayed
@@ -113,6 +114,27 @@ def test_a_subscription_on_2026_07_28_is_a_listen_stream_and_its_update_is_kept(
         with arrived:
             assert arrived.wait_for(lambda: "notifications/resources/updated" in seen, 30)
         assert c.updated == {"notes://readme"}
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_a_changed_list_of_resources_marks_them_stale_until_listed_again(protocol):
+    sent: list = []
+
+    def traffic(direction, message):
+        if direction == "send":
+            sent.append(message)
+
+    c = McpClient.start_stdio(SDK_RESOURCES, protocol=protocol, name="notes", timeout=30, on_traffic=traffic)
+    with c:
+        if protocol == "2026-07-28":
+            assert c.listening.wait(30)  # nothing announced before the stream is acknowledged is replayed
+            listen = next(m for m in sent if m.get("method") == "subscriptions/listen")
+            assert listen["params"]["notifications"]["resourcesListChanged"] is True
+        assert "notes://added/later" not in [r.uri for r in c.list_resources()]
+        c.call_tool("add_note", {"name": "later"})
+        assert c.resources_stale.wait(30)
+        assert "notes://added/later" in [r.uri for r in c.list_resources()]
+        assert not c.resources_stale.is_set()
 
 
 # -- attached to a user message ---------------------------------------------------------------------------------

@@ -83,6 +83,48 @@ def test_a_root_that_does_not_exist_is_a_config_error_before_anything_starts(eve
 
 
 @pytest.mark.parametrize("protocol", WIRES)
+def test_each_server_sees_the_roots_its_config_entry_names(events, protocol, tmp_path):
+    from decodeloop.tools.config import load_config
+
+    for name in ("alpha", "beta", "everyone", "later"):
+        (tmp_path / name).mkdir()
+    config = tmp_path / "mcp.json"
+    command = {"command": SERVER[0], "args": SERVER[1:], "protocolVersion": protocol}
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "a": {**command, "roots": ["alpha"]},  # relative: from the file's folder
+                    "b": {**command, "roots": [str(tmp_path / "beta"), "alpha"]},
+                    "none": {**command, "roots": []},
+                    "global": command,
+                }
+            }
+        )
+    )
+    specs = load_config(str(config))
+    with start_servers(specs, events, timeout=30, roots=[str(tmp_path / "everyone")]) as router:
+        assert answer(router, "roots") == {"roots": [as_root(tmp_path / "alpha")]}
+        assert answer(router, "b__roots") == {"roots": [as_root(tmp_path / "beta"), as_root(tmp_path / "alpha")]}
+        assert answer(router, "global__roots") == {"roots": [as_root(tmp_path / "everyone")]}
+        assert "roots" not in answer(router, "none__state")["capabilities"]
+        assert "roots" in answer(router, "global__state")["capabilities"]
+        router.set_roots([str(tmp_path / "later")])  # the global roots change; a server's own stay
+        assert answer(router, "global__roots") == {"roots": [as_root(tmp_path / "later")]}
+        assert answer(router, "roots") == {"roots": [as_root(tmp_path / "alpha")]}
+
+
+def test_a_servers_own_root_that_does_not_exist_is_a_config_error_naming_it_before_anything_starts(events, tmp_path):
+    specs = [
+        ServerSpec(name="fine", command=SERVER, transport="stdio"),
+        ServerSpec(name="rl", command=SERVER, transport="stdio", roots=(str(tmp_path / "gone"),)),
+    ]
+    with pytest.raises(ConfigError, match="server 'rl': root '.*gone': no such file or directory"):
+        start_servers(specs, events, timeout=30)
+    assert events == []
+
+
+@pytest.mark.parametrize("protocol", WIRES)
 def test_the_log_level_reaches_the_server_and_its_messages_are_notices(events, protocol):
     with start(events, protocol, log_level="error") as router:
         assert router.call("log", {}).text() == "logged from error"
@@ -180,3 +222,90 @@ def test_the_command_line_offers_roots_and_asks_for_a_log_level(protocol, tmp_pa
     assert missing.returncode != 0 and "no such file or directory" in missing.stderr
     both = run(*common[:-1], "--root", str(tmp_path), "--no-roots", "hi", no_site=False)
     assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
+# -- against a server written with the official Python SDK ---------------------------------------------------------
+
+SDK_SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "sdk_roots_logging.py")]
+
+
+def start_sdk(events, protocol, **options):
+    spec = ServerSpec(name="sdk", command=SDK_SERVER, transport="stdio", protocol=protocol)
+    return start_servers([spec], events, timeout=30, **options)
+
+
+class Logs:
+    """The log messages of a server, as they arrive, with a way to wait for one."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.messages: list[dict] = []
+        self.arrived = threading.Condition()
+
+    def __call__(self, method: str, params: dict) -> None:
+        if method == "notifications/message":
+            with self.arrived:
+                self.messages.append(params)
+                self.arrived.notify_all()
+
+    def wait_for(self, data: str) -> list[str]:
+        """The levels heard so far, once a message with `data` has arrived (a guard, not a measure)."""
+        with self.arrived:
+            assert self.arrived.wait_for(lambda: any(m.get("data") == data for m in self.messages), 30)
+            levels = [m["level"] for m in self.messages]
+            self.messages.clear()
+            return levels
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_a_python_sdk_server_gets_the_roots_offered(events, protocol, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second dir"
+    first.mkdir()
+    second.mkdir()
+    with start_sdk(events, protocol, roots=[str(first), str(second)]) as router:
+        assert router.clients["sdk"].protocol_version == protocol
+        assert json.loads(router.call("roots", {}).text()) == [as_root(first), as_root(second)]
+        router.set_roots([str(second)])
+        assert json.loads(router.call("roots", {}).text()) == [as_root(second)]
+    with start_sdk(events, protocol, roots=[]) as router:  # no roots capability: the SDK refuses to ask
+        with pytest.raises(Exception, match="did not declare the roots capability"):
+            router.call("roots", {})
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_a_python_sdk_server_sends_the_log_levels_asked_for(protocol):
+    from decodeloop.mcp import McpClient
+
+    logs = Logs()
+    c = McpClient.start_stdio(
+        SDK_SERVER, protocol=protocol, name="sdk", timeout=30, on_notification=logs, log_level="warning"
+    )
+    with c:
+        assert "logging" in c.capabilities
+        assert c.call_tool("log", {}).text() == "logged"
+        assert logs.wait_for("at emergency") == ["warning", "error", "critical", "alert", "emergency"]
+        c.set_log_level("critical")
+        assert c.call_tool("log", {}).text() == "logged"
+        assert logs.wait_for("at emergency") == ["critical", "alert", "emergency"]
+        levels = json.loads(c.call_tool("state", {}).text())["levels"]
+    # 2025-11-25: logging/setLevel, each time; 2026-07-28 has none: the level rides each request's _meta
+    assert levels == ([] if protocol == "2026-07-28" else ["warning", "critical"])
+
+
+@pytest.mark.parametrize("protocol", WIRES)
+def test_without_a_log_level_a_python_sdk_server_sends_what_its_wire_says(protocol):
+    from decodeloop.mcp import McpClient
+
+    logs = Logs()
+    with McpClient.start_stdio(SDK_SERVER, protocol=protocol, name="sdk", timeout=30, on_notification=logs) as c:
+        assert c.call_tool("log", {}).text() == "logged"
+        c.call_tool("state", {})  # answered after anything the log call sent, on the same stream
+        with logs.arrived:
+            heard = [m["level"] for m in logs.messages]
+    # 2026-07-28: a request without logLevel gets none; on the handshake wire the server's default is every level
+    assert heard == (
+        []
+        if protocol == "2026-07-28"
+        else ["debug", "info", "notice", "warning", "error"] + ["critical", "alert", "emergency"]
+    )

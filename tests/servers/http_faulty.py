@@ -12,7 +12,9 @@ origin; GET /seen returns every request this server received, as JSON. With
 --own-session, every answer carries a new Mcp-Session-Id of this server's own and
 no request needs a known session (what a redirect's target may do). With
 --get-stream-primes, GET /mcp answers a priming event (a new event id, empty
-data) with `retry: 0` and ends the stream at once, every time.
+data) with `retry: 0` and ends the stream at once, every time. With --blob-megabytes N it offers resources:
+`resources/read` of `blob://big` answers N megabytes of bytes as one base64 blob, as a JSON answer encoded
+once at start-up (only the request id is spliced in), so that timing a read measures the client.
 With --get-stream, GET /mcp is the stream for messages the server starts
 (what the tool push_deep queues). With --stateless it also speaks MCP
 2026-07-28: server/discover, and requests that name that version in `_meta`
@@ -31,6 +33,7 @@ stream, or an event stream in HTTP chunks (`framing`: json, sse, chunked); with 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import queue
 import sys
@@ -77,6 +80,7 @@ stateless = False  # also serve 2026-07-28 requests, which carry no session
 own_session = False  # answer everything, each answer naming a new session id of this server's
 get_stream_primes = False  # GET /mcp: a priming event, retry: 0, and the stream ends
 primed = 0  # GET streams primed so far: each event id is new
+blob_answer: tuple[bytes, bytes] | None = None  # --blob-megabytes: resources/read of blob://big, around its id
 listings = 0  # tools/list answered: header_check's schema marks its argument from the second on
 pushed: queue.Queue = queue.Queue()  # messages for the GET stream
 holding_cancels = threading.Event()  # set: a notifications/cancelled POST waits for release
@@ -218,7 +222,7 @@ class Handler(BaseHTTPRequestHandler):
                     "id": request_id,
                     "result": {
                         "protocolVersion": version,
-                        "capabilities": {"tools": {}},
+                        "capabilities": {"tools": {}, **({"resources": {}} if blob_answer else {})},
                         "serverInfo": {"name": "http-faulty", "version": "0"},
                     },
                 },
@@ -235,7 +239,7 @@ class Handler(BaseHTTPRequestHandler):
                     "result": {
                         "resultType": "complete",
                         "supportedVersions": ["2026-07-28", "2025-11-25"],
-                        "capabilities": {"tools": {}},
+                        "capabilities": {"tools": {}, **({"resources": {}} if blob_answer else {})},
                         "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "http-faulty", "version": "0"}},
                     },
                 }
@@ -263,6 +267,16 @@ class Handler(BaseHTTPRequestHandler):
                 }
             self._json(
                 {"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools, "ttlMs": 0, "cacheScope": "private"}}
+            )
+            return
+        if method == "resources/read" and blob_answer and (message.get("params") or {}).get("uri") == "blob://big":
+            before, after = blob_answer
+            self._send(
+                200,
+                before
+                + json.dumps(request_id).encode()
+                + (b',"result":{"resultType":"complete",' if modern else b',"result":{')
+                + after,
             )
             return
         if method != "tools/call":
@@ -455,7 +469,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> int:
-    global redirect_to, get_stream, stateless, own_session, get_stream_primes
+    global redirect_to, get_stream, stateless, own_session, get_stream_primes, blob_answer
     parser = argparse.ArgumentParser()
     parser.add_argument("--redirect-to", default="http://127.0.0.1:9", help="another origin, for redirects")
     parser.add_argument("--get-stream", action="store_true", help="offer a GET stream on /mcp")
@@ -466,7 +480,16 @@ def main() -> int:
     parser.add_argument(
         "--get-stream-primes", action="store_true", help="GET /mcp: a priming event with retry: 0, then the stream ends"
     )
+    parser.add_argument(
+        "--blob-megabytes", type=int, default=0, help="offer resources: blob://big, this many megabytes as base64"
+    )
     args = parser.parse_args()
+    if args.blob_megabytes > 0:
+        blob = base64.b64encode(bytes(range(256)) * (args.blob_megabytes * 4096)).decode()
+        contents = json.dumps(
+            {"contents": [{"uri": "blob://big", "mimeType": "application/octet-stream", "blob": blob}]}
+        )
+        blob_answer = (b'{"jsonrpc":"2.0","id":', contents[1:].encode() + b"}")
     redirect_to = args.redirect_to.rstrip("/")
     get_stream = args.get_stream
     stateless = args.stateless

@@ -3,7 +3,8 @@
 Run as `python3 sdk_resources.py` (stdio). It offers a text resource (`notes://readme`), a JSON document sent
 as a blob (`notes://data.json`, a text type: the client decodes it), a PNG (`notes://pixel.png`, described,
 never dumped) and a template (`notes://note/{name}`); `touch` tells the clients subscribed to
-`notes://readme` that it changed (over `subscriptions/listen` on 2026-07-28, `resources/subscribe` before).
+`notes://readme` that it changed (over `subscriptions/listen` on 2026-07-28, `resources/subscribe` before);
+`add_note` adds a resource `notes://added/NAME` and says the list of resources changed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resources.types import TextResource
 
 server = MCPServer("sdk-resources")
 NOTES = {"groceries": "eggs, milk", "todo": "water the plants"}
@@ -47,6 +49,18 @@ async def touch(ctx: Context) -> str:
     except Exception:
         pass  # no session of that kind on 2026-07-28
     return "touched"
+
+
+@server.tool()
+async def add_note(name: str, ctx: Context) -> str:
+    """Add a resource notes://added/NAME and say the list of resources changed."""
+    server.add_resource(TextResource(uri=f"notes://added/{name}", name=name, text=f"added {name}"))
+    await ctx.notify_resources_changed()  # the 2026-07-28 listen streams
+    try:
+        await ctx.session.send_resource_list_changed()  # the handshake wire's session
+    except Exception:
+        pass  # no session of that kind on 2026-07-28
+    return f"added {name}"
 
 
 if __name__ == "__main__":

@@ -61,6 +61,9 @@ def test_claude_desktop_cursor_and_vs_code_forms(tmp_path):
         ({"mcpServers": {}, "servers": {}}, 'exactly one of "mcpServers" or "servers"'),
         ({"mcpServer": {}}, 'exactly one of "mcpServers" or "servers"'),
         ([], "expected a JSON object"),
+        ({"mcpServers": {"w": {"command": "x", "roots": "/tmp"}}}, 'server "w": "roots" must be a list of paths'),
+        ({"mcpServers": {"w": {"url": "http://h", "roots": [""]}}}, 'server "w": "roots" must be a list of paths'),
+        ({"mcpServers": {"w": {"command": "x", "roots": ["/no/such/dir"]}}}, "server \"w\": root '/no/such/dir'"),
     ],
 )
 def test_config_mistakes_name_the_file_and_the_server(data, message):
@@ -145,3 +148,29 @@ def test_cli_connects_to_a_url_server_with_headers(http_server):
     assert posts and all(r["headers"].get("Authorization") == "Bearer t0ken" for r in posts)
     p = run("-m", "decodeloop", "run", "--mcp-url", "http://127.0.0.1:9/mcp", "hi", no_site=False)
     assert p.returncode == 1 and "cannot start: 127.0.0.1: cannot connect" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_servers_own_roots_are_absolute_relative_to_the_file_and_must_exist(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "own": {"command": "srv", "roots": ["data", str(tmp_path / "notes.txt")]},
+                    "none": {"url": "http://h/mcp", "roots": []},
+                    "global": {"command": "srv"},
+                }
+            }
+        )
+    )
+    own, none, global_ = load_config(str(config))
+    assert own.roots == (str(tmp_path / "data"), str(tmp_path / "notes.txt"))
+    assert none.roots == () and global_.roots is None
+    config.write_text(json.dumps({"mcpServers": {"own": {"command": "srv", "roots": ["data", "missing"]}}}))
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(str(config))
+    assert str(excinfo.value) == (
+        f"{config}: server \"own\": root 'missing': no such file or directory ({tmp_path / 'missing'})"
+    )

@@ -218,6 +218,42 @@ def test_a_crashed_server_and_a_capped_20_megabyte_result(tmp_path):
     assert data["events"][-1]["answer"] == "Ok."
 
 
+ROOTS_LOGGING = [sys.executable, os.path.join(ROOT, "tests", "servers", "roots_logging.py")]
+
+
+def progress_events() -> Recorder:
+    """A turn whose call reports progress three times (tests/servers/roots_logging.py's `slow`), the second
+    message holding an escape character."""
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call slow]", "<|assistant|>": "Done.<|eos|>"}
+    return library_turn(table, servers=(ROOTS_LOGGING,))
+
+
+def test_progress_events_are_on_the_page_under_their_call_as_the_run_emitted_them(tmp_path):
+    events = progress_events()
+    view = HtmlView(str(tmp_path / "p.html"))
+    for event in events:
+        view(event)
+    view.write()
+    html = (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert_self_contained(html)
+    assert "\x1b" not in html  # the server's escape character is in the JSON only as \u001b
+    kept = embedded(html)["events"]
+    kinds = [e["event"] for e in kept]
+    call, result = kinds.index("tool_call"), kinds.index("tool_result")
+    progress = [e for e in kept if e["event"] == "progress"]
+    assert [kept.index(e) for e in progress] == [i for i in range(call, result) if kinds[i] == "progress"]
+    assert [(e["server"], e["tool"], e["progress"], e["total"], e["message"]) for e in progress] == [
+        ("roots_logging", "slow", 1, 3, "starting"),
+        ("roots_logging", "slow", 2, 3, "half\x1b[31m way"),
+        ("roots_logging", "slow", 3, 3, None),
+    ]
+    # the page renders them: in the timeline, the step panel and the call's round (tests/ui/test_viewer_browser.py
+    # shows what a browser makes of them), with text only
+    for where in ("case 'progress': return", "case 'progress':\n      kv(g, 'call'", "case 'progress': kind ="):
+        assert where in JS
+    assert "function progressText(e)" in JS
+
+
 def test_non_finite_numbers_and_an_empty_stream():
     html = page([{"event": "token", "prob": float("nan"), "top": [["a", float("inf")]]}])
     assert embedded(html)["events"] == [{"event": "token", "prob": None, "top": [["a", None]]}]

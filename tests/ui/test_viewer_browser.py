@@ -12,7 +12,16 @@ import os
 
 import pytest
 from cdp import Browser
-from test_viewer import HOSTILE, QUESTION, cli, embedded, hostile_events, library_turn, tiny_hf_jsonl
+from test_viewer import (
+    HOSTILE,
+    QUESTION,
+    cli,
+    embedded,
+    hostile_events,
+    library_turn,
+    progress_events,
+    tiny_hf_jsonl,
+)
 
 from decodeloop.trust.untrusted import visible
 from decodeloop.ui.html import HtmlView, page
@@ -308,6 +317,29 @@ def test_an_event_kind_the_page_does_not_know_is_shown_whole(browser, tmp_path):
         "document.querySelector('.row.cur').textContent"
     )
     assert "<u>allowed</u>" in text(browser, "round") and browser.evaluate("document.querySelectorAll('u').length") == 0
+    assert browser.errors() == []
+
+
+def test_progress_is_a_line_under_its_call_with_the_servers_text_escaped(browser, tmp_path):
+    events = progress_events()
+    kinds = [e.kind for e in events]
+    browser.events.clear()
+    browser.open(write(events, tmp_path / "progress.html"))
+    second = [i for i, kind in enumerate(kinds) if kind == "progress"][1]
+    browser.evaluate(f"go({second})")
+    row = browser.evaluate("document.querySelector('.row.cur').textContent")
+    assert row == "    · roots_logging/slow: progress 2/3: half\\x1b[31m way"  # indented under the call
+    assert "k-progress" in browser.evaluate("document.querySelector('.row.cur').className")
+    step = text(browser, "step")
+    assert "the call of slow on roots_logging" in step and "2 of 3" in step and "half\\x1b[31m way" in step
+    chain = text(browser, "round")
+    assert "progress ← roots_logging/slow" in chain
+    for line in ("progress 1/3: starting", "progress 2/3: half\\x1b[31m way", "progress 3/3"):
+        assert line in chain
+    assert chain.index("progress 1/3") < chain.index("progress 3/3") < chain.index("tool message")
+    assert "\x1b" not in browser.evaluate("document.body.textContent")
+    n = visit_every_event(browser)
+    assert cursor(browser) == n - 1
     assert browser.errors() == []
 
 

@@ -183,11 +183,20 @@ function summaryOf(e, turnNo) {
     case 'inject': return '\u21e2 inject ' + e.tokens + ' tokens, context ' + e.context;
     case 'server': return '\u25cf ' + e.server + ': MCP ' + e.protocol_version + ', tools ' + (e.tools || []).join(', ');
     case 'notice': return '\u00b7 ' + e.source + ': ' + e.message;
+    case 'progress': return '    \u00b7 ' + progressOf(e) + ': ' + progressText(e);   // indented: a line under its call
     case 'tools_changed': return '\u27f3 ' + e.server + ': tools changed';
     case 'done': return '\u2500\u2500 done: ' + e.reason + ', ' + e.tokens + ' tokens, ' + e.tool_calls + ' call(s)';
     default: return '\u00b7 ' + e.event + ' ' + clip(JSON.stringify(rest(e)), 300);
   }
 }
+// a progress notification of a call: "progress 2/3: message", the server's message on one line (it is only ever
+// text: el() sets textContent, and vis() spells control characters as escapes)
+function progressText(e) {
+  const amount = num(e.progress) + (e.total !== null && e.total !== undefined ? '/' + num(e.total) : '');
+  const message = (e.message === null || e.message === undefined) ? '' : String(e.message).replace(/\r?\n/g, '\\n');
+  return 'progress ' + amount + (message ? ': ' + message : '');
+}
+function progressOf(e) { return e.server + (e.tool ? '/' + e.tool : ''); }
 function rest(e) { const r = Object.assign({}, e); delete r.event; return r; }  // an event kind this page does not know
 function rpcLabel(m) {
   if (!m || typeof m !== 'object') return String(m);
@@ -345,6 +354,11 @@ function eventStep(i, box) {
       kv(g, 'tools', (e.tools || []).join(', ') || 'none');
       break;
     case 'notice': kv(g, 'from', e.source); kv(g, 'message', pre(e.message)); break;
+    case 'progress':
+      kv(g, 'call', e.tool ? 'the call of ' + e.tool + ' on ' + e.server : 'no call of ' + e.server + '\u2019s in flight carries its token');
+      kv(g, 'progress', num(e.progress) + (e.total !== null && e.total !== undefined ? ' of ' + num(e.total) : ' (no total given)'));
+      if (e.message !== null && e.message !== undefined) kv(g, 'message', pre(e.message));
+      break;
     case 'policy':
       kv(g, 'verdict', e.verdict + ': ' + e.reason);
       kv(g, 'call', el('span', 'mono', e.name + '(' + JSON.stringify(e.arguments) + ') on ' + e.server));
@@ -411,6 +425,7 @@ function roundView(r) {
       case 'tool_result': kind = 'tool message'; text = e.text; err = e.is_error; break;
       case 'inject': kind = 'injected span'; text = (e.spans || []).map(s => s[0] + '\u2013' + s[1] + ' ' + s[2]).join(', ') || e.tokens + ' tokens'; break;
       case 'notice': kind = 'notice'; text = e.message; break;
+      case 'progress': kind = 'progress \u2190 ' + progressOf(e); text = progressText(e); break;
       case 'policy': kind = 'policy: ' + e.verdict; text = e.name + ' (' + e.tool_class + '): ' + e.reason; err = e.verdict !== 'allow'; break;
       default: text = JSON.stringify(rest(e));
     }

@@ -26,6 +26,9 @@ What a file holds: the server's name and URL, the access token, its type, the re
 expiry (seconds since the epoch), the scope, the authorization server's issuer and the resource the
 token was asked for, and the client identity used (client_id, and a client_secret when dynamic
 registration issued one). Nothing here logs a token; `StoredToken`'s repr leaves the secrets out.
+
+`stored_oauth` joins the store to oauth.py: an OAuth that starts from a server's stored token, refreshes
+it, saves every new one, and never runs the browser flow itself (LoginRequired says to log in).
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from decodeloop.mcp.auth.oauth import OAuth
 
 TOKEN_DIR_ENV = "DECODELOOP_TOKEN_DIR"
 MAX_FILE_BYTES = 256 * 1024  # a token file is a few KB; a bigger one is not ours
@@ -231,3 +238,59 @@ def _unsafe(info: os.stat_result) -> str:
     if info.st_mode & 0o077:
         return f"is readable or writable by others (mode {stat.S_IMODE(info.st_mode):o})"
     return ""
+
+
+def token_of(oauth: OAuth, server: str, url: str) -> StoredToken:
+    """What an OAuth holds now, as the server's stored token."""
+    if oauth.access_token is None:
+        raise TokenStoreError(f"no token to store for {server}")
+    return StoredToken(
+        server=server,
+        url=url,
+        access_token=oauth.access_token,
+        token_type=oauth.token_type,
+        refresh_token=oauth.refresh_token,
+        expires_at=oauth.expires_at,
+        scope=oauth.scope,
+        issuer=oauth.issuer,
+        resource=oauth.resource,
+        client_id=oauth.client_id,
+        client_secret=oauth.client_secret,
+    )
+
+
+def restore(oauth: OAuth, token: StoredToken) -> None:
+    """Start an OAuth from a stored token."""
+    oauth.restore(
+        access_token=token.access_token,
+        token_type=token.token_type,
+        refresh_token=token.refresh_token,
+        expires_at=token.expires_at,
+        scope=token.scope,
+        issuer=token.issuer,
+        resource=token.resource,
+        client_id=token.client_id,
+        client_secret=token.client_secret,
+    )
+
+
+def stored_oauth(
+    store: TokenStore, server: str, url: str, login_message: str, log: Callable[[str], None], **options: Any
+) -> OAuth:
+    """The OAuth of a configured server: its stored token (when one was saved for this URL), refreshed when it
+    expires or is refused, each new one saved (a failure to save is logged: the token still serves this run).
+    It asks for bearer tokens (storable) and never runs the authorization code flow: a 401 that a refresh
+    cannot answer raises LoginRequired, ending with `login_message`."""
+    from decodeloop.mcp.auth.oauth import OAuth
+
+    def save(oauth: OAuth) -> None:
+        try:
+            store.save(token_of(oauth, server, url))
+        except TokenStoreError as exc:
+            log(f"{exc}; the new token serves this run only")
+
+    oauth = OAuth(log=log, on_tokens=save, login_message=login_message, dpop=False, **options)
+    token = store.load(server, url, warn=log)
+    if token is not None:
+        restore(oauth, token)
+    return oauth

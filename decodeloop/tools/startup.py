@@ -5,6 +5,11 @@ Environment: a stdio server gets the transport's small default set from the
 harness (HOME, LOGNAME, PATH, SHELL, TERM, USER), PYTHONPATH for the bundled
 servers, and what its config's `env` names; nothing else.
 
+Authorization: with a `token_store` (mcp/auth/store.py), an HTTP server from a config file whose
+headers carry no Authorization of their own gets an OAuth that starts from the token
+`decodeloop auth login NAME` stored for its name and URL, refreshes it and saves what it gets; it
+never opens a browser, and a 401 it cannot answer is an error that says to log in.
+
 Order: `start_servers` starts every server at once (a thread each) and keeps
 what can be seen in the config's order: servers, tools, names, events and which
 error is raised. On any failure or interruption every server started is shut
@@ -22,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from decodeloop.events import Emit, Notice, Progress, Rpc, ServerReady
+from decodeloop.mcp.auth.store import TokenStore, stored_oauth
 from decodeloop.mcp.client import McpClient, Tool
 from decodeloop.mcp.errors import ConnectionClosed
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
@@ -75,6 +81,7 @@ def start_servers(
     max_tools: int = DEFAULT_MAX_TOOLS,
     roots: Sequence[str] | None = None,
     log_level: str | None = None,
+    token_store: TokenStore | None = None,
 ) -> Router:
     """Connect to each server (stdio or HTTP), open its session, list its tools, and route to them.
 
@@ -95,7 +102,8 @@ def start_servers(
     the ServerReady event says which one each server speaks. `roots` are the paths
     offered to every server as its roots (None: the working directory; empty: no
     roots capability at all); each must exist (ConfigError). `log_level` asks each
-    server for its log messages from that level up (McpClient's `log_level`).
+    server for its log messages from that level up (McpClient's `log_level`). `token_store` holds the
+    tokens of `decodeloop auth login` for the config's HTTP servers (see the module's docstring).
     """
     emit = emit if emit is not None else (lambda event: None)
     offered = file_roots(roots) if roots is None or len(roots) else None  # checked before anything starts
@@ -104,7 +112,7 @@ def start_servers(
     router.pin_store = PinStore(pin_store) if pin_store else None
     router.max_tools = max_tools
     router.reserved.update(spec.name for spec in router.specs)  # no server takes another's prefix
-    options = dict(
+    options: dict[str, Any] = dict(
         timeout=timeout,
         reset_timeout_on_progress=reset_timeout_on_progress,
         max_total_timeout=max_total_timeout,
@@ -112,6 +120,8 @@ def start_servers(
         roots=offered,
         log_level=log_level,
     )
+    if token_store is not None:
+        options["token_store"] = token_store
     starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
     opened = _Opened()
 
@@ -227,6 +237,7 @@ def _connect(
     opened: Callable[[McpClient], None],
 ) -> McpClient:
     server = spec.name
+    token_store = options.pop("token_store", None)
     options = dict(
         options,
         name=server,
@@ -240,8 +251,18 @@ def _connect(
         on_progress=lambda tool, params: emit(progress_event(server, tool, params)),
     )
     if spec.url is not None:
+        auth = None
+        if token_store is not None and spec.config_file is not None and not _has_authorization(spec.headers):
+            auth = stored_oauth(
+                token_store, server, spec.url, login_hint(spec), options["log"], timeout=options["timeout"]
+            )
         client = McpClient.connect_url(
-            spec.url, headers=spec.headers, transport=spec.transport, max_message_bytes=max_message_bytes, **options
+            spec.url,
+            headers=spec.headers,
+            transport=spec.transport,
+            max_message_bytes=max_message_bytes,
+            auth=auth,
+            **options,
         )
         opened(client)
         return client
@@ -255,6 +276,16 @@ def _connect(
     )
     opened(client)  # before the handshake: a failure elsewhere can end this one while it waits
     return client.start()
+
+
+def _has_authorization(headers: dict[str, str]) -> bool:
+    return any(name.lower() == "authorization" for name in headers)
+
+
+def login_hint(spec: ServerSpec) -> str:
+    """What a server that wants a login tells the user to run."""
+    where = f" --mcp-config {shlex.quote(spec.config_file)}" if spec.config_file else ""
+    return f"log in with `decodeloop auth login {shlex.quote(spec.name)}{where}`"
 
 
 def progress_event(server: str, tool: str | None, params: dict) -> Progress | Notice:

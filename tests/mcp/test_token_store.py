@@ -122,3 +122,56 @@ def test_default_directory(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_CONFIG_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert default_directory() == str(tmp_path / "home" / ".config" / "decodeloop" / "tokens")
+
+
+def test_restore_takes_bearer_tokens_only():
+    from decodeloop.mcp.auth.oauth import OAuth
+
+    oauth = OAuth(login_message="log in first")
+    with pytest.raises(ValueError, match="only a bearer token"):
+        oauth.restore(access_token="x", token_type="DPoP")
+    oauth.restore(access_token="x", expires_at=946_684_800, refresh_token=None)
+    assert oauth.expired() and oauth.header() == "Bearer x"  # no refresh token: sent as it is, the server decides
+    oauth.restore(access_token="y", expires_at=4_102_444_800)
+    assert not oauth.expired()
+
+
+def test_a_server_wanting_a_login_raises_login_required_and_registers_nothing(tmp_path):
+    from test_auth import AuthServer
+
+    from decodeloop.mcp import McpClient
+    from decodeloop.mcp.auth.oauth import LoginRequired
+    from decodeloop.mcp.auth.store import stored_oauth
+
+    srv = AuthServer()
+    try:
+        logs: list[str] = []
+        auth = stored_oauth(TokenStore(str(tmp_path)), "svc", srv.mcp, "log in first", logs.append)
+        with pytest.raises(LoginRequired, match="the server wants authorization; log in first"):
+            McpClient.connect_url(srv.mcp, auth=auth, timeout=30, name="svc")
+        assert not srv.seen("/register") and not srv.seen("/authorize") and not srv.seen("/token")
+    finally:
+        srv.stop()
+
+
+def test_the_loopback_listener_takes_the_first_redirect_only():
+    import urllib.error
+
+    from test_auth import NO_PROXY
+
+    from decodeloop.mcp.auth.loopback import LoopbackRedirect
+
+    with LoopbackRedirect() as redirect:
+        assert redirect.redirect_uri.startswith("http://127.0.0.1:") and redirect.redirect_uri.endswith("/callback")
+        base = redirect.redirect_uri.rsplit("/", 1)[0]
+        with pytest.raises(urllib.error.HTTPError):  # another path, or no code: not the redirect
+            NO_PROXY.open(base + "/other?code=1", timeout=10)
+        with pytest.raises(urllib.error.HTTPError):
+            NO_PROXY.open(redirect.redirect_uri + "?state=1", timeout=10)
+        assert not redirect.offer_line("code=1&state=2")  # not a URL
+        assert redirect.wait(0) is None
+        NO_PROXY.open(redirect.redirect_uri + "?code=abc&state=s1", timeout=10).close()
+        with NO_PROXY.open(redirect.redirect_uri + "?code=def&state=s2", timeout=10) as page:
+            assert b"already arrived" in page.read()
+        assert not redirect.offer_line(redirect.redirect_uri + "?code=ghi&state=s3")
+        assert redirect.wait(10) == redirect.redirect_uri + "?code=abc&state=s1"

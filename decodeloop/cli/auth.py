@@ -33,7 +33,7 @@ DEFAULT_WAIT = 300.0  # seconds to wait for the browser's redirect
 def auth_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from decodeloop.mcp.auth.store import TokenStoreError
 
-    action = {"login": _login, "logout": _logout, "status": _status}[args.auth_command]
+    action = ACTIONS[args.auth_command]
     try:
         return action(args, parser)
     except (ConfigError, McpError, TokenStoreError) as e:  # the config, the servers, the store: one line each
@@ -217,3 +217,10 @@ def _status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _when(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+
+
+ACTIONS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {
+    "login": _login,
+    "logout": _logout,
+    "status": _status,
+}

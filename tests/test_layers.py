@@ -40,7 +40,7 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
     ["decodeloop.ui"],
     ["decodeloop.cli.parser"],  # the parsers and their help
     ["decodeloop.cli.options"],  # parsed options to a config, a bundle, servers, a harness
-    ["decodeloop.cli.commands"],
+    ["decodeloop.cli.commands", "decodeloop.cli.auth"],  # the commands; auth's actions
     ["decodeloop.cli", "decodeloop.__main__"],  # main()
 ]
 

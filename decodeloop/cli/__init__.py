@@ -3,7 +3,8 @@ their command, and turns the errors any command can meet into one line on stderr
 
     parser.py    the parsers, their help texts and examples; a mistyped option named
     options.py   parsed options to the sampler, turn config, model bundle, servers and harness; exit codes
-    commands.py  run, chat, eval, train, view, fetch
+    commands.py  run, chat, eval, train, view, fetch, auth
+    auth.py      auth login, logout, status: a user's OAuth login to a config's server, and its token store
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The commands, run, chat, eval, train, view and fetch: each from its parsed options to an exit code.
-The work happens in harness.py, tools/startup.py, lab/ and bfcl/; main() in __init__.py dispatches here."""
+"""The commands, run, chat, eval, train, view, fetch and auth (its actions in auth.py): each from its parsed
+options to an exit code. The work happens in harness.py, tools/startup.py, lab/ and bfcl/; main() in
+__init__.py dispatches here."""
 
 from __future__ import annotations
 
@@ -356,6 +357,12 @@ def fetch_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     return EXIT_OK
 
 
+def auth_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from decodeloop.cli.auth import auth_command as run_auth
+
+    return run_auth(args, parser)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {
     "run": run_command,
     "chat": chat_command,
@@ -363,6 +370,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]
     "train": train_command,
     "view": view_command,
     "fetch": fetch_command,
+    "auth": auth_command,
 }
 
 

@@ -227,12 +227,15 @@ def started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, det
 
 
 def server_options(args: argparse.Namespace) -> dict:
-    """--root, --no-roots and --server-log-level as start_servers' roots and log_level."""
+    """--root, --no-roots and --server-log-level as start_servers' roots and log_level; the token store of
+    `decodeloop auth login` (its default directory, or $DECODELOOP_TOKEN_DIR)."""
+    from decodeloop.mcp.auth.store import TokenStore
+
     if getattr(args, "no_roots", False):
         roots: list[str] | None = []
     else:
         roots = getattr(args, "root", None) or None  # None: the working directory
-    return {"roots": roots, "log_level": getattr(args, "server_log_level", None)}
+    return {"roots": roots, "log_level": getattr(args, "server_log_level", None), "token_store": TokenStore()}
 
 
 def client_features(args: argparse.Namespace):

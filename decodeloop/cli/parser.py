@@ -38,6 +38,14 @@ examples:
   decodeloop eval --suite bfcl:simple_python --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf \
       --entries 10 --constrain required
 """
+AUTH_EXAMPLES = """\
+examples:
+  decodeloop auth login search --mcp-config servers.json
+  decodeloop auth login search --mcp-config servers.json --open
+  decodeloop run --mcp-config servers.json "Find the notes about Polson"
+  decodeloop auth status
+  decodeloop auth logout search
+"""
 FETCH_EXAMPLES = """\
 examples:
   decodeloop fetch smollm2
@@ -228,6 +236,7 @@ def build_parser(
     for sub in commands.choices.values():  # usage errors found after parsing show the command's usage
         sub.set_defaults(command_parser=sub)
         sub.takes_options = True
+    _auth_parser(commands)  # after: each of its actions shows its own usage
     return parser
 
 
@@ -565,6 +574,73 @@ def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
         help=f"offer the model at most N tools of each server, the first it lists (default "
         f"{DEFAULT_MAX_TOOLS}); a notice says how many more a server listed",
     )
+
+
+def _auth_parser(commands) -> None:
+    auth = commands.add_parser(
+        "auth",
+        help="log in to an MCP server that wants OAuth, log out, list what is stored",
+        epilog=AUTH_EXAMPLES,
+        description="Log in to an HTTP MCP server of a config file with OAuth (a browser, once), and keep its "
+        "token for run and chat, which use it for that server and URL, refresh it when it expires, and "
+        "never open a browser themselves. Tokens live in $DECODELOOP_TOKEN_DIR, else "
+        "$XDG_CONFIG_HOME/decodeloop/tokens, else ~/.config/decodeloop/tokens: one file per server, "
+        "mode 0600.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = auth.add_subparsers(dest="auth_command", required=True, metavar="ACTION")
+    login = actions.add_parser(
+        "login",
+        help="authorize decodeloop for a server and store the token",
+        epilog=AUTH_EXAMPLES,
+        description="Authorize decodeloop for SERVER, an HTTP server of the --mcp-config files: print the "
+        "authorization URL, wait for the browser to come back to a listener on 127.0.0.1 (or for the "
+        "address it ends up at, pasted here), store the token, and list the server's tools with it.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    login.add_argument("server", metavar="SERVER", help="the server's name in the config file")
+    login.add_argument(
+        "--mcp-config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="the JSON file of servers (mcpServers) that names SERVER, as given to run; repeatable",
+    )
+    login.add_argument("--open", action="store_true", help="also open the URL in the default browser")
+    login.add_argument(
+        "--wait",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long to wait for the browser to come back (default: 300)",
+    )
+    logout = actions.add_parser(
+        "logout",
+        help="revoke and remove a server's stored token",
+        epilog=AUTH_EXAMPLES,
+        description="Revoke SERVER's stored tokens where its authorization server offers revocation (RFC 7009, "
+        "best effort), and remove its file.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    logout.add_argument("server", metavar="SERVER", help="the server's name, as logged in")
+    logout.add_argument("--no-revoke", action="store_true", help="only remove the file; tell the server nothing")
+    status = actions.add_parser(
+        "status",
+        help="list the stored tokens (never the tokens themselves)",
+        epilog=AUTH_EXAMPLES,
+        description="List each server with a stored token: its URL, the token's expiry, whether it can be "
+        "refreshed, and its authorization server.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    for action in (login, logout):
+        action.add_argument(
+            "--timeout", type=float, default=30.0, help="seconds to wait for each HTTP answer (default: 30)"
+        )
+    for action in actions.choices.values():
+        action.set_defaults(command_parser=action)
+        action.takes_options = True
+    auth.set_defaults(command_parser=auth)
+    del status
 
 
 def _fetch_parser(commands) -> None:

@@ -83,6 +83,7 @@ class ServerSpec:
     side_effects: tuple[str, ...] = ()  # tools that act, whatever the server says
     allow: tuple[str, ...] = ()  # side-effecting tools that run without confirmation
     deny: tuple[str, ...] = ()  # tools that never run
+    config_file: str | None = None  # the --mcp-config file it came from (`decodeloop auth login` names it)
 
 
 def parse_header(text: str) -> tuple[str, str]:
@@ -121,7 +122,8 @@ def _read(path: str) -> object:
 
 
 def load_config(path: str) -> list[ServerSpec]:
-    return parse_config(_read(path), path, base=os.path.dirname(os.path.abspath(path)))
+    specs = parse_config(_read(path), path, base=os.path.dirname(os.path.abspath(path)))
+    return [dataclasses.replace(spec, config_file=path) for spec in specs]
 
 
 def load_engine(path: str) -> dict[str, str] | None:

@@ -5,6 +5,11 @@ Environment: a stdio server gets the transport's small default set from the
 harness (HOME, LOGNAME, PATH, SHELL, TERM, USER), PYTHONPATH for the bundled
 servers, and what its config's `env` names; nothing else.
 
+Authorization: with a `token_store` (mcp/auth/store.py), an HTTP server from a config file whose
+headers carry no Authorization of their own gets an OAuth that starts from the token
+`decodeloop auth login NAME` stored for its name and URL, refreshes it and saves what it gets; it
+never opens a browser, and a 401 it cannot answer is an error that says to log in.
+
 Order: `start_servers` starts every server at once (a thread each) and keeps
 what can be seen in the config's order: servers, tools, names, events and which
 error is raised. On any failure or interruption every server started is shut
@@ -23,6 +28,7 @@ from typing import Any
 
 from decodeloop.client_features import ClientFeatures
 from decodeloop.events import Emit, Notice, Progress, Rpc, ServerReady
+from decodeloop.mcp.auth.store import TokenStore, stored_oauth
 from decodeloop.mcp.client import McpClient, Tool
 from decodeloop.mcp.errors import ConnectionClosed
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
@@ -77,6 +83,7 @@ def start_servers(
     roots: Sequence[str] | None = None,
     log_level: str | None = None,
     features: ClientFeatures | None = None,
+    token_store: TokenStore | None = None,
 ) -> Router:
     """Connect to each server (stdio or HTTP), open its session, list its tools, and route to them.
 
@@ -101,6 +108,8 @@ def start_servers(
     server for its log messages from that level up (McpClient's `log_level`).
     `features` are the client features offered to every server (sampling,
     elicitation: client_features/), each server's requests answered as its own.
+    `token_store` holds the tokens of `decodeloop auth login` for the config's HTTP
+    servers (see the module's docstring).
     """
     emit = emit if emit is not None else (lambda event: None)
     offered = file_roots(roots) if roots is None or len(roots) else None  # checked before anything starts
@@ -110,7 +119,7 @@ def start_servers(
     router.max_tools = max_tools
     router.features = features
     router.reserved.update(spec.name for spec in router.specs)  # no server takes another's prefix
-    options = dict(
+    options: dict[str, Any] = dict(
         timeout=timeout,
         reset_timeout_on_progress=reset_timeout_on_progress,
         max_total_timeout=max_total_timeout,
@@ -119,6 +128,8 @@ def start_servers(
         log_level=log_level,
         features=features,
     )
+    if token_store is not None:
+        options["token_store"] = token_store
     starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
     own_roots = {start.spec.name: _own_roots(start.spec) for start in starts if start.spec.roots is not None}
     opened = _Opened()
@@ -250,6 +261,7 @@ def _connect(
     server = spec.name
     options = dict(options)  # shared by every server's thread: this server's entries go in a copy
     features: ClientFeatures | None = options.pop("features", None)
+    token_store = options.pop("token_store", None)
     made: list[McpClient] = []  # the client, once made: a request's handler asks it for its calls in flight
     if features is not None:
         options["capabilities"] = features.capabilities()
@@ -267,8 +279,18 @@ def _connect(
         on_progress=lambda tool, params: emit(progress_event(server, tool, params)),
     )
     if spec.url is not None:
+        auth = None
+        if token_store is not None and spec.config_file is not None and not _has_authorization(spec.headers):
+            auth = stored_oauth(
+                token_store, server, spec.url, login_hint(spec), options["log"], timeout=options["timeout"]
+            )
         client = McpClient.connect_url(
-            spec.url, headers=spec.headers, transport=spec.transport, max_message_bytes=max_message_bytes, **options
+            spec.url,
+            headers=spec.headers,
+            transport=spec.transport,
+            max_message_bytes=max_message_bytes,
+            auth=auth,
+            **options,
         )
         made.append(client)
         opened(client)
@@ -284,6 +306,16 @@ def _connect(
     made.append(client)
     opened(client)  # before the handshake: a failure elsewhere can end this one while it waits
     return client.start()
+
+
+def _has_authorization(headers: dict[str, str]) -> bool:
+    return any(name.lower() == "authorization" for name in headers)
+
+
+def login_hint(spec: ServerSpec) -> str:
+    """What a server that wants a login tells the user to run."""
+    where = f" --mcp-config {shlex.quote(spec.config_file)}" if spec.config_file else ""
+    return f"log in with `decodeloop auth login {shlex.quote(spec.name)}{where}`"
 
 
 def progress_event(server: str, tool: str | None, params: dict) -> Progress | Notice:

@@ -11,10 +11,15 @@ port on stdout. One origin plays three parts:
   bearer grant (a workload JWT whose aud is this issuer, or an ID-JAG this IdP issued). With --dpop it lists ES256 in
   dpop_signing_alg_values_supported and binds a token to the key of a valid DPoP proof; with --nonce both the
   token endpoint and /mcp want a DPoP nonce first (use_dpop_nonce);
-- the identity provider, POST /idp/token: token exchange of the ID token ID_TOKEN for an ID-JAG.
+- the identity provider, POST /idp/token: token exchange of the ID token ID_TOKEN for an ID-JAG;
+- for a user's login (`decodeloop auth login`): dynamic registration (POST /register), the authorization code
+  grant with PKCE S256 (GET /authorize answers at once with a redirect carrying the code, state and iss, as if
+  the user had agreed), refresh tokens (rotated on each use), RFC 7009 revocation (POST /revoke), and POST
+  /forget, which forgets every access token issued so far, as a server does when tokens expire early.
 
 Every check that fails is answered as the RFC says (400/401 with `error`), and written to GET /seen with each
-request: path, grant, the Authorization scheme and the decoded DPoP proof, never a secret. DPoP proofs and
+request: path, grant, the Authorization scheme, `token_id` (the first 16 hex digits of the SHA-256 of the token a
+request carried) and the decoded DPoP proof, never a secret. DPoP proofs and
 private_key_jwt assertions are verified with the `cryptography` package (the auth extra).
 """
 
@@ -53,6 +58,13 @@ seen: list[dict] = []
 tokens: dict[str, str | None] = {}  # access token -> the jkt it is bound to (None: a bearer token)
 jtis: set[str] = set()
 id_jags: set[str] = set()
+clients: dict[str, list[str]] = {}  # registered client id -> its redirect URIs
+codes: dict[str, dict] = {}  # authorization code -> the request it answers
+refresh_tokens: dict[str, str] = {}  # refresh token -> the client it was issued to
+
+
+def token_id(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
 
 
 def b64d(text: str) -> bytes:
@@ -162,6 +174,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/seen":
             with lock:
                 return self.answer(200, {"seen": seen})
+        if self.path.startswith("/authorize?"):
+            return self.authorize(dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query)))
         self.record()
         if self.path == "/.well-known/oauth-protected-resource/mcp":
             return self.answer(200, {"resource": self.base + "/mcp", "authorization_servers": [self.base]})
@@ -169,7 +183,11 @@ class Handler(BaseHTTPRequestHandler):
             meta = {
                 "issuer": self.base,
                 "token_endpoint": self.base + "/token",
-                "grant_types_supported": ["client_credentials", JWT_BEARER],
+                "authorization_endpoint": self.base + "/authorize",
+                "registration_endpoint": self.base + "/register",
+                "revocation_endpoint": self.base + "/revoke",
+                "code_challenge_methods_supported": ["S256"],
+                "grant_types_supported": ["client_credentials", JWT_BEARER, "authorization_code", "refresh_token"],
                 "token_endpoint_auth_methods_supported": ["client_secret_basic", "private_key_jwt", "none"],
                 "token_endpoint_auth_signing_alg_values_supported": ["ES256"],
             }
@@ -182,7 +200,16 @@ class Handler(BaseHTTPRequestHandler):
         data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.path == "/mcp":
             return self.mcp(data)
+        if self.path == "/register":
+            return self.register(json.loads(data))
+        if self.path == "/forget":
+            with lock:
+                tokens.clear()
+            self.record()
+            return self.answer(200, {})
         form = dict(urllib.parse.parse_qsl(data.decode()))
+        if self.path == "/revoke":
+            return self.revoke(form)
         if self.path == "/idp/token":
             return self.idp(form)
         if self.path == "/token":
@@ -203,6 +230,61 @@ class Handler(BaseHTTPRequestHandler):
         id_jag = "id-jag-" + secrets.token_urlsafe(8)
         id_jags.add(id_jag)
         self.answer(200, {"access_token": id_jag, "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag"})
+
+    def register(self, body: dict) -> None:
+        client_id = "dyn-" + secrets.token_urlsafe(6)
+        with lock:
+            clients[client_id] = list(body.get("redirect_uris") or [])
+        self.record(client_id=client_id, redirect_uris=body.get("redirect_uris"))
+        answer = {"client_id": client_id, "redirect_uris": clients[client_id], "token_endpoint_auth_method": "none"}
+        self.answer(201, answer)
+
+    def authorize(self, query: dict) -> None:
+        """The user's consent, given at once: a redirect to the client with a code (or an error)."""
+        self.record(path="/authorize", query={k: v for k, v in query.items() if k != "code_challenge"})
+        redirect = query.get("redirect_uri", "")
+        if query.get("client_id") not in clients or redirect not in clients[query["client_id"]]:
+            return self.answer(400, {"error": "invalid_request", "error_description": "unknown client or redirect"})
+        if query.get("response_type") != "code" or query.get("code_challenge_method") != "S256":
+            answer = {"error": "invalid_request", "state": query.get("state", "")}
+        elif query.get("resource") != self.base + "/mcp":
+            answer = {"error": "invalid_target", "state": query.get("state", "")}
+        else:
+            code = secrets.token_urlsafe(12)
+            with lock:
+                codes[code] = dict(query)
+            answer = {"code": code, "state": query.get("state", ""), "iss": self.base}
+        self.send_response(302)
+        self.send_header("Location", redirect + ("&" if "?" in redirect else "?") + urllib.parse.urlencode(answer))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def revoke(self, form: dict) -> None:
+        token = form.get("token", "")
+        with lock:
+            known = tokens.pop(token, 0) != 0 or refresh_tokens.pop(token, None) is not None
+        self.record(
+            token_id=token_id(token), hint=form.get("token_type_hint"), client_id=form.get("client_id"), known=known
+        )
+        self.answer(200, {})
+
+    def user_grant(self, grant: str, form: dict) -> str:
+        """The problem with an authorization_code or refresh_token request ("" when it is good)."""
+        with lock:
+            if grant == "authorization_code":
+                asked = codes.pop(form.get("code", ""), None)
+                if asked is None:
+                    return "unknown or used code"
+                challenge = b64e(hashlib.sha256(form.get("code_verifier", "").encode()).digest())
+                if challenge != asked["code_challenge"]:
+                    return "the code_verifier does not match the code_challenge"
+                if form.get("redirect_uri") != asked["redirect_uri"] or form.get("client_id") != asked["client_id"]:
+                    return "not the client or redirect the code was issued for"
+                return ""
+            owner = refresh_tokens.pop(form.get("refresh_token", ""), None)  # rotated: each is good once
+            if owner is None or owner != form.get("client_id"):
+                return "unknown refresh token"
+            return ""
 
     def client(self, form: dict) -> str:
         """The client this token request authenticated as ("" if none, "!" if it failed)."""
@@ -266,13 +348,23 @@ class Handler(BaseHTTPRequestHandler):
                     return self.answer(
                         400, {"error": "invalid_grant", "error_description": "wrong audience or expired"}
                     )
+        elif grant in ("authorization_code", "refresh_token"):
+            problem = self.user_grant(grant, form)
+            if problem:
+                entry["refused"] = "invalid_grant"
+                return self.answer(400, {"error": "invalid_grant", "error_description": problem})
         else:
             return self.answer(400, {"error": "unsupported_grant_type"})
         token = secrets.token_urlsafe(16)
-        bound = thumbprint(proof["header"]["jwk"]) if args.dpop else None
+        bound = thumbprint(proof["header"]["jwk"]) if args.dpop and proof else None
+        answer = {"access_token": token, "token_type": "DPoP" if bound else "Bearer", "expires_in": 3600}
         with lock:
             tokens[token] = bound
-        self.answer(200, {"access_token": token, "token_type": "DPoP" if bound else "Bearer", "expires_in": 3600})
+            if grant in ("authorization_code", "refresh_token"):
+                answer["refresh_token"] = secrets.token_urlsafe(16)
+                refresh_tokens[answer["refresh_token"]] = form["client_id"]
+        entry["token_id"] = token_id(token)
+        self.answer(200, answer)
 
     def mcp(self, data: bytes) -> None:
         scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
@@ -289,7 +381,13 @@ class Handler(BaseHTTPRequestHandler):
                 problem = "the proof's key is not the token's"
             if scheme != "DPoP":
                 problem = "a DPoP-bound token sent as " + scheme
-        self.record(auth_scheme=scheme, known=known, dpop=proof, dpop_problem=problem)
+        self.record(
+            auth_scheme=scheme,
+            token_id=token_id(token) if token else None,
+            known=known,
+            dpop=proof,
+            dpop_problem=problem,
+        )
         if not known:
             return self.answer(401, {"error": "invalid_token"}, {"WWW-Authenticate": challenge})
         if problem == "use_dpop_nonce":

@@ -26,6 +26,15 @@ the flow and returns True when a retry may succeed:
    proof when the server offers DPoP (`dpop.py`); a DPoP-bound token then goes
    out as `Authorization: DPoP` with a fresh proof on every request.
 
+A token answer's refresh_token and expires_in are kept. A token past its expiry is
+refreshed (the refresh_token grant) before the next request goes out, and a 401
+is first answered by refreshing; only when that fails does the full flow run
+again. `restore()` starts from a token kept elsewhere (mcp/auth/store.py), and
+`on_tokens` hears of every new token so that it can be kept. With
+`login_message` and no `authorize_url`, the flow is never run here: a 401 that a
+refresh cannot answer raises LoginRequired with that message (the CLI's `run`,
+which tells the user to run `decodeloop auth login`).
+
 Steps 5 and 6 are the authorization code grant, the default. A machine client
 passes a `grant` instead: client credentials (`client_credentials.py`), workload
 identity federation (`workload.py`) or enterprise-managed authorization
@@ -46,6 +55,7 @@ import json
 import re
 import secrets
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -58,6 +68,7 @@ if TYPE_CHECKING:
     from decodeloop.mcp.auth.jwt import SigningKey
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"  # RFC 7523 section 2.1
+EXPIRY_MARGIN = 30.0  # seconds: a token this close to its expiry is refreshed first, so it does not lapse in flight
 CLIENT_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "private_key_jwt", "none")
 
 _PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
@@ -123,6 +134,10 @@ class Grant(Protocol):
         ...
 
 
+class LoginRequired(AuthorizationError):
+    """The server wants a token that only the user can grant, and this OAuth may not ask (login_message)."""
+
+
 class OAuth:
     def __init__(
         self,
@@ -138,14 +153,20 @@ class OAuth:
         dpop: bool | DPoP | None = None,
         timeout: float = 30.0,
         log: Callable[[str], None] | None = None,
+        on_tokens: Callable[[OAuth], None] | None = None,
+        login_message: str | None = None,
     ) -> None:
         """`grant` None is the authorization code grant, which needs `authorize_url` and `redirect_uri`.
 
         `client_key` signs private_key_jwt client assertions. `dpop`: None uses DPoP when the
         authorization server lists ES256 in dpop_signing_alg_values_supported and the auth extra
         is installed; True always (a DPoP object brings its own key); False never.
+
+        `on_tokens(oauth)` is called after every new token (the flow's or a refresh's), to keep it.
+        `login_message`: never run the authorization code flow here; a 401 that a refresh cannot
+        answer raises LoginRequired ending with this text.
         """
-        if grant is None and (authorize_url is None or redirect_uri is None):
+        if grant is None and login_message is None and (authorize_url is None or redirect_uri is None):
             raise ValueError("the authorization code grant needs authorize_url and redirect_uri")
         self.authorize_url = authorize_url
         self.redirect_uri = redirect_uri
@@ -158,19 +179,61 @@ class OAuth:
         self.auth_method: str | None = None
         self.timeout = timeout
         self.log = log or (lambda line: None)
+        self.on_tokens = on_tokens
+        self.login_message = login_message
         self.access_token: str | None = None
         self.token_type = "Bearer"
         self.scope: str | None = None
+        self.refresh_token: str | None = None
+        self.expires_at: float | None = None  # seconds since the epoch; None: the server did not say
+        self.resource: str | None = None  # the resource the token was asked for (RFC 8707), sent again on refresh
         self._credentials_issuer: str | None = None  # the authorization server the client id belongs to
+        self._refresh_failed: str | None = None  # the refresh token that was refused: not tried twice
+        self._refreshed: str | None = None  # the last refresh's access token: a 401 for it is not about expiry
         self._lock = threading.Lock()
+
+    @property
+    def issuer(self) -> str | None:
+        """The authorization server that issued the token and the client identity."""
+        return self._credentials_issuer
+
+    def restore(
+        self,
+        *,
+        access_token: str,
+        token_type: str = "Bearer",
+        refresh_token: str | None = None,
+        expires_at: float | None = None,
+        scope: str | None = None,
+        issuer: str | None = None,
+        resource: str | None = None,
+        client_id: str | None = None,
+        client_secret: str | None = None,
+    ) -> None:
+        """Start from a token kept from an earlier run (a bearer token: a DPoP one would need its key)."""
+        if token_type.lower() != "bearer":
+            raise ValueError("only a bearer token can be restored")
+        with self._lock:
+            self.access_token, self.token_type, self.scope = access_token, "Bearer", scope
+            self.refresh_token, self.expires_at, self.resource = refresh_token, expires_at, resource
+            self._credentials_issuer = issuer
+            if client_id is not None:
+                self.client_id, self.client_secret = client_id, client_secret
+
+    def expired(self, now: float | None = None) -> bool:
+        """Whether the token is past its expiry, or within EXPIRY_MARGIN of it."""
+        now = time.time() if now is None else now
+        return self.expires_at is not None and now >= self.expires_at - EXPIRY_MARGIN
 
     def header(self) -> str | None:
         """The Authorization header's value (a DPoP-bound token also needs its proof: see request_headers)."""
+        self._refresh_if_expired()
         token = self.access_token
         return f"{self.token_type} {token}" if token else None
 
     def request_headers(self, method: str, url: str) -> dict[str, str]:
         """The headers that authorize one request: Authorization, and a fresh DPoP proof for a DPoP-bound token."""
+        self._refresh_if_expired()
         token, token_type, dpop = self.access_token, self.token_type, self.dpop
         if not token:
             return {}
@@ -199,10 +262,105 @@ class OAuth:
                 return True  # another thread got a token while this one waited
             http = HttpClient(server_url, connect_timeout=self.timeout, read_timeout=self.timeout)
             try:
+                # a refused token is most often an expired one: refresh it, unless it is the one a refresh just gave
+                if status == 401 and held is not None and held != self._refreshed and self._refresh(http):
+                    return True
+                if self.grant is None and self.authorize_url is None:
+                    raise LoginRequired(
+                        ("the server refused the stored token" if held else "the server wants authorization")
+                        + (f"; {self.login_message}" if self.login_message else "")
+                    )
                 self._flow(http, server_url, status, challenge)
             finally:
                 http.close()
         return True
+
+    # -- refresh -------------------------------------------------------------------
+
+    def _refresh_if_expired(self) -> None:
+        if not (self.refresh_token and self.expired()):
+            return
+        with self._lock:
+            if not (self.refresh_token and self.expired()):
+                return  # another thread refreshed it while this one waited
+            http = HttpClient(self._credentials_issuer or "http://localhost", read_timeout=self.timeout)
+            try:
+                self._refresh(http)
+            finally:
+                http.close()
+
+    def _refresh(self, http: HttpClient) -> bool:
+        """The refresh_token grant (RFC 6749 section 6); True with a new token. A refusal is logged, not raised:
+        the caller falls back to the full flow (or to LoginRequired), and that refresh token is not tried again."""
+        refresh, issuer = self.refresh_token, self._credentials_issuer
+        if not refresh or not issuer or refresh == self._refresh_failed:
+            return False
+        try:
+            meta = self._server_metadata(http, issuer)
+            if self.auth_method is None:
+                self.auth_method = self._auth_method(meta)
+            form = {"grant_type": "refresh_token", "refresh_token": refresh}
+            if self.resource:
+                form["resource"] = self.resource
+            tokens = self._token(http, meta, form)
+        except AuthorizationError as exc:
+            self._refresh_failed = refresh
+            self.log(f"refreshing the token failed: {exc}")
+            return False
+        self._take(tokens, self.scope, "refresh token")
+        self._refreshed = self.access_token
+        return True
+
+    def _take(self, tokens: dict, scope: str | None, how: str) -> None:
+        """Hold a token answer: the access token, its type, scope, refresh token and expiry; then on_tokens."""
+        self.access_token = tokens["access_token"]
+        bound = str(tokens.get("token_type", "")).lower() == "dpop" and self.dpop is not None
+        self.token_type = "DPoP" if bound else "Bearer"
+        self.scope = tokens.get("scope") if isinstance(tokens.get("scope"), str) else scope
+        if isinstance(tokens.get("refresh_token"), str):  # else the old one stays good (RFC 6749 section 6)
+            self.refresh_token = tokens["refresh_token"]
+        lifetime = tokens.get("expires_in")
+        if isinstance(lifetime, (int, float)) and not isinstance(lifetime, bool):
+            self.expires_at = time.time() + lifetime
+        else:
+            self.expires_at = None
+        self.log(f"authorized ({how}, {self.token_type} token)" + (f" with scope {self.scope}" if self.scope else ""))
+        if self.on_tokens is not None:
+            self.on_tokens(self)
+
+    def revoke(self) -> list[str]:
+        """Revoke the refresh and access tokens at the authorization server (RFC 7009), best effort: returns
+        what happened, one line each; nothing when the server lists no revocation_endpoint."""
+        issuer = self._credentials_issuer
+        if not issuer:
+            return []
+        http = HttpClient(issuer, connect_timeout=self.timeout, read_timeout=self.timeout)
+        done: list[str] = []
+        try:
+            meta = self._server_metadata(http, issuer)
+            endpoint = meta.get("revocation_endpoint")
+            if not isinstance(endpoint, str):
+                return []
+            if self.auth_method is None:
+                self.auth_method = self._auth_method(meta)
+            for hint, token in (("refresh_token", self.refresh_token), ("access_token", self.access_token)):
+                if token:
+                    form, headers = self.client_authentication(meta, {"token": token, "token_type_hint": hint})
+                    status, _, answer, data = self.exchange(
+                        http, endpoint, urllib.parse.urlencode(form).encode(), headers, "revocation"
+                    )
+                    if 200 <= status < 300:
+                        done.append(f"revoked the {hint.replace('_', ' ')} at {endpoint}")
+                    else:
+                        try:
+                            _answer_or_raise(endpoint, status, answer, data, "revocation")
+                        except AuthorizationError as exc:
+                            done.append(f"could not revoke the {hint.replace('_', ' ')}: {exc}")
+        except AuthorizationError as exc:
+            done.append(f"could not revoke: {exc}")
+        finally:
+            http.close()
+        return done
 
     # -- the flow ------------------------------------------------------------------
 
@@ -237,12 +395,10 @@ class OAuth:
         else:
             form = self.grant.token_form(self, http, meta, resource, scope)
         tokens = self._token(http, meta, form)
-        self.access_token = tokens["access_token"]
-        bound = str(tokens.get("token_type", "")).lower() == "dpop" and self.dpop is not None
-        self.token_type = "DPoP" if bound else "Bearer"
-        self.scope = tokens.get("scope") if isinstance(tokens.get("scope"), str) else scope
-        how = self.grant.name if self.grant is not None else "authorization code"
-        self.log(f"authorized ({how}, {self.token_type} token)" + (f" with scope {self.scope}" if self.scope else ""))
+        self.resource = resource
+        self.refresh_token = None  # a new grant: a refresh token of the old one is not kept past it
+        self._refresh_failed = self._refreshed = None
+        self._take(tokens, scope, self.grant.name if self.grant is not None else "authorization code")
 
     def _authorization_code(self, meta: dict, issuer: str, resource: str, scope: str | None) -> dict[str, str]:
         """Steps 5: the user's authorization, PKCE and the redirect's checks; returns the token request's form."""

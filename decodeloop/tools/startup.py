@@ -301,6 +301,9 @@ def describe_notification(method: str, params: dict) -> str:
         return f"resource {params.get('uri')} changed; read it again to see how (in chat: /reread)"
     if method == "notifications/resources/list_changed":
         return "its list of resources changed"
+    if method == "notifications/elicitation/complete":
+        ident = params.get("elicitationId")
+        return f"says the interaction at the URL it asked you to open is complete (elicitation {ident})"
     return f"{method} {params}" if params else method
 
 

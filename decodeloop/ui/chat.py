@@ -35,7 +35,7 @@ from decodeloop.mcp.client import prompt_ref
 from decodeloop.trust.tool_budget import ToolSurfaceError
 from decodeloop.trust.untrusted import visible, visible_line
 from decodeloop.ui.style import Style, use_color
-from decodeloop.ui.trace import progress_text
+from decodeloop.ui.trace import elicitation_text, progress_text
 
 HELP = (
     "commands: /reset starts a new conversation, /tools lists the tools, /approve NAME puts a tool's "
@@ -108,6 +108,9 @@ class ChatView:
 
     def on_notice(self, e) -> None:
         self._line(self.style(f"  · {visible_line(e.source)}: ", "dim") + _quoted(e.message))
+
+    def on_elicitation(self, e) -> None:
+        self._line(self.style("  ? ", "yellow") + elicitation_text(e))
 
     def on_progress(self, e) -> None:
         call = f"/{visible_line(e.tool)}" if e.tool is not None else ""

@@ -64,6 +64,7 @@ MCP_METHODS = frozenset(
         "prompts/get",
         "sampling/createMessage",
         "elicitation/create",
+        "notifications/elicitation/complete",
         "roots/list",
         "logging/setLevel",
         "completion/complete",
@@ -196,6 +197,8 @@ def flood_kind(data: dict) -> tuple | None:
         return ("notice", _name(data.get("server")), "progress")
     if kind == "tools_changed":
         return ("tools_changed", _name(data.get("server")))
+    if kind == "elicitation":  # a server may ask again and again, each declined at once without a terminal
+        return ("elicitation", _name(data.get("server")))
     return None
 
 
@@ -208,6 +211,8 @@ def describe(kind: tuple) -> str:
     if kind[0] == "notice":
         _, source, what = kind
         return {"log": "log messages", "progress": "progress notices"}.get(what, "notices") + f" from {source}"
+    if kind[0] == "elicitation":
+        return f"elicitation requests from {kind[1]}"
     return f"tools-changed events from {kind[1]}"
 
 

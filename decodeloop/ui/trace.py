@@ -20,6 +20,7 @@ from typing import TextIO
 
 from decodeloop.events import (
     Done,
+    Elicitation,
     Event,
     Inject,
     Notice,
@@ -65,6 +66,17 @@ def progress_text(e: Progress) -> str:
     """progress 2/5: the server's message (escaped, on one line)."""
     amount = f"{e.progress:g}" + (f"/{e.total:g}" if e.total is not None else "")
     return f"progress {amount}" + (f": {visible_line(e.message)}" if e.message else "")
+
+
+def elicitation_text(e: Elicitation) -> str:
+    """asking asked for input (form: name, age) "Your name?": accept {"name": "Ann"}, the user sent the answers"""
+    what = "to open " + visible_line(e.url) if e.mode == "url" and e.url is not None else "for input"
+    fields = f" ({visible_line(e.mode)}: {names(e.fields)})" if e.fields else f" ({visible_line(e.mode)})"
+    sent = f" {visible(json.dumps(e.content, ensure_ascii=False))}" if e.content is not None else ""
+    return (
+        f"{visible_line(e.server)} asked {what}{fields} {show(e.message)}: "
+        f"{visible_line(e.action)}{sent}, {visible_line(e.reason)}"
+    )
 
 
 class TraceView:
@@ -257,6 +269,9 @@ class TraceView:
         if e.source == "ngram":
             self.no_kv_cache = True
         return self.style(f"· {visible_line(e.source)}: {quoted(e.message)}", "dim")
+
+    def on_elicitation(self, e: Elicitation) -> str:
+        return self.style("? ", "yellow") + elicitation_text(e)
 
     def on_progress(self, e: Progress) -> str:
         call = f"/{visible_line(e.tool)}" if e.tool is not None else " (no call in flight)"

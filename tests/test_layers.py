@@ -30,6 +30,7 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
     ["decodeloop.decode"],  # engine, stops, context
     ["decodeloop.trust"],  # policy, provenance, markers, pins, tool budget
     ["decodeloop.constrain"],  # the call grammar and its processor
+    ["decodeloop.client_features"],  # what the client offers servers: elicitation asked at a terminal
     ["decodeloop.tools"],  # turn, dispatch, router, startup, config
     ["decodeloop.servers"],  # bundled MCP servers
     ["decodeloop.harness"],  # the conversation: Harness

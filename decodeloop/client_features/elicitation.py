@@ -61,6 +61,7 @@ MAX_MESSAGE_CHARS = 2_000  # the server's message, as shown and recorded
 MAX_LABEL_CHARS = 200  # a field's name, title, or a choice's title, as shown
 MAX_DESCRIPTION_CHARS = 1_000
 MAX_URL_CHARS = 2_000
+MAX_SCHEMA_CHARS = 64_000  # a requestedSchema as JSON: its names, choices and defaults go into the event
 FORMATS = ("email", "uri", "date", "date-time")
 DECLINE, CANCEL, SKIP = ":decline", ":cancel", ":skip"
 SECRET = re.compile(r"pass(word|phrase|wd)|secret|api[ _-]?key|token|credential|private[ _-]?key", re.IGNORECASE)
@@ -223,6 +224,12 @@ def parse_schema(schema: Any) -> list[Field]:
     required = schema.get("required", [])
     if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
         raise SchemaError("its required is not a list of names")
+    long = [name for name in properties if len(name) > MAX_LABEL_CHARS]
+    if long:
+        raise SchemaError(f"a field's name is {len(long[0]):,} characters long, more than {MAX_LABEL_CHARS}")
+    size = len(json.dumps(schema, ensure_ascii=False, default=str))
+    if size > MAX_SCHEMA_CHARS:
+        raise SchemaError(f"it is {size:,} characters of JSON, more than {MAX_SCHEMA_CHARS:,}")
     unknown = [name for name in required if name not in properties]
     if unknown:
         raise SchemaError(f"it requires {_names(unknown)}, which it does not define")

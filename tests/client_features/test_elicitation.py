@@ -258,6 +258,8 @@ class _Out:
         ),
         ({"properties": {"c": {"type": "string", "enum": ["a", "a"]}}}, "holds a value twice"),
         ({"properties": {"p": {"type": "string", "pattern": "("}}}, "not a regular expression"),
+        ({"properties": {"n" * 201: {"type": "string"}}}, "a field's name is 201 characters long, more than 200"),
+        ({"properties": {"big": {"type": "string", "default": "x" * 70_000}}}, "characters of JSON, more than 64,000"),
     ],
 )
 def test_a_schema_the_spec_does_not_allow_is_declined_unasked_saying_why(wire, schema, reason, events):

@@ -276,3 +276,23 @@ class Done(Event):
     tool_calls: int
     error: str | None = None
     seconds: float = field(default=0.0)
+
+
+@dataclass(slots=True)
+class Elicitation(Event):
+    """A server's elicitation/create and its answer (client_features/elicitation.py).
+
+    `action` is what the server was told: "accept", "decline" or "cancel" ("error": a mode this client
+    does not offer, refused as invalid params); `reason` says why in words. `content` is what an accepted
+    form sent, which the JSON-RPC traffic holds too.
+    """
+
+    kind = "elicitation"
+    server: str
+    mode: str  # "form" or "url"
+    message: str  # the server's message, capped
+    action: str
+    reason: str
+    fields: list[str] = field(default_factory=list)  # the form's field names
+    url: str | None = None  # url mode: the URL, capped
+    content: dict[str, Any] | None = None

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import sys
+import threading
 
 from decodeloop.errors import ConfigError
 from decodeloop.trust.untrusted import visible  # a server's error text reaches stderr
@@ -206,12 +207,15 @@ def server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> l
 @contextlib.contextmanager
 def started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, detail: bool):
     """The model bundle and the started servers the options name (closed on the way out)."""
+    from decodeloop.client_features.elicitation import ctrl_c_noted
     from decodeloop.tools.startup import start_servers
 
     specs = server_specs(args, parser)
     bundle = load_bundle(args, parser)
     if emit is not None:
         _announce(bundle, emit, detail)
+    interrupted = threading.Event()  # Ctrl-C, for a question asked on a server's reader thread
+    features = client_features(args, emit, interrupted)
     with start_servers(
         specs,
         emit,
@@ -220,10 +224,28 @@ def started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, det
         protocol=getattr(args, "mcp_protocol", "auto"),
         pin_store=args.pin_store,
         max_tools=args.max_tools,
-        features=client_features(args),
+        features=features,
         **server_options(args),
     ) as router:
-        yield bundle, router
+        with ctrl_c_noted(interrupted) if features.offer_elicitation else contextlib.nullcontext():
+            yield bundle, router
+
+
+def elicitation_answerer(args: argparse.Namespace, emit, interrupted: threading.Event):
+    """Who answers a server's elicitation/create in run and chat: the user, asked on stderr, when stdin is a
+    terminal; else nobody, and it is declined with an event saying so. eval offers no elicitation (None)."""
+    from decodeloop.client_features.elicitation import TerminalElicitation, Unattended, terminal_reader
+
+    if args.command not in ("run", "chat"):
+        return None
+    if not sys.stdin or not sys.stdin.isatty():
+        return Unattended(emit, "stdin is not a terminal")
+
+    def write(text: str) -> None:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+    return TerminalElicitation(terminal_reader(sys.stdin, interrupted), write, emit, interrupted)
 
 
 def server_options(args: argparse.Namespace) -> dict:
@@ -238,11 +260,14 @@ def server_options(args: argparse.Namespace) -> dict:
     return {"roots": roots, "log_level": getattr(args, "server_log_level", None), "token_store": TokenStore()}
 
 
-def client_features(args: argparse.Namespace):
-    """The client features run and chat offer the servers; eval offers none (nobody there answers)."""
+def client_features(args: argparse.Namespace, emit, interrupted: threading.Event):
+    """The client features run and chat offer the servers: elicitation, answered now, and sampling, answered
+    once the harness is built (build_harness); eval offers none (nobody there answers)."""
     from decodeloop.client_features import ClientFeatures
 
-    return ClientFeatures(offer_sampling=args.command in ("run", "chat"))
+    return ClientFeatures(
+        elicitation=elicitation_answerer(args, emit, interrupted), offer_sampling=args.command in ("run", "chat")
+    )
 
 
 def local_sampling(args: argparse.Namespace, bundle, emit, sampler, config):

@@ -351,6 +351,9 @@ def describe_notification(method: str, params: dict) -> str:
         return "its list of resources changed"
     if method == "notifications/prompts/list_changed":
         return "its list of prompts changed (in chat: /prompts lists them again)"
+    if method == "notifications/elicitation/complete":
+        ident = params.get("elicitationId")
+        return f"says the interaction at the URL it asked you to open is complete (elicitation {ident})"
     return f"{method} {params}" if params else method
 
 

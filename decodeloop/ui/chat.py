@@ -35,7 +35,7 @@ from decodeloop.mcp.client import prompt_ref
 from decodeloop.trust.tool_budget import ToolSurfaceError
 from decodeloop.trust.untrusted import visible, visible_line
 from decodeloop.ui.style import Style, use_color
-from decodeloop.ui.trace import progress_text, sampling_head
+from decodeloop.ui.trace import elicitation_text, progress_text, sampling_head
 
 HELP = (
     "commands: /reset starts a new conversation, /tools lists the tools, /approve NAME puts a tool's "
@@ -113,6 +113,9 @@ class ChatView:
         mark = self.style("  ⇄ ", "red" if e.phase in ("denied", "failed") else "magenta")
         if e.phase != "sent":  # the reply was just shown
             self._line(mark + sampling_head(e) + ": " + _quoted(e.text))
+
+    def on_elicitation(self, e) -> None:
+        self._line(self.style("  ? ", "yellow") + elicitation_text(e))
 
     def on_progress(self, e) -> None:
         call = f"/{visible_line(e.tool)}" if e.tool is not None else ""

@@ -64,6 +64,7 @@ MCP_METHODS = frozenset(
         "prompts/get",
         "sampling/createMessage",
         "elicitation/create",
+        "notifications/elicitation/complete",
         "roots/list",
         "logging/setLevel",
         "completion/complete",
@@ -198,6 +199,8 @@ def flood_kind(data: dict) -> tuple | None:
         return ("tools_changed", _name(data.get("server")))
     if kind == "sampling":  # a server may ask as often as it likes; without a terminal each is denied at once
         return ("sampling", _name(data.get("server")))
+    if kind == "elicitation":  # a server may ask again and again, each declined at once without a terminal
+        return ("elicitation", _name(data.get("server")))
     return None
 
 
@@ -212,6 +215,8 @@ def describe(kind: tuple) -> str:
         return {"log": "log messages", "progress": "progress notices"}.get(what, "notices") + f" from {source}"
     if kind[0] == "sampling":
         return f"sampling events from {kind[1]}"
+    if kind[0] == "elicitation":
+        return f"elicitation requests from {kind[1]}"
     return f"tools-changed events from {kind[1]}"
 
 

@@ -21,6 +21,7 @@ from typing import TextIO
 
 from decodeloop.events import (
     Done,
+    Elicitation,
     Event,
     Inject,
     Nested,
@@ -84,6 +85,17 @@ def sampling_head(e: Sampling) -> str:
     call = f" (call {names(e.calls)})" if e.calls else ""
     stop = f", {e.stop_reason}" if e.stop_reason and e.phase == "reply" else ""
     return f"sampling #{e.id} from {visible_line(e.server)}{call}: {SAMPLING_PHASES.get(e.phase, e.phase)}{stop}"
+
+
+def elicitation_text(e: Elicitation) -> str:
+    """asking asked for input (form: name, age) "Your name?": accept {"name": "Ann"}, the user sent the answers"""
+    what = "to open " + visible_line(e.url) if e.mode == "url" and e.url is not None else "for input"
+    fields = f" ({visible_line(e.mode)}: {names(e.fields)})" if e.fields else f" ({visible_line(e.mode)})"
+    sent = f" {visible(json.dumps(e.content, ensure_ascii=False))}" if e.content is not None else ""
+    return (
+        f"{visible_line(e.server)} asked {what}{fields} {show(e.message)}: "
+        f"{visible_line(e.action)}{sent}, {visible_line(e.reason)}"
+    )
 
 
 class TraceView:
@@ -277,6 +289,9 @@ class TraceView:
         if e.source == "ngram":
             self.no_kv_cache = True
         return self.style(f"· {visible_line(e.source)}: {quoted(e.message)}", "dim")
+
+    def on_elicitation(self, e: Elicitation) -> str:
+        return self.style("? ", "yellow") + elicitation_text(e)
 
     def on_progress(self, e: Progress) -> str:
         call = f"/{visible_line(e.tool)}" if e.tool is not None else " (no call in flight)"

@@ -204,20 +204,24 @@ def test_the_command_line_offers_roots_and_asks_for_a_log_level(protocol, tmp_pa
     common = ["-m", "decodeloop", "run", "--json", "--mcp", server, "--mcp-protocol", protocol, "hi"]
     p = run(*common[:-1], "--root", str(tmp_path), "--server-log-level", "warning", "hi", no_site=False)
     assert p.returncode == 0, p.stderr
+    asks = {"elicitation": {"form": {}, "url": {}}}  # run offers elicitation (declined without a terminal)
     if protocol == "2025-11-25":
-        assert _first_request(p.stdout, "initialize")["params"]["capabilities"] == {"roots": {"listChanged": True}}
+        assert _first_request(p.stdout, "initialize")["params"]["capabilities"] == {
+            "roots": {"listChanged": True},
+            **asks,
+        }
         assert _first_request(p.stdout, "logging/setLevel")["params"] == {"level": "warning"}
     else:
         meta = _first_request(p.stdout, "tools/list")["params"]["_meta"]
-        assert meta[META + "clientCapabilities"] == {"roots": {}}
+        assert meta[META + "clientCapabilities"] == {"roots": {}, **asks}
         assert meta[META + "logLevel"] == "warning"
     bare = run(*common[:-1], "--no-roots", "hi", no_site=False)
     assert bare.returncode == 0, bare.stderr
     assert "logLevel" not in bare.stdout and "logging/setLevel" not in bare.stdout
     if protocol == "2025-11-25":
-        assert _first_request(bare.stdout, "initialize")["params"]["capabilities"] == {}
+        assert _first_request(bare.stdout, "initialize")["params"]["capabilities"] == asks
     else:
-        assert _first_request(bare.stdout, "tools/list")["params"]["_meta"][META + "clientCapabilities"] == {}
+        assert _first_request(bare.stdout, "tools/list")["params"]["_meta"][META + "clientCapabilities"] == asks
     missing = run(*common[:-1], "--root", str(tmp_path / "missing"), "hi", no_site=False)
     assert missing.returncode != 0 and "no such file or directory" in missing.stderr
     both = run(*common[:-1], "--root", str(tmp_path), "--no-roots", "hi", no_site=False)

@@ -7,7 +7,9 @@ server asks:
 - `sample {"request": {...}}` asks `sampling/createMessage` with those params;
 - `elicit {"request": {...}}` asks `elicitation/create` with those params;
 - `relay {"request": {...}}` asks `sampling/createMessage` and answers with the
-  sampled text alone, as a server that passes a completion on would.
+  sampled text alone, as a server that passes a completion on would;
+- `complete {"elicitationId": "..."}` sends `notifications/elicitation/complete`
+  for that id before its result, as a server does when the user is done at a URL.
 
 On 2025-11-25 the request goes to the client mid-call (a JSON-RPC request on
 the same pipe, its answer read before the call's result); on 2026-07-28 the
@@ -49,6 +51,13 @@ class AskingServer(ToolServer):
         return super().handle(message)
 
     def call_tool(self, name, arguments):
+        if name == "complete" and isinstance(arguments, dict) and isinstance(arguments.get("elicitationId"), str):
+            note = {"elicitationId": arguments["elicitationId"]}
+            out = sys.__stdout__.buffer  # serve_stdio points sys.stdout at stderr while it serves
+            message = {"jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": note}
+            out.write(json.dumps(message).encode() + b"\n")
+            out.flush()
+            return {"content": [{"type": "text", "text": "sent"}], "isError": False}
         if name not in ASKS or not isinstance(arguments, dict) or not isinstance(arguments.get("request"), dict):
             return super().call_tool(name, arguments)
         meta = self.params.get("_meta") or {}
@@ -104,6 +113,20 @@ def elicit(request: dict) -> str:
 
 @server.tool("relay", "Ask the client's model for a completion and answer with its text.", REQUEST)
 def relay(request: dict) -> str:
+    return "unreachable"
+
+
+@server.tool(
+    "complete",
+    "Say that the interaction at a URL is complete (notifications/elicitation/complete).",
+    {
+        "type": "object",
+        "properties": {"elicitationId": {"type": "string"}},
+        "required": ["elicitationId"],
+        "additionalProperties": False,
+    },
+)
+def complete(elicitationId: str) -> str:
     return "unreachable"
 
 

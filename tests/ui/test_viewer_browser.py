@@ -340,6 +340,53 @@ def test_progress_is_a_line_under_its_call_with_the_servers_text_escaped(browser
     assert "\x1b" not in browser.evaluate("document.body.textContent")
     n = visit_every_event(browser)
     assert cursor(browser) == n - 1
+
+
+def test_an_elicitation_is_summarised_and_shown_as_text(browser, tmp_path):
+    hostile = "<img src=x onerror=window.__pwned=5>\u202e"
+    events = [
+        {"event": "prompt", "text": "hi", "tokens": 1, "tools": [], "context": 1, "spans": [[0, 1, "user"]]},
+        {
+            "event": "elicitation",
+            "server": "asking",
+            "mode": "form",
+            "message": hostile,
+            "action": "accept",
+            "reason": "the user sent the answers",
+            "fields": ["name"],
+            "url": None,
+            "content": {"name": hostile},
+        },
+        {
+            "event": "elicitation",
+            "server": "asking",
+            "mode": "url",
+            "message": "pay",
+            "action": "decline",
+            "reason": "nobody to ask: stdin is not a terminal",
+            "fields": [],
+            "url": "https://pay.example.com/<b>x</b>",
+            "content": None,
+        },
+        {"event": "done", "answer": "", "reason": "eos", "tokens": 0, "tool_calls": 0, "error": None},
+    ]
+    path = tmp_path / "asked.html"
+    path.write_text(page(events), encoding="utf-8")
+    browser.events.clear()
+    browser.open(str(path))
+    browser.key("ArrowRight")
+    assert text(browser, "step-title") == "Event: elicitation"
+    assert browser.evaluate("document.querySelector('.row.cur').textContent") == (
+        "? asking asked for input: accept, the user sent the answers"
+    )
+    step = text(browser, "step")
+    assert "<img src=x onerror=window.__pwned=5>\\u202e" in step and "content sent" in step
+    browser.key("ArrowRight")
+    assert browser.evaluate("document.querySelector('.row.cur').textContent") == (
+        "? asking asked to open https://pay.example.com/<b>x</b>: decline, nobody to ask: stdin is not a terminal"
+    )
+    assert browser.evaluate("typeof window.__pwned") == "undefined"
+    assert browser.evaluate("document.querySelectorAll('img, b').length") == 0
     assert browser.errors() == []
 
 

@@ -185,6 +185,9 @@ function summaryOf(e, turnNo) {
     case 'notice': return '\u00b7 ' + e.source + ': ' + e.message;
     case 'progress': return '    \u00b7 ' + progressOf(e) + ': ' + progressText(e);   // indented: a line under its call
     case 'tools_changed': return '\u27f3 ' + e.server + ': tools changed';
+    case 'elicitation':
+      return '? ' + e.server + ' asked ' + (e.mode === 'url' ? 'to open ' + e.url : 'for input') + ': ' + e.action +
+        ', ' + e.reason;
     case 'done': return '\u2500\u2500 done: ' + e.reason + ', ' + e.tokens + ' tokens, ' + e.tool_calls + ' call(s)';
     default: return '\u00b7 ' + e.event + ' ' + clip(JSON.stringify(rest(e)), 300);
   }
@@ -367,6 +370,13 @@ function eventStep(i, box) {
     case 'tools_changed':
       kv(g, 'server', e.server); kv(g, 'added', (e.added || []).join(', ') || 'none');
       kv(g, 'removed', (e.removed || []).join(', ') || 'none'); kv(g, 'tools now', (e.tools || []).join(', '));
+      break;
+    case 'elicitation':
+      kv(g, 'server', e.server + ' (' + e.mode + ' mode)'); kv(g, 'message', pre(e.message));
+      if (e.url !== undefined && e.url !== null) kv(g, 'url', el('span', 'mono', e.url));
+      if ((e.fields || []).length) kv(g, 'fields', e.fields.join(', '));
+      kv(g, 'answer', e.action + ': ' + e.reason);
+      if (e.content !== undefined && e.content !== null) kv(g, 'content sent', pre(json(e.content)));
       break;
     case 'done':
       kv(g, 'reason', e.reason + ': ' + (STOPS[e.reason] || ''));

@@ -1,0 +1,730 @@
+"""Elicitation answered at a terminal: a server's `elicitation/create` (MCP 2025-11-25, form and URL modes).
+
+This module owns what the client does when a server asks the user for input:
+
+- checking the request: form mode's `requestedSchema` must be what the spec allows, a flat object of
+  primitive properties (strings with minLength/maxLength/pattern/format email, uri, date or date-time;
+  numbers and integers with minimum/maximum; booleans; single-select enums as `enum`, `oneOf` const/title
+  or legacy `enumNames`; multi-select enums as an array of `items.enum` or `items.anyOf`), each default
+  valid for its field. Any other schema is declined, saying why; a mode other than form or url is
+  refused as invalid params, as the spec says.
+- asking (`TerminalElicitation`): the server's name and message, then each field with its title,
+  description, type, constraints, default and whether it is required; a line is read and checked, and
+  asked again with the reason when it does not fit. Enter takes the default (or leaves out an optional
+  field), `:skip` leaves out an optional field, booleans are y/n, choices are a number or a value. At
+  the end the answers are shown, to send (accept), edit, or not send (decline). `:decline` and
+  `:cancel` work at every prompt; Ctrl-C and end of input cancel. What is sent is checked against the
+  schema once more.
+- URL mode: the full URL and, on a line of its own, its host, with warnings (not https, user info
+  before the host, punycode or non-ASCII host, control characters); only http and https URLs are shown.
+  Nothing is ever opened or fetched here: the user is asked whether they will open it themselves
+  (accept), or not (decline).
+- nobody to ask (`Unattended`): every request is declined, saying so.
+- the record: every request answered is an `Elicitation` event (server, mode, message, action, why,
+  and the content sent), for the trace and the JSON Lines. The content is what went to the server,
+  which the JSON-RPC traffic holds anyway; a form cannot ask for a password (its only formats are
+  email, uri, date and date-time), and a field whose name or title looks like one for a secret is
+  shown with a warning that the spec forbids asking for secrets in a form.
+
+Server text (name, message, titles, descriptions, choices, the URL) reaches the terminal through
+untrusted.py: control and format characters as escapes, every line after the first behind a margin.
+The terminal is reached only through the two callables given, `read_line` (a line, or None at end of
+input; KeyboardInterrupt for Ctrl-C) and `write`; `terminal_reader` makes one for a real terminal that
+gives up when `interrupted` is set (by `ctrl_c_noted`), since a 2025-11-25 server's request is answered on the session's
+reader thread, which Ctrl-C never reaches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import ipaddress
+import json
+import math
+import re
+import select
+import signal
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+from decodeloop.events import Elicitation, Emit
+from decodeloop.mcp.errors import RpcError
+from decodeloop.trust.untrusted import cap_text, quoted, visible, visible_line
+
+INVALID_PARAMS = -32602
+MAX_FIELDS = 50  # fields of one form
+MAX_OPTIONS = 200  # choices of one field
+MAX_MESSAGE_CHARS = 2_000  # the server's message, as shown and recorded
+MAX_LABEL_CHARS = 200  # a field's name, title, or a choice's title, as shown
+MAX_DESCRIPTION_CHARS = 1_000
+MAX_URL_CHARS = 2_000
+MAX_SCHEMA_CHARS = 64_000  # a requestedSchema as JSON: its names, choices and defaults go into the event
+FORMATS = ("email", "uri", "date", "date-time")
+DECLINE, CANCEL, SKIP = ":decline", ":cancel", ":skip"
+SECRET = re.compile(r"pass(word|phrase|wd)|secret|api[ _-]?key|token|credential|private[ _-]?key", re.IGNORECASE)
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:\S+")
+YES, NO = ("y", "yes"), ("n", "no")
+POLL_SECONDS = 0.2  # how often a read on the reader thread looks whether Ctrl-C was pressed
+
+Read = Callable[[], "str | None"]
+Write = Callable[[str], None]
+
+
+class SchemaError(ValueError):
+    """A requestedSchema that is not the flat object of primitive properties the spec allows."""
+
+
+class _Declined(Exception):
+    pass
+
+
+class _Cancelled(Exception):
+    pass
+
+
+_MISSING: Any = object()
+
+
+@dataclasses.dataclass
+class Field:
+    """One property of a form: what it is, what it allows, and how to show it."""
+
+    name: str
+    type: str  # "string", "number", "integer", "boolean", "choice" (single-select) or "choices" (multi-select)
+    required: bool
+    title: str | None = None
+    description: str | None = None
+    default: Any = _MISSING
+    min_length: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+    format: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    options: list[tuple[str, str | None]] = dataclasses.field(default_factory=list)  # (value, title)
+    min_items: int | None = None
+    max_items: int | None = None
+
+    def problem(self, value: Any) -> str | None:
+        """Why a value does not fit this field (None: it fits)."""
+        if self.type == "boolean":
+            return None if isinstance(value, bool) else "not true or false"
+        if self.type in ("number", "integer"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return "not a number"
+            if isinstance(value, float) and not math.isfinite(value):
+                return "not a finite number"
+            if self.type == "integer" and not (isinstance(value, int) or value.is_integer()):
+                return "not a whole number"
+            if self.minimum is not None and value < self.minimum:
+                return f"less than the minimum {self.minimum:g}"
+            if self.maximum is not None and value > self.maximum:
+                return f"more than the maximum {self.maximum:g}"
+            return None
+        values = [value for value, _ in self.options]
+        if self.type == "choice":
+            return None if isinstance(value, str) and value in values else "not one of the choices"
+        if self.type == "choices":
+            if not isinstance(value, list) or not all(isinstance(item, str) and item in values for item in value):
+                return "not a list of the choices"
+            if len(set(value)) != len(value):
+                return "a choice given twice"
+            if self.min_items is not None and len(value) < self.min_items:
+                return f"fewer than {self.min_items} choices"
+            if self.max_items is not None and len(value) > self.max_items:
+                return f"more than {self.max_items} choices"
+            return None
+        if not isinstance(value, str):
+            return "not text"
+        if self.min_length is not None and len(value) < self.min_length:
+            return f"shorter than {self.min_length} characters"
+        if self.max_length is not None and len(value) > self.max_length:
+            return f"longer than {self.max_length} characters"
+        if self.pattern is not None and re.search(self.pattern, value) is None:
+            return f"does not match the pattern {self.pattern}"
+        if self.format is not None and not _formatted(self.format, value):
+            return {
+                "email": "not an email address",
+                "uri": "not a URI (scheme:rest, as https://example.com)",
+                "date": "not a date (YYYY-MM-DD)",
+                "date-time": "not a date and time (YYYY-MM-DDTHH:MM:SS with Z or an offset)",
+            }[self.format]
+        return None
+
+    def parse(self, text: str) -> Any:
+        """The value a typed line stands for, or ValueError saying why it does not fit."""
+        if self.type == "boolean":
+            word = text.lower()
+            if word in (*YES, "true"):
+                return True
+            if word in (*NO, "false"):
+                return False
+            raise ValueError("answer y or n")
+        if self.type in ("number", "integer"):
+            try:
+                value: Any = int(text)
+            except ValueError:
+                if self.type == "integer":
+                    raise ValueError("not a whole number") from None
+                try:
+                    value = float(text)
+                except ValueError:
+                    raise ValueError("not a number") from None
+        elif self.type == "choice":
+            value = self._option(text)
+        elif self.type == "choices":
+            value = [self._option(part.strip()) for part in text.split(",") if part.strip()]
+        else:
+            value = text
+        why = self.problem(value)
+        if why is not None:
+            raise ValueError(why)
+        return value
+
+    def _option(self, text: str) -> str:
+        """A choice by its number, its value, or its title."""
+        if text.isdigit() and 1 <= int(text) <= len(self.options):
+            return self.options[int(text) - 1][0]
+        if text in (value for value, _ in self.options):
+            return text
+        for value, title in self.options:
+            if title is not None and text == title:
+                return value
+        raise ValueError(f"{text!r} is not one of the choices: give its number or its value")
+
+
+def _formatted(form: str, text: str) -> bool:
+    if form == "email":
+        return EMAIL.fullmatch(text) is not None
+    if form == "uri":
+        return URI_SCHEME.fullmatch(text) is not None
+    try:
+        if form == "date":
+            return DATE.fullmatch(text) is not None and bool(datetime.date.fromisoformat(text))
+        return DATE_TIME.fullmatch(text) is not None and bool(datetime.datetime.fromisoformat(text.upper()))
+    except ValueError:  # 2025-02-30, hour 25
+        return False
+
+
+def parse_schema(schema: Any) -> list[Field]:
+    """The fields of a requestedSchema, or SchemaError saying what the spec does not allow in it."""
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise SchemaError('requestedSchema is not an object schema ({"type": "object", ...})')
+    properties = schema.get("properties", {})
+    if not isinstance(properties, dict):
+        raise SchemaError("its properties are not an object")
+    if len(properties) > MAX_FIELDS:
+        raise SchemaError(f"it asks for {len(properties)} fields, more than {MAX_FIELDS}")
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
+        raise SchemaError("its required is not a list of names")
+    long = [name for name in properties if len(name) > MAX_LABEL_CHARS]
+    if long:
+        raise SchemaError(f"a field's name is {len(long[0]):,} characters long, more than {MAX_LABEL_CHARS}")
+    size = len(json.dumps(schema, ensure_ascii=False, default=str))
+    if size > MAX_SCHEMA_CHARS:
+        raise SchemaError(f"it is {size:,} characters of JSON, more than {MAX_SCHEMA_CHARS:,}")
+    unknown = [name for name in required if name not in properties]
+    if unknown:
+        raise SchemaError(f"it requires {_names(unknown)}, which it does not define")
+    return [_field(name, prop, name in required) for name, prop in properties.items()]
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(repr(cap_text(name, MAX_LABEL_CHARS, "name")) for name in names[:5])
+
+
+def _field(name: str, prop: Any, required: bool) -> Field:
+    where = f"field {name!r}"
+    if not isinstance(prop, dict):
+        raise SchemaError(f"{where} is not a schema object")
+    kind = prop.get("type")
+    field = Field(name, "string", required)
+    for key in ("title", "description"):
+        if key in prop:
+            if not isinstance(prop[key], str):
+                raise SchemaError(f"{where}: its {key} is not text")
+            setattr(field, key, prop[key])
+    if kind == "string":
+        _string(field, prop, where)
+    elif kind in ("number", "integer"):
+        field.type = kind
+        for key in ("minimum", "maximum"):
+            if key in prop:
+                if not _is_number(prop[key]):
+                    raise SchemaError(f"{where}: its {key} is not a number")
+                setattr(field, key, prop[key])
+        if field.minimum is not None and field.maximum is not None and field.minimum > field.maximum:
+            raise SchemaError(f"{where}: its minimum is more than its maximum")
+    elif kind == "boolean":
+        field.type = "boolean"
+    elif kind == "array":
+        _multi(field, prop, where)
+    else:
+        what = "nested objects are not allowed" if kind == "object" else "not string, number, integer, boolean or array"
+        raise SchemaError(f"{where} has type {json.dumps(kind)[:40]}: {what}")
+    if "default" in prop:
+        why = field.problem(prop["default"])
+        if why is not None:
+            raise SchemaError(f"{where}: its default is {why}")
+        field.default = prop["default"]
+    return field
+
+
+def _string(field: Field, prop: dict, where: str) -> None:
+    if "enum" in prop or "oneOf" in prop:
+        field.type = "choice"
+        if "oneOf" in prop:
+            field.options = _titled(prop["oneOf"], f"{where}: its oneOf")
+        else:
+            field.options = _untitled(prop["enum"], f"{where}: its enum")
+            names = prop.get("enumNames")
+            if names is not None:  # legacy titles, one per value
+                if not isinstance(names, list) or len(names) != len(field.options):
+                    raise SchemaError(f"{where}: its enumNames is not a list as long as its enum")
+                if not all(isinstance(n, str) for n in names):
+                    raise SchemaError(f"{where}: its enumNames are not all text")
+                field.options = [(value, title) for (value, _), title in zip(field.options, names)]
+        return
+    for key in ("minLength", "maxLength"):
+        if key in prop and not _is_count(prop[key]):
+            raise SchemaError(f"{where}: its {key} is not a whole number of characters")
+    field.min_length, field.max_length = prop.get("minLength"), prop.get("maxLength")
+    if field.min_length is not None and field.max_length is not None and field.min_length > field.max_length:
+        raise SchemaError(f"{where}: its minLength is more than its maxLength")
+    if "format" in prop:
+        if prop["format"] not in FORMATS:
+            raise SchemaError(
+                f"{where}: its format {json.dumps(prop['format'])[:40]} is not one of {', '.join(FORMATS)}"
+            )
+        field.format = prop["format"]
+    if "pattern" in prop:
+        if not isinstance(prop["pattern"], str):
+            raise SchemaError(f"{where}: its pattern is not text")
+        try:
+            re.compile(prop["pattern"])
+        except re.error as exc:
+            raise SchemaError(f"{where}: its pattern is not a regular expression ({exc})") from None
+        field.pattern = prop["pattern"]
+
+
+def _multi(field: Field, prop: dict, where: str) -> None:
+    field.type = "choices"
+    items = prop.get("items")
+    if not isinstance(items, dict) or ("enum" not in items and "anyOf" not in items):
+        raise SchemaError(f"{where}: an array must be a multi-select: items with enum or anyOf")
+    if "anyOf" in items:
+        field.options = _titled(items["anyOf"], f"{where}: its items.anyOf")
+    else:
+        field.options = _untitled(items["enum"], f"{where}: its items.enum")
+    for key, attr in (("minItems", "min_items"), ("maxItems", "max_items")):
+        if key in prop:
+            if not _is_count(prop[key]):
+                raise SchemaError(f"{where}: its {key} is not a whole number")
+            setattr(field, attr, prop[key])
+    if field.min_items is not None and field.max_items is not None and field.min_items > field.max_items:
+        raise SchemaError(f"{where}: its minItems is more than its maxItems")
+
+
+def _untitled(values: Any, where: str) -> list[tuple[str, str | None]]:
+    if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+        raise SchemaError(f"{where} is not a list of text values")
+    return _options([(value, None) for value in values], where)
+
+
+def _titled(items: Any, where: str) -> list[tuple[str, str | None]]:
+    if not isinstance(items, list) or not items:
+        raise SchemaError(f"{where} is not a list of choices")
+    options: list[tuple[str, str | None]] = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("const"), str):
+            raise SchemaError(f"{where}: a choice is not {{const, title}} with text values")
+        title = item.get("title")
+        if title is not None and not isinstance(title, str):
+            raise SchemaError(f"{where}: a choice's title is not text")
+        options.append((item["const"], title))
+    return _options(options, where)
+
+
+def _options(options: list[tuple[str, str | None]], where: str) -> list[tuple[str, str | None]]:
+    if len(options) > MAX_OPTIONS:
+        raise SchemaError(f"{where} has {len(options)} choices, more than {MAX_OPTIONS}")
+    if len({value for value, _ in options}) != len(options):
+        raise SchemaError(f"{where} holds a value twice")
+    return options
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def content_problem(fields: list[Field], content: Any) -> str | None:
+    """Why content does not fit the form (None: it does): every required field there, every value valid."""
+    if not isinstance(content, dict):
+        return "the content is not an object"
+    known = {field.name: field for field in fields}
+    for name, value in content.items():
+        if name not in known:
+            return f"{name!r} is not a field of the form"
+        why = known[name].problem(value)
+        if why is not None:
+            return f"{name!r} is {why}"
+    missing = [field.name for field in fields if field.required and field.name not in content]
+    return f"{_names(missing)} required but missing" if missing else None
+
+
+@dataclasses.dataclass
+class UrlFacts:
+    """What the user should know about a URL before opening it: its host, and what is odd about it."""
+
+    url: str
+    host: str  # host[:port] as written, lower-cased
+    warnings: list[str]
+
+
+def inspect_url(url: str) -> UrlFacts:
+    """The host of an http(s) URL and the warnings it deserves; ValueError for one not to show at all."""
+    if len(url) > MAX_URL_CHARS:
+        raise ValueError(f"the URL is {len(url):,} characters long, more than {MAX_URL_CHARS:,}")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"the URL does not parse ({exc})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError(f"only http and https URLs are shown, and this one is {visible_line(scheme or 'relative')!r}")
+    if not host:
+        raise ValueError("the URL has no host")
+    warnings: list[str] = []
+    if scheme != "https":
+        warnings.append("not https: what you send there travels unencrypted")
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        warnings.append(
+            f"it has {visible_line(userinfo)!r} before an @: that is not the host; the host is what follows the @"
+        )
+    if visible_line(url) != url:
+        warnings.append("it holds control, format or invisible characters (shown as escapes)")
+    if not host.isascii():
+        try:
+            ascii_host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            ascii_host = "(not a valid international name)"
+        warnings.append(
+            f"the host has non-ASCII characters, which can imitate another name: as ASCII it is {ascii_host}"
+        )
+    elif any(label.startswith("xn--") for label in host.split(".")):
+        try:
+            shown = host.encode("ascii").decode("idna")
+        except UnicodeError:
+            shown = "(not a valid international name)"
+        warnings.append(f"the host is punycode, an international name that can imitate another: it reads {shown!r}")
+    try:
+        ipaddress.ip_address(host)
+        warnings.append("the host is a bare IP address, not a name")
+    except ValueError:
+        pass
+    return UrlFacts(url, host + (f":{port}" if port is not None else ""), warnings)
+
+
+class TerminalElicitation:
+    """Answers elicitation/create by asking the user at a terminal; one question at a time.
+
+    `read_line()` gives the next line typed (None at end of input; KeyboardInterrupt for Ctrl-C) and
+    `write(text)` shows text; `emit` gets an `Elicitation` event for every request answered.
+    """
+
+    def __init__(
+        self, read_line: Read, write: Write, emit: Emit | None = None, interrupted: threading.Event | None = None
+    ) -> None:
+        self.read_line = read_line
+        self.write = write
+        self.emit = emit if emit is not None else (lambda event: None)
+        self.interrupted = interrupted  # terminal_reader's: a Ctrl-C before this question is not for it
+        self._lock = threading.Lock()  # two servers asking at once: one question, then the other
+
+    def __call__(self, server: str, params: dict, calls: list[str]) -> dict:
+        with self._lock:
+            if self.interrupted is not None:
+                self.interrupted.clear()
+            return self._answer(server, params, calls)
+
+    def _answer(self, server: str, params: dict, calls: list[str]) -> dict:
+        mode = params.get("mode", "form")
+        message = params.get("message")
+        message = cap_text(message, MAX_MESSAGE_CHARS, "message") if isinstance(message, str) else ""
+        record = Elicitation(server, mode if isinstance(mode, str) else repr(mode), message, "", "")
+        if mode not in ("form", "url"):
+            record.action, record.reason = "error", "an elicitation mode this client does not offer"
+            self.emit(record)
+            raise RpcError(INVALID_PARAMS, f"elicitation mode {json.dumps(mode)[:40]}: this client offers form and url")
+        if not isinstance(params.get("message"), str):
+            return self._refuse(record, "the request has no message saying what it is for")
+        try:
+            if mode == "url":
+                result = self._url(server, params, record, calls)
+            else:
+                result = self._form(server, params, record, calls)
+        except _Refused as why:
+            return self._refuse(record, str(why))
+        except _Declined:
+            record.action, record.reason = "decline", "the user declined"
+            result = {"action": "decline"}
+        except _Cancelled as why:
+            record.action, record.reason = "cancel", str(why)
+            result = {"action": "cancel"}
+        self.write(f"  → {record.action} sent to {visible_line(server)}\n")
+        self.emit(record)
+        return result
+
+    def _refuse(self, record: Elicitation, why: str) -> dict:
+        """Decline a request that cannot be asked as it stands, telling the user and the trace why."""
+        self.write(f"decodeloop: server {visible_line(record.server)} asked for input, declined: {visible_line(why)}\n")
+        record.action, record.reason = "decline", f"not asked: {why}"
+        self.emit(record)
+        return {"action": "decline"}
+
+    def _header(self, server: str, what: str, message: str, calls: list[str]) -> None:
+        during = f" during its {', '.join(visible_line(c) for c in calls)} call" if calls else ""
+        self.write(
+            f"\n── server {visible_line(server)}{during} {what} ──\n"
+            f"  {quoted(message, '  │ ')}\n"
+            f"  ({DECLINE} refuses, {CANCEL} or Ctrl-C dismisses, at any prompt)\n"
+        )
+
+    def _ask(self, prompt: str) -> str:
+        """One line typed, stripped; `:decline` and `:cancel` end the question, as do Ctrl-C and end of input."""
+        self.write(prompt)
+        try:
+            line = self.read_line()
+        except KeyboardInterrupt:
+            self.write("\n")
+            raise _Cancelled("the user pressed Ctrl-C") from None
+        if line is None:
+            self.write("\n")
+            raise _Cancelled("end of input")
+        text = line.strip()
+        if text == DECLINE:
+            raise _Declined()
+        if text == CANCEL:
+            raise _Cancelled("the user cancelled")
+        return text
+
+    # -- form mode ----------------------------------------------------------------------
+
+    def _form(self, server: str, params: dict, record: Elicitation, calls: list[str]) -> dict:
+        try:
+            fields = parse_schema(params.get("requestedSchema"))
+        except SchemaError as exc:
+            raise _Refused(str(exc)) from None
+        record.fields = [field.name for field in fields]
+        self._header(server, "asks you for input", record.message, calls)
+        answers: dict[str, Any] = {}
+        start = {field.name: field.default for field in fields if field.default is not _MISSING}
+        while True:
+            answers = {}
+            for n, field in enumerate(fields, 1):
+                value = self._field(field, n, len(fields), start.get(field.name, _MISSING))
+                if value is not _MISSING:
+                    answers[field.name] = value
+            self.write(f"  to send to {visible_line(server)}:\n")
+            for field in fields:
+                shown = _shown(answers[field.name]) if field.name in answers else "(left out)"
+                self.write(f"    {_label(field.name)} = {shown}\n")
+            while True:
+                word = self._ask("  send it? y sends, n declines, e edits the answers: ").lower()
+                if word in YES or word in NO or word in ("e", "edit"):
+                    break
+                self.write("  answer y, n or e\n")
+            if word in NO:
+                raise _Declined()
+            if word in YES:
+                break
+            start = dict(answers)  # edit: every field again, its answer the default
+        why = content_problem(fields, answers)
+        if why is not None:  # never: each answer was checked as it was typed
+            raise _Refused(f"the answers do not fit the schema: {why}")
+        record.action, record.reason, record.content = "accept", "the user sent the answers", answers
+        return {"action": "accept", "content": answers}
+
+    def _field(self, field: Field, n: int, total: int, default: Any) -> Any:
+        """Ask for one field until its answer fits: the value, or _MISSING for an optional field left out."""
+        self.write(f"  [{n}/{total}] {_label(field.name)}" + (f" ({_label(field.title)})" if field.title else ""))
+        self.write(f": {_describe(field, default)}\n")
+        if field.description:
+            description = cap_text(field.description, MAX_DESCRIPTION_CHARS, "description")
+            self.write(f"        {quoted(description, '        │ ')}\n")
+        if SECRET.search(field.name) or (field.title and SECRET.search(field.title)):
+            self.write(
+                "        ! this looks like a secret: MCP forbids asking for one in a form (a server should use a "
+                "URL); what you type goes to the server and into the trace\n"
+            )
+        for k, (value, title) in enumerate(field.options, 1):
+            label = _label(title) + f"  [{_label(value)}]" if title is not None else _label(value)
+            self.write(f"        {k}. {label}\n")
+        while True:
+            text = self._ask("  > ")
+            if text == SKIP or (not text and default is _MISSING):
+                if not field.required:
+                    return _MISSING
+                self.write("  required: type a value\n")
+                continue
+            if not text:
+                return default
+            try:
+                return field.parse(text)
+            except ValueError as exc:
+                self.write(f"  {visible_line(str(exc))}; again\n")
+
+    # -- URL mode -----------------------------------------------------------------------
+
+    def _url(self, server: str, params: dict, record: Elicitation, calls: list[str]) -> dict:
+        url, ident = params.get("url"), params.get("elicitationId")
+        if not isinstance(url, str) or not isinstance(ident, str):
+            raise _Refused("a URL request needs a url and an elicitationId, both text")
+        record.url = cap_text(url, MAX_URL_CHARS, "URL")
+        try:
+            facts = inspect_url(url)
+        except ValueError as exc:
+            raise _Refused(str(exc)) from None
+        self._header(server, "asks you to open a web page", record.message, calls)
+        self.write(f"  url:  {visible_line(facts.url)}\n  host: >>> {visible_line(facts.host)} <<<\n")
+        for warning in facts.warnings:
+            self.write(f"  ! {warning}\n")
+        self.write("  decodeloop opens nothing: to go there, copy the URL into a browser yourself.\n")
+        while True:
+            word = self._ask("  will you open it? y accepts (you go there yourself), n declines: ").lower()
+            if word in YES:
+                record.action, record.reason = "accept", "the user will open the URL"
+                return {"action": "accept"}
+            if word in NO:
+                raise _Declined()
+            self.write("  answer y or n\n")
+
+
+class _Refused(_Declined):
+    """A request declined unasked: `args[0]` says why."""
+
+
+def _label(text: str) -> str:
+    return visible_line(cap_text(text, MAX_LABEL_CHARS, "label"))
+
+
+def _shown(value: Any) -> str:
+    return visible(json.dumps(value, ensure_ascii=False))
+
+
+def _describe(field: Field, default: Any) -> str:
+    """A field's type, constraints, default and whether it is required, in words."""
+    bits = [
+        {"choice": "one of", "choices": "any of (numbers or values, separated by commas)", "boolean": "y/n"}.get(
+            field.type, field.type
+        )
+    ]
+    if field.format:
+        bits.append(field.format)
+    if field.min_length is not None or field.max_length is not None:
+        bits.append(_range(field.min_length, field.max_length, "characters"))
+    if field.minimum is not None or field.maximum is not None:
+        bits.append(_range(field.minimum, field.maximum, ""))
+    if field.min_items is not None or field.max_items is not None:
+        bits.append(_range(field.min_items, field.max_items, "choices"))
+    if field.pattern is not None:
+        bits.append(f"matching {visible_line(cap_text(field.pattern, MAX_LABEL_CHARS, 'pattern'))}")
+    bits.append("required" if field.required else f"optional ({SKIP} leaves it out)")
+    if default is not _MISSING:
+        bits.append(f"Enter takes {cap_text(_shown(default), MAX_LABEL_CHARS, 'default')}")
+    elif not field.required:
+        bits.append("Enter leaves it out")
+    return ", ".join(bits)
+
+
+def _range(low: float | None, high: float | None, unit: str) -> str:
+    unit = f" {unit}" if unit else ""
+    if low is not None and high is not None:
+        return f"{low:g} to {high:g}{unit}"
+    return f"at least {low:g}{unit}" if low is not None else f"at most {high:g}{unit}"
+
+
+class Unattended:
+    """Answers elicitation/create when nobody can: declined, with an event saying why."""
+
+    def __init__(self, emit: Emit | None = None, why: str = "stdin is not a terminal") -> None:
+        self.emit = emit if emit is not None else (lambda event: None)
+        self.why = why
+
+    def __call__(self, server: str, params: dict, calls: list[str]) -> dict:
+        mode, message = params.get("mode", "form"), params.get("message")
+        self.emit(
+            Elicitation(
+                server,
+                mode if isinstance(mode, str) else repr(mode),
+                cap_text(message, MAX_MESSAGE_CHARS, "message") if isinstance(message, str) else "",
+                "decline",
+                f"nobody to ask: {self.why}",
+                url=cap_text(params["url"], MAX_URL_CHARS, "URL") if isinstance(params.get("url"), str) else None,
+            )
+        )
+        return {"action": "decline"}
+
+
+def terminal_reader(stdin: TextIO, interrupted: threading.Event) -> Read:
+    """read_line for a real terminal: a line of `stdin` (None at its end), given up when `interrupted` is set.
+
+    A server's request on the 2025-11-25 wire is answered on its session's reader thread, and Ctrl-C
+    reaches only the main thread (which then stops the call): the read looks at `interrupted` between
+    short waits for input, so it ends with the call rather than taking the next line typed.
+    """
+
+    def read() -> str | None:
+        try:
+            fd: int | None = stdin.fileno()
+        except (AttributeError, OSError, ValueError):
+            fd = None
+        while fd is not None:
+            if interrupted.is_set():
+                raise KeyboardInterrupt
+            try:
+                ready, _, _ = select.select([fd], [], [], POLL_SECONDS)
+            except (OSError, ValueError):  # not a file select can wait on: read it as it is
+                break
+            if ready:
+                break
+        line = stdin.readline()
+        return line or None
+
+    return read
+
+
+@contextmanager
+def ctrl_c_noted(interrupted: threading.Event) -> Iterator[None]:
+    """While inside: Ctrl-C sets `interrupted` before doing what it did (on the main thread only; else nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def noted(signum: int, frame: Any) -> None:
+        interrupted.set()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, noted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -30,8 +30,8 @@ from decodeloop.formats.calls.compact import ParseError
 from decodeloop.formats.calls.shapes import DESCRIBED
 from decodeloop.formats.chat import Attachment, ToolReply
 from decodeloop.formats.tokenizer import StreamDecoder
-from decodeloop.mcp.client import Prompt as ServerPrompt
-from decodeloop.mcp.client import ResourceContents, ToolResult
+from decodeloop.mcp.content import Prompt as ServerPrompt
+from decodeloop.mcp.content import ResourceContents, ToolResult
 from decodeloop.mcp.errors import RpcError
 from decodeloop.sampling.processors import ProcessorState
 from decodeloop.tools.dispatch import dispatch_all, parse_call

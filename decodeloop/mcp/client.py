@@ -23,23 +23,9 @@ answer it as a 2026-07-28 server would; a version pins one wire. Tools that
 run only as tasks (`execution.taskSupport: "required"`) are not offered: this
 client does not speak the tasks extension.
 
-Resources, on both wires and only when the server's capabilities offer them
-(else `Unsupported`, before anything is sent): `list_resources` and
-`list_resource_templates` across pages, `read_resource` (`ResourceContents`,
-whose `text()` never dumps a binary blob), and `subscribe_resource`:
-`resources/subscribe` on the handshake wire, on 2026-07-28 a
-`subscriptions/listen` stream of its own naming the URI. A
-`notifications/resources/updated` for a subscribed URI is kept in `updated`
-(and handed on to `on_notification` like every notification);
-`notifications/resources/list_changed` sets `resources_stale` (cleared by
-`list_resources`).
-
-Prompts and argument completion, likewise only as the capabilities offer them
-(`prompts`, `completions`; else `Unsupported`): `list_prompts` across pages,
-`get_prompt` (`PromptResult`: each message's role and one content item, as the
-server wrote them), `prompts_stale` (set by `notifications/prompts/list_changed`,
-cleared by `list_prompts`), and `complete` (`completion/complete` for a prompt's
-argument, `ref/prompt`, or a resource template's variable, `ref/resource`).
+Resources, prompts and argument completion are `ServerFeatures` (server_features.py), a part of the
+client kept in a module of its own; the shapes every answer becomes (`Tool`, `ToolResult`, `Resource`,
+`Prompt`, ...) are in content.py (`Tool` and `ToolResult` are imported from here too).
 
 It also owns what the protocol asks of a client around those calls: telling
 the transport the negotiated version (HTTP sends it as a header), initializing
@@ -68,15 +54,14 @@ server slow to start that answers it late and then refuses initialize as a
 
 from __future__ import annotations
 
-import base64
 import itertools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import decodeloop
+from decodeloop.mcp.content import Tool, ToolResult  # (re-exported)
 from decodeloop.mcp.errors import (
     HttpStatusError,
     McpError,
@@ -84,11 +69,11 @@ from decodeloop.mcp.errors import (
     RequestTimeout,
     RpcError,
     SessionExpired,
-    Unsupported,
 )
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.headers import header_params, header_problem, param_headers
 from decodeloop.mcp.jsonrpc import Deadline, JsonRpcSession
+from decodeloop.mcp.server_features import MAX_PAGES, ServerFeatures
 from decodeloop.mcp.transports.base import Transport
 from decodeloop.mcp.versions import (
     LEGACY_SSE_REFUSAL,
@@ -109,134 +94,10 @@ MAX_INPUT_ROUNDS = 10  # input_required answers for one request before giving up
 LISTEN_RETRY = 1.0  # seconds before opening subscriptions/listen again after it dropped
 LISTEN_STEADY = 5.0  # a listen that lasted this long was working: its drop is not a failure in a row
 MAX_LISTEN_FAILURES = 5
-MAX_PAGES = 1000  # tools/list pages followed before assuming the server is looping
 FALLBACK_STATUSES = (400, 404, 405)  # a POST initialize refused so: the server may speak the legacy SSE transport
 # the lists whose changes a 2026-07-28 server announces on a subscriptions/listen stream, when it says they may change
 LISTS = (("tools", "toolsListChanged"), ("prompts", "promptsListChanged"), ("resources", "resourcesListChanged"))
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # RFC 5424, least first
-
-
-@dataclass
-class Tool:
-    name: str
-    description: str
-    input_schema: dict
-    output_schema: dict | None = None
-    title: str | None = None
-    header_params: dict | None = None  # x-mcp-header marks: argument path -> header name part
-    annotations: dict | None = None  # readOnlyHint, destructiveHint, ...: hints, believed only from trusted servers
-
-
-@dataclass
-class ToolResult:
-    content: list[dict]
-    is_error: bool
-    structured: dict | None = None
-
-    def text(self) -> str:
-        """The result as text for a model: text items verbatim, anything else as a short placeholder."""
-        return "\n".join(_content_text(item) for item in self.content)
-
-
-@dataclass
-class Resource:
-    uri: str
-    name: str
-    description: str = ""
-    mime_type: str | None = None
-    title: str | None = None
-    size: int | None = None  # bytes, when the server says
-
-
-@dataclass
-class ResourceTemplate:
-    uri_template: str  # RFC 6570, e.g. weather://forecast/{state}/{city}
-    name: str
-    description: str = ""
-    mime_type: str | None = None
-    title: str | None = None
-
-
-@dataclass
-class ResourceContents:
-    uri: str  # the URI that was read
-    contents: list[dict]  # the items of resources/read: {"uri", "mimeType", "text" or "blob"}
-
-    def text(self) -> str:
-        """The contents as text for a model: text verbatim, a blob of a text type decoded, any other blob
-        described by its type and size; several items each under a line naming its URI."""
-        if len(self.contents) == 1:
-            return _resource_item_text(self.contents[0])
-        return "\n".join(f"[{item.get('uri', self.uri)}]\n" + _resource_item_text(item) for item in self.contents)
-
-
-@dataclass
-class PromptArgument:
-    name: str
-    description: str = ""
-    required: bool = False
-    title: str | None = None
-
-
-@dataclass
-class Prompt:
-    name: str
-    description: str = ""
-    arguments: list[PromptArgument] = field(default_factory=list)
-    title: str | None = None
-
-    def missing(self, arguments: dict) -> list[str]:
-        """The required arguments `arguments` lacks, in the prompt's order."""
-        return [a.name for a in self.arguments if a.required and a.name not in arguments]
-
-
-@dataclass
-class PromptMessage:
-    role: str  # "user" or "assistant"
-    content: dict  # one content item: text, image, audio, resource (embedded), resource_link
-
-
-@dataclass
-class PromptResult:
-    name: str
-    description: str
-    messages: list[PromptMessage]
-
-
-@dataclass
-class Completion:
-    values: list[str]  # at most 100, the specification says
-    total: int | None = None
-    has_more: bool = False
-
-
-def prompt_ref(name: str) -> dict:
-    """What `complete` takes to complete an argument of a prompt."""
-    return {"type": "ref/prompt", "name": name}
-
-
-def resource_ref(uri_template: str) -> dict:
-    """What `complete` takes to complete a variable of a resource template."""
-    return {"type": "ref/resource", "uri": uri_template}
-
-
-TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "application/javascript")
-
-
-def _textual(mime: Any) -> bool:
-    return isinstance(mime, str) and (mime.startswith("text/") or mime.split(";")[0].strip() in TEXT_TYPES)
-
-
-def _resource_item_text(item: dict) -> str:
-    if isinstance(item.get("text"), str):
-        return item["text"]
-    blob, mime = item.get("blob"), item.get("mimeType")
-    if isinstance(blob, str) and _textual(mime):
-        try:
-            return base64.b64decode(blob, validate=False).decode("utf-8", errors="replace")
-        except ValueError:
-            pass  # not base64 after all: described below, like any other blob
-    return f"[binary {mime or 'of unknown type'}, {_decoded_size(blob)} bytes]"
 
 
 class StartupDeadline(Deadline):
@@ -265,40 +126,7 @@ class StartupDeadline(Deadline):
         return f"no answer to {' or '.join(names)} in {self.max_total:g}s, the timeout for a server's whole start-up"
 
 
-def _content_text(item: dict) -> str:
-    """One content item as text: never base64, which would only fill the context with noise."""
-    kind = item.get("type")
-    if kind == "text":
-        return str(item.get("text", ""))
-    if kind in ("image", "audio"):
-        return f"[{kind} {item.get('mimeType', 'unknown type')}, {_decoded_size(item.get('data'))} bytes]"
-    if kind == "resource_link":
-        label = " ".join(str(part) for part in (item.get("name"), item.get("uri")) if part)
-        if item.get("mimeType"):
-            label += f" ({item['mimeType']})"
-        description = item.get("description")
-        return f"[resource link {label}]" + (f" {description}" if isinstance(description, str) and description else "")
-    if kind == "resource":
-        resource = item.get("resource")
-        if not isinstance(resource, dict):
-            resource = {}
-        uri, mime = resource.get("uri", ""), resource.get("mimeType")
-        if isinstance(resource.get("text"), str):
-            # the URI first: the model may want to say where the text came from
-            return f"[resource {uri}" + (f" ({mime})" if mime else "") + "]\n" + resource["text"]
-        return f"[resource {uri} {mime or 'unknown type'}, {_decoded_size(resource.get('blob'))} bytes]"
-    return f"[{kind or 'untyped'} content]"
-
-
-def _decoded_size(data: Any) -> int:
-    """Size in bytes of base64 data, without decoding it."""
-    if not isinstance(data, str):
-        return 0
-    data = data.strip()
-    return len(data) * 3 // 4 - data[-2:].count("=")
-
-
-class McpClient:
+class McpClient(ServerFeatures):
     """An MCP session with one server. Use `initialize()` (or `with`) before anything else."""
 
     def __init__(
@@ -840,203 +668,6 @@ class McpClient:
                 raise ProtocolError(f"{self.name}: tools/list returned a bad or repeated cursor {cursor!r}")
             seen_cursors.add(cursor)
         raise ProtocolError(f"{self.name}: tools/list still had more pages after {MAX_PAGES}")
-
-    # -- resources ------------------------------------------------------------------
-
-    def offers_resources(self) -> bool:
-        return isinstance(self.capabilities.get("resources"), dict)
-
-    def _require_resources(self, subscribe: bool = False) -> dict:
-        offered = self.capabilities.get("resources")
-        if not isinstance(offered, dict):
-            raise Unsupported(f"{self.name}: the server offers no resources (its capabilities do not list them)")
-        if subscribe and offered.get("subscribe") is not True:
-            raise Unsupported(f"{self.name}: the server does not offer subscriptions to its resources")
-        return offered
-
-    def _pages(self, method: str, key: str, timeout: float | Deadline | None) -> list[dict]:
-        """Every item of a paged list request, following nextCursor (each page waits `timeout`)."""
-        items: list[dict] = []
-        cursor: str | None = None
-        seen: set[str] = set()
-        for _ in range(MAX_PAGES):
-            result = self._request(method, {"cursor": cursor} if cursor is not None else None, timeout)
-            if not isinstance(result, dict) or not isinstance(result.get(key), list):
-                raise ProtocolError(f"{self.name}: {method} did not return a list of {key}")
-            items += [item for item in result[key] if isinstance(item, dict)]
-            cursor = result.get("nextCursor")
-            if cursor is None:
-                return items
-            if not isinstance(cursor, str) or cursor in seen:
-                raise ProtocolError(f"{self.name}: {method} returned a bad or repeated cursor {cursor!r}")
-            seen.add(cursor)
-        raise ProtocolError(f"{self.name}: {method} still had more pages after {MAX_PAGES}")
-
-    def list_resources(self, timeout: float | None = None) -> list[Resource]:
-        """Every resource the server lists, across pages; `Unsupported` when it offers none."""
-        self._require_resources()
-        self.resources_stale.clear()  # before the request: a change announced while it is answered stays news
-        out = []
-        for raw in self._pages("resources/list", "resources", timeout):
-            if not isinstance(raw.get("uri"), str):
-                self.log(f"skipped a resource without a uri: {raw!r:.200}")
-                continue
-            size = raw.get("size")
-            out.append(
-                Resource(
-                    uri=raw["uri"],
-                    name=_string(raw.get("name")) or raw["uri"],
-                    description=_string(raw.get("description")),
-                    mime_type=_string(raw.get("mimeType")) or None,
-                    title=_string(raw.get("title")) or None,
-                    size=size if isinstance(size, int) and not isinstance(size, bool) else None,
-                )
-            )
-        return out
-
-    def list_resource_templates(self, timeout: float | None = None) -> list[ResourceTemplate]:
-        """Every resource template the server lists, across pages; `Unsupported` when it offers no resources."""
-        self._require_resources()
-        out = []
-        for raw in self._pages("resources/templates/list", "resourceTemplates", timeout):
-            if not isinstance(raw.get("uriTemplate"), str):
-                self.log(f"skipped a resource template without a uriTemplate: {raw!r:.200}")
-                continue
-            out.append(
-                ResourceTemplate(
-                    uri_template=raw["uriTemplate"],
-                    name=_string(raw.get("name")) or raw["uriTemplate"],
-                    description=_string(raw.get("description")),
-                    mime_type=_string(raw.get("mimeType")) or None,
-                    title=_string(raw.get("title")) or None,
-                )
-            )
-        return out
-
-    def read_resource(self, uri: str, timeout: float | None = None) -> ResourceContents:
-        """resources/read: a URI the server lists, or one of its templates fills. A URI it does not know is
-        its RpcError (-32002 in the specification)."""
-        self._require_resources()
-        result = self._complete("resources/read", {"uri": uri}, timeout)
-        contents = result.get("contents") if isinstance(result, dict) else None
-        if not isinstance(contents, list):
-            raise ProtocolError(f"{self.name}: resources/read did not return a list of contents")
-        return ResourceContents(uri, [item for item in contents if isinstance(item, dict)])
-
-    def subscribe_resource(self, uri: str) -> None:
-        """Be told when a resource changes (`updated`, and `on_notification`): resources/subscribe, or on
-        2026-07-28 a subscriptions/listen stream for the URI, open until close()."""
-        self._require_resources(subscribe=True)
-        if uri in self.subscriptions:
-            return
-        if self.stateless:
-            self.subscriptions.add(uri)
-            threading.Thread(
-                target=self._listen,
-                args=({"resourceSubscriptions": [uri]}, f"changes to {uri}"),
-                name=f"mcp-listen-{self.name}-resource",
-                daemon=True,
-            ).start()
-            return
-        self._request("resources/subscribe", {"uri": uri})
-        self.subscriptions.add(uri)
-
-    def unsubscribe_resource(self, uri: str) -> None:
-        """No more news of a resource (on 2026-07-28 its stream stays open until close(); its news is dropped)."""
-        if uri not in self.subscriptions:
-            return
-        self.subscriptions.discard(uri)
-        self.updated.discard(uri)
-        if not self.stateless:
-            self._request("resources/unsubscribe", {"uri": uri})
-
-    # -- prompts and completion --------------------------------------------------------
-
-    def offers_prompts(self) -> bool:
-        return isinstance(self.capabilities.get("prompts"), dict)
-
-    def offers_completions(self) -> bool:
-        return isinstance(self.capabilities.get("completions"), dict)
-
-    def list_prompts(self, timeout: float | None = None) -> list[Prompt]:
-        """Every prompt the server lists, across pages; `Unsupported` when it offers none."""
-        if not self.offers_prompts():
-            raise Unsupported(f"{self.name}: the server offers no prompts (its capabilities do not list them)")
-        self.prompts_stale.clear()  # before the request: a change announced while it is answered stays news
-        out = []
-        for raw in self._pages("prompts/list", "prompts", timeout):
-            if not isinstance(raw.get("name"), str) or not raw["name"]:
-                self.log(f"skipped a prompt without a name: {raw!r:.200}")
-                continue
-            arguments = raw.get("arguments")
-            out.append(
-                Prompt(
-                    name=raw["name"],
-                    description=_string(raw.get("description")),
-                    arguments=[
-                        PromptArgument(
-                            name=arg["name"],
-                            description=_string(arg.get("description")),
-                            required=arg.get("required") is True,
-                            title=_string(arg.get("title")) or None,
-                        )
-                        for arg in (arguments if isinstance(arguments, list) else [])
-                        if isinstance(arg, dict) and isinstance(arg.get("name"), str)
-                    ],
-                    title=_string(raw.get("title")) or None,
-                )
-            )
-        return out
-
-    def get_prompt(self, name: str, arguments: dict | None = None, timeout: float | None = None) -> PromptResult:
-        """prompts/get: the prompt's messages with `arguments` (strings) filled in. A prompt the server does not
-        know, or a required argument left out, is its RpcError (-32602 in the specification)."""
-        if not self.offers_prompts():
-            raise Unsupported(f"{self.name}: the server offers no prompts (its capabilities do not list them)")
-        params: dict = {"name": name}
-        if arguments:
-            params["arguments"] = {str(key): str(value) for key, value in arguments.items()}
-        result = self._complete("prompts/get", params, timeout)
-        raw = result.get("messages") if isinstance(result, dict) else None
-        if not isinstance(raw, list):
-            raise ProtocolError(f"{self.name}: prompts/get did not return a list of messages")
-        messages = []
-        for item in raw:
-            content = item.get("content") if isinstance(item, dict) else None
-            if not isinstance(content, dict) or item.get("role") not in ("user", "assistant"):
-                self.log(f"skipped a prompt message without a role or content: {item!r:.200}")
-                continue
-            messages.append(PromptMessage(item["role"], content))
-        return PromptResult(name, _string(result.get("description")), messages)
-
-    def complete(
-        self,
-        ref: dict,
-        argument_name: str,
-        value: str,
-        context_arguments: dict | None = None,
-        timeout: float | None = None,
-    ) -> Completion:
-        """completion/complete: what the server suggests for an argument of `ref` (`prompt_ref(NAME)` or
-        `resource_ref(URI_TEMPLATE)`) that begins `value`, the arguments already chosen as its context."""
-        if not self.offers_completions():
-            raise Unsupported(f"{self.name}: the server offers no completions (its capabilities do not list them)")
-        if not isinstance(ref, dict) or ref.get("type") not in ("ref/prompt", "ref/resource"):
-            raise ValueError(f"a completion's ref must be ref/prompt or ref/resource, got {ref!r}")
-        params: dict = {"ref": ref, "argument": {"name": argument_name, "value": value}}
-        if context_arguments:
-            params["context"] = {"arguments": {str(k): str(v) for k, v in context_arguments.items()}}
-        result = self._complete("completion/complete", params, timeout)
-        completion = _object(result.get("completion")) if isinstance(result, dict) else {}
-        values = completion.get("values")
-        if not isinstance(values, list):
-            raise ProtocolError(f"{self.name}: completion/complete did not return a list of values")
-        total = completion.get("total")
-        return Completion(
-            [v for v in values if isinstance(v, str)][:100],
-            total if isinstance(total, int) and not isinstance(total, bool) else None,
-            completion.get("hasMore") is True,
-        )
 
     def _parse_tool(self, raw: Any) -> Tool | None:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:

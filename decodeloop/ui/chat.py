@@ -31,7 +31,7 @@ from typing import TextIO
 
 from decodeloop.errors import ConfigError, McpError
 from decodeloop.events import Event
-from decodeloop.mcp.client import prompt_ref
+from decodeloop.mcp.content import prompt_ref
 from decodeloop.trust.tool_budget import ToolSurfaceError
 from decodeloop.trust.untrusted import visible, visible_line
 from decodeloop.ui.style import Style, use_color

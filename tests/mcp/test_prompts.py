@@ -19,7 +19,7 @@ from decodeloop.errors import ConfigError
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
-from decodeloop.mcp.client import prompt_ref, resource_ref
+from decodeloop.mcp.content import prompt_ref, resource_ref
 from decodeloop.mcp.errors import RpcError, Unsupported
 from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler

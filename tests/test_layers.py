@@ -33,7 +33,11 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
     ["decodeloop.constrain"],  # the call grammar and its processor
     ["decodeloop.tools"],  # turn, dispatch, router, startup, config
     # answering the servers: sampling (a nested turn), elicitation (the user)
-    ["decodeloop.client_features.sampling", "decodeloop.client_features.elicitation"],
+    [
+        "decodeloop.client_features.sampling",
+        "decodeloop.client_features.elicitation",
+        "decodeloop.client_features.form",
+    ],
     ["decodeloop.servers"],  # bundled MCP servers
     ["decodeloop.harness"],  # the conversation: Harness
     ["decodeloop.lab", "decodeloop.models", "decodeloop.bfcl.suite"],  # models and what runs them

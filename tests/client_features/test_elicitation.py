@@ -20,15 +20,13 @@ from conftest import ROOT, WIRES, Recorder
 
 from decodeloop.client_features import ClientFeatures
 from decodeloop.client_features.elicitation import (
-    SchemaError,
     TerminalElicitation,
     Unattended,
-    content_problem,
     ctrl_c_noted,
     inspect_url,
-    parse_schema,
     terminal_reader,
 )
+from decodeloop.client_features.form import SchemaError, content_problem, parse_schema
 from decodeloop.events import Elicitation
 from decodeloop.mcp.errors import RpcError
 from decodeloop.tools.config import ServerSpec

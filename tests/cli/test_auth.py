@@ -19,24 +19,21 @@ import urllib.request
 
 import pytest
 from conftest import ROOT
+from test_auth_extensions import AuthServer as ExtensionsServer
 
 from decodeloop.mcp.auth.oauth import follow_redirect
 from decodeloop.mcp.auth.store import TOKEN_DIR_ENV, TokenStore
 
-SERVER = os.path.join(ROOT, "tests", "servers", "oauth_server.py")
 LONG_AGO = 946_684_800  # 2000-01-01: a token that expired then
 PROMPT = "What's the weather in Polson, MT?"
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-class AuthServer:
+class AuthServer(ExtensionsServer):
+    """The OAuth test server, read past any proxy the environment names (the CLI's requests go direct too)."""
+
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, SERVER], stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        if not line.strip().isdigit():
-            self.proc.kill()
-            raise RuntimeError(f"the OAuth test server did not start: {line!r}")
-        self.url = f"http://127.0.0.1:{int(line)}"
+        super().__init__()
         self.mcp = self.url + "/mcp"
 
     def seen(self, path: str | None = None) -> list[dict]:
@@ -46,13 +43,6 @@ class AuthServer:
 
     def post(self, path: str) -> None:
         NO_PROXY.open(urllib.request.Request(self.url + path, data=b"", method="POST"), timeout=10).close()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ conversation. Nothing here knows which model or engine is running.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -160,9 +159,6 @@ class Harness:
                 max_tokens=self.config.max_tokens,
             )
             processors = (*processors, self.constraint)
-        # held while the conversation generates: a nested turn on the same model (a server's sampling
-        # request, client_features/sampling.py) takes it too, so the two never share the model's cache at once
-        self.model_lock: threading.Lock = bundle.lock
         self.engine = engine if engine is not None else bundle.engine(sampler, processors)
         self.engine.bind(emit)  # an engine with events of its own (a remote one's requests) reports to the trace
 
@@ -395,7 +391,7 @@ class Harness:
                 break
             masked.extend(request if span.source == "user" else context.ids[span.start : span.end], span.source)
         state = ProcessorState(context=masked.ids, generated=len(masked))
-        with self.model_lock:
+        with self.bundle.generating():
             verdict = generate(
                 self.engine,
                 self._stops(),
@@ -469,7 +465,7 @@ class Harness:
         )
         while True:
             turn.generating = True
-            with self.model_lock:
+            with self.bundle.generating():
                 verdict = generate(
                     self.engine, stops, context, decoder, self.tokenizer, emit, turn.answer, state, config.detail
                 )

@@ -178,8 +178,9 @@ class LocalSampling:
     """Answers sampling/createMessage with a nested turn of a local model bundle (ClientFeatures' `sampling`).
 
     `sampler` gives the settings a request does not (its temperature it may); `approve(question)` asks the
-    user (None: nobody to ask, every request denied); `max_tokens` caps a request's maxTokens. The
-    bundle's lock is held while the nested turn runs: the conversation's turn holds it while it generates.
+    user (None: nobody to ask, every request denied); `max_tokens` caps a request's maxTokens. The nested
+    turn holds what the bundle says a turn holds while it generates (`ModelBundle.generating`), as the
+    conversation's turn does.
     """
 
     def __init__(
@@ -221,7 +222,7 @@ class LocalSampling:
         )
         self._decide(n, server, calls, question)
         try:
-            with self.bundle.lock:
+            with self.bundle.generating():
                 answer, reason, called = self._generate(request, context, nested)
         except Exception as e:  # the model failed: the server reads why, the conversation goes on
             why = f"the model could not answer: {type(e).__name__}: {e}"

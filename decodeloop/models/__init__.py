@@ -20,8 +20,10 @@ which bundled MCP servers a model expects when none is given.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,9 +45,13 @@ class ModelBundle:
     closer_id: int | None = None
     info: dict = field(default_factory=dict)  # what was loaded, for the trace (path, device, dtype, ...)
     context_length: int | None = None  # the most tokens the model attends to, when known
-    # held while a turn generates on this model: the conversation's and a nested one (a server's sampling
-    # request) never share the model's cache at once
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # see `generating`
+
+    def generating(self) -> AbstractContextManager:
+        """What a turn holds while it generates. A model the harness runs has one cache, so the conversation's
+        turn and a nested one (a server's sampling request) take its lock and never step it at once; an
+        engine that samples for itself shares nothing between requests, so its turns run together."""
+        return self.lock if self.model is not None else contextlib.nullcontext()
 
     def engine(self, sampler, processors: Sequence = ()):
         if self.make_engine is not None:

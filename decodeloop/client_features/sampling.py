@@ -25,9 +25,10 @@ A sampled reply is that server's text from then on: if the server returns it in 
 `tool:` span like any result, and the policy treats it so. The nested turn has none of the
 conversation's tools.
 
-On a shared model the nested turn holds the harness's model lock, so it never runs while the
-conversation's turn generates. Its context replaces the model's cache; the conversation's next forward
-computes its own context again.
+On a model the harness runs (one cache), the nested turn holds the model's lock
+(`ModelBundle.generating`), as the conversation's turn does, so the two never step it at once. On the
+conversation's own model the nested context replaces the cache, and the conversation's next forward
+computes its context again.
 """
 
 from __future__ import annotations

@@ -477,3 +477,26 @@ def test_ctrl_c_is_noted_and_still_interrupts_the_main_thread():
     with pytest.raises(KeyboardInterrupt), ctrl_c_noted(interrupted):
         signal.raise_signal(signal.SIGINT)
     assert interrupted.is_set() and signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_run_asks_at_a_terminal_and_declines_without_one(wire):
+    import pty
+
+    from test_server_sampling import POLSON, run_events
+
+    events, _ = run_events("--mcp-protocol", wire, POLSON, asks="elicit")
+    [asked] = [e for e in events if e["event"] == "elicitation"]
+    assert asked["action"] == "decline" and "nobody to ask" in asked["reason"]
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, b"2\ny\n")  # the second choice, then send it
+        events, stderr = run_events("--mcp-protocol", wire, POLSON, asks="elicit", stdin=follower)
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert "server asking during its get_weather call asks you for input" in stderr and "2. celsius" in stderr
+    [asked] = [e for e in events if e["event"] == "elicitation"]
+    assert asked["action"] == "accept" and asked["content"] == {"units": "celsius"}
+    result = next(e for e in events if e["event"] == "tool_result")
+    assert json.loads(result["text"]) == {"result": {"action": "accept", "content": {"units": "celsius"}}}

@@ -253,3 +253,71 @@ def test_the_trace_and_json_lines_show_the_nested_turn_apart_and_escaped():
     nested = [json.loads(line) for line in lines.getvalue().splitlines() if '"event": "nested"' in line]
     assert {e["inner"]["event"] for e in nested} >= {"prompt", "token", "stop", "done"}
     assert all(e["sampling"] == 1 and e["server"] == "asking" for e in nested)
+
+
+POLSON = "What's the weather in Polson, MT?"  # the table model calls get_weather, which asks (--weather)
+SORRY = "Sorry, I only know how to look up the weather in Polson, MT."  # the table model's answer to anything else
+
+
+def run_events(*args: str, stdin=None, command: str = "run", asks: str = "sample") -> tuple[list[dict], str]:
+    """`decodeloop run --json` (or chat) with the table model and the asking server, whose get_weather asks for
+    `asks` (sample or elicit): its events, and its stderr."""
+    import subprocess
+
+    server = " ".join([*ASKING, "--weather", asks])
+    p = subprocess.run(
+        [sys.executable, "-m", "decodeloop", command, "--model", "table", "--mcp", server, "--json", *args],
+        stdin=stdin if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    return [json.loads(line) for line in p.stdout.splitlines()], p.stderr
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_run_without_a_terminal_denies_the_request_and_the_model_reads_why(wire):
+    events, _ = run_events("--mcp-protocol", wire, POLSON)
+    sampling = [e for e in events if e["event"] == "sampling"]
+    assert [e["phase"] for e in sampling] == ["request", "denied"] and sampling[0]["calls"] == ["get_weather"]
+    assert not [e for e in events if e["event"] == "nested"]  # the model never ran for the server
+    told = [e for e in events if e["event"] in ("tool_result", "tool_error")]
+    assert len(told) == 1 and "User rejected sampling request" in json.dumps(told[0])
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_run_at_a_terminal_asks_twice_and_the_servers_result_is_the_sampled_reply(wire):
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, b"y\ny\n")  # yes to the request, yes to the reply: typed ahead, read a line at a time
+        events, stderr = run_events("--mcp-protocol", wire, POLSON, stdin=follower)
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert "asking asks the model for a reply (for its call get_weather)" in stderr
+    assert "Describe the weather in Polson, MT." in stderr and "send it to asking" in stderr
+    assert [e["phase"] for e in events if e["event"] == "sampling"] == ["request", "reply", "sent"]
+    nested = [e["inner"] for e in events if e["event"] == "nested"]
+    assert nested[0]["event"] == "prompt" and nested[-1] == {**nested[-1], "event": "done", "answer": SORRY}
+    result = next(e for e in events if e["event"] == "tool_result")
+    assert result["name"] == "get_weather" and result["text"] == SORRY  # the server's result: what was sampled
+
+
+def test_chat_at_a_terminal_asks_between_the_users_lines():
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, POLSON.encode() + b"\ny\nn\n/quit\n")  # the question, yes to the request, no to the reply
+        events, stderr = run_events(stdin=follower, command="chat")
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert "let the model answer (sampling request #1)? [y/N]" in stderr and "send it to asking (#1)? [y/N]" in stderr
+    assert [e["phase"] for e in events if e["event"] == "sampling"] == ["request", "reply", "denied"]
+    told = [e for e in events if e["event"] in ("tool_result", "tool_error")]
+    assert len(told) == 1 and "the user said no" in json.dumps(told[0])

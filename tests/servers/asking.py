@@ -11,6 +11,12 @@ server asks:
 - `complete {"elicitationId": "..."}` sends `notifications/elicitation/complete`
   for that id before its result, as a server does when the user is done at a URL.
 
+With `--weather sample` it also has `get_weather {"city", "state"}`, the call
+the lab's table model writes, which relays a request to describe that city's
+weather; with `--weather elicit` the same call asks the user which units to use
+and answers with the answer as JSON. A model the CLI runs can then make a call
+that asks.
+
 On 2025-11-25 the request goes to the client mid-call (a JSON-RPC request on
 the same pipe, its answer read before the call's result); on 2026-07-28 the
 call's result is `input_required` with the request in `inputRequests`, and the
@@ -51,6 +57,15 @@ class AskingServer(ToolServer):
         return super().handle(message)
 
     def call_tool(self, name, arguments):
+        if name == "get_weather" and isinstance(arguments, dict):
+            place = f"{arguments.get('city')}, {arguments.get('state')}"
+            if WEATHER[0] == "elicit":
+                units = {"type": "string", "title": "Units", "enum": ["fahrenheit", "celsius"]}
+                schema = {"type": "object", "properties": {"units": units}, "required": ["units"]}
+                name, arguments = "elicit", {"request": {"message": f"Units for {place}?", "requestedSchema": schema}}
+            else:
+                message = {"role": "user", "content": {"type": "text", "text": f"Describe the weather in {place}."}}
+                name, arguments = "relay", {"request": {"messages": [message], "maxTokens": 80}}
         if name == "complete" and isinstance(arguments, dict) and isinstance(arguments.get("elicitationId"), str):
             note = {"elicitationId": arguments["elicitationId"]}
             out = sys.__stdout__.buffer  # serve_stdio points sys.stdout at stderr while it serves
@@ -130,5 +145,21 @@ def complete(elicitationId: str) -> str:
     return "unreachable"
 
 
+CITY = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "state": {"type": "string"}},
+    "required": ["city", "state"],
+    "additionalProperties": False,
+}
+WEATHER = [""]  # what get_weather asks for: "sample", "elicit", or "" (no get_weather)
+server.options.append((("--weather",), {"choices": ("sample", "elicit"), "help": "also offer get_weather, which asks"}))
+
 if __name__ == "__main__":
+    if "--weather" in sys.argv[1:]:
+        WEATHER[0] = sys.argv[sys.argv.index("--weather") + 1]
+
+        @server.tool("get_weather", "The weather in a US city, as the client's model describes it.", CITY)
+        def get_weather(city: str, state: str) -> str:
+            return "unreachable"
+
     sys.exit(server.main())

@@ -119,17 +119,14 @@ def start_servers(
     router.max_tools = max_tools
     router.features = features
     router.reserved.update(spec.name for spec in router.specs)  # no server takes another's prefix
-    options: dict[str, Any] = dict(
+    options = dict(
         timeout=timeout,
         reset_timeout_on_progress=reset_timeout_on_progress,
         max_total_timeout=max_total_timeout,
         protocol=protocol,
         roots=offered,
         log_level=log_level,
-        features=features,
     )
-    if token_store is not None:
-        options["token_store"] = token_store
     starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
     own_roots = {start.spec.name: _own_roots(start.spec) for start in starts if start.spec.roots is not None}
     opened = _Opened()
@@ -138,7 +135,9 @@ def start_servers(
         name = start.spec.name
         given = dict(options, roots=own_roots[name]) if name in own_roots else options
         try:
-            client = _connect(start.spec, start.emit, verbose, stderr, max_message_bytes, given, opened.add)
+            client = _connect(
+                start.spec, start.emit, verbose, stderr, max_message_bytes, given, opened.add, features, token_store
+            )
             start.tools = client.list_tools(client.startup)  # within the start-up's one timeout
             start.client = client
         except BaseException as exc:  # stored, and raised on the caller's thread in order
@@ -257,15 +256,17 @@ def _connect(
     max_message_bytes: int,
     options: dict[str, Any],
     opened: Callable[[McpClient], None],
+    features: ClientFeatures | None,
+    token_store: TokenStore | None,
 ) -> McpClient:
     server = spec.name
-    options = dict(options)  # shared by every server's thread: this server's entries go in a copy
-    features: ClientFeatures | None = options.pop("features", None)
-    token_store = options.pop("token_store", None)
     made: list[McpClient] = []  # the client, once made: a request's handler asks it for its calls in flight
     if features is not None:
-        options["capabilities"] = features.capabilities()
-        options["request_handlers"] = features.handlers(server, lambda: made[0].calls_in_flight() if made else [])
+        options = dict(
+            options,
+            capabilities=features.capabilities(),
+            request_handlers=features.handlers(server, lambda: made[0].calls_in_flight() if made else []),
+        )
     options = dict(
         options,
         name=server,

@@ -391,6 +391,9 @@ def test_ctrl_c_at_the_policys_question_ends_its_line_and_the_turn():
 
     pid, fd = pty.fork()
     if pid == 0:  # the child: the malicious server's demo, whose injected send_email the policy asks about
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # a shell's background job starts with ^C ignored
         os.chdir(ROOT)
         os.execv(
             sys.executable,

@@ -78,6 +78,8 @@ class Token(Event):
     top_k: int | None = None
     top_p: float | None = None
     min_p: float | None = None
+    reasoning: str = ""  # reasoning text released at this step (never part of the answer)
+    in_reasoning: bool = False  # the model is writing a reasoning block
 
     def to_json(self) -> dict[str, Any]:
         out = Event.to_json(self)
@@ -85,6 +87,8 @@ class Token(Event):
             del out["masked"], out["masked_id"], out["allowed"]
         if not self.forced:
             del out["forced"]
+        if not self.reasoning and not self.in_reasoning:  # only a model that reasons has them
+            del out["reasoning"], out["in_reasoning"]
         # only the settings the engine reported: the temperature, and top-k, top-p and
         # min-p where they cut the distribution
         for name in ("temperature", "top_k", "top_p", "min_p"):
@@ -139,6 +143,7 @@ class ToolError(Event):
     stage: str  # where it failed: "parse", "route", "arguments", "repeat", "policy" or "call"
     name: str | None = None  # the tool it named, once the call parsed
     shape: str = "tool_call"  # how the call was written (formats/calls/shapes.py)
+    arguments: dict[str, Any] | None = None  # the arguments as written, once the call parsed
 
 
 @dataclass(slots=True)
@@ -267,7 +272,8 @@ class Nested(Event):
 
 @dataclass(slots=True)
 class Done(Event):
-    """The turn is over. `answer` is what the user sees: all text outside calls and stop strings."""
+    """The turn is over. `answer` is what the user sees: all text outside calls, stop strings and reasoning;
+    `reasoning` what the model wrote in its reasoning blocks (empty for a model that writes none)."""
 
     kind = "done"
     answer: str
@@ -276,6 +282,13 @@ class Done(Event):
     tool_calls: int
     error: str | None = None
     seconds: float = field(default=0.0)
+    reasoning: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out = Event.to_json(self)
+        if not self.reasoning:
+            del out["reasoning"]
+        return out
 
 
 @dataclass(slots=True)

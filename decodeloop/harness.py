@@ -20,12 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from decodeloop.decode.context import MODEL, Context
+from decodeloop.decode.context import AUTHORED, Context
 from decodeloop.decode.loop import generate
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import DEFAULT_MAX_CALL_CHARS, Stops
 from decodeloop.errors import ConfigError
 from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop
-from decodeloop.formats.calls.compact import ParseError
 from decodeloop.formats.calls.shapes import DESCRIBED
 from decodeloop.formats.chat import Attachment, ToolReply
 from decodeloop.formats.tokenizer import StreamDecoder
@@ -33,7 +32,7 @@ from decodeloop.mcp.content import Prompt as ServerPrompt
 from decodeloop.mcp.content import ResourceContents, ToolResult
 from decodeloop.mcp.errors import RpcError
 from decodeloop.sampling.processors import ProcessorState
-from decodeloop.tools.dispatch import dispatch_all, parse_call
+from decodeloop.tools.dispatch import dispatch_all
 from decodeloop.tools.router import Router
 from decodeloop.tools.turn import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, TurnView
 from decodeloop.trust.admit import admit_result, admit_tool
@@ -60,6 +59,8 @@ class TurnConfig:
     constrain: str = "off"  # "calls": calls follow the grammar of valid calls; "required": and open the turn
     call_shapes: str | None = None  # "lenient": also the shapes real models write (formats/calls/shapes.py); "strict":
     # the syntax's own only; None: the chat format's default
+    max_call_chars: int = DEFAULT_MAX_CALL_CHARS  # one call's text: longer is an error the model reads
+    calls_in_reasoning: str = "ignore"  # a call written inside a reasoning block: "ignore" (a notice) or "run"
 
 
 @dataclass
@@ -161,6 +162,8 @@ class Harness:
             processors = (*processors, self.constraint)
         self.engine = engine if engine is not None else bundle.engine(sampler, processors)
         self.engine.bind(emit)  # an engine with events of its own (a remote one's requests) reports to the trace
+        # the text of every special token, which the stop check reads a format's markers from
+        self._specials = {i: text for text, i in bundle.tokenizer.special_tokens.items()}
 
     def _callable_tools(self) -> list:
         """The tools a call can name now (what routes, narrowed to `tools` when given): for --constrain."""
@@ -345,7 +348,9 @@ class Harness:
             self._ended = False
             self.emit(Stop("interrupted"))
         text = "".join(turn.answer).strip()
-        self.emit(Done(text, turn.reason, turn.tokens, turn.calls, turn.error, round(time.perf_counter() - started, 4)))
+        reasoning = "".join(turn.reasoning).strip()
+        seconds = round(time.perf_counter() - started, 4)
+        self.emit(Done(text, turn.reason, turn.tokens, turn.calls, turn.error, seconds, reasoning))
         ids = list(self.context.ids) if self.context is not None else []
         return TurnResult(text, turn.reason, turn.tokens, turn.calls, turn.error, ids)
 
@@ -357,16 +362,16 @@ class Harness:
         return Stops(
             eos_ids=self.chat.stop_ids,
             stop_strings=config.stop_strings,
-            opener=self.syntax.opener,
-            scanner_factory=self.syntax.scanner,
+            syntax=self.syntax,
             max_tokens=config.max_tokens,
-            opener_id=self.bundle.opener_id,
-            closer_id=self.bundle.closer_id,
-            closer=self.syntax.closer,
+            max_call_chars=config.max_call_chars,
             collect_calls=collect,
             alternates=self.syntax.alternates if lenient else (),
             known=self.router.tools.__contains__,
-            shape=self.syntax.shape,
+            specials=self._specials,
+            reasoning=getattr(self.syntax, "reasoning", ()),
+            reasoning_open=getattr(self.chat, "reasoning_open", False),
+            calls_in_reasoning=config.calls_in_reasoning,
         )
 
     def _masked_calls(self) -> list[tuple[str, Any]]:
@@ -381,7 +386,11 @@ class Harness:
         context = self.context
         assert context is not None  # asked only inside a turn
         spans = context.spans()
-        end = spans[-1].start if spans and spans[-1].source == MODEL else len(context)
+        end = len(context)
+        for span in reversed(spans):  # the model's current message: its reasoning and its text
+            if span.source not in AUTHORED:
+                break
+            end = span.start
         if self._masked is not None and self._masked[0] == (id(context), end):
             return self._masked[1]
         request = self.tokenizer.encode(MASKED_REQUEST)
@@ -403,13 +412,9 @@ class Harness:
                 state,
                 detail=False,
             )
-        calls = []
-        for text, shape in zip(verdict.calls, verdict.shapes) if verdict.reason == "tool_call" else ():
-            try:
-                call = parse_call(text, self.syntax, shape)
-            except ParseError:
-                continue  # a call that does not parse makes nothing again
-            calls.append((call.name, call.arguments))
+        # a call that does not parse makes nothing again
+        parsed = verdict.parsed if verdict.reason == "tool_call" else ()
+        calls = [(p.call.name, p.call.arguments) for p in parsed if p.call is not None]
         written = ", ".join(f"{name} with {arguments}" for name, arguments in calls) or "no call"
         self.emit(
             Notice(
@@ -467,7 +472,16 @@ class Harness:
             turn.generating = True
             with self.bundle.generating():
                 verdict = generate(
-                    self.engine, stops, context, decoder, self.tokenizer, emit, turn.answer, state, config.detail
+                    self.engine,
+                    stops,
+                    context,
+                    decoder,
+                    self.tokenizer,
+                    emit,
+                    turn.answer,
+                    state,
+                    config.detail,
+                    turn.reasoning,
                 )
             turn.generating = False
             turn.whole, turn.tokens = len(context), verdict.count
@@ -486,9 +500,7 @@ class Harness:
                         )
                     )
             view.round(len(verdict.calls))
-            outcomes = dispatch_all(
-                list(verdict.calls), self.syntax, self.router, view, timeout=config.timeout, shapes=verdict.shapes
-            )
+            outcomes = dispatch_all(list(verdict.parsed), self.router, view, timeout=config.timeout)
             view.record(outcomes)
             self.router.refresh()  # route the next call to a server's changed tools
             if view.repeats >= config.max_repeats or view.failures >= config.max_retries:
@@ -507,7 +519,7 @@ class Harness:
             context.extend_pieces(chat.tool_results(replies, verdict.ended))
             turn.whole = len(context)
             self._chat_warnings()
-            stops.new_segment()
+            stops.new_segment(getattr(chat, "reasoning_open", False))
             decoder.reset()
             emit(
                 Inject(
@@ -525,6 +537,7 @@ class _Turn:
     """What a turn has done so far (kept outside `_turn` so an interrupted turn can still report it)."""
 
     answer: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
     reason: str = "eos"
     tokens: int = 0
     calls: int = 0

@@ -7,6 +7,7 @@ from conftest import FAULTY, WEATHER
 from decodeloop.decode.context import Context
 from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.compact import CompactSyntax
+from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
@@ -150,18 +151,24 @@ def test_without_collecting_the_first_closed_call_stops():
 
 
 def test_special_token_delimiters_are_compared_by_id():
-    syntax = CompactSyntax()
+    # the opener and the closer as special ids (no text of their own): the opener opens a call, and the closer
+    # closes it where the call's scanner says a closer can stand, outside any string
+    syntax = JsonSyntax()
     stops = Stops(
         eos_ids={0},
-        opener="<tool_call>",
-        scanner_factory=syntax.scanner,
+        syntax=syntax,
         max_tokens=100,
         opener_id=1,
         closer_id=2,
         closer="</tool_call>",
     )
-    v = [stops.check(1, "")] + [stops.check(ord(ch) + 10, ch) for ch in " f x=1 "] + [stops.check(2, "")]
-    assert v[-1].reason == "tool_call" and v[-1].calls == ("<tool_call> f x=1 </tool_call>",)
+    body = '{"name": "f", "arguments": {"x": "a'
+    v = [stops.check(1, "")] + [stops.check(ord(ch) + 10, ch) for ch in body] + [stops.check(2, "")]
+    assert v[-1].reason is None and v[-1].in_call  # inside the string, the closer id is the string's text
+    v += [stops.check(ord(ch) + 10, ch) for ch in '"}}'] + [stops.check(2, "")]
+    assert v[-1].reason == "tool_call"
+    [parsed] = v[-1].parsed
+    assert parsed.call is not None and parsed.call.arguments == {"x": "a</tool_call>"}
 
 
 def test_parallel_calls_to_two_servers_run_and_come_back_in_order(events):

@@ -44,8 +44,6 @@ from dataclasses import asdict, dataclass, field
 from decodeloop.bfcl.checker import check
 from decodeloop.bfcl.entries import Entry
 from decodeloop.bfcl.tools import mcp_tools
-from decodeloop.formats.calls.compact import ParseError
-from decodeloop.tools.dispatch import parse_call
 
 
 @dataclass
@@ -106,12 +104,10 @@ def score(entry: Entry, events: list, syntax, checker) -> EntryOutcome:
                 undecodable = undecodable or "ast_decoder:decoder_failed"
                 continue
             well_formed += event.stage in ("repeat", "policy")  # these passed validation
-            try:  # in the shape it was written in (--call-shapes lenient reads fenced blocks and others)
-                parsed = parse_call(event.text, syntax, event.shape)
-            except ParseError:
+            if event.arguments is None:  # the stop check read the call once; its arguments ride on the error
                 undecodable = undecodable or "ast_decoder:decoder_failed"
                 continue
-            output.append({parsed.name: copy.deepcopy(parsed.arguments)})
+            output.append({event.name: copy.deepcopy(event.arguments)})
         elif kind == "inject":
             break
     if stop == "max_tokens" and last_token is not None and last_token.in_call:

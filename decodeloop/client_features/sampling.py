@@ -42,14 +42,13 @@ from decodeloop.decode.context import Context
 from decodeloop.decode.loop import generate
 from decodeloop.decode.stops import Stops
 from decodeloop.events import Done, Emit, Nested, Notice, Prompt, Sampling, Stop
-from decodeloop.formats.calls.base import Call, ParseError
+from decodeloop.formats.calls.base import Call
 from decodeloop.formats.chat import Attachment, ToolReply
 from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.mcp.client import Tool
 from decodeloop.mcp.errors import RpcError
 from decodeloop.sampling.processors import ProcessorState
 from decodeloop.sampling.sampler import Sampler
-from decodeloop.tools.dispatch import parse_call
 from decodeloop.tools.turn import DEFAULT_MAX_RESULT_CHARS
 from decodeloop.trust.admit import admit_result, admit_tool
 from decodeloop.trust.markers import for_bundle
@@ -326,15 +325,13 @@ class LocalSampling:
         stops = Stops(
             eos_ids=bundle.chat.stop_ids,
             stop_strings=request.stop,
-            opener=syntax.opener if calls else None,
-            scanner_factory=syntax.scanner if calls else None,
+            syntax=syntax if calls else None,
             max_tokens=request.max_tokens,
             opener_id=bundle.opener_id if calls else None,
             closer_id=bundle.closer_id if calls else None,
             closer=syntax.closer if calls else "",
             collect_calls=syntax.collect_calls,
             known=names.__contains__,
-            shape=syntax.shape,
         )
         nested(Prompt(tokenizer.decode(context.ids), len(context), sorted(names), len(context), _spans(context)))
         shown: list[str] = []
@@ -344,11 +341,10 @@ class LocalSampling:
         reason = verdict.reason or "eos"
         nested(Stop(reason))
         used: list[dict] = []
-        for k, (text, shape) in enumerate(zip(verdict.calls, verdict.shapes) if reason == "tool_call" else ()):
-            try:
-                call = parse_call(text, syntax, shape)
-            except ParseError as e:
-                nested(Notice("sampling", f"a call the model wrote does not parse, left out: {e}"))
+        for k, parsed in enumerate(verdict.parsed if reason == "tool_call" else ()):
+            call = parsed.call
+            if call is None:
+                nested(Notice("sampling", f"a call the model wrote does not parse, left out: {parsed.error}"))
                 continue
             used.append({"type": "tool_use", "id": f"call_{k + 1}", "name": call.name, "input": call.arguments})
         answer = "".join(shown).strip()

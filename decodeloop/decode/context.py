@@ -9,6 +9,7 @@ exactly, in order. Sources:
     "system"             the system prompt (with the tool descriptions)
     "user"               the user's text
     "model"              tokens the model sampled
+    "reasoning"          tokens the model sampled inside a reasoning block (<think>...</think>), markers included
     "tool:SERVER/TOOL"   a tool result (or an error about a call) for TOOL on SERVER
     "resource:SERVER/URI"  a resource's text, attached to a user message
     "prompt:SERVER/NAME"   a server's prompt's text, sent as (part of) a user message
@@ -24,6 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 MODEL = "model"
+REASONING = "reasoning"
+AUTHORED = (MODEL, REASONING)  # what the model wrote itself
 
 
 @dataclass(slots=True)
@@ -53,6 +56,21 @@ class Context:
             self._sources[-1] = source
             return
         self._starts.append(len(self.ids))
+        self._sources.append(source)
+
+    def relabel_last(self, source: str) -> None:
+        """The last id comes from `source` (a token whose kind the stop check knew only once it was appended)."""
+        n = len(self.ids)
+        if not n or self._sources[-1] == source:
+            return
+        if self._starts[-1] == n - 1:  # the last span is that id alone
+            if len(self._sources) > 1 and self._sources[-2] == source:
+                self._starts.pop()
+                self._sources.pop()
+            else:
+                self._sources[-1] = source
+            return
+        self._starts.append(n - 1)
         self._sources.append(source)
 
     def extend(self, ids: Iterable[int], source: str) -> None:

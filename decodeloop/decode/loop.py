@@ -9,7 +9,7 @@ dispatched, their results injected, the next user turn) is `Harness`
 
 from __future__ import annotations
 
-from decodeloop.decode.context import MODEL, Context
+from decodeloop.decode.context import MODEL, REASONING, Context
 from decodeloop.decode.stops import Stops, Verdict
 from decodeloop.events import Emit, Notice, Token
 from decodeloop.formats.tokenizer import StreamDecoder
@@ -26,17 +26,21 @@ def generate(
     shown: list[str],
     state: ProcessorState,
     detail: bool = True,
+    thought: list[str] | None = None,
 ) -> Verdict:
     """Generate tokens into `context` until a stop condition fires.
 
-    Text safe to show the user is appended to `shown` as it is released.
+    Text safe to show the user is appended to `shown` as it is released, reasoning to `thought`; the tokens
+    of a reasoning block are a span of their own (`reasoning`) in the context.
     """
     ids = context.ids
-    context.open(MODEL)
     # the names used per token, bound once: this loop's own cost is what bench/loop_overhead.py measures
     step_of, append, check, piece, label = engine.step, ids.append, stops.check, decoder.piece, tokenizer.token_text
     conditions = stops.conditions
     track = engine.uses_state
+    reasons = bool(stops.reasoning)  # a model that writes reasoning blocks: their tokens get their own span
+    source = REASONING if reasons and stops.in_reasoning else MODEL
+    context.open(source)
     # which distribution the probabilities are of (the sampler's settings), set on every token event
     probs_at = tuple(engine.probs_at.items()) if detail else ()
     try:
@@ -44,7 +48,13 @@ def generate(
             step = step_of(ids, state)  # 1-2. forward + sample (or the engine's next token)
             token = step.token
             append(token)  # 3. append it to the context
+            thinking = reasons and stops.in_reasoning
             verdict = check(token, piece(token))  # 4. stop check, incremental
+            if reasons:  # the token that opens a block, those inside it and the one that closes it
+                wrote = REASONING if thinking or verdict.in_reasoning or verdict.reasoning else MODEL
+                if wrote != source:
+                    context.relabel_last(wrote)
+                    source = wrote
             if track:
                 state.step = verdict.count
                 state.in_call = verdict.in_call
@@ -76,11 +86,17 @@ def generate(
                 event.forced = True
             for name, value in probs_at:
                 setattr(event, name, value)
+            if reasons:
+                event.reasoning, event.in_reasoning = verdict.reasoning, verdict.in_reasoning
+                if verdict.reasoning and thought is not None:
+                    thought.append(verdict.reasoning)
             emit(event)
             if verdict.delta:
                 shown.append(verdict.delta)
             if verdict.notice is not None:  # text that looked like a call in another shape, and why it is not
                 emit(Notice("near_miss", verdict.notice))
+            for warning in verdict.warnings:  # a call cut off, a call written inside reasoning, ...
+                emit(Notice("calls", warning))
             if verdict.reason is not None:
                 return verdict
     finally:

@@ -1,33 +1,50 @@
 """Deciding, token by token, whether the model's turn should stop, and why.
 
 Owns the stop conditions of one turn: end-of-sequence ids, stop strings, the
-opening of a tool call (and, through a call scanner, its close), and the token
-cap. `Stops.check` is called once per generated token with that token's text
-and returns a `Verdict`: why to stop (or None), and which text is now safe to
-show the user.
+opening of a tool call (and, through a call scanner, its close), reasoning
+blocks, and the token cap. `Stops.check` is called once per generated token
+with that token's text and returns a `Verdict`: why to stop (or None), which
+text is now safe to show the user, which is reasoning, and the calls the model
+wrote, each read once (`ParsedCall`: the call, or the error the model is told).
 
-Text is held back while it could still be the start of a stop string or of the
-call opener, so a stop string is never shown even in part, and call syntax
-never leaks into the visible reply. The held text is at most one character
-shorter than the longest watched string, and every check looks only at that
-plus the new piece, so a check costs the same however long the turn has been.
+Text is held back while it could still be the start of a stop string, of a
+reasoning marker or of a call opener, so a stop string is never shown even in
+part, and call syntax never leaks into the visible reply. The held text is at
+most one character shorter than the longest watched string, and every check
+looks only at that plus the new piece, so a check costs the same however long
+the turn has been.
 
 When several watched strings appear in the same piece, the one that is
 completed first wins (ties: the one that started first, then stop strings
-before the opener). That is exactly what a one-character-per-token stream
-would see, so the outcome never depends on how the text was cut into tokens.
+before reasoning markers before openers). That is exactly what a
+one-character-per-token stream would see, and after a call closes the rest of
+its piece is read as if it came next, so the outcome never depends on how the
+text was cut into tokens.
 
-Call delimiters can be special tokens: with `opener_id` / `closer_id` a call
-opens and closes on those ids (compared by id, as `<tool_call>` is one token
-in several vocabularies); text that merely spells them is never a delimiter,
-since `encode` never yields a special id.
+Special tokens: `specials` maps their ids to their text. One whose text is a
+marker of the call format (an opener, a reasoning marker) acts as that marker;
+any other is not shown as text, except inside a call, where it is the call's
+text: a `</tool_call>` id written inside a JSON string is part of the string,
+and only the scanner, which follows the string, says where the call ends.
+
+Call formats (formats/calls/base.py `CallShape`): a syntax names the shapes its
+calls are written in (`syntax.shapes`: Hermes `<tool_call>`, DeepSeek's call
+section, Mistral's `[TOOL_CALLS]`, ...), each with its opener, the scanner that
+finds where the span ends while it is written, and how a whole span is read.
 
 Several calls in one message: by default the turn stops as soon as a call is
-closed. With `collect_calls` (the JSON syntax's default: Hermes- and
-Qwen-style models write parallel calls as consecutive `<tool_call>` blocks)
-the message goes on: whitespace after a call is swallowed, another opener
-starts the next call, and the end of the message (an end-of-turn id, other
-text, a stop string or the cap) stops the turn with every call collected.
+closed. With `collect_calls` (parallel calls written one after another) the
+message goes on: whitespace after a call is swallowed, another opener starts
+the next call, and the end of the message (an end-of-turn id, other text, a
+stop string or the cap) stops the turn with every call collected. With
+`read_all` (the parser on its own, formats/calls/parse.py) nothing but the end
+of the output stops: calls are collected and text around them is content.
+
+Reasoning (`reasoning`: pairs of markers such as `<think>`/`</think>`): a block
+opens only where the message has no text yet (or is open from the start, when
+the prompt opened it: `reasoning_open`) and runs to its closer; its text is
+`Verdict.reasoning`, never the answer. A call written inside it is reasoning
+text too, with a notice, unless `calls_in_reasoning="run"`.
 
 Alternate call shapes (formats/calls/shapes.py: a ```json block, bare JSON, `<function=...>`, ...)
 are watched too when `alternates` are given. One opens only where a call can begin (the
@@ -35,18 +52,25 @@ start of the message, or after the model's own text ended a line); its span is h
 while it is written and read once it closes: a call when it names a tool that exists
 (`known`) with arguments that parse, else released as the text it was, with a `notice`
 when it looked like a near miss. `Verdict.shapes` names each call's shape.
+
+Never silent: a call the token cap cuts off, or one longer than `max_call_chars`,
+is a notice or an error the model reads, never dropped without a word.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from decodeloop.formats.calls.base import CallShape, ParsedCall, ParseError
 from decodeloop.formats.calls.shapes import CANONICAL, NotACall, Shape, mentions_tool, read
 
 if TYPE_CHECKING:
     from .calls import CallScanner
+
+DEFAULT_MAX_CALL_CHARS = 16_384  # one call's text, opener to closer (--max-call-chars)
+CALLS_IN_REASONING = ("ignore", "run")
 
 
 @dataclass(slots=True)
@@ -62,6 +86,10 @@ class Verdict:
     ended: bool = False  # the model closed its message itself with an end-of-turn id
     shapes: tuple[str, ...] = ()  # for "tool_call": each call's shape (formats/calls/shapes.py), beside `calls`
     notice: str | None = None  # something the model wrote looked like a call but is text (why)
+    parsed: tuple[ParsedCall, ...] = ()  # for "tool_call": each call as read, once (the call or its error)
+    reasoning: str = ""  # reasoning text released by this token (never part of the answer)
+    in_reasoning: bool = False  # this token's text belongs to a reasoning block
+    warnings: tuple[str, ...] = ()  # what the check noticed and the user should hear (a call cut off, ...)
 
     @property
     def call_text(self) -> str | None:
@@ -70,6 +98,11 @@ class Verdict:
 
 
 _NO_CALLS: tuple[str, ...] = ()
+
+
+def _unparsed(shape: str) -> Callable[[str, bool], list[ParsedCall]]:
+    """`read` for a shape given as an opener and a scanner alone: the span, not parsed."""
+    return lambda span, closed: [ParsedCall(span, shape)]
 
 
 class Stops:
@@ -83,7 +116,7 @@ class Stops:
         opener: str | None = None,
         scanner_factory: Callable[[], CallScanner] | None = None,
         max_tokens: int = 256,
-        max_call_chars: int = 4096,
+        max_call_chars: int = DEFAULT_MAX_CALL_CHARS,
         opener_id: int | None = None,
         closer_id: int | None = None,
         closer: str = "",
@@ -91,6 +124,12 @@ class Stops:
         alternates: Sequence[Shape] = (),
         known: Callable[[str], bool] | None = None,
         shape: str = CANONICAL,
+        syntax: Any = None,
+        specials: Mapping[int, str] | None = None,
+        reasoning: Sequence[tuple[str, str]] = (),
+        reasoning_open: bool = False,
+        calls_in_reasoning: str = "ignore",
+        read_all: bool = False,
     ) -> None:
         if isinstance(stop_strings, str):
             raise ValueError(f"stop_strings must be a sequence of strings, not the string {stop_strings!r}")
@@ -98,46 +137,74 @@ class Stops:
             raise ValueError("stop strings must be non-empty: an empty stop string would match before any text")
         if opener == "":
             raise ValueError("the call opener must be a non-empty string (or None for no tool calls)")
-        if opener_id is not None and opener is None:
+        if opener_id is not None and opener is None and syntax is None:
             raise ValueError("an opener id needs the opener's text (what the call span starts with)")
-        if opener is not None and scanner_factory is None:
+        if opener is not None and scanner_factory is None and syntax is None:
             raise ValueError("a call opener needs a scanner_factory to find where the call closes")
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens!r}")
         if max_call_chars < 1:
             raise ValueError(f"max_call_chars must be >= 1, got {max_call_chars!r}")
+        if calls_in_reasoning not in CALLS_IN_REASONING:
+            raise ValueError(f"calls_in_reasoning must be ignore or run, got {calls_in_reasoning!r}")
+        if any(not a or not b for a, b in reasoning):
+            raise ValueError("reasoning markers must be non-empty strings")
         self.eos_ids = frozenset(eos_ids)
         self.stop_strings = tuple(dict.fromkeys(stop_strings))  # dedupe, keep order
-        self.opener = opener
         self.max_tokens = max_tokens
         self.max_call_chars = max_call_chars
-        self._scanner_factory = scanner_factory
+        self.collect_calls = collect_calls or read_all
+        self.read_all = read_all
+        self.known = known or (lambda name: False)
+        self.calls_in_reasoning = calls_in_reasoning
+        self.reasoning = tuple(reasoning)
+        self._reasoning_at_start = reasoning_open and bool(self.reasoning)
+        self.specials: Mapping[int, str] = specials or {}
+        if syntax is not None and opener is None:
+            shapes: tuple[CallShape, ...] = tuple(syntax.shapes)
+            self.shape = syntax.shape
+        elif opener is not None:
+            assert scanner_factory is not None  # checked above
+            shapes = (CallShape(shape, opener, scanner_factory, _unparsed(shape), closer),)
+            self.shape = shape
+        else:
+            shapes, self.shape = (), shape
+        self.primary = shapes
+        self.opener = shapes[0].opener if shapes else None  # the canonical opener, for the views
         self.opener_id = opener_id
         self.closer_id = closer_id
         self.closer = closer  # text of the closer, when the closer is an id
-        self.collect_calls = collect_calls
-        self.alternates = tuple(alternates) if opener is not None else ()
-        self.known = known or (lambda name: False)
-        self.shape = shape  # the canonical shape's name, for Verdict.shapes
+        self.alternates = tuple(alternates) if shapes else ()
+        openers = [s.opener for s in self.primary] + [a.opener for a in self.alternates]
         self._longer = {
-            a: [b for b in self.alternates if b.opener != a.opener and b.opener.startswith(a.opener)]
-            for a in self.alternates
+            o: [p for p in dict.fromkeys(openers) if p != o and p.startswith(o)] for o in dict.fromkeys(openers)
         }
-
-        watched = (
-            self.stop_strings + ((opener,) if opener is not None else ()) + tuple(a.opener for a in self.alternates)
+        # the texts a special token may stand for and act as (anything else is not shown outside a call)
+        self._markers = frozenset(
+            [*openers, *(m for pair in self.reasoning for m in pair), *(m for s in self.primary for m in s.markers)]
         )
+
+        watched = self.stop_strings + tuple(openers) + tuple(a for a, _ in self.reasoning)
         # Every proper prefix of a watched string: the only suffixes worth holding back.
         self._prefixes = frozenset(w[:i] for w in watched for i in range(1, len(w)))
         # Held text never reaches a whole watched string, so it is at most this long.
         self.max_held = max((len(w) for w in watched), default=1) - 1
+        # inside reasoning: its closer (and, when calls there run, the openers)
+        self._reasoning_watch = {
+            closer: (closer, *(s.opener for s in self.primary)) if calls_in_reasoning == "run" else (closer,)
+            for _, closer in self.reasoning
+        }
+        self._reasoning_prefixes = {
+            closer: frozenset(w[:i] for w in watch for i in range(1, len(w)))
+            for closer, watch in self._reasoning_watch.items()
+        }
 
         self.conditions: tuple[str, ...] = tuple(
             name
             for name, on in (
                 ("eos", bool(self.eos_ids)),
                 ("stop_sequence", bool(self.stop_strings)),
-                ("tool_call", opener is not None),
+                ("tool_call", bool(self.primary)),
                 ("max_tokens", True),
             )
             if on
@@ -146,15 +213,26 @@ class Stops:
         self.count = 0
         self._held = ""
         self._call: list[str] | None = None  # pieces of the call being written; None outside a call
+        self._call_shape: CallShape | None = None
         self._call_chars = 0
         self._scanner: CallScanner | None = None
-        self._calls: list[str] = []  # calls closed in this message, when collecting
-        self._shapes: list[str] = []  # the shape of each of them
+        self._skipping = False  # read_all: a call over the cap is read on to its end, its text not kept
+        self._calls: list[ParsedCall] = []  # calls closed in this message, when collecting
         self._alt: Shape | None = None  # an alternate shape being written (not yet known to be a call)
         self._alt_text = ""
         self._alt_scanner: Any = None  # the alternate shape's scanner (formats/calls/shapes.py)
         self._blank = True  # the message so far is whitespace and calls only
         self._line_start = True  # the message's text so far ends a line (or is blank)
+        self._thinking: str | None = None  # inside reasoning: the closer that ends it
+        self._thought_call = False  # a call opener was noticed inside this reasoning block
+        self._reasoning_tail = ""  # the end of the reasoning text, for an opener split across pieces
+        self._resume_reasoning: str | None = None  # a call written inside reasoning (run): where to go back
+        self._warnings: list[str] = []
+        self._start_message()
+
+    def _start_message(self) -> None:
+        if self._reasoning_at_start:
+            self._thinking = self.reasoning[0][1]
 
     @property
     def held(self) -> str:
@@ -176,125 +254,251 @@ class Stops:
         """Whether the model is in the middle of writing a tool call."""
         return self._call is not None
 
-    def new_segment(self) -> None:
-        """Start afresh after a tool result was injected; the token count (per turn) is kept."""
+    @property
+    def in_reasoning(self) -> bool:
+        """Whether the model is writing a reasoning block."""
+        return self._thinking is not None and self._call is None
+
+    def new_segment(self, reasoning_open: bool | None = None) -> None:
+        """Start afresh after a tool result was injected; the token count (per turn) is kept. `reasoning_open`:
+        the injected text left a reasoning block open (None: as at the start of the turn)."""
         self._held = ""
-        self._calls, self._shapes = [], []
+        self._calls = []
         self._end_call()
         self._alt, self._alt_text, self._alt_scanner = None, "", None
         self._blank = self._line_start = True
+        self._thinking, self._thought_call, self._reasoning_tail, self._resume_reasoning = None, False, "", None
+        self._warnings = []
+        if reasoning_open is not None:
+            self._reasoning_at_start = reasoning_open and bool(self.reasoning)
+        self._start_message()
+
+    # -- one token ---------------------------------------------------------------------------------------------
 
     def check(self, token: int, piece: str) -> Verdict:
         """Account for one generated token whose decoded text is `piece` ("" for a partial character)."""
         self.count += 1
         if token in self.eos_ids:
-            if self._call is not None:
-                # The model ended mid-call; hand over what it wrote so the parser can report it unclosed.
-                return self._verdict_calls(self._end_call(), self.shape, True, in_call=True)
-            if self._alt is not None:
-                return self._alt_at_end()
-            if self._calls:
-                return self._verdict_calls(None, None, True)
-            delta, self._held = self._held, ""  # held text turned out not to be a stop string
-            return Verdict("eos", delta, _NO_CALLS, "", False, self.count, True)
-        if self._alt is not None:
-            verdict = self._extend_alt(piece, "")
-        elif self._call is not None:
-            if token == self.closer_id:
-                verdict = self._extend_call(piece + self.closer, "", closing=True)
-            else:
-                verdict = self._extend_call(piece, "")
-        elif token == self.opener_id and token is not None:
-            verdict = self._open_call(self._held, "")
-        else:
-            verdict = self._scan_text(piece)
+            return self._at_end(ended=True)
+        special = self.specials.get(token)
+        if special is not None:
+            # inside a call (or a span held as one) a special token is the call's text; elsewhere only a marker
+            # of the format counts, as that marker, and anything else is not shown
+            inside = self._call is not None or self._alt is not None
+            piece = special if inside or special in self._markers else ""
+        elif token == self.opener_id and token is not None and self._call is None and self.opener is not None:
+            piece = self.opener  # the opener as one special token (a tokenizer without `specials`)
+        elif token == self.closer_id and token is not None and self._call is not None:
+            piece = piece + self.closer
+        verdict = self._feed(piece)
         if verdict.reason is None and self.count >= self.max_tokens:
-            if self._calls:
-                verdict.reason = "tool_call"
-                verdict.calls, verdict.shapes = self._collected(None, None)
-                return verdict
-            verdict.reason = "max_tokens"
-            verdict.delta += self._held + self._alt_text  # an alternate not yet read is text
-            verdict.held = self._held = ""
-            self._alt, self._alt_text, self._alt_scanner = None, "", None
-            if self._call is not None:
-                self._end_call()  # a half-written call is dropped, never shown as text
+            return self._at_cap(verdict)
         return verdict
 
-    def _collected(self, last: str | None, shape: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """Every call of this message (with `last`, if any) and their shapes, and forget them."""
-        calls = tuple(self._calls) + ((last,) if last is not None else ())
-        shapes = tuple(self._shapes) + ((shape,) if last is not None and shape is not None else ())
-        self._calls, self._shapes = [], []
-        return calls, shapes
+    def finish(self, truncated: bool = False) -> Verdict:
+        """The output ended without an end-of-turn id (the parser on its own): as the cap does when `truncated`
+        (a call still open was cut off and is not a call), else as the model's end of turn does."""
+        if truncated:
+            return self._at_cap(Verdict(None, "", _NO_CALLS, self._held, self.in_call, self.count))
+        return self._at_end(ended=False)
+
+    def _feed(self, piece: str) -> Verdict:
+        if self._alt is not None:
+            return self._extend_alt(piece, "")
+        if self._call is not None:
+            return self._extend_call(piece, "")
+        if self._thinking is not None:
+            return self._scan_reasoning(piece, "")
+        return self._scan_text(piece)
+
+    def _at_end(self, ended: bool) -> Verdict:
+        """The message ended (an end-of-turn id, or the end of the output)."""
+        if self._call is not None:
+            shape = self._call_shape
+            assert shape is not None  # inside a call
+            skipping = self._skipping
+            text = self._end_call()
+            if skipping:
+                return self._verdict_calls([], ended, in_call=True)
+            # the model ended mid-call: the parser reads what it wrote (a span that runs to the end is whole)
+            return self._verdict_calls(self._read(shape, text or "", shape.to_end), ended, in_call=True)
+        if self._alt is not None:
+            return self._alt_at_end(ended)
+        reasoning = ""
+        if self._thinking is not None:
+            reasoning, self._held, self._thinking = self._held, "", None
+        if self._calls:
+            verdict = self._verdict_calls([], ended)
+            verdict.reasoning = reasoning
+            return verdict
+        delta, self._held = self._held, ""  # held text turned out not to be a stop string
+        return Verdict("eos", delta, _NO_CALLS, "", False, self.count, ended, reasoning=reasoning, **self._said())
+
+    def _at_cap(self, verdict: Verdict) -> Verdict:
+        """The token cap ended the turn: collected calls run, a half-written one is dropped with a notice."""
+        if self._call is not None:
+            written = "".join(self._call)
+            self._end_call()
+            self._warn(f"the token cap (max_tokens {self.max_tokens}) cut off a call: {self._describe(written)}")
+        if self._alt is not None:
+            name = self._alt_scanner.named
+            if name is not None and self.known(name):  # it began as a call: cut off, never the answer's text
+                self._warn(
+                    f"the token cap (max_tokens {self.max_tokens}) cut off a call to {name} written as "
+                    f"{self._alt.name}; it is not run"
+                )
+            else:
+                verdict.delta += self._held + self._alt_text  # an alternate not yet read is text
+                self._held = ""
+            self._alt, self._alt_text, self._alt_scanner = None, "", None
+        if self._thinking is not None:
+            verdict.reasoning += self._held
+            self._held, self._thinking = "", None
+        verdict.warnings = tuple(self._warnings)
+        self._warnings = []
+        if self._calls:
+            calls = self._collected([])
+            verdict.reason = "tool_call"
+            verdict.calls, verdict.shapes, verdict.parsed = tuple(c.text for c in calls), _shapes(calls), calls
+            if self.read_all:  # else what is held after the calls is whitespace between them
+                verdict.delta += self._held
+            verdict.held = self._held = ""
+            return verdict
+        verdict.reason = "max_tokens"
+        verdict.delta += self._held
+        verdict.held = self._held = ""
+        return verdict
+
+    def _describe(self, written: str) -> str:
+        name = mentions_tool(written, self.known)
+        what = f"to {name}" if name else f"{written[:40]!r}"
+        return f"{what} ({len(written):,} characters written); it is not run"
+
+    def _warn(self, message: str) -> None:
+        self._warnings.append(message)
+
+    def _said(self) -> dict:
+        """The warnings gathered since the last verdict, for the next one."""
+        if not self._warnings:
+            return {}
+        warnings, self._warnings = tuple(self._warnings), []
+        return {"warnings": warnings}
+
+    # -- the verdicts ------------------------------------------------------------------------------------------
+
+    def _collected(self, last: list[ParsedCall]) -> tuple[ParsedCall, ...]:
+        """Every call of this message (with `last`), and forget them."""
+        calls = (*self._calls, *last)
+        self._calls = []
+        return calls
 
     def _verdict_calls(
-        self, last: str | None, shape: str | None, ended: bool = False, delta: str = "", in_call: bool = False
+        self, last: list[ParsedCall], ended: bool = False, delta: str = "", in_call: bool = False
     ) -> Verdict:
         """A "tool_call" verdict with every call of the message."""
-        calls, shapes = self._collected(last, shape)
-        return Verdict("tool_call", delta, calls, "", in_call, self.count, ended, shapes)
+        calls = self._collected(last)
+        texts = tuple(c.text for c in calls)
+        return Verdict(
+            "tool_call", delta, texts, "", in_call, self.count, ended, _shapes(calls), None, calls, **self._said()
+        )
 
-    def _scan_text(self, piece: str) -> Verdict:
+    def _read(self, shape: CallShape, span: str, closed: bool) -> list[ParsedCall]:
+        """A whole span's calls; over the cap, one error that names the cap."""
+        if len(span) > self.max_call_chars:
+            return [self._too_long(shape, span)]
+        return shape.read(span, closed)
+
+    def _too_long(self, shape: CallShape, span: str) -> ParsedCall:
+        error = ParseError(
+            f"the call is longer than the {self.max_call_chars:,} characters a call may have (max_call_chars); "
+            f"write a shorter one",
+            self.max_call_chars,
+        )
+        return ParsedCall(span[: self.max_call_chars], shape.name, None, error)
+
+    # -- text ---------------------------------------------------------------------------------------------------
+
+    def _scan_text(self, piece: str, delta: str = "") -> Verdict:
         """Normal text: release what cannot start a watched string, hold back the rest."""
         buf = self._held + piece
         # Find the watched string completed first; ties go to the earlier start,
         # then to stop strings (checked first, and only a strictly earlier one replaces).
         best_end = best_start = len(buf) + 1
-        found = is_call = False
-        alternate = None
+        kind = ""
+        found: Any = None
         for stop in self.stop_strings:
             start = buf.find(stop)
             if start >= 0 and (start + len(stop), start) < (best_end, best_start):
-                best_end, best_start, found = start + len(stop), start, True
-        if self.opener is not None:
-            start = buf.find(self.opener)
-            if start >= 0 and (start + len(self.opener), start) < (best_end, best_start):
-                best_end, best_start, found, is_call = start + len(self.opener), start, True, True
-        for shape in self.alternates:
+                best_end, best_start, kind, found = start + len(stop), start, "stop", stop
+        if self._blank and self.reasoning:
+            for opener, closer in self.reasoning:
+                start = buf.find(opener)
+                if start >= 0 and not buf[:start].strip() and (start + len(opener), start) < (best_end, best_start):
+                    best_end, best_start, kind, found = start + len(opener), start, "reasoning", closer
+        for shape in self.primary:
             if shape.message_start and not self._blank:
                 continue
-            start = self._find_alternate(buf, shape)
+            start = buf.find(shape.opener)
+            if shape.message_start and start > 0 and buf[:start].strip():
+                start = -1
             if start >= 0 and (start + len(shape.opener), start) < (best_end, best_start):
-                best_end, best_start, found, is_call = start + len(shape.opener), start, True, True
-                alternate = shape
-        if alternate is not None:
+                best_end, best_start, kind, found = start + len(shape.opener), start, "call", shape
+        for alt in self.alternates:
+            if alt.message_start and not self._blank:
+                continue
+            start = self._find_alternate(buf, alt)
+            if start >= 0 and (start + len(alt.opener), start) < (best_end, best_start):
+                best_end, best_start, kind, found = start + len(alt.opener), start, "alternate", alt
+        if kind in ("call", "alternate"):
             # "[" may be the start of "[TOOL_CALLS]": the longer opener wins where it is written, and text
             # that may still become it is held
             tail = buf[best_start:]
-            for longer in self._longer[alternate]:
-                if tail.startswith(longer.opener):
-                    alternate, best_end = longer, best_start + len(longer.opener)
+            for longer in self._longer[found.opener]:
+                if tail.startswith(longer):
+                    found = self._shape_for(longer)
+                    kind = "call" if isinstance(found, CallShape) else "alternate"
+                    best_end = best_start + len(longer)
                     break
-                if longer.opener.startswith(tail):
+                if longer.startswith(tail):
                     self._consumed(buf[:best_start])
                     self._held = tail
-                    return Verdict(None, buf[:best_start], _NO_CALLS, tail, False, self.count)
+                    return Verdict(None, delta + buf[:best_start], _NO_CALLS, tail, False, self.count, **self._said())
 
-        if not found:
+        if not kind:
             keep = min(len(buf), self.max_held)
             prefixes = self._prefixes
             while keep and buf[-keep:] not in prefixes:
                 keep -= 1
             cut = len(buf) - keep
             self._held = buf[cut:]
-            if self._calls:
+            if self._calls and not self.read_all:
                 if buf[:cut].strip():  # text after the message's calls ends it: run them
                     self._held = ""
-                    return self._verdict_calls(None, None)
-                return Verdict(None, "", _NO_CALLS, self._held, False, self.count)  # whitespace between calls
+                    return self._verdict_calls([], delta=delta)
+                return Verdict(None, delta, _NO_CALLS, self._held, False, self.count, **self._said())
             self._consumed(buf[:cut])
-            return Verdict(None, buf[:cut], _NO_CALLS, self._held, False, self.count)
+            return Verdict(None, delta + buf[:cut], _NO_CALLS, self._held, False, self.count, **self._said())
 
         self._held = ""
-        if not is_call:
+        if kind == "stop":
             if self._calls:  # a stop string after the message's calls: run them
-                return self._verdict_calls(None, None)
-            return Verdict("stop_sequence", buf[:best_start], _NO_CALLS, "", False, self.count)
-        if alternate is not None:
-            return self._open_alternate(alternate, buf[:best_start], buf[best_end:])
+                return self._verdict_calls([], delta=delta)
+            return Verdict("stop_sequence", delta + buf[:best_start], _NO_CALLS, "", False, self.count, **self._said())
+        if kind == "reasoning":
+            delta += buf[:best_start]  # whitespace before the block
+            self._consumed(buf[:best_start])
+            self._thinking, self._thought_call, self._reasoning_tail = found, False, ""
+            return self._scan_reasoning(buf[best_end:], delta)
+        if kind == "alternate":
+            return self._open_alternate(found, buf[:best_start], buf[best_end:], delta)
         # The opener: text before it is released, text after it starts the call.
-        return self._open_call(buf[:best_start], buf[best_end:])
+        return self._open_call(found, buf[:best_start], buf[best_end:], delta)
+
+    def _shape_for(self, opener: str) -> Any:
+        for shape in self.primary:
+            if shape.opener == opener:
+                return shape
+        return next(a for a in self.alternates if a.opener == opener)
 
     def _find_alternate(self, buf: str, shape: Shape) -> int:
         """Where the alternate's opener first stands in `buf` at a place a call can begin, or -1."""
@@ -320,50 +524,132 @@ class Stops:
             body = text.rstrip(" \t")
             self._line_start = body.endswith("\n") or (not body and self._line_start)
 
-    def _open_call(self, before: str, after: str) -> Verdict:
+    # -- reasoning ----------------------------------------------------------------------------------------------
+
+    def _scan_reasoning(self, piece: str, delta: str) -> Verdict:
+        """Inside a reasoning block: its text is reasoning, up to its closer; then text again."""
+        closer = self._thinking
+        assert closer is not None  # inside reasoning
+        buf = self._held + piece
+        end = buf.find(closer)
+        best: tuple[int, int, CallShape | None] | None = (end + len(closer), end, None) if end >= 0 else None
+        if self.calls_in_reasoning == "run":  # an opener completed first opens a call; reasoning goes on after it
+            for shape in self.primary:
+                start = buf.find(shape.opener)
+                if start >= 0 and (best is None or (start + len(shape.opener), start) < best[:2]):
+                    best = (start + len(shape.opener), start, shape)
+        opened = best[2] if best is not None else None
+        if best is not None and opened is not None:
+            at, start = best[0], best[1]
+            self._held, self._thinking, self._resume_reasoning = "", None, closer
+            verdict = self._open_call(opened, "", buf[at:], delta, reasoning=True)
+            verdict.reasoning = buf[:start] + verdict.reasoning
+            return verdict
+        self._notice_thought_call(buf if end < 0 else buf[:end])
+        if end >= 0:
+            reasoning, rest = buf[:end], buf[end + len(closer) :]
+            self._held, self._thinking = "", None
+            verdict = self._scan_text(rest, delta)
+            verdict.reasoning = reasoning + verdict.reasoning
+            return verdict
+        keep = min(len(buf), max(map(len, self._reasoning_watch[closer])) - 1)
+        prefixes = self._reasoning_prefixes[closer]
+        while keep and buf[-keep:] not in prefixes:
+            keep -= 1
+        cut = len(buf) - keep
+        self._held = buf[cut:]
+        return Verdict(
+            None,
+            delta,
+            _NO_CALLS,
+            self._held,
+            False,
+            self.count,
+            reasoning=buf[:cut],
+            in_reasoning=True,
+            **self._said(),
+        )
+
+    def _notice_thought_call(self, text: str) -> None:
+        """A call opener inside reasoning is reasoning text: say so once per block."""
+        if self._thought_call or not self.primary:
+            return
+        seen = self._reasoning_tail + text
+        for shape in self.primary:
+            if shape.opener in seen:
+                self._thought_call = True
+                self._warn(
+                    f"the model wrote a call ({shape.opener}) inside its reasoning: reasoning is not run "
+                    "(calls_in_reasoning ignore)"
+                )
+                return
+        width = max(len(s.opener) for s in self.primary) - 1
+        self._reasoning_tail = seen[-width:] if width else ""
+
+    # -- calls --------------------------------------------------------------------------------------------------
+
+    def _open_call(self, shape: CallShape, before: str, after: str, delta: str, reasoning: bool = False) -> Verdict:
         """A call opens: `before` is text ahead of the opener, `after` the start of the call."""
         self._held = ""
-        if self._calls and before.strip():
+        if self._calls and before.strip() and not self.read_all:
             # text between calls ends the message: run the calls written so far
-            return self._verdict_calls(None, None)
-        delta = "" if self._calls else before  # whitespace between calls is not shown
-        self._consumed(delta)
-        assert self.opener is not None and self._scanner_factory is not None  # only a watched opener opens a call
-        self._call = [self.opener]
-        self._call_chars = len(self.opener)
-        self._scanner = self._scanner_factory()
+            return self._verdict_calls([], delta=delta)
+        if not (self._calls and not self.read_all):
+            delta += before  # whitespace between calls is not shown
+        if not reasoning:
+            self._consumed(before)
+        self._call = [shape.opener]
+        self._call_shape = shape
+        self._call_chars = len(shape.opener)
+        self._scanner = shape.scanner()
         return self._extend_call(after, delta)
 
-    def _extend_call(self, piece: str, delta: str, closing: bool = False) -> Verdict:
+    def _extend_call(self, piece: str, delta: str) -> Verdict:
         """Inside a call: feed the scanner until it reports the closer."""
-        written, scanner = self._call, self._scanner
-        assert written is not None and scanner is not None  # inside a call
+        written, scanner, shape = self._call, self._scanner, self._call_shape
+        assert written is not None and scanner is not None and shape is not None  # inside a call
         close = scanner.feed(piece) if piece else None
-        if close is None and closing:
-            close = len(piece)  # the closer id closes the call whatever the scanner thinks
         if close is not None:
-            written.append(piece[:close])  # text after the closer is dropped
-            call = "".join(written)
+            skipping = self._skipping
+            if not skipping:
+                written.append(piece[:close])
+            span, rest = "".join(written), piece[close:]
             self._end_call()
             self._line_start = True
+            calls = [] if skipping else self._read(shape, span, True)
+            resume = self._resume_reasoning
             if self.collect_calls:
-                self._calls.append(call)
-                self._shapes.append(self.shape)
-                return Verdict(None, delta, _NO_CALLS, "", True, self.count)
-            return self._verdict_calls(call, self.shape, delta=delta, in_call=True)
-        written.append(piece)
+                self._calls.extend(calls)
+                if resume is not None:  # back inside the reasoning the call was written in
+                    self._resume_reasoning, self._thinking = None, resume
+                    return self._scan_reasoning(rest, delta)
+                verdict = self._scan_text(rest, delta)  # whitespace, text or the next call
+                verdict.in_call = True
+                return verdict
+            return self._verdict_calls(calls, delta=delta, in_call=True)
         self._call_chars += len(piece)
-        if self._call_chars > self.max_call_chars:
-            # Hand over the over-long text; the parser rejects it with a message for the model.
-            return self._verdict_calls(self._end_call(), self.shape, delta=delta, in_call=True)
-        return Verdict(None, delta, _NO_CALLS, "", True, self.count)
+        if not self._skipping:
+            written.append(piece)
+        if self._call_chars > self.max_call_chars and not self._skipping:
+            # too long to be a call: the model is told, with the cap
+            error = self._too_long(shape, "".join(written))
+            if self.read_all:  # read on to its end, keeping nothing more
+                self._calls.append(error)
+                self._skipping = True
+                return Verdict(None, delta, _NO_CALLS, "", True, self.count, **self._said())
+            self._end_call()
+            return self._verdict_calls([error], delta=delta, in_call=True)
+        return Verdict(None, delta, _NO_CALLS, "", True, self.count, **self._said())
 
-    def _open_alternate(self, shape: Shape, before: str, after: str) -> Verdict:
+    # -- alternate shapes ---------------------------------------------------------------------------------------
+
+    def _open_alternate(self, shape: Shape, before: str, after: str, delta: str) -> Verdict:
         """An alternate's opener where a call can begin: hold its span back until it can be read."""
-        if self._calls and before.strip():
-            return self._verdict_calls(None, None)
-        delta = "" if self._calls else before
-        self._consumed(delta)
+        if self._calls and before.strip() and not self.read_all:
+            return self._verdict_calls([], delta=delta)
+        if not (self._calls and not self.read_all):
+            delta += before
+        self._consumed(before)
         self._alt, self._alt_text, self._alt_scanner = shape, shape.opener, shape.scanner()
         return self._extend_alt(after, delta)
 
@@ -375,7 +661,7 @@ class Stops:
             if len(self._alt_text) > self.max_call_chars:  # too long for a call: it was text
                 span, self._alt, self._alt_text = self._alt_text, None, ""
                 return self._release(span, "", delta, None)
-            return Verdict(None, delta, _NO_CALLS, self._alt_text, False, self.count)
+            return Verdict(None, delta, _NO_CALLS, self._alt_text, False, self.count, **self._said())
         shape, span, rest = self._alt, self._alt_text + piece[:end], piece[end:]
         assert shape is not None  # inside an alternate's span
         abandoned = self._alt_scanner.abandoned
@@ -383,48 +669,41 @@ class Stops:
         if abandoned:
             return self._release(span, rest, delta, None)
         try:
-            texts = read(shape, span, self.known)
+            found = read(shape, span, self.known)
         except NotACall as e:
             return self._release(span, rest, delta, self._near_miss(shape, span, e))
         self._line_start = True
+        calls = [ParsedCall(text, shape.name, call) for text, call in found]
         if self.collect_calls:  # what follows in this piece may be whitespace, text or the next call
-            self._calls.extend(texts)
-            self._shapes.extend([shape.name] * len(texts))
-            verdict = self._scan_text(rest)
-            verdict.delta = delta + verdict.delta
-            return verdict
-        self._calls.extend(texts[:-1])
-        self._shapes.extend([shape.name] * (len(texts) - 1))
-        return self._verdict_calls(texts[-1], shape.name, delta=delta)
+            self._calls.extend(calls)
+            return self._scan_text(rest, delta)
+        return self._verdict_calls(calls, delta=delta)
 
-    def _alt_at_end(self) -> Verdict:
+    def _alt_at_end(self, ended: bool) -> Verdict:
         """The message ended inside an alternate: a call if what was written reads as one, else text."""
         shape, span = self._alt, self._alt_text
         assert shape is not None  # the message ended inside an alternate's span
         self._alt, self._alt_text, self._alt_scanner = None, "", None
         try:
-            texts = read(shape, span, self.known, closed=False)
+            found = read(shape, span, self.known, closed=False)
         except NotACall as e:
             notice = self._near_miss(shape, span, e)
             if self._calls:
-                verdict = self._verdict_calls(None, None, True)
+                verdict = self._verdict_calls([], ended)
             else:
                 delta, self._held = self._held + span, ""
-                verdict = Verdict("eos", delta, _NO_CALLS, "", False, self.count, True)
+                verdict = Verdict("eos", delta, _NO_CALLS, "", False, self.count, ended, **self._said())
             verdict.notice = notice
             return verdict
-        self._calls.extend(texts)
-        self._shapes.extend([shape.name] * len(texts))
-        return self._verdict_calls(None, None, True)
+        return self._verdict_calls([ParsedCall(text, shape.name, call) for text, call in found], ended)
 
     def _release(self, span: str, rest: str, delta: str, notice: str | None) -> Verdict:
         """An alternate's span that is not a call: text again; the rest of the piece is scanned as text."""
-        if self._calls and span.strip():
-            verdict = self._verdict_calls(None, None)  # text after the message's calls ends it
+        if self._calls and span.strip() and not self.read_all:
+            verdict = self._verdict_calls([], delta=delta)  # text after the message's calls ends it
         else:
             self._consumed(span)
-            verdict = self._scan_text(rest)
-            verdict.delta = delta + span + verdict.delta
+            verdict = self._scan_text(rest, delta + span)
         verdict.notice = notice
         return verdict
 
@@ -442,6 +721,12 @@ class Stops:
         """Leave the call state, returning the call text written so far."""
         text = "".join(self._call) if self._call is not None else None
         self._call = None
+        self._call_shape = None
         self._call_chars = 0
         self._scanner = None
+        self._skipping = False
         return text
+
+
+def _shapes(calls: Sequence[ParsedCall]) -> tuple[str, ...]:
+    return tuple(c.shape for c in calls)

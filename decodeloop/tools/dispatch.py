@@ -22,7 +22,7 @@ from typing import Any
 
 from decodeloop.events import ToolCall, ToolError, ToolResult
 from decodeloop.formats.calls import shapes as call_shapes
-from decodeloop.formats.calls.base import CallSyntax, ParseError
+from decodeloop.formats.calls.base import ParsedCall
 from decodeloop.mcp.errors import McpError, RequestTimeout
 from decodeloop.schema.arguments import ArgumentError, validate_arguments
 from decodeloop.schema.standard import check_value
@@ -43,7 +43,6 @@ __all__ = [
     "call_key",
     "dispatch_all",
     "output_problem",
-    "parse_call",
 ]
 
 
@@ -69,23 +68,18 @@ class _Prepared:
 
 
 def dispatch_all(
-    call_texts: list[str],
-    syntax: CallSyntax,
+    calls: list[ParsedCall],
     router: Router,
     view: TurnView,
     *,
     timeout: float | None = None,
-    shapes=(),
 ) -> list[Outcome]:
-    """Every call of one message, in the order written; `view` is the turn they belong to (tools/turn.py).
+    """Every call of one message, in the order written, as the stop check read them (each a call, or the error
+    it failed to parse with); `view` is the turn they belong to (tools/turn.py).
 
-    `shapes` says how each call was written (formats/calls/shapes.py; missing: the syntax's own shape).
     The caller starts the round (view.round) and records its outcomes (view.record).
     """
-    prepared: list[_Prepared | Outcome] = []
-    for i, text in enumerate(call_texts):
-        shape = shapes[i] if i < len(shapes) else syntax.shape
-        prepared.append(_prepare(text, syntax, router, view, shape))
+    prepared: list[_Prepared | Outcome] = [_prepare(parsed, router, view) for parsed in calls]
     runnable = [p for p in prepared if isinstance(p, _Prepared)]
     servers = {p.server for p in runnable}
     if len(servers) > 1:
@@ -107,21 +101,15 @@ def call_key(name: str, arguments: dict) -> str:
     return name + " " + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def parse_call(text: str, syntax: CallSyntax, shape: str | None = None):
-    """The call in `text`, written in the syntax's own shape or in an alternate one; raises ParseError."""
-    if shape is None or shape == syntax.shape:
-        return syntax.parse(text)
-    return call_shapes.parse(shape, text)
+def _prepare(parsed: ParsedCall, router: Router, view: TurnView) -> _Prepared | Outcome:
+    call_text, shape, call = parsed.text, parsed.shape, parsed.call
 
-
-def _prepare(call_text: str, syntax: CallSyntax, router: Router, view: TurnView, shape: str) -> _Prepared | Outcome:
     def failed(message: str, stage: str, name=None, server=None, key=None, cut=None) -> Outcome:
-        return _failed(view, message, call_text, stage, name, server, key, shape, cut)
+        arguments = call.arguments if call is not None else None
+        return _failed(view, message, call_text, stage, name, server, key, shape, cut, arguments)
 
-    try:
-        call = parse_call(call_text, syntax, shape)
-    except ParseError as e:
-        return failed(str(e), "parse")
+    if call is None:
+        return failed(str(parsed.error) if parsed.error is not None else "the call could not be read", "parse")
     try:
         tool = router.resolve(call.name)
     except UnknownTool as e:
@@ -171,7 +159,9 @@ def _finish(p: _Prepared, result, view: TurnView) -> Outcome:
     else:
         message = output_problem(p.tool, result)  # the server answered, but not what it promised: a failed call
     if message is not None:
-        return _failed(view, message, p.text, "call", p.name, p.server, shape=p.shape, cut="error")
+        return _failed(
+            view, message, p.text, "call", p.name, p.server, shape=p.shape, cut="error", arguments=p.arguments
+        )
     what = f"the {'error for' if result.is_error else 'result of'} {p.name}"
     sent, text = view.admit(result.text(), what, server_text=True, cut="result")
     view.emit(ToolResult(p.name, result.content, result.is_error, sent))
@@ -200,8 +190,9 @@ def _failed(
     key: str | None = None,
     shape: str = call_shapes.CANONICAL,
     cut: str | None = None,
+    arguments: dict | None = None,
 ) -> Outcome:
     """An error Outcome; its text admitted as the server's when it carries a server's words (`server`)."""
     sent, text = view.admit(message, f"the error for {name or 'a call'}", server_text=server is not None, cut=cut)
-    view.emit(ToolError(sent, call_text, stage, name, shape))
+    view.emit(ToolError(sent, call_text, stage, name, shape, arguments))
     return Outcome(text, True, name, server, stage, key)

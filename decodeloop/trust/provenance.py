@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from decodeloop.decode.context import MODEL
+from decodeloop.decode.context import AUTHORED
 
 TRACED = ("system", "user")  # besides tool results, the sources an argument value is looked for in
 SERVER_SOURCES = ("tool:", "resource:", "prompt:")  # the prefixes of spans that may hold a server's text
@@ -53,7 +53,7 @@ def provenance(context, tokenizer) -> Provenance:
             before_data = False
         if span.source in TRACED or span.source.startswith(SERVER_SOURCES):
             by_source.setdefault(span.source, []).append(tokenizer.decode(context.ids[span.start : span.end]))
-        elif span.source == MODEL and before_data:
+        elif span.source in AUTHORED and before_data:
             planned.append(tokenizer.decode(context.ids[span.start : span.end]))
     return Provenance([(source, "\n".join(parts)) for source, parts in by_source.items()], "\n".join(planned))
 

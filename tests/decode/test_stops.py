@@ -242,12 +242,20 @@ def test_eos_inside_a_call_hands_over_the_partial_call():
     assert released(verdicts) == "Sure. "
 
 
-def test_over_long_call_is_handed_over():
+def test_over_long_call_is_an_error_that_names_the_cap():
     stops = make(opener="[call ", max_call_chars=20)
     verdicts = feed(stops, ["[call f "] + ["x"] * 30)
-    assert verdicts[-1].reason == "tool_call"
-    assert len(verdicts[-1].call_text) == 21
-    assert verdicts[-1].call_text.startswith("[call f xxx")
+    assert verdicts[-1].reason == "tool_call" and verdicts[-1].count == 14  # stopped once past the cap
+    [call] = verdicts[-1].parsed
+    assert call.call is None and "longer than the 20 characters a call may have (max_call_chars)" in str(call.error)
+    assert call.text == "[call f xxxxxxxxxxxx"  # what is kept of it: the cap's worth
+
+
+@pytest.mark.parametrize("pieces", [["[call f x=" + "y" * 30 + "]"], ["[call f x="] + ["y"] * 30 + ["]"]])
+def test_a_call_over_the_cap_fails_alike_whole_or_in_pieces(pieces):
+    stops = make(opener="[call ", max_call_chars=20)
+    [call] = feed(stops, pieces)[-1].parsed
+    assert call.call is None and "max_call_chars" in str(call.error)
 
 
 def test_earliest_of_stop_string_and_opener_wins():

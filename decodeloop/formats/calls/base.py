@@ -8,8 +8,8 @@ SmolLM); shapes.py reads the other shapes real models write.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -25,6 +25,49 @@ class ParseError(ValueError):
     def __init__(self, message: str, column: int) -> None:
         super().__init__(message)
         self.column = column  # 1-based position in the call's text
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    """One call as the stop check read it, once: the text the model wrote, the shape it was written in, and
+    either the call or the error that tells the model how to fix it. Everything after the stop check (dispatch,
+    the harness, sampling, BFCL, the views) reads this and never the text again."""
+
+    text: str
+    shape: str
+    call: Call | None = None
+    error: ParseError | None = None
+    format: str = ""  # the call format the shape belongs to (formats/calls/formats.py), "" for a syntax's own
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """One way a format's calls are written: what opens the span, what may close it, how its end is found
+    while it is written (`scanner`: `.feed(piece)` returns the index just past the end, or None), and how a
+    whole span is read (`read(span, closed)`: the span's calls, each a call or an error; `closed` is False when
+    the message ended inside it). `closer` is "" where the scanner alone finds the end, or the message's end
+    does (`to_end`). `message_start`: the opener counts only at the start of the model's message."""
+
+    name: str
+    opener: str
+    scanner: Callable[[], Any]
+    read: Callable[[str, bool], list[ParsedCall]]
+    closer: str = ""
+    message_start: bool = False
+    to_end: bool = False  # the span runs to the end of the message (or to the next opener of a new span)
+    markers: tuple[str, ...] = field(default=())  # the other special texts the span holds (never shown as text)
+
+
+def read_one(parse: Callable[[str], Call], shape: str, format: str = "") -> Callable[[str, bool], list[ParsedCall]]:
+    """`read` for a shape whose span holds one call, from a parser that raises ParseError."""
+
+    def read(span: str, closed: bool) -> list[ParsedCall]:
+        try:
+            return [ParsedCall(span, shape, parse(span), None, format)]
+        except ParseError as e:
+            return [ParsedCall(span, shape, None, e, format)]
+
+    return read
 
 
 def render_result(text: str, is_error: bool) -> str:

@@ -37,7 +37,7 @@ import string
 from collections.abc import Iterable
 from typing import Any
 
-from decodeloop.formats.calls.base import Call, ParseError, render_result, tool_schema
+from decodeloop.formats.calls.base import Call, CallShape, ParseError, read_one, render_result, tool_schema
 from decodeloop.schema import describe_type, numeric_bounds
 
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-/")
@@ -365,6 +365,11 @@ class CompactSyntax:
 
     def scanner(self) -> CallScanner:
         return CallScanner()
+
+    # its one shape, as the stop check reads it: the span parsed once it closes
+    shapes = (
+        CallShape("compact", "[call ", CallScanner, read_one(lambda text: _Parser(text).parse(), "compact"), "]"),
+    )
 
     render_result = staticmethod(render_result)
 

@@ -42,7 +42,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from decodeloop.formats.calls.base import Call, ParseError, render_result, tool_schema
+from decodeloop.formats.calls.base import Call, CallShape, ParseError, read_one, render_result, tool_schema
 from decodeloop.formats.calls.compact import _NAME_RE
 from decodeloop.formats.calls.shapes import ALTERNATES, CANONICAL
 from decodeloop.schema import did_you_mean
@@ -677,6 +677,13 @@ class JsonSyntax:
 
     def scanner(self) -> JsonCallScanner:
         return JsonCallScanner()
+
+    # its own shape, as the stop check reads it: the span parsed once it closes
+    shapes = (
+        CallShape(
+            CANONICAL, OPENER, JsonCallScanner, read_one(lambda text: _CallParser(text).parse(), CANONICAL), CLOSER
+        ),
+    )
 
     render_result = staticmethod(render_result)
 

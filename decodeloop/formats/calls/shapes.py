@@ -186,8 +186,8 @@ class NotACall(ValueError):
         self.unknown = unknown
 
 
-def read(shape: Shape, span: str, known: Callable[[str], bool], closed: bool = True) -> list[str]:
-    """The texts of the calls in an alternate's span (opener through closer), one per call.
+def read(shape: Shape, span: str, known: Callable[[str], bool], closed: bool = True) -> list[tuple[str, Call]]:
+    """The calls in an alternate's span (opener through closer): each call's text and the call, read once.
 
     An array of calls gives one text per element (each as the model wrote it); raises NotACall.
     `closed=False`: the message ended before the closer (a fence left open), which is allowed.
@@ -195,17 +195,15 @@ def read(shape: Shape, span: str, known: Callable[[str], bool], closed: bool = T
     body = _body(shape, span, closed)
     if shape.named:
         name, _, arguments = body.partition(">")
-        _call(shape, {"name": name, "arguments": _json(arguments, name if known(name) else "")}, known)
-        return [span]
+        return [(span, _call(shape, {"name": name, "arguments": _json(arguments, name if known(name) else "")}, known))]
     value = _json(body)
     items = value if isinstance(value, list) else [value]
     if not items:
         raise NotACall("an empty array")
-    for item in items:
-        _call(shape, item, known)
+    calls = [_call(shape, item, known) for item in items]
     if isinstance(value, list) and len(items) > 1:
-        return _elements(body)
-    return [span]
+        return list(zip(_elements(body), calls))
+    return [(span, calls[0])]
 
 
 def parse(shape_name: str, text: str) -> Call:

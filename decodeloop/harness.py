@@ -16,7 +16,7 @@ conversation. Nothing here knows which model or engine is running.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -368,6 +368,7 @@ class Harness:
             collect_calls=collect,
             alternates=self.syntax.alternates if lenient else (),
             known=self.router.tools.__contains__,
+            tools=_Schemas(self.router),
             specials=self._specials,
             reasoning=getattr(self.syntax, "reasoning", ()),
             reasoning_open=getattr(self.chat, "reasoning_open", False),
@@ -530,6 +531,22 @@ class Harness:
                 )
             )
         self._ended = verdict.ended and turn.reason == "eos"
+
+
+class _Schemas(Mapping):
+    """Each routed tool's inputSchema by name, as the router has them now (a format types values by them)."""
+
+    def __init__(self, router: Router) -> None:
+        self._router = router
+
+    def __getitem__(self, name: str) -> Any:
+        return self._router.tools[name].input_schema
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._router.tools)
+
+    def __len__(self) -> int:
+        return len(self._router.tools)
 
 
 @dataclass

@@ -63,7 +63,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from decodeloop.formats.calls.base import CallShape, ParsedCall, ParseError
+from decodeloop.formats.calls.base import CallShape, ParsedCall, ParseError, SpanText
 from decodeloop.formats.calls.shapes import CANONICAL, NotACall, Shape, mentions_tool, read
 
 if TYPE_CHECKING:
@@ -100,9 +100,9 @@ class Verdict:
 _NO_CALLS: tuple[str, ...] = ()
 
 
-def _unparsed(shape: str) -> Callable[[str, bool], list[ParsedCall]]:
+def _unparsed(shape: str) -> Callable[[str, bool, Mapping[str, Any]], list[ParsedCall]]:
     """`read` for a shape given as an opener and a scanner alone: the span, not parsed."""
-    return lambda span, closed: [ParsedCall(span, shape)]
+    return lambda span, closed, tools: [ParsedCall(span, shape)]
 
 
 class Stops:
@@ -130,6 +130,7 @@ class Stops:
         reasoning_open: bool = False,
         calls_in_reasoning: str = "ignore",
         read_all: bool = False,
+        tools: Mapping[str, Any] | None = None,
     ) -> None:
         if isinstance(stop_strings, str):
             raise ValueError(f"stop_strings must be a sequence of strings, not the string {stop_strings!r}")
@@ -155,7 +156,8 @@ class Stops:
         self.max_call_chars = max_call_chars
         self.collect_calls = collect_calls or read_all
         self.read_all = read_all
-        self.known = known or (lambda name: False)
+        self.tools: Mapping[str, Any] = tools if tools is not None else {}  # name -> inputSchema, for typed values
+        self.known = known or (self.tools.__contains__ if tools is not None else (lambda name: False))
         self.calls_in_reasoning = calls_in_reasoning
         self.reasoning = tuple(reasoning)
         self._reasoning_at_start = reasoning_open and bool(self.reasoning)
@@ -321,7 +323,14 @@ class Stops:
             if skipping:
                 return self._verdict_calls([], ended, in_call=True)
             # the model ended mid-call: the parser reads what it wrote (a span that runs to the end is whole)
-            return self._verdict_calls(self._read(shape, text or "", shape.to_end), ended, in_call=True)
+            calls, content, reasoning = self._read(shape, text or "", shape.to_end)
+            if not calls and not self._calls:  # a span of text alone (a channel with no call)
+                return Verdict(
+                    "eos", content, _NO_CALLS, "", False, self.count, ended, reasoning=reasoning, **self._said()
+                )
+            verdict = self._verdict_calls(calls, ended, delta=content, in_call=True)
+            verdict.reasoning = reasoning
+            return verdict
         if self._alt is not None:
             return self._alt_at_end(ended)
         reasoning = ""
@@ -402,11 +411,20 @@ class Stops:
             "tool_call", delta, texts, "", in_call, self.count, ended, _shapes(calls), None, calls, **self._said()
         )
 
-    def _read(self, shape: CallShape, span: str, closed: bool) -> list[ParsedCall]:
-        """A whole span's calls; over the cap, one error that names the cap."""
+    def _read(self, shape: CallShape, span: str, closed: bool) -> tuple[list[ParsedCall], str, str]:
+        """A whole span's calls (over the cap, one error that names the cap), and the content and reasoning
+        text it holds besides them."""
         if len(span) > self.max_call_chars:
-            return [self._too_long(shape, span)]
-        return shape.read(span, closed)
+            return [self._too_long(shape, span)], "", ""
+        calls: list[ParsedCall] = []
+        content: list[str] = []
+        reasoning: list[str] = []
+        for item in shape.read(span, closed, self.tools):
+            if isinstance(item, SpanText):
+                (reasoning if item.kind == "reasoning" else content).append(item.text)
+            else:
+                calls.append(item)
+        return calls, "".join(content), "".join(reasoning)
 
     def _too_long(self, shape: CallShape, span: str) -> ParsedCall:
         error = ParseError(
@@ -616,17 +634,22 @@ class Stops:
             span, rest = "".join(written), piece[close:]
             self._end_call()
             self._line_start = True
-            calls = [] if skipping else self._read(shape, span, True)
+            calls, content, reasoning = ([], "", "") if skipping else self._read(shape, span, True)
+            delta += content
             resume = self._resume_reasoning
-            if self.collect_calls:
+            if self.collect_calls or not calls:
                 self._calls.extend(calls)
                 if resume is not None:  # back inside the reasoning the call was written in
                     self._resume_reasoning, self._thinking = None, resume
-                    return self._scan_reasoning(rest, delta)
-                verdict = self._scan_text(rest, delta)  # whitespace, text or the next call
-                verdict.in_call = True
+                    verdict = self._scan_reasoning(rest, delta)
+                else:
+                    verdict = self._scan_text(rest, delta)  # whitespace, text or the next call
+                    verdict.in_call = bool(calls)
+                verdict.reasoning = reasoning + verdict.reasoning
                 return verdict
-            return self._verdict_calls(calls, delta=delta, in_call=True)
+            verdict = self._verdict_calls(calls, delta=delta, in_call=True)
+            verdict.reasoning = reasoning
+            return verdict
         self._call_chars += len(piece)
         if not self._skipping:
             written.append(piece)

@@ -8,7 +8,7 @@ SmolLM); shapes.py reads the other shapes real models write.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -41,27 +41,39 @@ class ParsedCall:
 
 
 @dataclass(frozen=True)
+class SpanText:
+    """Text a span holds besides its calls, for a format whose calls share a span with the message's text
+    (Harmony's channels): `kind` is "content" (the answer's) or "reasoning"."""
+
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
 class CallShape:
     """One way a format's calls are written: what opens the span, what may close it, how its end is found
     while it is written (`scanner`: `.feed(piece)` returns the index just past the end, or None), and how a
-    whole span is read (`read(span, closed)`: the span's calls, each a call or an error; `closed` is False when
-    the message ended inside it). `closer` is "" where the scanner alone finds the end, or the message's end
+    whole span is read (`read(span, closed, tools)`: the span's calls, each a call or an error; `closed` is
+    False when the message ended inside it; `tools` maps each tool's name to its inputSchema, for a format
+    whose values are typed by the schema). `closer` is "" where the scanner alone finds the end, or the message's end
     does (`to_end`). `message_start`: the opener counts only at the start of the model's message."""
 
     name: str
     opener: str
     scanner: Callable[[], Any]
-    read: Callable[[str, bool], list[ParsedCall]]
+    read: Callable[[str, bool, Mapping[str, Any]], list[ParsedCall | SpanText]]
     closer: str = ""
     message_start: bool = False
     to_end: bool = False  # the span runs to the end of the message (or to the next opener of a new span)
     markers: tuple[str, ...] = field(default=())  # the other special texts the span holds (never shown as text)
 
 
-def read_one(parse: Callable[[str], Call], shape: str, format: str = "") -> Callable[[str, bool], list[ParsedCall]]:
+def read_one(
+    parse: Callable[[str], Call], shape: str, format: str = ""
+) -> Callable[[str, bool, Mapping[str, Any]], list[ParsedCall]]:
     """`read` for a shape whose span holds one call, from a parser that raises ParseError."""
 
-    def read(span: str, closed: bool) -> list[ParsedCall]:
+    def read(span: str, closed: bool, tools: Mapping[str, Any]) -> list[ParsedCall]:
         try:
             return [ParsedCall(span, shape, parse(span), None, format)]
         except ParseError as e:

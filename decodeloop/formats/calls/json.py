@@ -662,6 +662,9 @@ class JsonSyntax:
     collect_calls = True  # these models write parallel calls as consecutive <tool_call> blocks
     template_tools = True  # a chat template's tool list teaches these calls
 
+    def __init__(self, reasoning: tuple[tuple[str, str], ...] = ()) -> None:
+        self.reasoning = reasoning  # the model's reasoning markers (Qwen3's <think>, </think>), if it reasons
+
     def parse(self, text: str) -> Call:
         """The call in `text`, which begins with the opener; raises ParseError."""
         return _CallParser(text).parse()

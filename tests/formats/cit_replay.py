@@ -1,0 +1,119 @@
+"""CanIToolCall's fixtures replayed through decodeloop's own stop check (decode/parse.py).
+
+Each fixture is one raw model output of a family, with the tools offered and the parse a correct engine
+returns. Here it is read as a turn of that family's model would be read: the call format the family's
+model names (`format_for`), the reasoning block the generation prompt left open, the token cap when the
+output was cut by one (`truncated`). The text is split into units, the family's markers whole (they are
+special tokens) and every other character alone, and the suite's chunking strategies group those units
+into the deltas of a stream (`units`).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+from canitoolcall.chunking import split
+from canitoolcall.pytest_plugin import family_for
+from canitoolcall.results import ParsedToolCall, ParseResult
+
+from decodeloop.decode.parse import OutputParser, markers_of
+from decodeloop.formats.calls.formats import get_format
+
+# the format each family's models name (formats/calls/formats.py), by family, then by model where they differ
+FAMILY_FORMAT = {
+    "qwen3-hermes": "hermes",
+}
+MODEL_FORMAT: dict[str, str] = {}
+
+
+def format_name(fixture) -> str | None:
+    return MODEL_FORMAT.get(fixture.models[0]) or FAMILY_FORMAT.get(fixture.family)
+
+
+@cache
+def _format(name: str):
+    return get_format(name)
+
+
+def format_for(fixture):
+    name = format_name(fixture)
+    return None if name is None else _format(name)
+
+
+def generation_prompt(fixture) -> str:
+    """What the prompt ended with: the fixture's own, else its reference model's default."""
+    if fixture.generation_prompt is not None:
+        return fixture.generation_prompt
+    family = family_for(fixture)
+    for model in family.reference_models if family is not None else ():
+        if model.repo == fixture.models[0]:
+            return model.default_generation_prompt or ""
+    return ""
+
+
+def reasoning_open(fixture, syntax) -> bool:
+    """The generation prompt opened a reasoning block it did not close."""
+    prompt = generation_prompt(fixture)
+    for opener, closer in getattr(syntax, "reasoning", ()):
+        at = prompt.rfind(opener)
+        if at >= 0 and prompt.find(closer, at) < 0:
+            return True
+    return False
+
+
+def _markers(fixture, syntax) -> list[str]:
+    family = family_for(fixture)
+    texts = set(markers_of(syntax)) | set(family.markers if family is not None else ())
+    return sorted(texts, key=len, reverse=True)
+
+
+def units(fixture, parser: OutputParser) -> tuple[list, set]:
+    """The fixture's text as units: each special marker whole (as the id the parser reads it under), every
+    other character alone; and the set of special units (the `special` strategy splits at them)."""
+    markers = _markers(fixture, format_for(fixture))
+    text, out, specials = fixture.raw_output, [], set()
+    pos = 0
+    while pos < len(text):
+        for marker in markers:
+            if text.startswith(marker, pos):
+                unit = parser.special_id(marker)
+                out.append(unit)
+                specials.add(unit)
+                pos += len(marker)
+                break
+        else:
+            out.append(text[pos])
+            pos += 1
+    return out, specials
+
+
+def parser_for(fixture) -> OutputParser:
+    syntax = format_for(fixture)
+    return OutputParser(
+        syntax,
+        fixture.tools,
+        reasoning_open=reasoning_open(fixture, syntax),
+        specials=_markers(fixture, syntax),
+    )
+
+
+def truncated(fixture) -> bool:
+    return "truncated" in fixture.tags
+
+
+def replay(fixture, strategy=None) -> ParseResult:
+    """The fixture read whole (`strategy` None) or as a stream the strategy cuts into deltas."""
+    parser = parser_for(fixture)
+    if strategy is None:
+        parser.feed(fixture.raw_output)
+    else:
+        all_units, specials = units(fixture, parser)
+        for group in split(all_units, strategy, special=specials):
+            parser.feed_units(group)
+    return result(parser.finish(truncated(fixture)))
+
+
+def result(out) -> ParseResult:
+    calls = tuple(ParsedToolCall(c.name, json.dumps(c.arguments, ensure_ascii=False)) for c in out.tool_calls)
+    return ParseResult(content=out.content, reasoning_content=out.reasoning, tool_calls=calls)

@@ -97,13 +97,14 @@ class OutputParser:
         self.tools = tool_index(tools)
         self.tokenizer = tokenizer
         markers = tuple(sorted({*markers_of(syntax), *specials}, key=len, reverse=True))
+        specials_by_id: dict[int, str]
         if tokenizer is not None:
-            specials = {i: text for text, i in tokenizer.special_tokens.items()}
+            specials_by_id = {i: text for text, i in tokenizer.special_tokens.items()}
             self._decoder: StreamDecoder | None = StreamDecoder(tokenizer)
         else:  # markers written in text stand for their special tokens: ids of their own, below zero
-            specials = {-2 - n: text for n, text in enumerate(markers)}
+            specials_by_id = {-2 - n: text for n, text in enumerate(markers)}
             self._decoder = None
-        self._ids = {text: i for i, text in specials.items()}
+        self._ids: dict[str, int] = {text: i for i, text in specials_by_id.items()}
         self._split = re.compile("(" + "|".join(map(re.escape, markers)) + ")") if markers else None
         self.stops = Stops(
             eos_ids=(),
@@ -112,7 +113,7 @@ class OutputParser:
             max_call_chars=max_call_chars,
             alternates=syntax.alternates if lenient else (),
             tools=self.tools,
-            specials=specials,
+            specials=specials_by_id,
             reasoning=getattr(syntax, "reasoning", ()),
             reasoning_open=reasoning_open,
             calls_in_reasoning=calls_in_reasoning,
@@ -129,9 +130,10 @@ class OutputParser:
             self._take(self.stops.check(_TEXT, piece))
             return
         for n, part in enumerate(self._split.split(piece)):
-            if n % 2:
-                self._take(self.stops.check(self._ids[part], ""))
-            elif part:
+            token = self._ids.get(part) if n % 2 else None
+            if token is not None:
+                self._take(self.stops.check(token, ""))
+            elif part:  # text, or a marker this tokenizer writes as text
                 self._take(self.stops.check(_TEXT, part))
 
     def feed_ids(self, ids: Iterable[int]) -> None:

@@ -8,7 +8,7 @@ SmolLM); shapes.py reads the other shapes real models write.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -61,7 +61,7 @@ class CallShape:
     name: str
     opener: str
     scanner: Callable[[], Any]
-    read: Callable[[str, bool, Mapping[str, Any]], list[ParsedCall | SpanText]]
+    read: Callable[[str, bool, Mapping[str, Any]], Sequence[ParsedCall | SpanText]]
     closer: str = ""
     message_start: bool = False
     to_end: bool = False  # the span runs to the end of the message (or to the next opener of a new span)

@@ -174,7 +174,9 @@ def _announce(bundle, emit, detail: bool = True) -> None:
         details = ", ".join(
             f"{key} { ({True: 'yes', False: 'no'}.get(value, value)) }" for key, value in bundle.info.items()
         )
-        emit(Notice(bundle.name, f"{details}; calls in the {bundle.syntax.name} syntax"))
+        if "call format" not in bundle.info:
+            details += f"; calls in the {bundle.syntax.name} syntax"
+        emit(Notice(bundle.name, details))
 
 
 def server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list:

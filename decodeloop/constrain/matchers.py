@@ -68,6 +68,8 @@ class Matcher(Protocol):
 
 def unsupported(tokenizer, syntax=None, closer_id: int | None = None) -> str | None:
     """Why calls of this bundle cannot be constrained, or None."""
+    if syntax is not None and getattr(syntax, "grammar", None) is None:
+        return f"the call grammar does not express calls in the {syntax.name} format yet"
     vocab = getattr(tokenizer, "vocab_size", None)
     if not isinstance(vocab, int) or vocab <= 0 or not callable(getattr(tokenizer, "token_bytes", None)):
         return "constrained calls need a tokenizer that gives every token's bytes (token_bytes)"
@@ -140,7 +142,7 @@ class ByteMatcher(GrammarMatcher):
         self._negative = [-inf] * self.vocab
 
     def start(self, tools: Sequence, syntax: Any) -> list[str]:
-        compiled = call_grammar(tools, syntax.name, syntax.closer)
+        compiled = call_grammar(tools, syntax.grammar, syntax.closer)
         self.grammar = ByteGrammar(compiled.machine)
         self.tools = compiled.tools
         return compiled.problems

@@ -249,7 +249,7 @@ class CallConstraint:
         if grammar is None or current is None:
             return []
         closer = (self.syntax.closer if shape is None else shape.grammar_closer) or ""
-        text = forced_text(grammar, current, json=self.syntax.name == "json", closer=closer, prev=prev)
+        text = forced_text(grammar, current, json=self.syntax.grammar == "json", closer=closer, prev=prev)
         if not text:
             return []
         tokens = list(self._tokenizer.encode(text))[:-1]
@@ -389,7 +389,7 @@ def _argmax(logits) -> int:
 class _ShapeSyntax:
     """The JSON syntax with an alternate shape's closer, for compiling that shape's grammar."""
 
-    name = "json"
+    name = grammar = "json"
 
     def __init__(self, closer: str) -> None:
         self.closer = closer

@@ -207,9 +207,9 @@ class TokenMatcher(GrammarMatcher):
 
     def start(self, tools, syntax) -> list[str]:
         closer: str | tuple[int, ...] = syntax.closer
-        if self.closer_id is not None and syntax.name == "json":
+        if self.closer_id is not None and syntax.grammar == "json":
             closer = (CLOSER_TOKEN,)
-        compiled = call_grammar(tools, syntax.name, closer)
+        compiled = call_grammar(tools, syntax.grammar, closer)
         self.release()
         self.grammar = ByteGrammar(compiled.machine)
         self.tools = compiled.tools

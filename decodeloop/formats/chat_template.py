@@ -166,6 +166,7 @@ class TemplateChat:
         self.tool_role = self._probe_tool_role()
         self.system_role = self._probe_system()
         self.trims = self._probe_trim()
+        self.reasoning_open = False  # the last rendering's generation prompt opened a reasoning block
         self._reset()
 
     # -- probes ------------------------------------------------------------------------------------------
@@ -290,6 +291,7 @@ class TemplateChat:
         else:
             self._messages = [{"role": "user", "content": self._hold([system_part, ("\n\n", "chat", True), *content])}]
         self._rendered = self._render_conversation()
+        self._note_reasoning(self._rendered)
         return self._pieces(self._rendered)
 
     def tool_results(self, replies: Sequence[ToolReply], ended: bool) -> Pieces:
@@ -334,12 +336,23 @@ class TemplateChat:
                 "now; the context keeps what it already holds"
             )
         self._rendered = rendered
+        self._note_reasoning(rendered)
         if ended:
             for text in self._end_texts:
                 if suffix.startswith(text):
                     suffix = suffix[len(text) :]
                     break
         return self._pieces(suffix)
+
+    def _note_reasoning(self, rendered: str) -> None:
+        """Whether the generation prompt (the markup after the last message) leaves a reasoning block open, as
+        Qwen3's thinking templates do with their closing `<think>\n`."""
+        tail = rendered[rendered.rfind(PH_CLOSE) + 1 :]
+        self.reasoning_open = False
+        for opener, closer in getattr(self.syntax, "reasoning", ()):
+            at = tail.rfind(opener)
+            if at >= 0 and tail.find(closer, at) < 0:
+                self.reasoning_open = True
 
     def _warn(self, message: str) -> None:
         if message not in self.warnings:

@@ -126,16 +126,24 @@ def _locate(path: str) -> tuple[str, str | None]:
     return path, None
 
 
-def _syntax(name: str | None):
-    if name in (None, "json"):
-        from decodeloop.formats.calls.json import JsonSyntax
+def _check_format(name: str | None) -> None:
+    """A call format name that is not one is refused before anything loads."""
+    from decodeloop.formats.calls.formats import names
 
-        return JsonSyntax()
-    if name == "compact":
-        from decodeloop.formats.calls.compact import CompactSyntax
+    if name not in (None, "auto", "json", "compact", *names()):
+        choices = ", ".join(["auto", "compact", *names()])
+        raise ValueError(f"unknown call format {name!r}; choose one of: {choices}")
 
-        return CompactSyntax()
-    raise ValueError(f"unknown call syntax {name!r}; choose json or compact")
+
+def _call_format(name: str | None, hf_tok):
+    """The model's call syntax, from --call-format or from its chat template and special tokens, and why."""
+    from decodeloop.formats.calls.formats import choose
+
+    template = getattr(hf_tok, "chat_template", None)
+    if isinstance(template, dict):
+        template = template.get("default")
+    vocabulary = [str(t) for t in getattr(hf_tok, "added_tokens_encoder", {})]
+    return choose(name, template or "", vocabulary)
 
 
 def _ids(value: Any) -> list[int]:
@@ -203,7 +211,7 @@ def load_tokenizer(path: str, syntax: str | None = None):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")
     located = _locate(path)
-    call_syntax = _syntax(syntax)
+    _check_format(syntax)
     _installed(located[1], torch=False)  # a tokenizer needs no torch
     transformers = require("transformers")
     require("jinja2")
@@ -225,9 +233,10 @@ def load_tokenizer(path: str, syntax: str | None = None):
         except (OSError, ValueError):
             pass  # no generation_config.json: the model's config says
     stops = stops or _ids(getattr(config, "eos_token_id", None))
+    call_syntax, why = _call_format(syntax, hf_tok)
     tokenizer, chat = _template_chat(hf_tok, path, call_syntax, stops, getattr(config, "vocab_size", None))
     specials = tokenizer.special_tokens
-    info = {"path": os.path.abspath(os.path.expanduser(path))}
+    info = {"path": os.path.abspath(os.path.expanduser(path)), "call format": f"{call_syntax.name} ({why})"}
     if cached:
         info["tokenizer"] = f"loaded from the conversion cache {cached}"
     return ModelBundle(
@@ -279,8 +288,8 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     on_terminal = sys.stderr.isatty()
     if not on_terminal:  # no progress bars in logs and pipes: tqdm reads this when it is first imported
         os.environ.setdefault("TQDM_DISABLE", "1")  # (the GGUF loader draws its own bar)
-    located = _locate(path)  # a wrong path, a bad syntax or dtype name, a missing
-    call_syntax = _syntax(syntax)  # package: all reported before torch is imported
+    located = _locate(path)  # a wrong path, a bad format or dtype name, a missing
+    _check_format(syntax)  # package: all reported before torch is imported
     if dtype not in (None, "auto") + DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of: {', '.join(DTYPES)}")
     _installed(located[1])
@@ -328,10 +337,11 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     embedding = model.get_input_embeddings().num_embeddings
     generation = getattr(model, "generation_config", None)
     stops = _ids(getattr(generation, "eos_token_id", None)) or _ids(model.config.eos_token_id)
+    call_syntax, why = _call_format(syntax, hf_tok)
     tokenizer, chat = _template_chat(hf_tok, path, call_syntax, stops, embedding)
     name = os.path.basename(os.path.normpath(path))
     specials = tokenizer.special_tokens
-    info = {"path": os.path.abspath(os.path.expanduser(path))}
+    info = {"path": os.path.abspath(os.path.expanduser(path)), "call format": f"{call_syntax.name} ({why})"}
     if weights:
         info["weights"] = weights
     return ModelBundle(

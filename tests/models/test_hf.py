@@ -176,6 +176,7 @@ def test_load_bundle(bundle, tiny_dir):
     assert isinstance(bundle.chat, TemplateChat) and type(bundle.syntax).__name__ == "JsonSyntax"
     assert bundle.info == {
         "path": os.path.abspath(tiny_dir),
+        "call format": "hermes (the vocabulary has a <tool_call> token)",
         "device": "cpu",
         "dtype": "float32",
         "vocab": tiny_hf.EMBEDDING,
@@ -196,7 +197,7 @@ def test_load_compact_syntax(tiny_dir):
     compact = load_hf(tiny_dir, syntax="compact")
     assert compact.opener_id is None and compact.closer_id is None
     assert "[call " in compact.chat.system_text([_tool()])
-    with pytest.raises(ValueError, match="syntax"):
+    with pytest.raises(ValueError, match="unknown call format 'xml'"):
         load_hf(tiny_dir, syntax="xml")
     with pytest.raises(ValueError, match="dtype"):
         load_hf(tiny_dir, dtype="float8")

@@ -342,6 +342,7 @@ class CompactSyntax:
     """[call NAME key=value ...]: the syntax the lab models are trained on."""
 
     name = "compact"
+    grammar = "compact"  # the call grammar --constrain writes these calls with
     shape = "compact"  # its one shape: the lab models write no other
     alternates = ()
     opener = "[call "

@@ -17,7 +17,7 @@ THINK = (("<think>", "</think>"),)
 def _hermes() -> Any:
     from decodeloop.formats.calls.json import JsonSyntax
 
-    return JsonSyntax(reasoning=THINK)
+    return JsonSyntax(reasoning=THINK, name="hermes")
 
 
 # name -> (what it is, how to make one)
@@ -42,6 +42,34 @@ def get_format(name: str) -> Any:
 def detect(template: str, vocabulary: Collection[str] = ()) -> tuple[str, str] | None:
     """The format a chat template (and the special tokens of its vocabulary) names, and why; None when it
     names none it knows."""
-    if "<tool_call>" in template or "<tool_call>" in vocabulary:
+    if "<tool_call>" in template:
         return "hermes", "the chat template writes calls in <tool_call> tags"
+    if "<tool_call>" in vocabulary:
+        return "hermes", "the vocabulary has a <tool_call> token"
     return None
+
+
+def choose(name: str | None, template: str, vocabulary: Collection[str]) -> tuple[Any, str]:
+    """The syntax for a model with this chat template and vocabulary, and why it was chosen: `name` (a
+    format, "compact", "json" for hermes) when given, else what the template names, else hermes. Reasoning
+    markers the template and the vocabulary never mention are dropped, so a model that does not reason
+    never has its text read as reasoning."""
+    if name == "compact":
+        from decodeloop.formats.calls.compact import CompactSyntax
+
+        return CompactSyntax(), "--call-format compact"
+    if name is not None and name not in ("auto",):
+        syntax, why = get_format("hermes" if name == "json" else name), f"--call-format {name}"
+    else:
+        found = detect(template, vocabulary)
+        if found is None:
+            syntax = get_format("hermes")
+            why = "the chat template names no call format decodeloop knows, so Hermes JSON (--call-format names one)"
+        else:
+            syntax, why = get_format(found[0]), found[1]
+    kept = tuple(
+        pair for pair in getattr(syntax, "reasoning", ()) if any(m in template or m in vocabulary for m in pair)
+    )
+    if kept != getattr(syntax, "reasoning", ()):
+        syntax.reasoning = kept
+    return syntax, why

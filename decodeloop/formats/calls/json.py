@@ -655,6 +655,7 @@ class JsonSyntax:
     """<tool_call>{"name": ..., "arguments": {...}}</tool_call>: the Hermes / Qwen / SmolLM convention."""
 
     name = "json"
+    grammar = "json"  # the call grammar --constrain writes these calls with (constrain/grammar/compile.py)
     shape = CANONICAL
     alternates = ALTERNATES  # what real models write instead (formats/calls/shapes.py), read with --call-shapes lenient
     opener = OPENER
@@ -662,8 +663,9 @@ class JsonSyntax:
     collect_calls = True  # these models write parallel calls as consecutive <tool_call> blocks
     template_tools = True  # a chat template's tool list teaches these calls
 
-    def __init__(self, reasoning: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(self, reasoning: tuple[tuple[str, str], ...] = (), name: str = "json") -> None:
         self.reasoning = reasoning  # the model's reasoning markers (Qwen3's <think>, </think>), if it reasons
+        self.name = name  # "hermes" as a model family's format (formats/calls/formats.py)
 
     def parse(self, text: str) -> Call:
         """The call in `text`, which begins with the opener; raises ParseError."""

@@ -64,6 +64,7 @@ def checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
         ("--max-result-chars", args.max_result_chars),
         ("--max-turn-result-chars", args.max_turn_result_chars),
         ("--max-tool-tokens", args.max_tool_tokens),
+        ("--max-call-chars", args.max_call_chars),
         ("--max-tools", getattr(args, "max_tools", 1)),
         ("--order", 1 if args.order is None else args.order),
         ("--episodes", getattr(args, "episodes", 1)),
@@ -78,8 +79,8 @@ def checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
         parser.exit(EXIT_USAGE, f"{parser.prog}: error: --weights: no such file: {args.weights}\n")
     if lab and (args.device or args.dtype):
         parser.error("--device and --dtype apply to hf: models only")
-    if lab and args.syntax == "json":
-        parser.error("the lab models write compact calls only (--syntax compact)")
+    if lab and args.syntax not in (None, "auto", "compact"):
+        parser.error("the lab models write compact calls only (--call-format compact)")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
     if args.repetition_penalty <= 0:
@@ -106,6 +107,8 @@ def checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
         collect_calls=collect,
         constrain=args.constrain,
         call_shapes=args.call_shapes,
+        max_call_chars=args.max_call_chars,
+        calls_in_reasoning=args.calls_in_reasoning,
         detail=not (
             (getattr(args, "quiet", False) and not getattr(args, "html", None))
             or args.command == "eval"

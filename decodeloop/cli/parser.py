@@ -291,6 +291,13 @@ def _script_examples(script: str) -> str:
     return RUN_EXAMPLES.replace("decodeloop run ", f"python3 {script} ")
 
 
+def call_formats() -> list[str]:
+    """The model families' call formats --call-format names (formats/calls/formats.py)."""
+    from decodeloop.formats.calls.formats import names
+
+    return names()
+
+
 def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
     group = parser.add_argument_group("model")
     group.add_argument(
@@ -341,11 +348,21 @@ def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
         help="hf: weights' dtype (default: float32 on CPU, bfloat16 on CUDA)",
     )
     group.add_argument(
+        "--call-format",
+        dest="syntax",
+        default=None,
+        choices=("auto", "compact", "json", *call_formats()),
+        metavar="NAME",
+        help="how the model writes its calls: auto (the chat template and its special tokens say), "
+        f"compact ([call NAME k=v], the lab models'), or a model family's format: {', '.join(call_formats())} "
+        "(default: compact for the lab models, auto for the others)",
+    )
+    group.add_argument(
         "--syntax",
+        dest="syntax",
         default=None,
         choices=("compact", "json"),
-        help="the call syntax: compact [call NAME k=v] or json <tool_call>{...}</tool_call> "
-        "(default: compact for the lab models, json for hf)",
+        help="the older name of --call-format: json is hermes",
     )
     group.add_argument(
         "--system",
@@ -384,6 +401,7 @@ def _sampling_options(parser: argparse.ArgumentParser, seed: int | None) -> None
 
 
 def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
+    from decodeloop.decode.stops import DEFAULT_MAX_CALL_CHARS
     from decodeloop.tools.dispatch import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, MIN_RESULT_CHARS
     from decodeloop.trust.tool_budget import DEFAULT_MAX_TOOL_TOKENS
 
@@ -410,6 +428,20 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
         default=None,
         help="first: run a call as soon as it closes; all: let the message finish and run "
         "every call in it (default: first for compact, all for json)",
+    )
+    group.add_argument(
+        "--max-call-chars",
+        type=int,
+        default=DEFAULT_MAX_CALL_CHARS,
+        help=f"characters one call may have; a longer one is an error the model reads "
+        f"(default: {DEFAULT_MAX_CALL_CHARS})",
+    )
+    group.add_argument(
+        "--calls-in-reasoning",
+        choices=("ignore", "run"),
+        default="ignore",
+        help="a call the model writes inside its reasoning (<think>...): ignore it, with a notice, "
+        "or run it (default: ignore)",
     )
     group.add_argument(
         "--call-shapes",

@@ -60,6 +60,7 @@ class ChatView:
         self.out = out or sys.stdout
         self.style = Style(use_color(self.out) if color is None else color)
         self._speaking = False  # "assistant>" has been written for the current stretch of answer
+        self._thinking = False  # "thinking>" has been written for the current stretch of reasoning
 
     def __call__(self, event: Event) -> None:
         render = getattr(self, "on_" + event.kind, None)
@@ -68,9 +69,9 @@ class ChatView:
             self.out.flush()
 
     def _line(self, text: str) -> None:
-        if self._speaking:
+        if self._speaking or self._thinking:
             self.out.write("\n")
-            self._speaking = False
+            self._speaking = self._thinking = False
         self.out.write(text + "\n")
 
     def on_server(self, e) -> None:
@@ -80,7 +81,21 @@ class ChatView:
         )
 
     def on_token(self, e) -> None:
+        if getattr(e, "reasoning", ""):  # the model's reasoning, dim, apart from the answer
+            if not self._thinking:
+                if self._speaking:
+                    self.out.write("\n")
+                    self._speaking = False
+                self.out.write(self.style("thinking> ", "dim"))
+                self._thinking = True
+                text = e.reasoning.lstrip()
+            else:
+                text = e.reasoning
+            self.out.write(self.style(visible(text), "dim"))
         if e.delta:
+            if self._thinking:
+                self.out.write("\n")
+                self._thinking = False
             if not self._speaking:
                 self.out.write(self.style("assistant> ", "green", "bold"))
                 self._speaking = True
@@ -138,9 +153,9 @@ class ChatView:
             self._line("    " + _quoted(what, 240))
 
     def on_done(self, e) -> None:
-        if self._speaking:
+        if self._speaking or self._thinking:
             self.out.write("\n")
-            self._speaking = False
+            self._speaking = self._thinking = False
         if e.reason == "interrupted":
             self.out.write(self.style("  (stopped)", "dim") + "\n")
         elif e.error:

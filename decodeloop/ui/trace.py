@@ -170,6 +170,8 @@ class TraceView:
     def _state(self, e: Token) -> str:
         if e.in_call:
             return "in call"
+        if e.in_reasoning or e.reasoning:  # the model's reasoning: never the answer
+            return "reasoning" + (f" {show(e.reasoning)}" if e.reasoning else "")
         if e.held:
             return f"holding {show(e.held)}"
         return "none"
@@ -202,6 +204,8 @@ class TraceView:
                 f"  grammar  the model put {label(e.masked)} first; the call grammar masked it and "
                 f"allowed {e.allowed} token(s)",
             )
+        if e.reasoning:
+            lines.append(f"  reasoning {show(e.reasoning)} (not part of the answer)")
         if e.delta:
             lines.append(f"  shown    {show(e.delta)}")
         return "\n".join(lines)
@@ -335,5 +339,7 @@ class TraceView:
         lines = [s(f"── done: {e.reason}, {e.tokens} tokens, {e.tool_calls} tool call(s), {e.seconds:.2f}s ──", "dim")]
         if e.error:
             lines.append(s("error: ", "red", "bold") + quoted(e.error))
+        if e.reasoning:
+            lines.append(s("reasoning: ", "dim") + s(quoted(e.reasoning), "dim"))
         lines.append(s("answer: ", "green", "bold") + quoted(e.answer))
         return "\n".join(lines)

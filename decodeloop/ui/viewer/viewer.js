@@ -98,6 +98,7 @@ function probNote() {
 const SERVERS = [];
 function sourceColor(src) {
   if (src === 'model') return 'var(--model)';
+  if (src === 'reasoning') return 'var(--reasoning)';
   if (src === 'system') return 'var(--system)';
   if (src === 'user') return 'var(--user)';
   if (src.startsWith('tool:') || src.startsWith('resource:') || src.startsWith('prompt:')) {
@@ -122,7 +123,8 @@ function sourceName(src) {
     const rest = src.slice(7), cut = rest.indexOf('/');
     return 'prompt of server ' + (cut < 0 ? rest : rest.slice(0, cut) + ' (' + rest.slice(cut + 1) + ')');
   }
-  return {chat: 'chat markup', system: 'system prompt', user: 'user', model: 'model (sampled)'}[src] || src;
+  return {chat: 'chat markup', system: 'system prompt', user: 'user', model: 'model (sampled)',
+          reasoning: 'the model\u2019s reasoning (sampled, never the answer)'}[src] || src;
 }
 
 // ---- header ---------------------------------------------------------------------------
@@ -151,6 +153,7 @@ function header() {
 function state(e) {
   if (e.stop) return '\u2192 ' + e.stop;
   if (e.in_call) return '\u00b7 in call';
+  if (e.in_reasoning || e.reasoning) return '\u00b7 reasoning';
   if (e.held) return '\u00b7 holding ' + show(e.held);
   return '';
 }
@@ -282,7 +285,7 @@ function tokenStep(i, box) {
     sample.push(el('div', 'warn', 'the model put ' + label(e.masked) + ' first; the call grammar masked it and allowed ' + e.allowed + ' token(s)'));
   kv(g, '2 sample', ...sample);
   // 3 append
-  kv(g, '3 append', 'context is now ' + e.context + ' tokens (this token at position ' + (e.context - 1) + ', source model)');
+  kv(g, '3 append', 'context is now ' + e.context + ' tokens (this token at position ' + (e.context - 1) + ', source ' + (e.in_reasoning || e.reasoning ? 'reasoning' : 'model') + ')');
   // 4 stop check
   const checks = el('div');
   for (const c of (e.checks || [])) checks.append(el('span', 'check' + (c === e.stop ? ' fired' : ''), c));
@@ -291,6 +294,7 @@ function tokenStep(i, box) {
   else verdict.push(el('div', null, 'none fired'));
   if (e.in_call) verdict.push(el('div', null, 'held back: the model is writing a tool call (' + show(e.held) + '); call text is never shown to the user, it runs when the call closes'));
   else if (e.held) verdict.push(el('div', null, 'held back: ' + show(e.held) + ': ' + heldWhy(e) + ', so it is released only when it no longer can be'));
+  if (e.reasoning) verdict.push(el('div', 'note', 'reasoning (never part of the answer): ' + show(e.reasoning)));
   if (e.delta) verdict.push(el('div', null, 'released to the user: ' + show(e.delta)));
   kv(g, '4 stop check', ...verdict);
   box.append(g);
@@ -382,6 +386,7 @@ function eventStep(i, box) {
       kv(g, 'reason', e.reason + ': ' + (STOPS[e.reason] || ''));
       kv(g, 'tokens', e.tokens + ' generated, ' + e.tool_calls + ' tool call(s), ' + e.seconds + ' s');
       if (e.error) kv(g, 'error', el('span', 'warn', e.error));
+      if (e.reasoning) kv(g, 'reasoning', pre(e.reasoning));
       kv(g, 'answer', pre(e.answer));
       break;
     case 'sampling':
@@ -495,12 +500,13 @@ function contextView() {
       if (i === cursor) cls += ' cur';
       if (matchSet.has(i)) cls += ' match';
       if (e.in_call) cls += ' call';
+      else if (e.in_reasoning || e.reasoning) cls += ' reasoning';
       const s = el('span', cls, text);
       s.title = vis('#' + e.index + ' ' + label(e.text) + ' p ' + fix(e.prob));
       s.addEventListener('click', () => go(i));
       strip.append(s);
     }
-    parts.push(el('div', 'note', 'tokens around the cursor (the generated text, token by token; call text in green)'), strip);
+    parts.push(el('div', 'note', 'tokens around the cursor (the generated text, token by token; call text in green, reasoning in grey italics)'), strip);
   }
   const sp = el('details');
   sp.append(el('summary', null, 'every span (' + shown.length + ')'), spanTable(shown));

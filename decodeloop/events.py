@@ -2,7 +2,9 @@
 
 The decode loop and the tool dispatch emit these; the terminal trace, step mode
 and the JSON Lines output (ui/) are three views of the same stream. Each event
-knows its JSON form (`to_json`), which is the documented machine interface.
+knows its JSON form (`to_json`), which is the documented machine interface; every
+credential the process holds is redacted from it (trust/credentials.py), so neither
+the JSON Lines nor the viewer's page, both made from it, can show one a server echoed.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+from decodeloop.trust.credentials import redact_value
 
 
 @dataclass(slots=True)
@@ -20,7 +24,7 @@ class Event:
         out: dict[str, Any] = {"event": self.kind}
         for f in fields(self):
             out[f.name] = getattr(self, f.name)
-        return out
+        return redact_value(out)
 
 
 Emit = Callable[[Event], None]

@@ -49,15 +49,16 @@ def events() -> Recorder:
 
 
 HTTP_FAULTY = [sys.executable, os.path.join(ROOT, "tests", "servers", "http_faulty.py")]
+HTTP_ECHO = [sys.executable, os.path.join(ROOT, "tests", "servers", "http_echo.py")]
 
 
 class HttpServer:
-    """A server process that prints its port on its first line of stdout."""
+    """A server process that prints its port on its first line of stdout (http_faulty.py unless `command`)."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, command: list[str] = HTTP_FAULTY) -> None:
         import subprocess
 
-        self.proc = subprocess.Popen([*HTTP_FAULTY, *args], stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([*command, *args], stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if not line.strip().isdigit():
             self.proc.kill()

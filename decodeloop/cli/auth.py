@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from decodeloop.cli.options import EXIT_ERROR, EXIT_OK
 from decodeloop.errors import ConfigError, McpError
+from decodeloop.trust.credentials import hold_headers
 from decodeloop.trust.untrusted import visible_line
 
 DEFAULT_WAIT = 300.0  # seconds to wait for the browser's redirect
@@ -81,6 +82,7 @@ def _login(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     spec = _server(args)
     assert spec.url is not None
     store = TokenStore()
+    hold_headers(spec.headers, spec.name)  # a server that echoes them shows a marker (trust/credentials.py)
     status, challenge = _challenge(spec.url, spec.headers, args.timeout)
     if status not in (401, 403):
         _say(args, f"{spec.name} did not ask for authorization (HTTP {status}); nothing stored")
@@ -94,6 +96,7 @@ def _login(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             timeout=args.timeout,
             log=lambda line: _say(args, visible_line(line)),
             on_tokens=lambda o: saved.append(store.save(token_of(o, spec.name, spec.url or ""))),
+            server=spec.name,
         )
         if not oauth.authorize(spec.url, status, challenge) or not saved:
             raise ConfigError(
@@ -180,7 +183,7 @@ def _logout(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     token = store.get(args.server, warn=warn)
     if token is not None and not args.no_revoke:
-        oauth = OAuth(login_message="", dpop=False, timeout=args.timeout)
+        oauth = OAuth(login_message="", dpop=False, timeout=args.timeout, server=args.server)
         restore(oauth, token)
         for line in oauth.revoke():  # best effort: the file goes whatever the server says
             warn(line)

@@ -83,6 +83,7 @@ from decodeloop.mcp.versions import (
     STATELESS_VERSION,
     SUPPORTED_VERSIONS,
 )  # (re-exported)
+from decodeloop.trust.credentials import clip, hold_headers
 from decodeloop.trust.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, cap_text
 
 META = "io.modelcontextprotocol/"  # the prefix of the 2026-07-28 _meta keys
@@ -251,6 +252,7 @@ class McpClient(ServerFeatures):
         timeout = kw.get("timeout", 60.0)
         log = kw.get("log") or (lambda line: None)
         name = kw.get("name", "server")
+        hold_headers(headers, name)  # a server that echoes them shows a marker naming it (trust/credentials.py)
         startup: StartupDeadline | None = None
         if transport != "sse":
             client = cls(
@@ -671,7 +673,7 @@ class McpClient(ServerFeatures):
 
     def _parse_tool(self, raw: Any) -> Tool | None:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
-            self.log(f"skipped a tool without a name: {raw!r:.200}")
+            self.log(f"skipped a tool without a name: {clip(repr(raw), 200)}")
             return None
         schema = raw.get("inputSchema")
         if not isinstance(schema, dict):
@@ -810,7 +812,9 @@ class McpClient(ServerFeatures):
                 ) from None
         if method == "elicitation/create":
             asked = params.get("message")
-            self.log(f"the server asked the user for input ({asked!r:.200}); declined: nobody here can answer it")
+            self.log(
+                f"the server asked the user for input ({clip(repr(asked), 200)}); declined: nobody here can answer it"
+            )
             return {"action": "decline"}
         raise ProtocolError(
             f"{self.name}: the server asked for {method!r} (input {key!r}), which this client does not offer"

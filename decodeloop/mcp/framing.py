@@ -25,6 +25,7 @@ import re
 from typing import Any
 
 from decodeloop.mcp.errors import ProtocolError
+from decodeloop.trust.credentials import clip
 
 Message = dict | list  # as in transports/base.py (imported from there, it would import every transport)
 
@@ -66,7 +67,7 @@ def preview(data: bytes | bytearray | memoryview | str, size: int | None = None)
         text, unit = bytes(data[: SHOWN_CHARS * 4]).decode("utf-8", errors="replace"), "bytes"
     text = text.rstrip("\r\n")
     if len(text) > SHOWN_CHARS or size > SHOWN_CHARS * 4:
-        text = f"{text[:SHOWN_CHARS]}... ({size:,} {unit})"
+        text = f"{clip(text, SHOWN_CHARS)}... ({size:,} {unit})"
     return text
 
 

@@ -39,6 +39,7 @@ from typing import Any, cast
 
 from decodeloop.mcp.errors import ConnectionClosed, McpError, ProtocolError, RequestTimeout, RpcError
 from decodeloop.mcp.transports.base import Message, ReportsRequestErrors, SendsHeaders, Transport
+from decodeloop.trust.credentials import clip
 
 METHOD_NOT_FOUND = -32601
 PAUSED_RECHECK = 0.5  # seconds between looks at a timed-out wait held open while a server's request is answered
@@ -285,7 +286,7 @@ class JsonRpcSession:
         elif "id" in message:
             self._on_response(message)
         else:
-            self.log(f"ignored a message that is neither request nor response: {message!r:.200}")
+            self.log(f"ignored a message that is neither request nor response: {clip(repr(message), 200)}")
 
     def _on_response(self, message: dict) -> None:
         request_id = message["id"]
@@ -390,7 +391,7 @@ def _short(value: Any) -> str:
         if not isinstance(value, (list, dict))
         else f"a JSON {'array' if isinstance(value, list) else 'object'}"
     )
-    return text[:200]
+    return clip(text, 200)
 
 
 def _message(method: str, params: dict | None, request_id: int | None = None) -> dict:

@@ -26,6 +26,7 @@ from decodeloop.mcp.content import (
     ResourceTemplate,
 )
 from decodeloop.mcp.errors import ProtocolError, Unsupported
+from decodeloop.trust.credentials import clip
 
 if TYPE_CHECKING:
     from decodeloop.mcp.jsonrpc import Deadline
@@ -96,7 +97,7 @@ class ServerFeatures:
         out = []
         for raw in self._pages("resources/list", "resources", timeout):
             if not isinstance(raw.get("uri"), str):
-                self.log(f"skipped a resource without a uri: {raw!r:.200}")
+                self.log(f"skipped a resource without a uri: {clip(repr(raw), 200)}")
                 continue
             size = raw.get("size")
             out.append(
@@ -117,7 +118,7 @@ class ServerFeatures:
         out = []
         for raw in self._pages("resources/templates/list", "resourceTemplates", timeout):
             if not isinstance(raw.get("uriTemplate"), str):
-                self.log(f"skipped a resource template without a uriTemplate: {raw!r:.200}")
+                self.log(f"skipped a resource template without a uriTemplate: {clip(repr(raw), 200)}")
                 continue
             out.append(
                 ResourceTemplate(
@@ -183,7 +184,7 @@ class ServerFeatures:
         out = []
         for raw in self._pages("prompts/list", "prompts", timeout):
             if not isinstance(raw.get("name"), str) or not raw["name"]:
-                self.log(f"skipped a prompt without a name: {raw!r:.200}")
+                self.log(f"skipped a prompt without a name: {clip(repr(raw), 200)}")
                 continue
             arguments = raw.get("arguments")
             out.append(
@@ -221,7 +222,7 @@ class ServerFeatures:
         for item in raw:
             content = item.get("content") if isinstance(item, dict) else None
             if not isinstance(content, dict) or item.get("role") not in ("user", "assistant"):
-                self.log(f"skipped a prompt message without a role or content: {item!r:.200}")
+                self.log(f"skipped a prompt message without a role or content: {clip(repr(item), 200)}")
                 continue
             messages.append(PromptMessage(item["role"], content))
         return PromptResult(name, _string(result.get("description")), messages)

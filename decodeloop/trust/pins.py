@@ -23,6 +23,7 @@ from typing import Any
 
 from decodeloop.errors import ConfigError
 from decodeloop.mcp.client import Tool
+from decodeloop.trust.credentials import clip
 
 PREVIEW = 80  # characters of a changed description quoted in the report
 
@@ -83,7 +84,7 @@ def _schema_changes(old: dict, new: dict) -> str:
 def _preview(text: str | None) -> str:
     if text is None:
         return "none"
-    text = text if len(text) <= PREVIEW else text[:PREVIEW] + f"… ({len(text):,} chars)"
+    text = text if len(text) <= PREVIEW else clip(text, PREVIEW) + f"… ({len(text):,} chars)"
     return json.dumps(text, ensure_ascii=False)
 
 

@@ -14,6 +14,10 @@ descriptions and schemas. This module owns what such text may become:
   every line after the first, so server text can never start a line the way
   the harness's own lines start. `json_escaped` writes the same characters as
   JSON escapes, for the JSON Lines and the viewer's page.
+- credentials: `visible` (and so `quoted` and `visible_line`) and every cut
+  `cap_text` makes redact the secrets this process holds (credentials.py), so a
+  server that echoes a token shows a marker; a cut never leaves a secret's
+  beginning behind.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import re
 from typing import Any
 
 from decodeloop.trust import invisible
+from decodeloop.trust.credentials import clip, redact
 
 DEFAULT_MAX_DESCRIPTION_CHARS = 4_000  # a tool's description, and each description or title in its schemas
 DEFAULT_MAX_SCHEMA_CHARS = 16_000  # a tool's inputSchema as JSON, after its descriptions are capped
@@ -61,8 +66,9 @@ def _escape(match: re.Match) -> str:
 
 
 def visible(text: str) -> str:
-    """The text with every control and format character but newline and tab spelled as an escape."""
-    return UNSAFE.sub(_escape, text)
+    """The text with every control and format character but newline and tab spelled as an escape, and every
+    held credential redacted."""
+    return UNSAFE.sub(_escape, redact(text))
 
 
 def json_escaped(dumped: str) -> str:
@@ -90,10 +96,11 @@ def quoted(text: str, margin: str = MARGIN) -> str:
 
 
 def cap_text(text: str, limit: int, what: str = "result") -> str:
-    """Keep at most `limit` characters of a text, saying so visibly when cut."""
+    """Keep at most `limit` characters of a text, saying so visibly when cut (a held credential that the cut
+    falls inside is redacted, so no part of it is kept)."""
     if len(text) <= limit:
         return text
-    return text[:limit] + f"\n[... {what} truncated: showing {limit:,} of {len(text):,} characters]"
+    return clip(text, limit) + f"\n[... {what} truncated: showing {limit:,} of {len(text):,} characters]"
 
 
 def cap_strings(value: Any, limit: int) -> Any:

@@ -32,6 +32,7 @@ from typing import TextIO
 from decodeloop.errors import ConfigError, McpError
 from decodeloop.events import Event
 from decodeloop.mcp.content import prompt_ref
+from decodeloop.trust.credentials import clip
 from decodeloop.trust.tool_budget import ToolSurfaceError
 from decodeloop.trust.untrusted import visible, visible_line
 from decodeloop.ui.style import Style, use_color
@@ -51,7 +52,7 @@ ATTACH = re.compile(r"(?<!\S)@([A-Za-z0-9_.-]+):(\S+)")  # @SERVER:URI, a word o
 def _quoted(text: str, limit: int = RESULT_PREVIEW) -> str:
     """Server-controlled text as a JSON string literal: control, escape and format characters made visible."""
     if len(text) > limit:
-        text = text[:limit] + f"… ({len(text):,} chars)"
+        text = clip(text, limit) + f"… ({len(text):,} chars)"
     return visible(json.dumps(text, ensure_ascii=False))
 
 

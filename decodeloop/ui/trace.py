@@ -40,6 +40,7 @@ from decodeloop.events import (
     ToolsChanged,
 )
 from decodeloop.formats.calls.shapes import DESCRIBED
+from decodeloop.trust.credentials import clip
 from decodeloop.trust.untrusted import MARGIN, quoted, visible, visible_line
 from decodeloop.ui.legend import ByteLegend, probs_note
 from decodeloop.ui.style import Style, use_color
@@ -252,7 +253,7 @@ class TraceView:
         arrow = "→" if e.direction == "send" else "←"
         text = json.dumps(e.message, ensure_ascii=False)
         if len(text) > RPC_PREVIEW:
-            text = text[:RPC_PREVIEW] + f"… ({len(text):,} chars)"
+            text = clip(text, RPC_PREVIEW) + f"… ({len(text):,} chars)"
         text = visible(text)
         return self.style(f"  {arrow} {visible_line(e.server)} ", "magenta") + text
 

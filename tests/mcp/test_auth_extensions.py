@@ -8,6 +8,7 @@ the assertions here are on the wire, not on the client's own account of it.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -25,6 +26,8 @@ from decodeloop.mcp.auth.jwt import SigningKey, thumbprint, unverified_claims
 from decodeloop.mcp.auth.oauth import OAuth
 from decodeloop.mcp.auth.workload import WorkloadIdentity
 from decodeloop.mcp.errors import AuthorizationError
+from decodeloop.trust.credentials import redact
+from decodeloop.trust.untrusted import visible
 
 pytest.importorskip("cryptography")  # the auth extra: the test extra installs it
 
@@ -240,3 +243,45 @@ def _unsigned(claims: dict) -> str:
     from decodeloop.mcp.auth.jwt import b64url
 
     return ".".join(b64url(json.dumps(part).encode()) for part in ({"alg": "ES256"}, claims)) + ".c2ln"
+
+
+@pytest.mark.parametrize("how", ["client secret", "private_key_jwt", "workload identity", "enterprise"])
+def test_a_token_endpoint_that_quotes_the_request_shows_no_credential(server, how):
+    """The authorization server refuses the token request with an error_description that quotes its
+    Authorization header and form: the message a user would see (the CLI prints it through visible) holds
+    none of the credentials the request carried, each replaced by its marker."""
+    key = SigningKey.generate("ES256")
+    srv = server("--echo-token-requests", "--client-jwk", json.dumps(key.public_jwk))
+    sent = []  # what the request carries that the test knows
+    if how == "client secret":
+        auth = OAuth(grant=ClientCredentials(), client_id=CLIENT_ID, client_secret=CLIENT_SECRET, server="svc")
+        sent = [CLIENT_SECRET, base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()]
+    elif how == "private_key_jwt":
+        auth = OAuth(grant=ClientCredentials(), client_id=CLIENT_ID, client_key=key, server="svc")
+    elif how == "workload identity":
+        workload_jwt = _unsigned({"iss": "https://idp.example", "sub": "job-2", "aud": srv.url, "exp": FAR_FUTURE})
+        auth = OAuth(grant=WorkloadIdentity(workload_jwt), client_id="job", server="svc")
+        sent = [workload_jwt]
+    else:
+        grant = EnterpriseManaged(idp_token_endpoint=srv.url + "/idp/token", id_token="an-id-token-from-the-idp")
+        auth = OAuth(grant=grant, client_id=CLIENT_ID, client_secret=CLIENT_SECRET, server="svc")
+        sent = [CLIENT_SECRET]
+    with pytest.raises(AuthorizationError) as refused:
+        call(srv, auth, [])
+    shown = visible(str(refused.value))
+    assert "invalid_request: cannot take " in shown, shown
+    assert not [s for s in sent if s in shown] and '"eyJ' not in shown and "id-jag-" not in shown, shown
+    assert {
+        "client secret": '"authorization": "Basic [redacted: ',
+        "private_key_jwt": '"client_assertion": "[redacted: client assertion of svc]"',
+        "workload identity": '"assertion": "[redacted: workload JWT of svc]"',
+        "enterprise": '"assertion": "[redacted: ID-JAG of svc]"',
+    }[how] in shown, shown
+
+
+def test_a_signing_keys_private_half_is_held():
+    from decodeloop.mcp.auth.jwt import b64url
+
+    key = SigningKey.generate("ES256")
+    d = b64url(key._key.private_numbers().private_value.to_bytes(32, "big"))  # its JWK's "d"
+    assert redact(f'{{"d": "{d}"}}') == '{"d": "[redacted: private signing key]"}'

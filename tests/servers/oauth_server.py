@@ -17,6 +17,11 @@ port on stdout. One origin plays three parts:
   the user had agreed), refresh tokens (rotated on each use), RFC 7009 revocation (POST /revoke), and POST
   /forget, which forgets every access token issued so far, as a server does when tokens expire early.
 
+With `--echo WHERE` (and `--echo-on REQUEST`), an authorized MCP request of that kind is answered with its
+headers, the token among them, echoed as http_echo.py does it (an error page, a challenge, a JSON-RPC
+error, a tool result). With `--echo-token-requests`, POST /token refuses every request with an
+invalid_request whose error_description quotes its Authorization header and its form.
+
 Every check that fails is answered as the RFC says (400/401 with `error`), and written to GET /seen with each
 request: path, grant, the Authorization scheme, `token_id` (the first 16 hex digits of the SHA-256 of the token a
 request carried) and the decoded DPoP proof, never a secret. DPoP proofs and
@@ -38,6 +43,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from http_echo import ON, WHERE, echo
+
 from decodeloop.servers.weather import build_server
 
 CLIENT_ID, CLIENT_SECRET = "svc-client", "svc-secret"
@@ -53,6 +60,9 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--dpop", action="store_true")
 parser.add_argument("--nonce", action="store_true")
 parser.add_argument("--client-jwk", help="the public JWK (JSON) private_key_jwt assertions must verify against")
+parser.add_argument("--echo", choices=WHERE, help="echo an authorized request's headers back (http_echo.py)")
+parser.add_argument("--echo-on", choices=sorted(ON), default="call", help="the request --echo answers")
+parser.add_argument("--echo-token-requests", action="store_true", help="refuse token requests, quoting them")
 args = parser.parse_args()
 
 mcp = build_server()
@@ -328,6 +338,9 @@ class Handler(BaseHTTPRequestHandler):
             dpop=proof,
             dpop_problem=problem,
         )
+        if args.echo_token_requests:
+            quoted = json.dumps({"authorization": self.headers.get("Authorization"), "form": form})
+            return self.answer(400, {"error": "invalid_request", "error_description": "cannot take " + quoted})
         if client == "!":
             return self.answer(401, {"error": "invalid_client"})
         if problem == "use_dpop_nonce":
@@ -404,7 +417,18 @@ class Handler(BaseHTTPRequestHandler):
             )
         if problem:
             return self.answer(401, {"error": "invalid_dpop_proof", "error_description": problem})
-        response = mcp.handle(json.loads(data))
+        message = json.loads(data)
+        response = mcp.handle(message)
+        if args.echo and isinstance(message, dict) and message.get("method") in ON[args.echo_on]:
+            answer = echo(args.echo, dict(self.headers.items()), message, self.base, response)
+            self.send_response(answer.status)
+            self.send_header("Content-Type", answer.kind)
+            self.send_header("Content-Length", str(len(answer.body)))
+            for name, value in answer.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(answer.body)
+            return
         if response is None:
             self.send_response(202)
             self.send_header("Content-Length", "0")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from decodeloop.mcp.auth.oauth import JWT_BEARER, basic_authorization
 from decodeloop.mcp.errors import AuthorizationError
+from decodeloop.trust.credentials import hold_authorization, label
 
 if TYPE_CHECKING:
     from decodeloop.mcp.auth.oauth import OAuth
@@ -68,6 +69,8 @@ class EnterpriseManaged:
     ) -> str:
         """The token exchange at the IdP: the ID-JAG for `audience` (an authorization server) and `resource`."""
         id_token = self._id_token() if callable(self._id_token) else self._id_token
+        oauth.hold_secret(id_token, "ID token")
+        oauth.hold_secret(self.idp_client_secret, "IdP client secret", replaced=False)
         form = {
             "grant_type": TOKEN_EXCHANGE,
             "subject_token": id_token,
@@ -81,6 +84,7 @@ class EnterpriseManaged:
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
         if self.idp_client_secret is not None:
             headers["Authorization"] = basic_authorization(self.idp_client_id or "", self.idp_client_secret)
+            hold_authorization(headers["Authorization"], label("IdP client credentials", oauth.server))
         elif self.idp_client_id is not None:
             form["client_id"] = self.idp_client_id
         answer = oauth.post(
@@ -89,5 +93,6 @@ class EnterpriseManaged:
         if answer.get("issued_token_type") not in (None, ID_JAG) or not isinstance(answer.get("access_token"), str):
             kind = answer.get("issued_token_type")
             raise AuthorizationError(f"the IdP's token exchange answer holds no ID-JAG (issued_token_type {kind!r})")
+        oauth.hold_secret(answer["access_token"], "ID-JAG")
         oauth.log("the IdP issued an identity assertion grant (ID-JAG)")
         return answer["access_token"]

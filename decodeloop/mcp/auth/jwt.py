@@ -18,6 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from decodeloop.mcp.errors import AuthorizationError
+from decodeloop.trust.credentials import hold
 
 EXTRA_MESSAGE = (
     "signing a JWT (private_key_jwt, DPoP) needs the 'cryptography' package: "
@@ -76,6 +77,11 @@ class SigningKey:
         else:
             raise AuthorizationError(f"unsupported JWT signing algorithm {alg!r} (ES256, ES384, RS256, PS256)")
         self._key, self.alg = key, alg
+        # the private half never leaves the process as text; held all the same, as its JWK's "d" would spell it
+        private = key.private_numbers()
+        secret = private.private_value if alg in _CURVES else private.d
+        size = _CURVES[alg][2] if alg in _CURVES else (secret.bit_length() + 7) // 8  # RFC 7518's octets
+        hold(b64url(secret.to_bytes(size, "big")), "private signing key")
 
     @classmethod
     def generate(cls, alg: str = "ES256") -> SigningKey:

@@ -44,7 +44,9 @@ The user-facing step, visiting the authorization URL, is the `authorize_url`
 callable: it gets the URL and returns the redirect URL the browser was sent
 back to (with `code` and `state`). Everything else is standard library HTTP,
 except signing (private_key_jwt, DPoP), which needs the `auth` extra (`jwt.py`).
-Tokens and secrets are never written to the log.
+Tokens and secrets are never written to the log, and each is held for redaction
+(`hold_secret`, trust/credentials.py) as soon as it is configured, obtained or
+made: a server that echoes one shows `[redacted: access token of SERVER]`.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from decodeloop.mcp.errors import AuthorizationError, McpError
 from decodeloop.mcp.transports.httpbase import HttpClient, preview
+from decodeloop.trust.credentials import hold, hold_authorization, label
 
 if TYPE_CHECKING:
     from decodeloop.mcp.auth.dpop import DPoP
@@ -155,6 +158,7 @@ class OAuth:
         log: Callable[[str], None] | None = None,
         on_tokens: Callable[[OAuth], None] | None = None,
         login_message: str | None = None,
+        server: str | None = None,
     ) -> None:
         """`grant` None is the authorization code grant, which needs `authorize_url` and `redirect_uri`.
 
@@ -164,7 +168,8 @@ class OAuth:
 
         `on_tokens(oauth)` is called after every new token (the flow's or a refresh's), to keep it.
         `login_message`: never run the authorization code flow here; a 401 that a refresh cannot
-        answer raises LoginRequired ending with this text.
+        answer raises LoginRequired ending with this text. `server` names the MCP server in the markers
+        that replace this OAuth's tokens and secrets wherever a server echoes them.
         """
         if grant is None and login_message is None and (authorize_url is None or redirect_uri is None):
             raise ValueError("the authorization code grant needs authorize_url and redirect_uri")
@@ -172,6 +177,8 @@ class OAuth:
         self.redirect_uri = redirect_uri
         self.client_name = client_name
         self.client_id, self.client_secret, self.client_key = client_id, client_secret, client_key
+        self.server = server
+        self.hold_secret(client_secret, "client secret", replaced=False)
         self.client_metadata_url = client_metadata_url
         self.grant = grant
         self.dpop_setting = dpop
@@ -191,6 +198,11 @@ class OAuth:
         self._refresh_failed: str | None = None  # the refresh token that was refused: not tried twice
         self._refreshed: str | None = None  # the last refresh's access token: a 401 for it is not about expiry
         self._lock = threading.Lock()
+
+    def hold_secret(self, value: str | None, what: str, replaced: bool = True) -> None:
+        """Redact `value` wherever a server's text shows it, as `[redacted: WHAT of SERVER]`; `replaced`: a
+        credential that a later one replaces (a token), only the last ones of which stay held."""
+        hold(value, label(what, self.server), (self, what) if replaced else None)
 
     @property
     def issuer(self) -> str | None:
@@ -213,6 +225,9 @@ class OAuth:
         """Start from a token kept from an earlier run (a bearer token: a DPoP one would need its key)."""
         if token_type.lower() != "bearer":
             raise ValueError("only a bearer token can be restored")
+        self.hold_secret(access_token, "access token")
+        self.hold_secret(refresh_token, "refresh token")
+        self.hold_secret(client_secret, "client secret", replaced=False)
         with self._lock:
             self.access_token, self.token_type, self.scope = access_token, "Bearer", scope
             self.refresh_token, self.expires_at, self.resource = refresh_token, expires_at, resource
@@ -313,6 +328,8 @@ class OAuth:
 
     def _take(self, tokens: dict, scope: str | None, how: str) -> None:
         """Hold a token answer: the access token, its type, scope, refresh token and expiry; then on_tokens."""
+        self.hold_secret(tokens["access_token"], "access token")
+        self.hold_secret(tokens.get("refresh_token"), "refresh token")
         self.access_token = tokens["access_token"]
         bound = str(tokens.get("token_type", "")).lower() == "dpop" and self.dpop is not None
         self.token_type = "DPoP" if bound else "Bearer"
@@ -435,6 +452,8 @@ class OAuth:
             )
         if not answer.get("code"):
             raise AuthorizationError("the authorization redirect carried no code")
+        self.hold_secret(answer["code"], "authorization code")
+        self.hold_secret(verifier, "PKCE code verifier")
         return {
             "grant_type": "authorization_code",
             "code": answer["code"],
@@ -580,6 +599,7 @@ class OAuth:
             raise AuthorizationError("the registration answer has no client_id")
         self.client_id = answer["client_id"]
         self.client_secret = answer.get("client_secret") if isinstance(answer.get("client_secret"), str) else None
+        self.hold_secret(self.client_secret, "client secret", replaced=False)
         method = answer.get("token_endpoint_auth_method")
         self.auth_method = method if method in ("client_secret_basic", "client_secret_post", "none") else None
 
@@ -588,6 +608,7 @@ class OAuth:
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
         if self.auth_method == "client_secret_basic":
             headers["Authorization"] = basic_authorization(self.client_id or "", self.client_secret or "")
+            hold_authorization(headers["Authorization"], label("client credentials", self.server))
             return form, headers
         form = dict(form)
         if self.client_id is not None:
@@ -601,6 +622,7 @@ class OAuth:
             # RFC 7523 / the client credentials extension: the audience is the authorization server's issuer
             form["client_assertion_type"] = ASSERTION_TYPE
             form["client_assertion"] = client_assertion(self.client_key, self.client_id, meta["issuer"])
+            self.hold_secret(form["client_assertion"], "client assertion")
         return form, headers
 
     def _token(self, http: HttpClient, meta: dict, form: dict[str, str]) -> dict:

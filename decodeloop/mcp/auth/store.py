@@ -289,7 +289,7 @@ def stored_oauth(
         except TokenStoreError as exc:
             log(f"{exc}; the new token serves this run only")
 
-    oauth = OAuth(log=log, on_tokens=save, login_message=login_message, dpop=False, **options)
+    oauth = OAuth(log=log, on_tokens=save, login_message=login_message, dpop=False, server=server, **options)
     token = store.load(server, url, warn=log)
     if token is not None:
         restore(oauth, token)

@@ -45,6 +45,7 @@ class WorkloadIdentity:
         assertion = self._assertion() if callable(self._assertion) else self._assertion
         if not assertion:
             raise AuthorizationError("workload identity: no JWT to present as the assertion")
+        oauth.hold_secret(assertion, "workload JWT")
         form = {"grant_type": JWT_BEARER, "assertion": assertion, "resource": resource}
         if scope:
             form["scope"] = scope

@@ -9,7 +9,9 @@ the caller's own headers (credentials) only to the origin they were given for,
 and the session id only to the origin that issued it (the transport names it
 with `bind_session` when it takes the id; no later response moves it): a
 redirect to another origin arrives without them. Every failure becomes a
-TransportError (or HttpStatusError) that says what happened and where.
+TransportError (or HttpStatusError) that says what happened and where. The
+caller's credential headers are held for redaction (trust/credentials.py), and an
+error's preview of a body never shows one, whole or cut.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Mapping
 
 from decodeloop.mcp.errors import HttpStatusError, TransportError
 from decodeloop.net.http import BadUrl, content_type, new_connection, shut, socket_of, split_http_url
+from decodeloop.trust.credentials import clip, hold_headers, redact
 
 MAX_REDIRECTS = 5
 PREVIEW_BYTES = 2048  # of an error response's body, read for the message
@@ -48,12 +51,15 @@ def origin(url: str) -> tuple[str, str, int]:
 
 
 def preview(body: bytes) -> str:
-    """A short one-line excerpt of a response body, for error messages (an HTML page without its tags)."""
+    """A short one-line excerpt of a response body, for error messages (an HTML page without its tags), with
+    the credentials this process holds redacted (a server's error page may echo the request's headers)."""
     text = body[:PREVIEW_BYTES].decode("utf-8", errors="replace")
     if text.lstrip().startswith("<"):
         text = re.sub(r"<[^>]*>", " ", text)
     text = " ".join(text.split())
-    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
+    if len(text) > PREVIEW_CHARS:
+        return clip(text, PREVIEW_CHARS) + "..."
+    return redact(text, cut=len(body) >= PREVIEW_BYTES)
 
 
 class BodyTooLarge(Exception):
@@ -174,6 +180,8 @@ class HttpClient:
         self.trusted_origin = origin(trusted_url)
         self.session_origin: tuple | None = None  # the origin that issued the session id (bind_session)
         self.credentials = dict(credentials or {})
+        # held for redaction, named for the host unless the caller held them first for its server (connect_url)
+        hold_headers(self.credentials, "{}:{}".format(*self.trusted_origin[1:]))
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self._idle = _Idle()

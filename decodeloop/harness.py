@@ -471,6 +471,8 @@ class Harness:
         )
         while True:
             turn.generating = True
+            if turn.reasoning and not turn.reasoning[-1].endswith("\n"):
+                turn.reasoning.append("\n")  # each segment's reasoning on lines of its own
             with self.bundle.generating():
                 verdict = generate(
                     self.engine,

@@ -58,20 +58,17 @@ class Context:
         self._starts.append(len(self.ids))
         self._sources.append(source)
 
-    def relabel_last(self, source: str) -> None:
-        """The last id comes from `source` (a token whose kind the stop check knew only once it was appended)."""
-        n = len(self.ids)
-        if not n or self._sources[-1] == source:
+    def relabel_from(self, start: int, source: str) -> None:
+        """The ids from `start` on come from `source` (tokens whose kind the stop check knew only later: the
+        ones that spelled a reasoning marker, say)."""
+        if start >= len(self.ids):
             return
-        if self._starts[-1] == n - 1:  # the last span is that id alone
-            if len(self._sources) > 1 and self._sources[-2] == source:
-                self._starts.pop()
-                self._sources.pop()
-            else:
-                self._sources[-1] = source
-            return
-        self._starts.append(n - 1)
-        self._sources.append(source)
+        while self._starts and self._starts[-1] >= start:
+            self._starts.pop()
+            self._sources.pop()
+        if not self._sources or self._sources[-1] != source:
+            self._starts.append(start)
+            self._sources.append(source)
 
     def extend(self, ids: Iterable[int], source: str) -> None:
         ids = list(ids)

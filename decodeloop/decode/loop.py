@@ -41,6 +41,8 @@ def generate(
     reasons = bool(stops.reasoning)  # a model that writes reasoning blocks: their tokens get their own span
     source = REASONING if reasons and stops.in_reasoning else MODEL
     context.open(source)
+    lengths: list[int] = []  # the text lengths of the latest tokens, to find those that began a marker
+    specials = stops.specials
     # which distribution the probabilities are of (the sampler's settings), set on every token event
     probs_at = tuple(engine.probs_at.items()) if detail else ()
     try:
@@ -49,12 +51,18 @@ def generate(
             token = step.token
             append(token)  # 3. append it to the context
             thinking = reasons and stops.in_reasoning
-            verdict = check(token, piece(token))  # 4. stop check, incremental
-            if reasons:  # the token that opens a block, those inside it and the one that closes it
+            text = piece(token)
+            verdict = check(token, text)  # 4. stop check, incremental
+            if reasons:  # the tokens that open a block, those inside it and the one that closes it
                 wrote = REASONING if thinking or verdict.in_reasoning or verdict.reasoning else MODEL
-                if wrote != source:
-                    context.relabel_last(wrote)
+                back, chars = 0, verdict.opened
+                while chars > 0 and back < len(lengths):  # the earlier tokens that spelled the opener
+                    back += 1
+                    chars -= lengths[-back]
+                if wrote != source or back:
+                    context.relabel_from(len(ids) - 1 - back, wrote)
                     source = wrote
+                lengths = [*lengths[-15:], len(specials.get(token, text))]
             if track:
                 state.step = verdict.count
                 state.in_call = verdict.in_call

@@ -90,6 +90,7 @@ class Verdict:
     reasoning: str = ""  # reasoning text released by this token (never part of the answer)
     in_reasoning: bool = False  # this token's text belongs to a reasoning block
     warnings: tuple[str, ...] = ()  # what the check noticed and the user should hear (a call cut off, ...)
+    opened: int = 0  # characters of a reasoning opener that earlier tokens wrote (their tokens are reasoning too)
 
     @property
     def call_text(self) -> str | None:
@@ -506,7 +507,9 @@ class Stops:
             delta += buf[:best_start]  # whitespace before the block
             self._consumed(buf[:best_start])
             self._thinking, self._thought_call, self._reasoning_tail = found, False, ""
-            return self._scan_reasoning(buf[best_end:], delta)
+            verdict = self._scan_reasoning(buf[best_end:], delta)
+            verdict.opened = max(0, len(buf) - len(piece) - best_start)
+            return verdict
         if kind == "alternate":
             return self._open_alternate(found, buf[:best_start], buf[best_end:], delta)
         # The opener: text before it is released, text after it starts the call.

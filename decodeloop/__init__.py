@@ -34,6 +34,9 @@ _EXPORTS = {
     "load_config": "decodeloop.tools.config",
     "ServerSpec": "decodeloop.tools.config",
     "Policy": "decodeloop.trust.policy",
+    "parse_output": "decodeloop.decode.parse",
+    "OutputParser": "decodeloop.decode.parse",
+    "get_format": "decodeloop.formats.calls.formats",
 }
 
 __all__ = ["__version__", *_EXPORTS]

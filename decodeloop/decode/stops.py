@@ -302,7 +302,9 @@ class Stops:
         """The output ended without an end-of-turn id (the parser on its own): as the cap does when `truncated`
         (a call still open was cut off and is not a call), else as the model's end of turn does."""
         if truncated:
-            return self._at_cap(Verdict(None, "", _NO_CALLS, self._held, self.in_call, self.count))
+            return self._at_cap(
+                Verdict(None, "", _NO_CALLS, self._held, self.in_call, self.count), "the token cap the output ended at"
+            )
         return self._at_end(ended=False)
 
     def _feed(self, piece: str) -> Verdict:
@@ -344,19 +346,17 @@ class Stops:
         delta, self._held = self._held, ""  # held text turned out not to be a stop string
         return Verdict("eos", delta, _NO_CALLS, "", False, self.count, ended, reasoning=reasoning, **self._said())
 
-    def _at_cap(self, verdict: Verdict) -> Verdict:
+    def _at_cap(self, verdict: Verdict, cap: str = "") -> Verdict:
         """The token cap ended the turn: collected calls run, a half-written one is dropped with a notice."""
+        cap = cap or f"the token cap (max_tokens {self.max_tokens})"
         if self._call is not None:
             written = "".join(self._call)
             self._end_call()
-            self._warn(f"the token cap (max_tokens {self.max_tokens}) cut off a call: {self._describe(written)}")
+            self._warn(f"{cap} cut off a call {self._describe(written)}")
         if self._alt is not None:
             name = self._alt_scanner.named
             if name is not None and self.known(name):  # it began as a call: cut off, never the answer's text
-                self._warn(
-                    f"the token cap (max_tokens {self.max_tokens}) cut off a call to {name} written as "
-                    f"{self._alt.name}; it is not run"
-                )
+                self._warn(f"{cap} cut off a call to {name} written as {self._alt.name}; it is not run")
             else:
                 verdict.delta += self._held + self._alt_text  # an alternate not yet read is text
                 self._held = ""

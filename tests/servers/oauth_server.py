@@ -14,8 +14,9 @@ port on stdout. One origin plays three parts:
 - the identity provider, POST /idp/token: token exchange of the ID token ID_TOKEN for an ID-JAG;
 - for a user's login (`decodeloop auth login`): dynamic registration (POST /register), the authorization code
   grant with PKCE S256 (GET /authorize answers at once with a redirect carrying the code, state and iss, as if
-  the user had agreed), refresh tokens (rotated on each use), RFC 7009 revocation (POST /revoke), and POST
-  /forget, which forgets every access token issued so far, as a server does when tokens expire early.
+  the user had agreed; --authorization-endpoint names another URL in the metadata instead), refresh tokens
+  (rotated on each use), RFC 7009 revocation (POST /revoke), and POST /forget, which forgets every access token
+  issued so far, as a server does when tokens expire early.
 
 Every check that fails is answered as the RFC says (400/401 with `error`), and written to GET /seen with each
 request: path, grant, the Authorization scheme, `token_id` (the first 16 hex digits of the SHA-256 of the token a
@@ -53,6 +54,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--dpop", action="store_true")
 parser.add_argument("--nonce", action="store_true")
 parser.add_argument("--client-jwk", help="the public JWK (JSON) private_key_jwt assertions must verify against")
+parser.add_argument("--authorization-endpoint", help="the authorization_endpoint to name (default: GET /authorize)")
 args = parser.parse_args()
 
 mcp = build_server()
@@ -189,7 +191,7 @@ class Handler(BaseHTTPRequestHandler):
             meta = {
                 "issuer": self.base,
                 "token_endpoint": self.base + "/token",
-                "authorization_endpoint": self.base + "/authorize",
+                "authorization_endpoint": args.authorization_endpoint or self.base + "/authorize",
                 "registration_endpoint": self.base + "/register",
                 "revocation_endpoint": self.base + "/revoke",
                 "code_challenge_methods_supported": ["S256"],

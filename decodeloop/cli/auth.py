@@ -3,10 +3,12 @@ token store (mcp/auth/store.py) for `run` and `chat` to use.
 
 login reads the server's entry from the --mcp-config files (named as `run` names them), asks the server
 for its challenge with one unauthenticated POST, and walks the OAuth flow of oauth.py on this thread:
-the authorization URL is printed, escaped (the authorization server chose most of it), and opened in a
-browser only with --open; the redirect comes back to a listener on 127.0.0.1 (loopback.py), or is pasted
-on stdin when the browser runs elsewhere. The token is asked for as a bearer token (the store keeps no
-DPoP keys), saved 0600, then tried: the server is connected to with it and its tools listed.
+the authorization URL is printed, escaped (the authorization server chose most of it), with the host a
+browser goes to and warnings as for an elicitation's URL (a URL that is not http or https, or that browsers
+would not open, ends the login), and opened in a browser only with --open; the redirect comes back to a
+listener on 127.0.0.1 (loopback.py), or is pasted on stdin when the browser runs elsewhere. The token is
+asked for as a bearer token (the store keeps no DPoP keys), saved 0600, then tried: the server is connected
+to with it and its tools listed.
 logout revokes the stored tokens where the authorization server lists a revocation_endpoint (RFC 7009,
 best effort; --no-revoke skips it) and removes the file. status lists what is stored, never a token.
 
@@ -29,6 +31,7 @@ from decodeloop.trust.credentials import hold_headers
 from decodeloop.trust.untrusted import visible_line
 
 DEFAULT_WAIT = 300.0  # seconds to wait for the browser's redirect
+MAX_AUTHORIZATION_URL_CHARS = 16_000  # the authorization server's endpoint and the flow's query: longer is odd
 
 
 def auth_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -139,13 +142,24 @@ def _challenge(url: str, headers: dict[str, str], timeout: float) -> tuple[int, 
 
 
 def _browser(args: argparse.Namespace, name: str, redirect) -> Callable[[str], str]:
-    """The user's step: print (and with --open, open) the URL; the redirect from the listener or stdin."""
+    """The user's step: print (and with --open, open) the URL, with the host a browser goes to and what is odd
+    about it (elicitation's inspect_url, which reads the URL as browsers do); the redirect from the listener or
+    stdin. A URL no browser should be sent to (not http or https, or one the URL Standard refuses) ends the login."""
+    from decodeloop.client_features.elicitation import inspect_url
     from decodeloop.mcp.errors import AuthorizationError
 
     def visit(url: str) -> str:
+        try:
+            facts = inspect_url(url, max_chars=MAX_AUTHORIZATION_URL_CHARS)
+        except ValueError as why:
+            raise AuthorizationError(
+                f"the authorization server's URL is not one to open in a browser ({why}); nothing stored"
+            ) from None
+        warnings = "".join(f"  ! {warning}\n" for warning in facts.warnings)
         print(
             f"decodeloop auth login: open this URL in a browser to let decodeloop use {visible_line(name)}:\n\n"
-            f"  {visible_line(url)}\n\n"
+            f"  {visible_line(url)}\n"
+            f"  host: >>> {facts.host} <<<\n{warnings}\n"
             f"Waiting for the browser to come back to {redirect.redirect_uri} (if the browser runs on another "
             "machine, paste the address it ends up at here and press Enter).",
             file=sys.stderr,

@@ -12,10 +12,12 @@ This module owns what the client does when a server asks the user for input:
   the end the answers are shown, to send (accept), edit, or not send (decline). `:decline` and
   `:cancel` work at every prompt; Ctrl-C and end of input cancel. What is sent is checked against the
   schema once more.
-- URL mode: the full URL and, on a line of its own, its host, with warnings (not https, user info
-  before the host, punycode or non-ASCII host, control characters); only http and https URLs are shown.
-  Nothing is ever opened or fetched here: the user is asked whether they will open it themselves
-  (accept), or not (decline).
+- URL mode: the full URL and, on a line of its own, its host as a browser reads it (the WHATWG URL
+  Standard, net/url.py: a backslash ends the host, the last @ ends the user info, `0x7f.1` is 127.0.0.1),
+  with warnings (not https, user info before the host, control characters, a punycode or non-ASCII host
+  and what it reads, a bare IP address in any notation and which one, loopback or private, and a URL
+  whose host Python's urllib reads otherwise); only http and https URLs are shown. Nothing is ever opened
+  or fetched here: the user is asked whether they will open it themselves (accept), or not (decline).
 - nobody to ask (`Unattended`): every request is declined, saying so.
 - the record: every request answered is an `Elicitation` event (server, mode, message, action, why,
   and the content sent), for the trace and the JSON Lines. The content is what went to the server,
@@ -57,6 +59,8 @@ from decodeloop.client_features.form import (
 )
 from decodeloop.events import Elicitation, Emit
 from decodeloop.mcp.errors import RpcError
+from decodeloop.net.url import UrlError, WebUrl, scheme_of
+from decodeloop.net.url import parse as parse_url
 from decodeloop.trust.untrusted import cap_text, quoted, visible, visible_line
 
 INVALID_PARAMS = -32602
@@ -84,55 +88,112 @@ class UrlFacts:
     """What the user should know about a URL before opening it: its host, and what is odd about it."""
 
     url: str
-    host: str  # host[:port] as written, lower-cased
+    host: str  # host[:port] as a browser reads it (the WHATWG URL Standard, net/url.py), never as urllib does
     warnings: list[str]
 
 
-def inspect_url(url: str) -> UrlFacts:
-    """The host of an http(s) URL and the warnings it deserves; ValueError for one not to show at all."""
-    if len(url) > MAX_URL_CHARS:
-        raise ValueError(f"the URL is {len(url):,} characters long, more than {MAX_URL_CHARS:,}")
-    try:
-        parts = urllib.parse.urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"the URL does not parse ({exc})") from None
-    scheme = parts.scheme.lower()
+def inspect_url(url: str, max_chars: int = MAX_URL_CHARS) -> UrlFacts:
+    """The host of an http(s) URL as a browser reads it and the warnings it deserves; ValueError for one not to show.
+
+    The host, and every warning, come from net/url.py's reading of the URL Standard: what the user's browser
+    will connect to. A URL whose host Python's urllib reads otherwise is shown with a warning saying so.
+    """
+    if len(url) > max_chars:
+        raise ValueError(f"the URL is {len(url):,} characters long, more than {max_chars:,}")
+    scheme = scheme_of(url)
     if scheme not in ("http", "https"):
         raise ValueError(f"only http and https URLs are shown, and this one is {visible_line(scheme or 'relative')!r}")
-    if not host:
-        raise ValueError("the URL has no host")
+    try:
+        parsed = parse_url(url)
+    except UrlError as exc:
+        raise ValueError(f"the URL does not parse as a browser reads it: {visible_line(str(exc))}") from None
+    host = visible_line(parsed.host_port)
     warnings: list[str] = []
-    if scheme != "https":
+    if parsed.scheme != "https":
         warnings.append("not https: what you send there travels unencrypted")
-    if "@" in parts.netloc:
-        userinfo = parts.netloc.rsplit("@", 1)[0]
+    if parsed.userinfo is not None:
         warnings.append(
-            f"it has {visible_line(userinfo)!r} before an @: that is not the host; the host is what follows the @"
+            f"it has {visible_line(parsed.userinfo)!r} before an @: that is not the host; the browser goes to {host}"
         )
     if visible_line(url) != url:
         warnings.append("it holds control, format or invisible characters (shown as escapes)")
-    if not host.isascii():
-        try:
-            ascii_host = host.encode("idna").decode("ascii")
-        except UnicodeError:
-            ascii_host = "(not a valid international name)"
-        warnings.append(
-            f"the host has non-ASCII characters, which can imitate another name: as ASCII it is {ascii_host}"
-        )
-    elif any(label.startswith("xn--") for label in host.split(".")):
-        try:
-            shown = host.encode("ascii").decode("idna")
-        except UnicodeError:
-            shown = "(not a valid international name)"
-        warnings.append(f"the host is punycode, an international name that can imitate another: it reads {shown!r}")
+    warnings += _host_warnings(parsed)
+    other = _urllib_host(url)
+    if not _same_host(other, parsed):
+        read = f"takes the host to be {visible_line(other)!r}" if other else "finds no host in it"
+        warnings.append(f"other software reads this URL otherwise (Python's urllib {read}): a browser goes to {host}")
+    return UrlFacts(url, host, warnings)
+
+
+def _host_warnings(parsed: WebUrl) -> list[str]:
+    """What the host is: a bare IP address (which one, and whether loopback or private), an international name
+    (what it reads), or a name written otherwise than the browser reads it (percent-escapes, fullwidth letters)."""
+    host, written = visible_line(parsed.host), visible_line(parsed.written_host)
+    ip = parsed.ip
+    if ip is not None:
+        address = str(ip)
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            address, ip = f"{ip}, the IPv4 address {ip.ipv4_mapped}", ip.ipv4_mapped
+        shown_as = f" (written {written!r})" if written.strip("[]").lower() != str(parsed.ip) else ""
+        return [f"the host is a bare IP address, not a name: it is {address}{shown_as}{_address_kind(ip)}"]
+    labels = parsed.host.split(".")
+    reads = ".".join(_readable(label) for label in labels)
+    if not parsed.written_host.isascii():
+        also = f", which reads {visible_line(reads)!r}" if reads != parsed.host else ""
+        return [f"the host has non-ASCII characters, which can imitate another name: as ASCII it is {host}{also}"]
+    if any(label.startswith("xn--") for label in labels):
+        return [
+            f"the host is punycode, an international name that can imitate another: it reads {visible_line(reads)!r}"
+        ]
+    if written and written.lower() != parsed.host:
+        return [f"the host is written {written!r}, which a browser reads as {host}"]
+    return []
+
+
+def _address_kind(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    if ip.is_loopback:
+        return ": loopback, this machine itself"
+    if ip.is_unspecified:
+        return ": unspecified, which reaches this machine"
+    if ip.is_link_local:
+        return ": link-local, on this machine's own network segment"
+    if ip.is_private:
+        return ": private, an address on a local network"
+    return ""
+
+
+def _readable(label: str) -> str:
+    """A label as it reads: punycode decoded (net/url.py has checked it), anything else as it is."""
+    if not label.startswith("xn--"):
+        return label
     try:
-        ipaddress.ip_address(host)
-        warnings.append("the host is a bare IP address, not a name")
+        return label[4:].encode("ascii").decode("punycode")
+    except UnicodeError:
+        return label
+
+
+def _urllib_host(url: str) -> str | None:
+    try:
+        return urllib.parse.urlsplit(url).hostname
+    except ValueError:
+        return None
+
+
+def _same_host(other: str | None, parsed: WebUrl) -> bool:
+    """Whether urllib's hostname names the browser's host: the same text, address or IDNA 2003 name."""
+    if other is None:
+        return False
+    if other == parsed.host.strip("[]"):
+        return True
+    try:
+        if ipaddress.ip_address(other) == parsed.ip:
+            return True
     except ValueError:
         pass
-    return UrlFacts(url, host + (f":{port}" if port is not None else ""), warnings)
+    try:
+        return other.encode("idna").decode("ascii") == parsed.host
+    except UnicodeError:
+        return False
 
 
 class TerminalElicitation:

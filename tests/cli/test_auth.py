@@ -32,8 +32,8 @@ NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 class AuthServer(ExtensionsServer):
     """The OAuth test server, read past any proxy the environment names (the CLI's requests go direct too)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *args: str) -> None:
+        super().__init__(*args)
         self.mcp = self.url + "/mcp"
 
     def seen(self, path: str | None = None) -> list[dict]:
@@ -49,8 +49,8 @@ class AuthServer(ExtensionsServer):
 def server():
     started: list[AuthServer] = []
 
-    def start() -> AuthServer:
-        started.append(AuthServer())
+    def start(*args: str) -> AuthServer:
+        started.append(AuthServer(*args))
         return started[-1]
 
     yield start
@@ -123,6 +123,32 @@ class Cli:
                 proc.wait()
         return proc.returncode, "".join(lines) + rest
 
+    def printed(self, name: str, config: str) -> tuple[int | None, str]:
+        """What login prints up to its wait for the browser, which never comes: (exit status or None, stderr)."""
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "decodeloop", "auth", "login", name, "--mcp-config", config],
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            cwd=ROOT,
+            env=self.env,
+        )
+        lines = []
+        try:
+            for line in proc.stderr:
+                lines.append(line)
+                if line.startswith("Waiting for the browser"):
+                    break
+            else:
+                proc.wait(30)
+        finally:
+            status = proc.poll()
+            if status is None:
+                proc.kill()
+                proc.wait()
+        return status, "".join(lines)
+
     def stored(self, name: str = "svc") -> dict:
         with open(TokenStore(self.tokens).path(name)) as f:
             return json.load(f)
@@ -158,6 +184,34 @@ def test_login_stores_a_0600_token_and_run_uses_it_without_asking_again(server, 
     assert mcp and all(e["token_id"] == token_id(stored["access_token"]) and e["known"] for e in mcp)
     assert len(srv.seen("/authorize")) == 1 and len(srv.seen("/token")) == 1  # no second authorization
     assert any(json.loads(line).get("event") == "tool_result" for line in p.stdout.splitlines())
+
+
+def test_login_shows_the_host_a_browser_goes_to_with_its_warnings(server, cli):
+    srv = server()
+    status, err = cli.login("svc", cli.config({"svc": srv.mcp}))
+    assert status == 0, err
+    port = srv.url.rsplit(":", 1)[1]
+    assert f"  host: >>> 127.0.0.1:{port} <<<\n" in err
+    assert "  ! not https" in err and "  ! the host is a bare IP address, not a name: it is 127.0.0.1: loopback" in err
+
+
+def test_login_shows_the_browsers_host_of_an_authorization_url_urllib_reads_otherwise(server, cli):
+    srv = server("--authorization-endpoint", "https://evil.example\\@pay.example.com/authorize")
+    status, err = cli.printed("svc", cli.config({"svc": srv.mcp}))
+    assert status is None, err  # it waits for the browser, which the test never sends there
+    assert "  https://evil.example\\@pay.example.com/authorize?" in err
+    assert "  host: >>> evil.example <<<" in err and "pay.example.com <<<" not in err
+    assert "Python's urllib takes the host to be 'pay.example.com'" in err
+
+
+def test_login_refuses_an_authorization_url_no_browser_should_open(server, cli):
+    srv = server("--authorization-endpoint", "javascript:alert(1)//")
+    status, err = cli.printed("svc", cli.config({"svc": srv.mcp}))
+    assert status == 1 and "Traceback" not in err
+    [line] = err.strip().splitlines()
+    assert line.startswith("decodeloop auth login: error: the authorization server's URL is not one to open")
+    assert "only http and https URLs are shown" in line and "nothing stored" in line
+    assert not os.path.exists(cli.tokens) or not os.listdir(cli.tokens)
 
 
 def test_no_token_reaches_the_trace_the_json_lines_or_stderr(server, cli):

@@ -354,8 +354,10 @@ def test_a_suspicious_url_is_shown_with_warnings_and_escaped(nothing_opens):
     [
         ("javascript:alert(1)", "only http and https URLs are shown"),
         ("file:///etc/passwd", "only http and https URLs are shown"),
-        ("https:///path", "the URL has no host"),
-        ("https://[::1/", "the URL does not parse"),
+        ("https://", "the URL does not parse as a browser reads it: it has no host"),
+        ("https://user@/x", "the URL does not parse as a browser reads it"),
+        ("https://[::1/", "the URL does not parse as a browser reads it"),
+        ("https://0x7f.256.1.1/", "the URL does not parse as a browser reads it"),
     ],
 )
 def test_a_url_that_is_not_a_web_address_is_declined_unasked(url, reason, events, nothing_opens):
@@ -363,6 +365,84 @@ def test_a_url_that_is_not_a_web_address_is_declined_unasked(url, reason, events
     asker = TerminalElicitation(terminal.read, terminal.write, events)
     assert asker("asking", dict(URL, url=url), []) == {"action": "decline"}
     assert reason in terminal.text and reason in events.of("elicitation")[0].reason
+
+
+# the host a browser goes to (the WHATWG URL Standard), where Python's urllib reads another
+
+
+def test_a_backslash_ends_the_host_so_what_follows_the_at_sign_is_not_it(nothing_opens):
+    facts = inspect_url("https://evil.example\\@pay.example.com/")
+    assert facts.host == "evil.example"  # every browser goes there; urllib said pay.example.com
+    warnings = " | ".join(facts.warnings)
+    assert "Python's urllib takes the host to be 'pay.example.com'" in warnings
+    assert "a browser goes to evil.example" in warnings and "what follows the @" not in warnings
+
+
+def test_the_user_info_ends_at_the_last_at_sign(nothing_opens):
+    facts = inspect_url("https://pay.example.com@x@evil.example/")
+    assert facts.host == "evil.example"
+    assert "'pay.example.com@x' before an @: that is not the host; the browser goes to evil.example" in " ".join(
+        facts.warnings
+    )
+
+
+@pytest.mark.parametrize(
+    "url, address",
+    [
+        ("https://2130706433/", "127.0.0.1"),
+        ("https://0x7f.1/", "127.0.0.1"),
+        ("https://0177.0.0.1/", "127.0.0.1"),
+        ("https://127.1/", "127.0.0.1"),
+        ("https://%31%32%37.0.0.1/", "127.0.0.1"),
+        ("https://[::ffff:127.0.0.1]/", "::ffff:7f00:1, the IPv4 address 127.0.0.1"),
+    ],
+)
+def test_a_bare_ip_address_in_any_notation_says_which_address_it_is(url, address, nothing_opens):
+    facts = inspect_url(url)
+    assert facts.host in ("127.0.0.1", "[::ffff:7f00:1]")
+    [warning] = [w for w in facts.warnings if "bare IP address" in w]
+    assert f"it is {address}" in warning and "loopback, this machine itself" in warning
+
+
+def test_private_and_link_local_addresses_are_called_out(nothing_opens):
+    assert "it is 192.168.1.1 (written '0xc0a80101'): private" in " ".join(inspect_url("https://0xc0a80101/").warnings)
+    assert "it is 169.254.169.254 (written '169.254.43518'): link-local" in " ".join(
+        inspect_url("https://169.254.43518/").warnings
+    )
+    assert "it is 10.0.0.1: private" in " ".join(inspect_url("https://10.0.0.1/").warnings)
+    assert not any("bare IP" in w for w in inspect_url("https://1.2.3.4.example/").warnings)
+
+
+def test_a_host_written_otherwise_than_it_reads_is_shown_as_it_reads(nothing_opens):
+    facts = inspect_url("https://%65xample.com/")
+    assert facts.host == "example.com"
+    assert "the host is written '%65xample.com', which a browser reads as example.com" in facts.warnings
+    facts = inspect_url("https:///path")  # a browser skips the slashes; urllib finds no host
+    assert facts.host == "path"
+    assert any("Python's urllib finds no host in it" in w for w in facts.warnings)
+    assert inspect_url("https://ＥＸＡＭＰＬＥ.com/").host == "example.com"
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_the_terminal_shows_the_host_a_browser_goes_to_not_urllibs(wire, events, nothing_opens):
+    terminal = Terminal("n")
+    request = dict(URL, url="https://evil.example\\@pay.example.com/checkout")
+    assert elicit(wire, request, terminal, events) == {"result": {"action": "decline"}}
+    shown = terminal.text
+    assert "host: >>> evil.example <<<" in shown and "pay.example.com <<<" not in shown
+    assert "! other software reads this URL otherwise (Python's urllib takes the host to be 'pay.example.com')" in (
+        shown
+    )
+    assert "url:  https://evil.example\\@pay.example.com/checkout" in shown
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_the_terminal_names_the_address_behind_a_number(wire, events, nothing_opens):
+    terminal = Terminal("n")
+    assert elicit(wire, dict(URL, url="https://2130706433/pay"), terminal, events) == {"result": {"action": "decline"}}
+    shown = terminal.text
+    assert "host: >>> 127.0.0.1 <<<" in shown
+    assert "! the host is a bare IP address, not a name: it is 127.0.0.1 (written '2130706433'): loopback" in shown
 
 
 @pytest.mark.parametrize("wire", WIRES)

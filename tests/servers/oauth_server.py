@@ -14,8 +14,9 @@ port on stdout. One origin plays three parts:
 - the identity provider, POST /idp/token: token exchange of the ID token ID_TOKEN for an ID-JAG;
 - for a user's login (`decodeloop auth login`): dynamic registration (POST /register), the authorization code
   grant with PKCE S256 (GET /authorize answers at once with a redirect carrying the code, state and iss, as if
-  the user had agreed), refresh tokens (rotated on each use), RFC 7009 revocation (POST /revoke), and POST
-  /forget, which forgets every access token issued so far, as a server does when tokens expire early.
+  the user had agreed; --authorization-endpoint names another URL in the metadata instead), refresh tokens
+  (rotated on each use), RFC 7009 revocation (POST /revoke), and POST /forget, which forgets every access token
+  issued so far, as a server does when tokens expire early.
 
 With `--echo WHERE` (and `--echo-on REQUEST`), an authorized MCP request of that kind is answered with its
 headers, the token among them, echoed as http_echo.py does it (an error page, a challenge, a JSON-RPC
@@ -63,6 +64,7 @@ parser.add_argument("--client-jwk", help="the public JWK (JSON) private_key_jwt 
 parser.add_argument("--echo", choices=WHERE, help="echo an authorized request's headers back (http_echo.py)")
 parser.add_argument("--echo-on", choices=sorted(ON), default="call", help="the request --echo answers")
 parser.add_argument("--echo-token-requests", action="store_true", help="refuse token requests, quoting them")
+parser.add_argument("--authorization-endpoint", help="the authorization_endpoint to name (default: GET /authorize)")
 args = parser.parse_args()
 
 mcp = build_server()
@@ -199,7 +201,7 @@ class Handler(BaseHTTPRequestHandler):
             meta = {
                 "issuer": self.base,
                 "token_endpoint": self.base + "/token",
-                "authorization_endpoint": self.base + "/authorize",
+                "authorization_endpoint": args.authorization_endpoint or self.base + "/authorize",
                 "registration_endpoint": self.base + "/register",
                 "revocation_endpoint": self.base + "/revoke",
                 "code_challenge_methods_supported": ["S256"],

@@ -19,6 +19,7 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
         "decodeloop.mcp.errors",
         "decodeloop.trust.invisible",
         "decodeloop.trust.untrusted",
+        "decodeloop.utf8",
     ],  # shared leaves
     ["decodeloop.net"],  # the wire the MCP client and the remote engine share: SSE, HTTP pieces
     ["decodeloop.constrain.grammar.charset", "decodeloop.constrain.grammar.regex"],  # patterns, read safely

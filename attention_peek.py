@@ -26,6 +26,8 @@ import argparse
 import os
 import sys
 
+from decodeloop.cli.options import EXIT_CONFIG  # exit statuses as decodeloop's own (docs/cli.md)
+from decodeloop.cli.parser import SEED, Number
 from decodeloop.formats.lab import ASSISTANT, SYSTEM, TOOL, USER
 from decodeloop.ui.heatmap import GLYPHS, scale_legend, svg, terminal
 from decodeloop.ui.style import use_color
@@ -145,6 +147,9 @@ def unusual_first(pool: list) -> list:
     return sorted(pool, key=lambda e: not striking(e))  # stable: the rest keep their order
 
 
+EPISODES = Number("a whole number from 1 to 1,000", True, 1, 1000)  # each draws 40 from the split, to find its own
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="attention_peek.py", description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -153,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=("get_weather", "get_forecast", "get_time_zone", "convert"),
         help="which kind of held-out episode (default: get_weather)",
     )
-    parser.add_argument("--episodes", type=int, default=4, help="episodes to score heads on (default: 4)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out episodes (default: 0)")
+    parser.add_argument("--episodes", type=EPISODES, default=4, help="episodes to score heads on (default: 4)")
+    parser.add_argument("--seed", type=SEED, default=0, help="seed of the held-out episodes (default: 0)")
     parser.add_argument(
         "--split",
         choices=("ood", "heldout"),
@@ -177,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         from decodeloop.lab.transformer import DEFAULT_WEIGHTS, TransformerModel
     except MissingDependency as e:
         print(f"attention_peek.py: {e}", file=sys.stderr)
-        return 1
+        return EXIT_CONFIG
     from decodeloop.formats.lab import CharTokenizer
     from decodeloop.lab.corpus import episodes, system_prompt
 
@@ -186,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         model = TransformerModel.load(args.weights or DEFAULT_WEIGHTS)
     except (ValueError, OSError) as e:  # not weights, or no such file: one line, not a traceback
         print(f"attention_peek.py: error: --weights: {e}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     pool = [e for e in episodes(args.seed, 40 * args.episodes, args.split) if e.tool == args.tool]
     chosen = unusual_first(pool)[: args.episodes]
     scores, chance = copy_scores(model, chosen, system, tokenizer)

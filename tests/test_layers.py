@@ -20,6 +20,7 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
         "decodeloop.trust.invisible",
         "decodeloop.trust.untrusted",
         "decodeloop.trust.credentials",
+        "decodeloop.utf8",
     ],  # shared leaves
     ["decodeloop.net"],  # the wire the MCP client and the remote engine share: SSE, HTTP pieces
     ["decodeloop.constrain.grammar.charset", "decodeloop.constrain.grammar.regex"],  # patterns, read safely

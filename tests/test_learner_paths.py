@@ -37,10 +37,10 @@ def test_a_scripts_help_examples_run_as_written_without_installing():
 
 def test_sampling_errors_name_the_flag_the_user_typed():
     for flag, value, message in (
-        ("--top-p", "2", "--top-p must be in (0, 1]"),
-        ("--min-p", "-1", "--min-p must be in [0, 1]"),
-        ("--top-k", "-1", "--top-k must be >= 0"),
-        ("--temperature", "-1", "--temperature must be a finite number >= 0"),
+        ("--top-p", "2", "argument --top-p: expected a number above 0, at most 1 (1 is off), got '2'"),
+        ("--min-p", "-1", "argument --min-p: expected a number from 0 (off) to 1, got '-1'"),
+        ("--top-k", "-1", "argument --top-k: expected a whole number from 0 (off) to 1,000,000,000, got '-1'"),
+        ("--temperature", "-1", "argument --temperature: expected a finite number, 0 (greedy) or more, got '-1'"),
     ):
         p = run("decode_loop.py", flag, value)
         assert p.returncode == 2 and p.stderr.startswith("usage: decode_loop.py [-h]"), p.stderr[:100]
@@ -51,7 +51,9 @@ def test_an_order_of_0_is_refused_not_taken_for_the_default():
     with pytest.raises(ValueError, match="at least 1"):
         load_model("ngram", order=0)
     p = run("decode_loop_ngram.py", "--order", "0")
-    assert p.returncode == 2 and p.stderr.splitlines()[-1] == "decode_loop_ngram.py: error: --order must be at least 1"
+    assert p.returncode == 2 and p.stderr.splitlines()[-1] == (
+        "decode_loop_ngram.py: error: argument --order: expected a whole number from 1 to 32, got '0'"
+    )
 
 
 def test_step_frames_of_the_ngram_do_not_call_its_prefix_a_cache():

@@ -3,6 +3,7 @@ their command, and turns the errors any command can meet into one line on stderr
 
     parser.py    the parsers, their help texts and examples; a mistyped option named
     options.py   parsed options to the sampler, turn config, model bundle, servers and harness; exit codes
+                 (the table is in docs/cli.md: each status below means one thing, whatever the command)
     commands.py  run, chat, eval, train, view, fetch, auth
     auth.py      auth login, logout, status: a user's OAuth login to a config's server, and its token store
 """
@@ -13,9 +14,9 @@ import os
 import sys
 
 from decodeloop.cli.commands import COMMANDS
-from decodeloop.cli.options import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE
+from decodeloop.cli.options import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE
 from decodeloop.cli.parser import build_parser, parse
-from decodeloop.errors import ConfigError, McpError, MissingDependency, RemoteError
+from decodeloop.errors import ConfigError, McpError, Misconfigured, MissingDependency, RemoteError
 from decodeloop.trust.untrusted import visible  # a server's error text reaches stderr
 
 __all__ = ["main"]
@@ -39,15 +40,18 @@ def main(
     try:
         command = COMMANDS.get(args.command)
         return command(args, parser) if command is not None else EXIT_USAGE
-    except (ConfigError, McpError) as e:  # the servers, the config or the model's context, as asked
+    except Misconfigured as e:  # a config file or a model that cannot be used as it is
+        print(f"decodeloop: cannot start: {visible(str(e))}", file=sys.stderr)
+        return EXIT_CONFIG
+    except (ConfigError, McpError) as e:  # the servers as asked, or the model's context
         print(f"decodeloop: cannot start: {visible(str(e))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("\ninterrupted.", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except MissingDependency as e:
+    except MissingDependency as e:  # the model cannot load on this installation until the extra is installed
         print(f"decodeloop: {e}", file=sys.stderr)
-        return EXIT_ERROR
+        return EXIT_CONFIG
     except RemoteError as e:  # a remote engine's server: down, refusing, silent, or cut off mid-stream
         print(f"decodeloop: the engine's server failed: {visible(str(e))}", file=sys.stderr)
         return EXIT_ERROR

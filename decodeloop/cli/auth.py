@@ -12,7 +12,9 @@ to with it and its tools listed.
 logout revokes the stored tokens where the authorization server lists a revocation_endpoint (RFC 7009,
 best effort; --no-revoke skips it) and removes the file. status lists what is stored, never a token.
 
-Everything printed goes to stderr but status's list; a failure is one line, `decodeloop auth ACTION: ...`.
+Everything printed goes to stderr but status's list; a failure is one line, `decodeloop auth ACTION: ...`,
+with the exit status of docs/cli.md's table: 2 for a SERVER the files cannot log in to, 78 for a config file
+that cannot be used as it is, 1 for a login or logout that failed.
 """
 
 from __future__ import annotations
@@ -25,13 +27,18 @@ import time
 import webbrowser
 from collections.abc import Callable
 
-from decodeloop.cli.options import EXIT_ERROR, EXIT_OK
-from decodeloop.errors import ConfigError, McpError
+from decodeloop import utf8
+from decodeloop.cli.options import EXIT_CONFIG, EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from decodeloop.errors import ConfigError, McpError, Misconfigured
 from decodeloop.trust.credentials import hold_headers
 from decodeloop.trust.untrusted import visible_line
 
 DEFAULT_WAIT = 300.0  # seconds to wait for the browser's redirect
 MAX_AUTHORIZATION_URL_CHARS = 16_000  # the authorization server's endpoint and the flow's query: longer is odd
+
+
+class _Unusable(ConfigError):
+    """The command line names no server that can log in (a usage error, exit status 2)."""
 
 
 def auth_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -42,7 +49,9 @@ def auth_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         return action(args, parser)
     except (ConfigError, McpError, TokenStoreError) as e:  # the config, the servers, the store: one line each
         _say(args, f"error: {visible_line(str(e))}")
-        return EXIT_ERROR
+        if isinstance(e, _Unusable):
+            return EXIT_USAGE
+        return EXIT_CONFIG if isinstance(e, Misconfigured) else EXIT_ERROR
 
 
 def _say(args: argparse.Namespace, text: str) -> None:
@@ -55,19 +64,19 @@ def _server(args: argparse.Namespace):
     from decodeloop.tools.startup import unique_names
 
     if not args.mcp_config:
-        raise ConfigError("--mcp-config FILE is needed: the server's entry says where it is")
+        raise _Unusable("--mcp-config FILE is needed: the server's entry says where it is")
     specs = unique_names([spec for path in args.mcp_config for spec in load_config(path)])
     found = [spec for spec in specs if spec.name == args.server]
     if not found:
         names = ", ".join(spec.name for spec in specs) or "none"
-        raise ConfigError(f"no server named {args.server!r} in {', '.join(args.mcp_config)} (servers: {names})")
+        raise _Unusable(f"no server named {args.server!r} in {', '.join(args.mcp_config)} (servers: {names})")
     spec = found[0]
     if spec.url is None:
-        raise ConfigError(f'{spec.name} is a stdio server; only HTTP servers (a "url") log in')
+        raise _Unusable(f'{spec.name} is a stdio server; only HTTP servers (a "url") log in')
     if spec.transport == "sse":
-        raise ConfigError(f"{spec.name} is a legacy SSE server, which decodeloop does not authorize")
+        raise _Unusable(f"{spec.name} is a legacy SSE server, which decodeloop does not authorize")
     if any(name.lower() == "authorization" for name in spec.headers):
-        raise ConfigError(
+        raise Misconfigured(
             f"{spec.name} has an Authorization header in {spec.config_file}; the header would be sent instead "
             "of a stored token: remove it first"
         )
@@ -80,8 +89,6 @@ def _login(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from decodeloop.mcp.auth.oauth import OAuth
     from decodeloop.mcp.auth.store import TokenStore, token_of
 
-    if args.wait <= 0:
-        parser.error("--wait must be positive")
     spec = _server(args)
     assert spec.url is not None
     store = TokenStore()
@@ -177,10 +184,15 @@ def _browser(args: argparse.Namespace, name: str, redirect) -> Callable[[str], s
 
 
 def _pasted(redirect) -> None:
-    """Lines typed or piped on stdin, each offered as the redirect URL, until one is taken or stdin ends."""
+    """Lines typed or piped on stdin, each offered as the redirect URL, until one is taken or stdin ends; a
+    line that is not UTF-8 is refused (one line says where) and the next one read."""
     try:
+        utf8.lenient(sys.stdin)
         for line in sys.stdin:
-            if redirect.offer_line(line):
+            bad = utf8.in_text(line)
+            if bad is not None:
+                print(f"decodeloop auth login: not an address: not UTF-8: {bad}; paste it again", file=sys.stderr)
+            elif redirect.offer_line(line):
                 return
     except (OSError, ValueError):  # no stdin, or closed
         return

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from decodeloop import utf8
 from decodeloop.cli.options import (
     EXIT_CAPPED,
     EXIT_ERROR,
@@ -144,6 +145,7 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     from decodeloop.ui.trace import TraceView
 
     sampler, processors, config = checked(args, parser)
+    utf8.lenient(sys.stdin)  # a line that is not UTF-8 arrives marked, and ChatSession refuses it
     view = JsonlView(max_chars=args.max_result_chars) if args.json else TraceView() if args.trace else ChatView()
     emit = _locked(view)
     with started(args, parser, emit, config.detail) as (bundle, router):
@@ -160,8 +162,6 @@ def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         return _suite_command(args, parser, sampler, processors, config)
     if args.entries is not None or args.bfcl_wheel is not None:
         parser.error("--entries and --bfcl-wheel apply to --suite bfcl:... only")
-    if args.concurrency < 1:
-        parser.error("--concurrency must be at least 1")
     held_out = episodes(args.seed, args.episodes, args.split)
     if args.concurrency > 1:
         summary, bundle = _eval_concurrently(args, parser, held_out, sampler, processors, config)
@@ -213,8 +213,6 @@ def _suite_command(args, parser, sampler, processors, config) -> int:
         categories = parse_categories(categories)
     except BfclError as e:
         parser.error(f"--suite: {e}")
-    if args.entries is not None and args.entries < 1:
-        parser.error("--entries must be at least 1")
     if args.mcp or args.mcp_url or args.mcp_config or args.split != "heldout" or args.concurrency != 1:
         parser.error(
             "--suite runs each entry against a server of its own functions, one at a time: "
@@ -302,13 +300,16 @@ def _eval_concurrently(args, parser, held_out, sampler, processors, config):
 
 
 def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    for flag, value in (("--steps", args.steps), ("--batch-size", args.batch_size), ("--threads", args.threads)):
-        if value is not None and value < 1:
-            parser.error(f"{flag} must be at least 1")
-    if args.lr is not None and args.lr <= 0:
-        parser.error("--lr must be positive")
+    from decodeloop.lab.train.transformer import MAX_TRANSCRIPTS, TrainConfig
     from decodeloop.lab.train.transformer import main as train_transformer
 
+    shipped = TrainConfig()
+    if (args.steps or shipped.steps) * (args.batch_size or shipped.batch_size) > MAX_TRANSCRIPTS:
+        parser.error(
+            f"--steps times --batch-size is the transcripts trained on, all held in memory: at most "
+            f"{MAX_TRANSCRIPTS:,} (the shipped run's {shipped.steps:,} steps of {shipped.batch_size} are "
+            f"{shipped.steps * shipped.batch_size:,})"
+        )
     return train_transformer(
         out=args.out, steps=args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr, threads=args.threads
     )
@@ -317,13 +318,13 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 def view_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from decodeloop.ui.html import TraceError, read_trace, write_page
 
-    try:
+    try:  # read as bytes: a byte that is not UTF-8 is named with its line (read_trace), not met mid-read
         if args.trace == "-":
-            kept = read_trace(sys.stdin)
+            kept = read_trace(utf8.lines(sys.stdin))
         else:
-            with open(args.trace, encoding="utf-8") as f:
-                kept = read_trace(f)
-    except (OSError, UnicodeDecodeError, TraceError) as e:
+            with open(args.trace, "rb") as f:
+                kept = read_trace(utf8.lines(f))
+    except (OSError, TraceError) as e:
         parser.exit(EXIT_USAGE, f"{parser.prog}: error: {args.trace}: {e}\n")
     title = args.title or ("decodeloop trace" if args.trace == "-" else os.path.basename(args.trace))
     meta = {"title": title, "source": "stdin" if args.trace == "-" else os.path.basename(args.trace)}

@@ -1,7 +1,8 @@
 """What the parsed options become: the checked sampler, processors and turn configuration, the model
 bundle, the server specs, the started servers and the harness. An option the parser cannot judge alone
-(a value out of range, options that do not go together, a file that is not there) is a usage error here.
-The exit codes every command returns are here too."""
+(options that do not go together, a path that is not there) is a usage error here; a value out of range
+was refused by its type in parser.py. A config file or a model that cannot be used as it is is a
+configuration error (Misconfigured, exit status 78). The exit codes every command returns are here too."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import os
 import sys
 import threading
 
-from decodeloop.errors import ConfigError
+from decodeloop.errors import ConfigError, Misconfigured
 from decodeloop.trust.untrusted import visible  # a server's error text reaches stderr
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GAVE_UP, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CAPPED = 4  # the token cap ended the turn before an answer (inside a call, or before any text)
+EXIT_CONFIG = 78  # a config file or a model that cannot be used as it is (sysexits.h's EX_CONFIG)
 EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (`| head`): 128 + SIGPIPE, as shells report it
 
 
@@ -34,6 +36,12 @@ def checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     if not lab and not remote and not args.model.startswith(("hf:", "gguf:")):
         parser.error(
             f"--model: unknown model {args.model!r}; choose table, ngram, transformer, hf:PATH, gguf:PATH or openai:URL"
+        )
+    sampling = getattr(args, "sampling_model", None)  # refused alike, before anything starts
+    if sampling is not None and sampling not in LAB_MODELS and not sampling.startswith(("hf:", "gguf:")):
+        why = " (openai:URL is for --model only)" if sampling.startswith("openai:") else ""
+        parser.error(
+            f"--sampling-model: unknown model {sampling!r}; choose table, ngram, transformer, hf:PATH or gguf:PATH{why}"
         )
     if args.model.startswith("gguf:") and (args.device or args.dtype):
         parser.error("--device and --dtype apply to hf: models; llama.cpp runs a .gguf as its file says")
@@ -57,34 +65,23 @@ def checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
                 parser.error("--engine-extra must be a JSON object")
     elif args.tokenizer or args.engine_model or args.engine_extra:
         parser.error("--tokenizer, --engine-model and --engine-extra apply to --model openai:URL only")
-    for flag, value in (
-        ("--max-tokens", args.max_tokens),
-        ("--max-retries", args.max_retries),
-        ("--max-repeats", args.max_repeats),
-        ("--max-result-chars", args.max_result_chars),
-        ("--max-turn-result-chars", args.max_turn_result_chars),
-        ("--max-tool-tokens", args.max_tool_tokens),
-        ("--max-call-chars", args.max_call_chars),
-        ("--max-tools", getattr(args, "max_tools", 1)),
-        ("--order", 1 if args.order is None else args.order),
-        ("--episodes", getattr(args, "episodes", 1)),
-    ):
-        if value < 1:
-            parser.error(f"{flag} must be at least 1")
     if args.order is not None and args.model != "ngram":
         parser.error("--order applies to --model ngram only")
     if args.weights is not None and args.model != "transformer":
         parser.error("--weights applies to --model transformer only")
     if args.weights is not None and not os.path.isfile(args.weights):
-        parser.exit(EXIT_USAGE, f"{parser.prog}: error: --weights: no such file: {args.weights}\n")
+        parser.exit(EXIT_CONFIG, f"{parser.prog}: error: --weights: no such file: {args.weights}\n")
     if lab and (args.device or args.dtype):
         parser.error("--device and --dtype apply to hf: models only")
     if lab and args.syntax not in (None, "auto", "compact"):
         parser.error("the lab models write compact calls only (--call-format compact)")
-    if args.timeout <= 0:
-        parser.error("--timeout must be positive")
-    if args.repetition_penalty <= 0:
-        parser.error("--repetition-penalty must be positive (1 is off)")
+    if getattr(args, "root", None):  # a typo'd --root is the command line's mistake, found before any server starts
+        from decodeloop.mcp.roots import file_roots
+
+        try:
+            file_roots(args.root)
+        except ConfigError as e:
+            parser.error(f"--root: {visible(str(e))}")
     if any(not s for s in args.stop):
         parser.error("--stop needs a non-empty string")
     try:
@@ -119,7 +116,7 @@ def checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
 
 
 def load_bundle(args: argparse.Namespace, parser: argparse.ArgumentParser):
-    """The model bundle the options name; a bad spec is a usage error."""
+    """The model bundle the options name; one that does not load is a configuration error (one line)."""
     from decodeloop.models import load_model
 
     remote = {}
@@ -143,20 +140,18 @@ def load_bundle(args: argparse.Namespace, parser: argparse.ArgumentParser):
         )
     except (ValueError, OSError) as e:  # one line: the usage would bury it
         flag = "--weights" if args.weights else f"--model {args.model}"
-        parser.exit(EXIT_USAGE, f"{parser.prog}: error: {flag}: {e}\n")
+        parser.exit(EXIT_CONFIG, f"{parser.prog}: error: {flag}: {e}\n")
 
 
 def _engine_from_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """A config file's "engine" ({"url", "model", "tokenizer"}) when --model was not given."""
+    """A config file's "engine" ({"url", "model", "tokenizer"}) when --model was not given. A file that
+    cannot be read as a config raises Misconfigured here, before anything starts."""
     from decodeloop.tools.config import load_engine
 
     if args.model != parser.get_default("model"):
         return  # --model given: it wins over the file
     for path in args.mcp_config:
-        try:
-            engine = load_engine(path)
-        except ConfigError as e:
-            parser.exit(EXIT_USAGE, f"{parser.prog}: error: {visible(str(e))}\n")
+        engine = load_engine(path)
         if engine is not None:
             args.model = "openai:" + engine["url"]
             args.engine_model = args.engine_model or engine.get("model")
@@ -190,9 +185,17 @@ def server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> l
 
     if args.mcp_header and not args.mcp_url:
         parser.error("--mcp-header applies to --mcp-url servers; give headers of config servers in the file")
-    headers = dict(parse_header(h) for h in args.mcp_header)
-    specs = stdio_specs([parse_command(c) for c in args.mcp])
-    specs += [url_spec(url, headers) for url in args.mcp_url]
+
+    def given(flag: str, read, values: list[str]) -> list:
+        """What the command line wrote: a mistake is a usage error, where a config file's is Misconfigured."""
+        try:
+            return [read(value) for value in values]
+        except ConfigError as e:
+            parser.error(f"{flag}: {visible(str(e))}")
+
+    headers = dict(given("--mcp-header", parse_header, args.mcp_header))
+    specs = stdio_specs(given("--mcp", parse_command, args.mcp))
+    specs += given("--mcp-url", lambda url: url_spec(url, headers), args.mcp_url)
     for path in args.mcp_config:
         specs += load_config(path)
     if not specs:  # the bundled servers: the harness's own code, so their annotations are believed
@@ -286,7 +289,7 @@ def local_sampling(args: argparse.Namespace, bundle, emit, sampler, config):
         try:
             sampling_bundle = load_model(args.sampling_model, device=args.device, dtype=args.dtype)
         except (ValueError, OSError) as e:
-            raise ConfigError(f"--sampling-model {args.sampling_model}: {e}") from None
+            raise Misconfigured(f"--sampling-model {args.sampling_model}: {e}") from None
     return LocalSampling(
         sampling_bundle,
         sampler,

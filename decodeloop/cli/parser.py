@@ -5,10 +5,11 @@ was parsed."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import ClassVar
 
-from decodeloop import __version__
+from decodeloop import __version__, utf8
 
 RUN_EXAMPLES = """\
 examples:
@@ -52,6 +53,99 @@ examples:
   decodeloop fetch qwen2.5-coder-0.5b --dir ~/models
   decodeloop run --model hf:"$(decodeloop fetch qwen2.5-coder-0.5b)" "What's the weather in Polson, MT?"
 """
+
+
+# -- what a value may be --------------------------------------------------------------------------------
+# Every numeric option takes one of these as its type, so a value out of range is a usage error (exit status
+# 2) at parse time, naming the flag and what it takes: never inf or nan, never a negative, zero only where
+# it means something (greedy, off, a seed), and never past a bound where the value means nothing more or
+# overflows what it feeds (a thread count, a timeout for threading and select).
+
+COUNT_MAX = 10**9  # a cap or a count: past a billion tokens, characters, tools or steps none means more
+SEED_MAX = 2**64 - 1  # the largest seed numpy and torch take as it is
+SECONDS_MAX = 10**6  # about 11.6 days; threading's waits overflow near 9.2e9 s, and time_t further on
+ORDER_MAX = 32  # the n-gram's counts grow with the order: 32 takes about 1 GB and 6 s to count
+WORKERS_MAX = 256  # --concurrency and --threads: a thread each, and an eval worker its own servers
+EPISODES_MAX = 100_000  # eval holds its episodes in memory (100,000 are about 130 MB)
+
+
+class Number:
+    """An argparse type: text to an int or a float within bounds; `accepts` says which, for the error."""
+
+    def __init__(
+        self,
+        accepts: str,
+        whole: bool,
+        least: float,
+        most: float = math.inf,
+        above: bool = False,
+        invertible: bool = False,
+    ) -> None:
+        self.accepts, self.whole, self.least, self.most = accepts, whole, least, most
+        self.above = above  # the least value itself is out
+        self.invertible = invertible  # divided by: 1/value must be finite too
+        self.__name__ = accepts  # what argparse would call the type
+
+    def __call__(self, text: str) -> int | float:
+        value: int | float
+        try:
+            value = int(text) if self.whole else float(text)
+        except ValueError:  # not a number at all, or an int of more digits than Python reads
+            value = math.nan
+        fits = not math.isnan(value) and self.least <= value <= self.most and not (self.above and value == self.least)
+        if not fits or (not self.whole and not math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"expected {self.accepts}, got {_shown(text)}")
+        if self.invertible and value and not math.isfinite(1 / value):
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is too small to divide by; expected {self.accepts}")
+        return value
+
+
+COUNT = Number(f"a whole number from 1 to {COUNT_MAX:,}", True, 1, COUNT_MAX)
+TOP_K = Number(f"a whole number from 0 (off) to {COUNT_MAX:,}", True, 0, COUNT_MAX)
+SEED = Number(f"a whole number from 0 to {SEED_MAX:,}", True, 0, SEED_MAX)
+ORDER = Number(f"a whole number from 1 to {ORDER_MAX}", True, 1, ORDER_MAX)
+WORKERS = Number(f"a whole number from 1 to {WORKERS_MAX}", True, 1, WORKERS_MAX)
+EPISODES = Number(f"a whole number from 1 to {EPISODES_MAX:,}", True, 1, EPISODES_MAX)
+TEMPERATURE = Number("a finite number, 0 (greedy) or more", False, 0.0, invertible=True)
+TOP_P = Number("a number above 0, at most 1 (1 is off)", False, 0.0, 1.0, above=True)
+MIN_P = Number("a number from 0 (off) to 1", False, 0.0, 1.0)
+PENALTY = Number("a finite number above 0 (1 is off)", False, 0.0, above=True, invertible=True)
+POSITIVE = Number("a finite number above 0", False, 0.0, above=True)
+SECONDS = Number(f"seconds above 0, at most {SECONDS_MAX:,}", False, 0.0, SECONDS_MAX, above=True)
+
+
+def _shown(text: str) -> str:
+    """The value as typed, quoted, and cut: a number of 5,000 digits is not repeated whole."""
+    return repr(text) if len(text) <= 40 else repr(text[:40])[:-1] + "...'"
+
+
+class Text:
+    """The type every value on the command line has first, around its own (`convert`; None: the text itself).
+    A value that is not UTF-8 (a shell's bytes, which Python hands over as lone surrogates) is refused with
+    the offset of its first bad byte, never replaced: the model, a server or a file name would get other
+    text than was typed. A NUL, which no shell can pass, is refused too."""
+
+    def __init__(self, convert=None) -> None:
+        self.convert = convert
+        self.__name__ = getattr(convert, "__name__", "text")  # what argparse would call the type
+
+    def __call__(self, text: str):
+        bad = utf8.in_text(text)
+        if bad is not None:
+            raise argparse.ArgumentTypeError(f"not UTF-8: {bad} (every argument must be UTF-8 text)")
+        if "\0" in text:
+            raise argparse.ArgumentTypeError(f"a NUL character at offset {len(text[: text.index(chr(0))].encode())}")
+        return text if self.convert is None else self.convert(text)
+
+
+def _text_values(parser: argparse.ArgumentParser) -> None:
+    """Give every option and argument that takes a value, in every command, the Text check first."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _text_values(sub)
+        elif action.nargs != 0:  # flags (store_true, --help, --version) take none
+            action.type = Text(action.type)
 
 
 def build_parser(
@@ -146,7 +240,7 @@ def build_parser(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _model_options(evaluate, "ngram")
-    evaluate.add_argument("--episodes", type=int, default=200, help="held-out episodes to run (default: 200)")
+    evaluate.add_argument("--episodes", type=EPISODES, default=200, help="held-out episodes to run (default: 200)")
     evaluate.add_argument(
         "--split",
         choices=("heldout", "ood"),
@@ -157,7 +251,7 @@ def build_parser(
     )
     evaluate.add_argument(
         "--concurrency",
-        type=int,
+        type=WORKERS,
         default=1,
         metavar="K",
         help="episodes in flight at once, each with its own MCP servers; a model run in this "
@@ -173,7 +267,7 @@ def build_parser(
     )
     evaluate.add_argument(
         "--entries",
-        type=int,
+        type=COUNT,
         default=None,
         metavar="N",
         help="--suite: the first N entries of each category (default: every entry)",
@@ -198,13 +292,15 @@ def build_parser(
         "The same seed gives the same weights on the same machine.",
     )
     train.add_argument("target", choices=("transformer",), help="what to train")
-    train.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the shipped run's)")
-    train.add_argument("--seed", type=int, default=0, help="seed of the weights and the corpus (default: 0)")
-    train.add_argument("--batch-size", type=int, default=None, help="transcripts per step (default: the shipped run's)")
-    train.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the shipped run's)")
+    train.add_argument("--steps", type=COUNT, default=None, help="optimiser steps (default: the shipped run's)")
+    train.add_argument("--seed", type=SEED, default=0, help="seed of the weights and the corpus (default: 0)")
+    train.add_argument(
+        "--batch-size", type=COUNT, default=None, help="transcripts per step (default: the shipped run's)"
+    )
+    train.add_argument("--lr", type=POSITIVE, default=None, help="peak learning rate (default: the shipped run's)")
     train.add_argument(
         "--threads",
-        type=int,
+        type=WORKERS,
         default=2,
         help="threads sharing each step's batch (default: 2; the weights do not depend on it)",
     )
@@ -228,7 +324,7 @@ def build_parser(
     view.add_argument("--title", default=None, help="the page's title (default: the trace's file name)")
     view.add_argument(
         "--temperature",
-        type=float,
+        type=TEMPERATURE,
         default=None,
         help="the sampling temperature of the run, to state on a page whose token events do not record it",
     )
@@ -237,6 +333,7 @@ def build_parser(
         sub.set_defaults(command_parser=sub)
         sub.takes_options = True
     _auth_parser(commands)  # after: each of its actions shows its own usage
+    _text_values(parser)
     return parser
 
 
@@ -331,7 +428,7 @@ def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
         'own options, e.g. \'{"grammar": "..."}\' for llama.cpp)',
     )
     group.add_argument(
-        "--order", type=int, default=None, help="n-gram order: the model sees the last ORDER-1 tokens (default: 8)"
+        "--order", type=ORDER, default=None, help="n-gram order: the model sees the last ORDER-1 tokens (default: 8)"
     )
     group.add_argument(
         "--weights",
@@ -382,22 +479,22 @@ def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
 
 def _sampling_options(parser: argparse.ArgumentParser, seed: int | None) -> None:
     group = parser.add_argument_group("sampling")
-    group.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default: %(default)g)")
-    group.add_argument("--top-p", type=float, default=1.0, help="nucleus mass to keep (default: 1, off)")
-    group.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (default: 0, off)")
+    group.add_argument("--temperature", type=TEMPERATURE, default=0.0, help="0 is greedy (default: %(default)g)")
+    group.add_argument("--top-p", type=TOP_P, default=1.0, help="nucleus mass to keep (default: 1, off)")
+    group.add_argument("--top-k", type=TOP_K, default=0, help="keep the k most likely tokens (default: 0, off)")
     group.add_argument(
         "--min-p",
-        type=float,
+        type=MIN_P,
         default=0.0,
         help="keep tokens at least this fraction as likely as the top one (default: 0, off)",
     )
     group.add_argument(
         "--repetition-penalty",
-        type=float,
+        type=PENALTY,
         default=1.0,
         help="divide the logits of tokens already written this turn (default: 1, off)",
     )
-    group.add_argument("--seed", type=int, default=seed, help="seed of the random generators (default: %(default)s)")
+    group.add_argument("--seed", type=SEED, default=seed, help="seed of the random generators (default: %(default)s)")
 
 
 def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
@@ -407,7 +504,10 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
 
     group = parser.add_argument_group("stopping and tools")
     group.add_argument(
-        "--max-tokens", type=int, default=max_tokens, help=f"cap on generated tokens in a turn (default: {max_tokens})"
+        "--max-tokens",
+        type=COUNT,
+        default=max_tokens,
+        help=f"cap on generated tokens in a turn (default: {max_tokens})",
     )
     group.add_argument(
         "--stop",
@@ -417,10 +517,10 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
         help="stop when the model writes STRING (not shown); repeatable",
     )
     group.add_argument(
-        "--max-retries", type=int, default=3, help="consecutive failed tool calls that end the turn (default: 3)"
+        "--max-retries", type=COUNT, default=3, help="consecutive failed tool calls that end the turn (default: 3)"
     )
     group.add_argument(
-        "--max-repeats", type=int, default=2, help="calls repeated after their result that end the turn (default: 2)"
+        "--max-repeats", type=COUNT, default=2, help="calls repeated after their result that end the turn (default: 2)"
     )
     group.add_argument(
         "--calls",
@@ -431,7 +531,7 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
     )
     group.add_argument(
         "--max-call-chars",
-        type=int,
+        type=COUNT,
         default=DEFAULT_MAX_CALL_CHARS,
         help=f"characters one call may have; a longer one is an error the model reads "
         f"(default: {DEFAULT_MAX_CALL_CHARS})",
@@ -453,24 +553,24 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
         "a chat template, strict for the lab models)",
     )
     group.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds to wait for an MCP server's answer (default: 60)"
+        "--timeout", type=SECONDS, default=60.0, help="seconds to wait for an MCP server's answer (default: 60)"
     )
     group.add_argument(
         "--max-result-chars",
-        type=int,
+        type=COUNT,
         default=DEFAULT_MAX_RESULT_CHARS,
         help=f"characters of a tool result the model sees (default: {DEFAULT_MAX_RESULT_CHARS})",
     )
     group.add_argument(
         "--max-turn-result-chars",
-        type=int,
+        type=COUNT,
         default=DEFAULT_MAX_TURN_RESULT_CHARS,
         help=f"characters of tool results one turn may inject, all calls together; past it each "
         f"result keeps {MIN_RESULT_CHARS} (default: {DEFAULT_MAX_TURN_RESULT_CHARS})",
     )
     group.add_argument(
         "--max-tool-tokens",
-        type=int,
+        type=COUNT,
         default=DEFAULT_MAX_TOOL_TOKENS,
         metavar="N",
         help=f"tokens the tools' descriptions may take in the prompt, every server together; more "
@@ -600,7 +700,7 @@ def _mcp_server_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--max-tools",
-        type=int,
+        type=COUNT,
         default=DEFAULT_MAX_TOOLS,
         metavar="N",
         help=f"offer the model at most N tools of each server, the first it lists (default "
@@ -641,7 +741,7 @@ def _auth_parser(commands) -> None:
     login.add_argument("--open", action="store_true", help="also open the URL in the default browser")
     login.add_argument(
         "--wait",
-        type=float,
+        type=SECONDS,
         default=300.0,
         metavar="SECONDS",
         help="how long to wait for the browser to come back (default: 300)",
@@ -666,7 +766,7 @@ def _auth_parser(commands) -> None:
     )
     for action in (login, logout):
         action.add_argument(
-            "--timeout", type=float, default=30.0, help="seconds to wait for each HTTP answer (default: 30)"
+            "--timeout", type=SECONDS, default=30.0, help="seconds to wait for each HTTP answer (default: 30)"
         )
     for action in actions.choices.values():
         action.set_defaults(command_parser=action)

@@ -3,8 +3,10 @@
 This module owns turning what the user wrote into `ServerSpec`s: a JSON file in
 the format Claude Desktop, Cursor and VS Code use, `--mcp-url` URLs (with
 `sse+http://` picking the legacy SSE transport) and `--mcp-header` lines. It
-starts nothing; tools/startup.py does. Every mistake is a ConfigError that names the
-file and the server.
+starts nothing; tools/startup.py does. Every mistake in a file is a Misconfigured (a
+ConfigError) that names the file and the server; a file that is not UTF-8 is named with
+the offset of its first bad byte (a UTF-8 byte-order mark is read past). A bad
+`--mcp-url` or `--mcp-header` is a plain ConfigError, the command line's to report.
 
     {"mcpServers": {
         "weather": {"command": "python3", "args": ["-m", "decodeloop.servers.weather"],
@@ -40,7 +42,8 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 
-from decodeloop.errors import ConfigError
+from decodeloop import utf8
+from decodeloop.errors import ConfigError, Misconfigured
 from decodeloop.mcp.versions import LEGACY_SSE_REFUSAL, PROTOCOLS, STATELESS_VERSION
 
 POLICY_KEYS = {"trusted", "readOnly", "sideEffects", "allow", "deny"}  # read by policy.py
@@ -62,6 +65,7 @@ ENGINE_KEYS = {"url", "model", "tokenizer"}  # the top-level "engine": what --mo
 TOP_IGNORED = {"$schema", "inputs", "engine"}  # VS Code's prompt-for-a-secret inputs are not supported, only tolerated
 TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http", "streamablehttp": "http", "sse": "sse"}
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+MAX_CONFIG_BYTES = 16 * 2**20  # a config of servers is kilobytes
 
 
 @dataclass
@@ -110,15 +114,26 @@ def url_spec(
 
 
 def _read(path: str) -> object:
+    """The file's JSON: UTF-8 (a byte-order mark first is taken), at most MAX_CONFIG_BYTES."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"cannot read MCP config {path}: {exc.strerror or exc}") from None
+        raise Misconfigured(f"cannot read MCP config {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:  # /dev/zero, a log named by mistake: refused, not read to the end
+        raise Misconfigured(f"{path}: larger than {MAX_CONFIG_BYTES // 2**20} MB; not an MCP config")
+    bad = utf8.in_bytes(data)
+    if bad is not None:
+        utf16 = data.startswith((b"\xff\xfe", b"\xfe\xff"))  # what Windows editors write as "Unicode"
+        raise Misconfigured(
+            f"{path}: not UTF-8: {bad}"
+            + ("; it starts with a UTF-16 byte-order mark" if utf16 else "")
+            + " (expected UTF-8 JSON: save the file as UTF-8)"
+        )
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates)
+        return json.loads(data.decode("utf-8-sig"), object_pairs_hook=_no_duplicates)
     except ValueError as exc:
-        raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+        raise Misconfigured(f"{path}: not valid JSON: {exc}") from None
 
 
 def load_config(path: str) -> list[ServerSpec]:
@@ -143,12 +158,12 @@ def load_engine(path: str) -> dict[str, str] | None:
         or not isinstance(engine.get("url"), str)
         or not all(isinstance(v, str) for v in engine.values())
     ):
-        raise ConfigError(
+        raise Misconfigured(
             f'{path}: "engine" must be an object of strings with "url" and optionally '
             f"{', '.join(sorted(ENGINE_KEYS - {'url'}))}"
         )
     if not engine["url"].startswith(("http://", "https://")):
-        raise ConfigError(f"{path}: the engine's url must be http:// or https://, not {engine['url']!r}")
+        raise Misconfigured(f"{path}: the engine's url must be http:// or https://, not {engine['url']!r}")
     out = dict(engine)
     if "tokenizer" in out:
         out["tokenizer"] = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(out["tokenizer"]))
@@ -157,16 +172,16 @@ def load_engine(path: str) -> dict[str, str] | None:
 
 def parse_config(data: object, source: str = "config", base: str | None = None) -> list[ServerSpec]:
     if not isinstance(data, dict):
-        raise ConfigError(f'{source}: expected a JSON object with "mcpServers"')
+        raise Misconfigured(f'{source}: expected a JSON object with "mcpServers"')
     keys = [k for k in ("mcpServers", "servers") if k in data]
     if len(keys) != 1:
-        raise ConfigError(f'{source}: expected exactly one of "mcpServers" or "servers" at the top level')
+        raise Misconfigured(f'{source}: expected exactly one of "mcpServers" or "servers" at the top level')
     unknown = set(data) - {keys[0]} - TOP_IGNORED
     if unknown:
-        raise ConfigError(f"{source}: unknown top-level key(s) {', '.join(sorted(unknown))}")
+        raise Misconfigured(f"{source}: unknown top-level key(s) {', '.join(sorted(unknown))}")
     servers = data[keys[0]]
     if not isinstance(servers, dict):
-        raise ConfigError(f'{source}: "{keys[0]}" must be an object mapping server names to servers')
+        raise Misconfigured(f'{source}: "{keys[0]}" must be an object mapping server names to servers')
     specs = []
     for name, entry in servers.items():
         spec = _server(name, entry, f'{source}: server "{name}"', base)
@@ -182,7 +197,7 @@ def _server(name: str, entry: object, where: str, base: str | None) -> ServerSpe
     assert isinstance(entry, dict)
     trusted = entry.get("trusted", False)
     if not isinstance(trusted, bool):
-        raise ConfigError(f'{where}: "trusted" must be true or false')
+        raise Misconfigured(f'{where}: "trusted" must be true or false')
     return dataclasses.replace(
         spec,
         roots=_roots(entry["roots"], where, base) if "roots" in entry else None,
@@ -197,89 +212,89 @@ def _server(name: str, entry: object, where: str, base: str | None) -> ServerSpe
 def _roots(value: object, where: str, base: str | None) -> tuple[str, ...]:
     """A server's own roots: absolute paths (a relative one from the file's folder) that exist."""
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f'{where}: "roots" must be a list of paths ([] for no roots)')
+        raise Misconfigured(f'{where}: "roots" must be a list of paths ([] for no roots)')
     paths = []
     for path in value:
         absolute = os.path.abspath(os.path.join(base or os.getcwd(), os.path.expanduser(path)))
         if not os.path.exists(absolute):
-            raise ConfigError(f"{where}: root {path!r}: no such file or directory ({absolute})")
+            raise Misconfigured(f"{where}: root {path!r}: no such file or directory ({absolute})")
         paths.append(absolute)
     return tuple(paths)
 
 
 def _names(value: object, where: str, key: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f'{where}: "{key}" must be a list of tool names ("*" for every tool)')
+        raise Misconfigured(f'{where}: "{key}" must be a list of tool names ("*" for every tool)')
     return value
 
 
 def _transport(name: str, entry: object, where: str, base: str | None) -> ServerSpec | None:
     if not name.strip():
-        raise ConfigError(f"{where}: a server needs a non-empty name")
+        raise Misconfigured(f"{where}: a server needs a non-empty name")
     if not isinstance(entry, dict):
-        raise ConfigError(f'{where}: expected an object with "command" or "url"')
+        raise Misconfigured(f'{where}: expected an object with "command" or "url"')
     unknown = set(entry) - SERVER_KEYS
     if unknown:
-        raise ConfigError(
+        raise Misconfigured(
             f"{where}: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(SERVER_KEYS))})"
         )
     if entry.get("disabled") is True:
         return None
     protocol = entry.get("protocolVersion")
     if protocol is not None and protocol not in PROTOCOLS:
-        raise ConfigError(f'{where}: "protocolVersion" must be one of {", ".join(PROTOCOLS)}, not {protocol!r}')
+        raise Misconfigured(f'{where}: "protocolVersion" must be one of {", ".join(PROTOCOLS)}, not {protocol!r}')
     kind = entry.get("type", entry.get("transport"))
     if kind is not None:
         if not isinstance(kind, str) or kind.lower() not in TRANSPORTS:
-            raise ConfigError(f'{where}: "type" must be stdio, http or sse, not {kind!r}')
+            raise Misconfigured(f'{where}: "type" must be stdio, http or sse, not {kind!r}')
         kind = TRANSPORTS[kind.lower()]
     has_command, has_url = "command" in entry, "url" in entry
     if has_command == has_url:
-        raise ConfigError(f'{where}: needs exactly one of "command" (a stdio server) or "url" (an HTTP server)')
+        raise Misconfigured(f'{where}: needs exactly one of "command" (a stdio server) or "url" (an HTTP server)')
     if has_command:
         if kind not in (None, "stdio"):
-            raise ConfigError(f'{where}: "type": "{kind}" needs a "url", not a "command"')
+            raise Misconfigured(f'{where}: "type": "{kind}" needs a "url", not a "command"')
         for key in ("url", "headers"):
             if key in entry:
-                raise ConfigError(f'{where}: "{key}" is for HTTP servers; this one has a "command"')
+                raise Misconfigured(f'{where}: "{key}" is for HTTP servers; this one has a "command"')
         command, args = entry["command"], entry.get("args", [])
         if not isinstance(command, str) or not command.strip():
-            raise ConfigError(f'{where}: "command" must be a non-empty string')
+            raise Misconfigured(f'{where}: "command" must be a non-empty string')
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise ConfigError(f'{where}: "args" must be a list of strings')
+            raise Misconfigured(f'{where}: "args" must be a list of strings')
         env = _strings(entry.get("env", {}), where, "env")
         cwd = entry.get("cwd")
         if cwd is not None and not isinstance(cwd, str):
-            raise ConfigError(f'{where}: "cwd" must be a string')
+            raise Misconfigured(f'{where}: "cwd" must be a string')
         if cwd is not None and base is not None:
             cwd = os.path.join(base, os.path.expanduser(cwd))
         return ServerSpec(
             name=name, command=[command, *args], env=env or None, cwd=cwd, transport="stdio", protocol=protocol
         )
     if kind == "stdio":
-        raise ConfigError(f'{where}: "type": "stdio" needs a "command", not a "url"')
+        raise Misconfigured(f'{where}: "type": "stdio" needs a "command", not a "url"')
     for key in ("args", "env", "cwd"):
         if key in entry:
-            raise ConfigError(f'{where}: "{key}" is for stdio servers; this one has a "url"')
+            raise Misconfigured(f'{where}: "{key}" is for stdio servers; this one has a "url"')
     url = entry["url"]
     if not isinstance(url, str):
-        raise ConfigError(f'{where}: "url" must be a string')
+        raise Misconfigured(f'{where}: "url" must be a string')
     headers = _strings(entry.get("headers", {}), where, "headers")
     try:
         for header, value in headers.items():
             parse_header(f"{header}: {value}")
         spec = url_spec(url, headers, kind or "auto", name)
         if protocol == STATELESS_VERSION and spec.transport == "sse":
-            raise ConfigError(LEGACY_SSE_REFUSAL)
+            raise Misconfigured(LEGACY_SSE_REFUSAL)
         spec.protocol = protocol
         return spec
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+    except ConfigError as exc:  # parse_header's and url_spec's, about the file's entry
+        raise Misconfigured(f"{where}: {exc}") from None
 
 
 def _strings(value: object, where: str, key: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise ConfigError(f'{where}: "{key}" must be an object of strings')
+        raise Misconfigured(f'{where}: "{key}" must be an object of strings')
     return dict(value)
 
 

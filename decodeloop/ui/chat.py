@@ -13,7 +13,8 @@ the user's turn (`Harness.prompt`), its messages shown first; with readline,
 Tab after `/prompt NAME arg=` asks the server's `completion/complete`.
 Ctrl-C during an answer stops that answer (the harness cuts the context
 back to its last whole state); at the prompt it just gives a fresh prompt;
-end of input ends the session.
+end of input ends the session. A line with bytes that are not UTF-8 is not
+sent: one line says where the first one is.
 
 `ChatView` shows a turn the way a chat does: the answer streamed as it is
 released, each tool call and its result on a line of its own. Server text is
@@ -29,6 +30,7 @@ import shlex
 import sys
 from typing import TextIO
 
+from decodeloop import utf8
 from decodeloop.errors import ConfigError, McpError
 from decodeloop.events import Event
 from decodeloop.mcp.content import prompt_ref
@@ -190,6 +192,8 @@ class ChatSession:
                     continue
                 if not self.interactive and not line:
                     break
+                if self._undecodable(line):
+                    continue
                 line = line.strip()
                 if not line:
                     continue
@@ -208,6 +212,15 @@ class ChatSession:
             if history is not None:
                 history()
         return 0
+
+    def _undecodable(self, line: str) -> bool:
+        """A line with bytes that are not UTF-8 (lone surrogates: stdin decoded with surrogateescape) is refused
+        whole, one line saying where, and nothing of it is sent or run: a guess at the bytes would put other
+        text before the model or a server than was typed."""
+        bad = utf8.in_text(line)
+        if bad is not None:
+            print(f"decodeloop: not sent: the line is not UTF-8: {bad}", file=sys.stderr if self.quiet else self.out)
+        return bad is not None
 
     def _send(self, line: str, attachments: list) -> bool:
         """Run one user turn; a turn that cannot be sent is one line. True when it ran."""

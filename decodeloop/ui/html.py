@@ -26,6 +26,7 @@ import os
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
+from decodeloop import utf8
 from decodeloop.events import Event
 from decodeloop.models.base import RecordsAttention
 from decodeloop.trust.untrusted import UNSAFE_RANGES, visible
@@ -126,8 +127,10 @@ class TraceError(ValueError):
 def read_trace(lines: Iterable[str], **bounds: int) -> PageEvents:
     """The page's share of the events of a JSON Lines trace (blank lines skipped), read line by line.
 
-    A last line that is not JSON and has no newline was cut while it was written (the run was
-    killed, or `head -c` cut the file): it is left out, and a notice event at the end says so.
+    A last line that is not JSON (or not UTF-8) and has no newline was cut while it was written (the run
+    was killed, or `head -c` cut the file): it is left out, and a notice event at the end says so. A byte
+    that is not UTF-8 anywhere else is a TraceError naming the line; `lines` are decoded with
+    surrogateescape (utf8.lines) so that it can be found.
     """
     kept = PageEvents(**bounds)
     cut = None
@@ -136,6 +139,12 @@ def read_trace(lines: Iterable[str], **bounds: int) -> PageEvents:
             raise TraceError(cut[1])
         if not line.strip():
             continue
+        bad = utf8.in_text(line)  # the reader decoded with surrogateescape (utf8.lines)
+        if bad is not None:
+            if not line.endswith("\n"):  # `head -c` cut a character in two
+                cut = (number, f"line {number}: not UTF-8: {bad} of the line", len(line))
+                continue
+            raise TraceError(f"line {number}: not UTF-8: {bad} of the line")
         try:
             event = json.loads(line)
         except ValueError as e:

@@ -601,7 +601,7 @@ def test_eval_suite_table(wheel_path):
     [
         (["--suite", "bfcl:java"], "unknown BFCL category 'java'"),
         (["--suite", "other:simple_python"], "unknown suite"),
-        (["--suite", "bfcl:irrelevance", "--entries", "0"], "--entries must be at least 1"),
+        (["--suite", "bfcl:irrelevance", "--entries", "0"], "argument --entries: expected a whole number from 1"),
         (["--suite", "bfcl:irrelevance", "--concurrency", "2"], "do not apply"),
         (["--entries", "3"], "apply to --suite"),
     ],

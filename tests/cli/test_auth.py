@@ -88,16 +88,18 @@ class Cli:
             timeout=120,
         )
 
-    def login(self, name: str, config: str, paste: bool = False) -> tuple[int, str]:
-        """Log in, playing the browser; (exit status, stderr)."""
+    def login(self, name: str, config: str, paste: bool = False, pasted_first: bytes = b"") -> tuple[int, str]:
+        """Log in, playing the browser; (exit status, stderr). `pasted_first`: lines pasted before the address,
+        read as a UTF-8 locale reads stdin (a byte that is not UTF-8 raises as it is read)."""
+        wait = ["--wait", "60"] if pasted_first else []  # a stdin that stopped being read ends in a minute
         proc = subprocess.Popen(
-            [sys.executable, "-m", "decodeloop", "auth", "login", name, "--mcp-config", config],
+            [sys.executable, "-m", "decodeloop", "auth", "login", name, "--mcp-config", config, *wait],
             stdin=subprocess.PIPE if paste else subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             text=True,
             cwd=ROOT,
-            env=self.env,
+            env={**self.env, "PYTHONIOENCODING": "utf-8"} if pasted_first else self.env,
         )
         lines = []
         try:
@@ -110,6 +112,7 @@ class Cli:
                 proc.wait(30)
                 return proc.returncode, "".join(lines)
             if paste:  # the browser ran elsewhere: the user copies the address it ended at
+                proc.stdin.buffer.write(pasted_first)
                 proc.stdin.write(follow_redirect(url) + "\n")
                 proc.stdin.close()
             else:  # the browser follows the redirect to the CLI's listener on 127.0.0.1
@@ -242,6 +245,15 @@ def test_login_by_pasting_the_redirect_url(server, cli):
     assert cli.stored()["access_token"] and len(srv.seen("/authorize")) == 1
 
 
+def test_a_pasted_line_that_is_not_utf8_is_refused_and_the_next_one_read(server, cli):
+    # it stopped the reading of stdin (a UnicodeDecodeError, silently), so the address pasted next was never read
+    srv = server()
+    status, err = cli.login("svc", cli.config({"svc": srv.mcp}), paste=True, pasted_first=b"http://caf\xe9/?code=x\n")
+    assert status == 0, err
+    assert "decodeloop auth login: not an address: not UTF-8: byte 0xe9 at offset 10; paste it again\n" in err
+    assert cli.stored()["access_token"] and len(srv.seen("/authorize")) == 1
+
+
 def test_an_expired_token_is_refreshed_before_the_first_request(server, cli):
     srv = server()
     config = cli.config({"svc": srv.mcp})
@@ -357,16 +369,17 @@ def test_a_server_name_with_a_path_stays_in_the_store(server, cli):
 
 
 @pytest.mark.parametrize(
-    "args, message",
-    [
-        (["auth", "login", "nosuch", "--mcp-config", "{config}"], "no server named 'nosuch'"),
-        (["auth", "login", "local", "--mcp-config", "{config}"], "local is a stdio server"),
-        (["auth", "login", "svc", "--mcp-config", "{tmp}/missing.json"], "cannot read MCP config"),
-        (["auth", "login", "svc"], "--mcp-config FILE is needed"),
-        (["auth", "login", "closed", "--mcp-config", "{config}"], "cannot connect to http://127.0.0.1:9/mcp"),
+    "args, status, message",
+    [  # the exit statuses of docs/cli.md: 2 usage, 78 configuration, 1 the login failed
+        (["auth", "login", "nosuch", "--mcp-config", "{config}"], 2, "no server named 'nosuch'"),
+        (["auth", "login", "local", "--mcp-config", "{config}"], 2, "local is a stdio server"),
+        (["auth", "login", "svc", "--mcp-config", "{tmp}/missing.json"], 78, "cannot read MCP config"),
+        (["auth", "login", "svc"], 2, "--mcp-config FILE is needed"),
+        (["auth", "login", "header", "--mcp-config", "{config}"], 78, "has an Authorization header in"),
+        (["auth", "login", "closed", "--mcp-config", "{config}"], 1, "cannot connect to http://127.0.0.1:9/mcp"),
     ],
 )
-def test_errors_are_one_line_without_a_traceback(cli, args, message):
+def test_errors_are_one_line_without_a_traceback(cli, args, status, message):
     config = str(cli.tmp / "servers.json")
     with open(config, "w") as f:
         json.dump(
@@ -374,11 +387,12 @@ def test_errors_are_one_line_without_a_traceback(cli, args, message):
                 "mcpServers": {
                     "local": {"command": "python3", "args": ["-m", "decodeloop.servers.weather"]},
                     "closed": {"url": "http://127.0.0.1:9/mcp"},  # the discard port: nobody listens
+                    "header": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer x"}},
                 }
             },
             f,
         )
     p = cli(*[a.format(config=config, tmp=cli.tmp) for a in args])
-    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert p.returncode == status and "Traceback" not in p.stderr
     [line] = p.stderr.strip().splitlines()
     assert line.startswith("decodeloop auth login: error: ") and message in line

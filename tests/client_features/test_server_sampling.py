@@ -230,7 +230,14 @@ def test_run_and_chat_declare_sampling_and_a_bad_sampling_model_is_one_line():
         )
         assert capabilities["sampling"] == {}
     p = cli("-m", "decodeloop", "run", "--model", "table", "--sampling-model", "nosuch", "hi")
-    assert p.returncode != 0 and "--sampling-model nosuch" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 2 and "Traceback" not in p.stderr  # an unknown model: a usage error, as for --model
+    assert p.stderr.splitlines()[-1].endswith(
+        "error: --sampling-model: unknown model 'nosuch'; choose table, ngram, transformer, hf:PATH or gguf:PATH"
+    )
+    p = cli("-m", "decodeloop", "run", "--model", "table", "--sampling-model", "hf:/no/such/model", "hi")
+    assert p.returncode == 78 and "Traceback" not in p.stderr  # one that does not load: a configuration error
+    [line] = p.stderr.splitlines()
+    assert line.startswith("decodeloop: cannot start: --sampling-model hf:/no/such/model: ")
 
 
 def test_the_trace_and_json_lines_show_the_nested_turn_apart_and_escaped():

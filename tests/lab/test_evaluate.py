@@ -250,7 +250,7 @@ def test_eval_concurrency_must_be_positive():
         text=True,
         timeout=60,
     )
-    assert p.returncode == 2 and "--concurrency must be at least 1" in p.stderr
+    assert p.returncode == 2 and "argument --concurrency: expected a whole number from 1 to 256, got '0'" in p.stderr
 
 
 def test_eval_split_ood_asks_the_held_out_questions_of_the_servers_run_with_ood():

@@ -109,7 +109,11 @@ def test_order_0_is_refused_not_run_as_order_8():
             text=True,
             timeout=60,
         )
-        assert p.returncode == 2 and "--order must be at least 1" in p.stderr and p.stdout == ""
+        assert (
+            p.returncode == 2
+            and "argument --order: expected a whole number from 1 to 32" in p.stderr
+            and p.stdout == ""
+        )
 
 
 def test_the_trace_says_what_the_ngrams_cached_count_is():

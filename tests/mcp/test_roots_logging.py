@@ -224,7 +224,9 @@ def test_the_command_line_offers_roots_and_asks_for_a_log_level(protocol, tmp_pa
     else:
         assert _first_request(bare.stdout, "tools/list")["params"]["_meta"][META + "clientCapabilities"] == asks
     missing = run(*common[:-1], "--root", str(tmp_path / "missing"), "hi", no_site=False)
-    assert missing.returncode != 0 and "no such file or directory" in missing.stderr
+    assert (
+        missing.returncode == 2 and "--root: root " in missing.stderr and "no such file or directory" in missing.stderr
+    )
     both = run(*common[:-1], "--root", str(tmp_path), "--no-roots", "hi", no_site=False)
     assert both.returncode == 2 and "not allowed with" in both.stderr
 

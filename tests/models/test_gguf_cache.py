@@ -168,7 +168,7 @@ def test_the_command_line_reports_a_wrong_path_in_one_line(tmp_path):
         timeout=120,
         env={**os.environ, "PYTHONPATH": ROOT},
     )
-    assert p.returncode == 2 and p.stdout == ""
+    assert p.returncode == 78 and p.stdout == ""
     assert p.stderr.count("\n") == 1 and f"no model at {missing!r}" in p.stderr
 
 

@@ -85,6 +85,29 @@ def test_bad_json_and_duplicate_servers_name_the_file(tmp_path):
         load_config(str(tmp_path / "missing.json"))
 
 
+def test_a_file_that_is_not_utf8_is_named_with_its_first_bad_byte(tmp_path, monkeypatch):
+    from decodeloop.errors import Misconfigured
+    from decodeloop.tools import config
+
+    data = {"mcpServers": {"météo": {"command": "x"}}}
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="latin-1")
+    with pytest.raises(Misconfigured) as excinfo:
+        load_config(str(path))
+    assert (
+        str(excinfo.value) == f"{path}: not UTF-8: byte 0xe9 at offset 18 (expected UTF-8 JSON: save the file as UTF-8)"
+    )
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-16")
+    with pytest.raises(Misconfigured, match="byte 0xff at offset 0; it starts with a UTF-16 byte-order mark"):
+        load_config(str(path))
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8-sig")  # a byte-order mark: read past
+    assert [spec.name for spec in load_config(str(path))] == ["météo"]
+    monkeypatch.setattr(config, "MAX_CONFIG_BYTES", 2**20)
+    path.write_bytes(b" " * (2**20 + 1))  # /dev/zero, or a log named by mistake, is not read to its end
+    with pytest.raises(Misconfigured, match="larger than 1 MB; not an MCP config"):
+        load_config(str(path))
+
+
 def test_urls_and_headers():
     assert url_spec("sse+https://h.example/sse") == ServerSpec(
         "h.example", url="https://h.example/sse", transport="sse"
@@ -119,7 +142,7 @@ def test_cli_config_errors_are_clear(tmp_path):
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"weather": {"cmd": "python3"}}}))
     p = run("-m", "decodeloop", "run", "--mcp-config", str(config), "hi", no_site=False)
-    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert p.returncode == 78 and "Traceback" not in p.stderr  # a configuration error (docs/cli.md)
     assert f'cannot start: {config}: server "weather": unknown key(s) cmd' in p.stderr
     p = run("-m", "decodeloop", "run", "--mcp-header", "X: y", "hi", no_site=False)
     assert p.returncode == 2 and "--mcp-header applies to --mcp-url servers" in p.stderr

@@ -135,4 +135,4 @@ def test_the_cli_refuses_before_the_model_runs():
         cwd=ROOT,
         timeout=120,
     )
-    assert p.returncode == 2 and "--max-tools must be at least 1" in p.stderr
+    assert p.returncode == 2 and "argument --max-tools: expected a whole number from 1" in p.stderr

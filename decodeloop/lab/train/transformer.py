@@ -118,6 +118,9 @@ MADE_UP_STATES = sorted(
 )
 
 
+MAX_TRANSCRIPTS = 1_000_000  # steps * batch_size: the corpus and its encoding are held at once (gigabytes here)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     steps: int = 2800

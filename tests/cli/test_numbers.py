@@ -51,11 +51,11 @@ OPTIONS = numeric_options()
 def test_the_options_found_are_every_numeric_one_and_every_command_is_driven():
     assert {path for path, _ in commands(build_parser())} == set(NEEDS)
     flags = {flag for _, flag, _ in OPTIONS}
-    assert len(OPTIONS) == 57 and flags == {  # 15 each in run and chat, 18 in eval, 5 train, 1 view, 3 auth
+    assert len(OPTIONS) == 60 and flags == {  # 16 each in run and chat, 19 in eval, 5 train, 1 view, 3 auth
         *("--timeout", "--max-tokens", "--max-retries", "--max-repeats", "--max-result-chars"),
         *("--max-turn-result-chars", "--max-tool-tokens", "--max-tools", "--temperature", "--top-p", "--top-k"),
         *("--min-p", "--repetition-penalty", "--seed", "--order", "--episodes", "--concurrency", "--entries"),
-        *("--steps", "--batch-size", "--lr", "--threads", "--wait"),
+        *("--steps", "--batch-size", "--lr", "--threads", "--wait", "--max-call-chars"),
     }
 
 

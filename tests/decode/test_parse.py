@@ -63,7 +63,7 @@ def test_a_truncated_call_is_no_call_and_a_notice():
 def test_an_unclosed_call_at_the_end_is_an_error_the_model_would_read():
     out = parse_output('<tool_call>{"name": "get_weather", "arguments": {"ci', TOOLS, format=get_format("hermes"))
     [error] = out.errors
-    assert error.call is None and "unclosed" in str(error.error) or "ends" in str(error.error)
+    assert (error.call is None and "unclosed" in str(error.error)) or "ends" in str(error.error)
 
 
 def test_reasoning_opened_by_the_prompt():

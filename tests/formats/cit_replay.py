@@ -23,8 +23,11 @@ from decodeloop.formats.calls.formats import get_format
 # the format each family's models name (formats/calls/formats.py), by family, then by model where they differ
 FAMILY_FORMAT = {
     "qwen3-hermes": "hermes",
+    "llama": "llama3-json",
 }
-MODEL_FORMAT: dict[str, str] = {}
+MODEL_FORMAT: dict[str, str] = {
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama4-pythonic",
+}
 
 
 def format_name(fixture) -> str | None:

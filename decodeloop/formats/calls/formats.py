@@ -20,9 +20,23 @@ def _hermes() -> Any:
     return JsonSyntax(reasoning=THINK)
 
 
+def _llama3() -> Any:
+    from decodeloop.formats.calls.families.llama import Llama3Json
+
+    return Llama3Json()
+
+
+def _llama4() -> Any:
+    from decodeloop.formats.calls.families.llama import Llama4Pythonic
+
+    return Llama4Pythonic()
+
+
 # name -> (what it is, how to make one)
 FORMATS: dict[str, tuple[str, Callable[[], Any]]] = {
     "hermes": ("Hermes JSON in <tool_call> tags (Qwen2.5, Qwen3, SmolLM, Hermes), <think> reasoning", _hermes),
+    "llama3-json": ('Llama 3.1-3.3 JSON {"name": ..., "parameters": {...}}, bare or after <|python_tag|>', _llama3),
+    "llama4-pythonic": ("Llama 4 pythonic call lists [f(a=1), g()], bare or in <|python_start|>", _llama4),
 }
 
 
@@ -41,7 +55,15 @@ def get_format(name: str) -> Any:
 
 def detect(template: str, vocabulary: Collection[str] = ()) -> tuple[str, str] | None:
     """The format a chat template (and the special tokens of its vocabulary) names, and why; None when it
-    names none it knows."""
+    names none it knows. The more specific markers are looked for first."""
+
+    def names(marker: str) -> bool:
+        return marker in template or marker in vocabulary
+
+    if names("<|python_start|>") or names("<|header_start|>"):
+        return "llama4-pythonic", "Llama 4's <|python_start|> and <|header_start|> special tokens"
+    if names("<|python_tag|>"):
+        return "llama3-json", "Llama 3.1-3.3's <|python_tag|>: JSON calls, after it or opening the message"
     if "<tool_call>" in template or "<tool_call>" in vocabulary:
         return "hermes", "the chat template writes calls in <tool_call> tags"
     return None

@@ -5,6 +5,8 @@ is told, and the calls written back."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from decodeloop.decode.parse import OutputParser, parse_output
 from decodeloop.decode.stops import Stops
@@ -33,6 +35,12 @@ def streamed(syntax, pieces, truncated=False):
 
 def calls(out) -> list[tuple[str, dict]]:
     return [(c.name, c.arguments) for c in out.tool_calls]
+
+
+def seen(out) -> tuple:
+    """What an output says, its errors compared by message and column."""
+    read = [(c.text, c.shape, c.call, c.error and (str(c.error), c.error.column)) for c in out.calls]
+    return out.content, out.reasoning, read, out.notices
 
 
 def errors(out) -> list[str]:
@@ -200,3 +208,46 @@ def test_the_scanner_ends_where_the_arguments_close():
 def test_detect_names_the_mistral_formats(template, vocabulary, name):
     found = detect(template, vocabulary)
     assert found is not None and found[0] == name and found[1]
+
+
+ATOMS = [
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "[CALL_ID]",
+    "[THINK]",
+    "[/THINK]",
+    "<think>",
+    "</think>",
+    "{",
+    "}",
+    "[",
+    "]",
+    '"',
+    "\\",
+    ":",
+    ",",
+    " ",
+    "\n",
+    '"name"',
+    '"arguments"',
+    "get_weather",
+    "a1",
+    "1",
+    "null",
+    "x",
+    "é",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(ATOMS), max_size=24), st.lists(st.integers(1, 5), min_size=1), st.booleans())
+def test_any_text_reads_the_same_however_it_is_cut_and_never_raises(units, sizes, truncated):
+    text = "".join(units)
+    for syntax in (MISTRAL, V3, THINK_TEXT):
+        whole = parse_output(text, TOOLS, format=syntax, truncated=truncated)
+        parser, at, n = OutputParser(syntax, TOOLS), 0, 0
+        while at < len(units):  # the units whole, as a tokenizer keeps a marker one token
+            size = sizes[n % len(sizes)]
+            parser.feed("".join(units[at : at + size]))
+            at, n = at + size, n + 1
+        assert seen(parser.finish(truncated)) == seen(whole)

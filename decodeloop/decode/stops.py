@@ -639,6 +639,7 @@ class Stops:
             self._line_start = True
             calls, content, reasoning = ([], "", "") if skipping else self._read(shape, span, True)
             delta += content
+            self._consumed(content)  # text a span gave back is the message's text: it is no longer blank
             resume = self._resume_reasoning
             if self.collect_calls or not calls:
                 self._calls.extend(calls)

@@ -23,8 +23,14 @@ from decodeloop.formats.calls.formats import get_format
 # the format each family's models name (formats/calls/formats.py), by family, then by model where they differ
 FAMILY_FORMAT = {
     "qwen3-hermes": "hermes",
+    "llama": "llama3-json",
+    "mistral": "mistral",
 }
-MODEL_FORMAT: dict[str, str] = {}
+MODEL_FORMAT: dict[str, str] = {
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama4-pythonic",
+    "mistralai/Mistral-7B-Instruct-v0.3": "mistral-v3",
+    "mistralai/Magistral-Small-2506": "mistral-think-text",
+}
 
 
 def format_name(fixture) -> str | None:

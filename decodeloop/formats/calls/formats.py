@@ -20,9 +20,45 @@ def _hermes() -> Any:
     return JsonSyntax(reasoning=THINK, name="hermes")
 
 
+def _llama3() -> Any:
+    from decodeloop.formats.calls.families.llama import Llama3Json
+
+    return Llama3Json()
+
+
+def _llama4() -> Any:
+    from decodeloop.formats.calls.families.llama import Llama4Pythonic
+
+    return Llama4Pythonic()
+
+
+def _mistral(name: str, array: bool = False, reasoning: tuple[tuple[str, str], ...] = ()) -> Callable[[], Any]:
+    def make() -> Any:
+        from decodeloop.formats.calls.families.mistral import MistralSyntax
+
+        return MistralSyntax(name, array, reasoning)
+
+    return make
+
+
 # name -> (what it is, how to make one)
 FORMATS: dict[str, tuple[str, Callable[[], Any]]] = {
     "hermes": ("Hermes JSON in <tool_call> tags (Qwen2.5, Qwen3, SmolLM, Hermes), <think> reasoning", _hermes),
+    "llama3-json": ('Llama 3.1-3.3 JSON {"name": ..., "parameters": {...}}, bare or after <|python_tag|>', _llama3),
+    "llama4-pythonic": ("Llama 4 pythonic call lists [f(a=1), g()], bare or in <|python_start|>", _llama4),
+    "mistral": (
+        "Mistral [TOOL_CALLS]NAME[ARGS]{...} (tokenizer v11+: Mistral Small 3.2, Devstral, Ministral 3, Magistral), "
+        "[THINK] reasoning",
+        _mistral("mistral", reasoning=(("[THINK]", "[/THINK]"),)),
+    ),
+    "mistral-v3": (
+        "Mistral [TOOL_CALLS] and a JSON array of calls (tokenizer v3: Mistral-7B-Instruct-v0.3, Mixtral)",
+        _mistral("mistral-v3", array=True),
+    ),
+    "mistral-think-text": (
+        "Mistral [TOOL_CALLS]NAME[ARGS]{...}, reasoning in plain-text <think> tags (Magistral-Small-2506)",
+        _mistral("mistral-think-text", reasoning=THINK),
+    ),
 }
 
 
@@ -41,7 +77,26 @@ def get_format(name: str) -> Any:
 
 def detect(template: str, vocabulary: Collection[str] = ()) -> tuple[str, str] | None:
     """The format a chat template (and the special tokens of its vocabulary) names, and why; None when it
-    names none it knows."""
+    names none it knows. The more specific markers are looked for first."""
+
+    def names(marker: str) -> bool:
+        return marker in template or marker in vocabulary
+
+    if names("[TOOL_CALLS]"):
+        if names("[THINK]"):
+            return "mistral", "the tokenizer has Mistral's [TOOL_CALLS] and [THINK] control tokens (v13 reasoning)"
+        if names("[ARGS]"):
+            if "<think>" in template:
+                return (
+                    "mistral-think-text",
+                    "Mistral's [TOOL_CALLS] and [ARGS], and a chat template that reasons in plain-text <think> tags",
+                )
+            return "mistral", "Mistral's [TOOL_CALLS] and [ARGS] control tokens: calls by name (tokenizer v11+)"
+        return "mistral-v3", "Mistral's [TOOL_CALLS] without [ARGS]: calls as a JSON array (tokenizer v3)"
+    if names("<|python_start|>") or names("<|header_start|>"):
+        return "llama4-pythonic", "Llama 4's <|python_start|> and <|header_start|> special tokens"
+    if names("<|python_tag|>"):
+        return "llama3-json", "Llama 3.1-3.3's <|python_tag|>: JSON calls, after it or opening the message"
     if "<tool_call>" in template:
         return "hermes", "the chat template writes calls in <tool_call> tags"
     if "<tool_call>" in vocabulary:

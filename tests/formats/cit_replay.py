@@ -23,8 +23,12 @@ from decodeloop.formats.calls.formats import get_format
 # the format each family's models name (formats/calls/formats.py), by family, then by model where they differ
 FAMILY_FORMAT = {
     "qwen3-hermes": "hermes",
+    "qwen3-xml": "qwen3-xml",
 }
 MODEL_FORMAT: dict[str, str] = {}
+# a call written inside the reasoning block is run where the family's engines run it (llama.cpp ends Qwen3.5's
+# prefilled <think> at a <tool_call>); elsewhere it is reasoning text, the parser's default
+CALLS_IN_REASONING = {"qwen3-xml": "run"}
 
 
 def format_name(fixture) -> str | None:
@@ -95,6 +99,7 @@ def parser_for(fixture) -> OutputParser:
         fixture.tools,
         reasoning_open=reasoning_open(fixture, syntax),
         specials=_markers(fixture, syntax),
+        calls_in_reasoning=CALLS_IN_REASONING.get(fixture.family, "ignore"),
     )
 
 

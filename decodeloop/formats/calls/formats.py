@@ -20,9 +20,20 @@ def _hermes() -> Any:
     return JsonSyntax(reasoning=THINK)
 
 
+def _qwen3_xml() -> Any:
+    from decodeloop.formats.calls.families.qwen3_xml import QwenXmlSyntax
+
+    return QwenXmlSyntax(reasoning=THINK)
+
+
 # name -> (what it is, how to make one)
 FORMATS: dict[str, tuple[str, Callable[[], Any]]] = {
     "hermes": ("Hermes JSON in <tool_call> tags (Qwen2.5, Qwen3, SmolLM, Hermes), <think> reasoning", _hermes),
+    "qwen3-xml": (
+        "<function=NAME> and a <parameter=KEY> tag per argument in <tool_call> tags (Qwen3-Coder, Qwen3.5 "
+        "onward), <think> reasoning",
+        _qwen3_xml,
+    ),
 }
 
 
@@ -41,7 +52,10 @@ def get_format(name: str) -> Any:
 
 def detect(template: str, vocabulary: Collection[str] = ()) -> tuple[str, str] | None:
     """The format a chat template (and the special tokens of its vocabulary) names, and why; None when it
-    names none it knows."""
+    names none it knows. The formats that share Hermes' <tool_call> tag are told apart first, by what the
+    template writes inside it."""
+    if "<function=" in template and "<parameter=" in template:
+        return "qwen3-xml", "the chat template writes <function=NAME> and <parameter=KEY> tags in <tool_call>"
     if "<tool_call>" in template or "<tool_call>" in vocabulary:
         return "hermes", "the chat template writes calls in <tool_call> tags"
     return None

@@ -24,8 +24,12 @@ from decodeloop.formats.calls.formats import get_format
 FAMILY_FORMAT = {
     "qwen3-hermes": "hermes",
     "qwen3-xml": "qwen3-xml",
+    "glm": "glm47",
 }
-MODEL_FORMAT: dict[str, str] = {}
+MODEL_FORMAT: dict[str, str] = {
+    "zai-org/GLM-4.5": "glm45",
+    "zai-org/GLM-4.6": "glm45",
+}
 # a call written inside the reasoning block is run where the family's engines run it (llama.cpp ends Qwen3.5's
 # prefilled <think> at a <tool_call>); elsewhere it is reasoning text, the parser's default
 CALLS_IN_REASONING = {"qwen3-xml": "run"}

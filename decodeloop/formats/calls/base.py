@@ -4,7 +4,7 @@ A syntax says how a model writes a call and how the harness reads, writes and
 describes one: compact.py (`[call NAME key=value]`, the lab models'), json.py
 (`<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, Hermes, Qwen,
 SmolLM); shapes.py reads the other shapes real models write; families/ holds
-the formats of model families that write calls their own way (Qwen's XML).
+the formats of model families that write calls their own way (Qwen's XML, GLM's).
 """
 
 from __future__ import annotations

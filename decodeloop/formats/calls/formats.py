@@ -26,6 +26,18 @@ def _qwen3_xml() -> Any:
     return QwenXmlSyntax(reasoning=THINK)
 
 
+def _glm45() -> Any:
+    from decodeloop.formats.calls.families.glm import GlmSyntax
+
+    return GlmSyntax(newlines=True, reasoning=THINK)
+
+
+def _glm47() -> Any:
+    from decodeloop.formats.calls.families.glm import GlmSyntax
+
+    return GlmSyntax(newlines=False, reasoning=THINK)
+
+
 # name -> (what it is, how to make one)
 FORMATS: dict[str, tuple[str, Callable[[], Any]]] = {
     "hermes": ("Hermes JSON in <tool_call> tags (Qwen2.5, Qwen3, SmolLM, Hermes), <think> reasoning", _hermes),
@@ -33,6 +45,16 @@ FORMATS: dict[str, tuple[str, Callable[[], Any]]] = {
         "<function=NAME> and a <parameter=KEY> tag per argument in <tool_call> tags (Qwen3-Coder, Qwen3.5 "
         "onward), <think> reasoning",
         _qwen3_xml,
+    ),
+    "glm45": (
+        "the tool's name and <arg_key>/<arg_value> pairs in <tool_call> tags, a line each (GLM-4.5, 4.6), "
+        "<think> reasoning",
+        _glm45,
+    ),
+    "glm47": (
+        "the tool's name and <arg_key>/<arg_value> pairs in <tool_call> tags, on one line (GLM-4.7, 5.x), "
+        "<think> reasoning",
+        _glm47,
     ),
 }
 
@@ -54,6 +76,10 @@ def detect(template: str, vocabulary: Collection[str] = ()) -> tuple[str, str] |
     """The format a chat template (and the special tokens of its vocabulary) names, and why; None when it
     names none it knows. The formats that share Hermes' <tool_call> tag are told apart first, by what the
     template writes inside it."""
+    if "<arg_key>" in template or "<arg_key>" in vocabulary:
+        if "\n<arg_key>" in template:
+            return "glm45", "the chat template writes <arg_key>/<arg_value> pairs in <tool_call>, a line each"
+        return "glm47", "the chat template (or the vocabulary) writes <arg_key>/<arg_value> pairs in <tool_call>"
     if "<function=" in template and "<parameter=" in template:
         return "qwen3-xml", "the chat template writes <function=NAME> and <parameter=KEY> tags in <tool_call>"
     if "<tool_call>" in template or "<tool_call>" in vocabulary:

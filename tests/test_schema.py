@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from decodeloop.schema import MAX_DEPTH, ArgumentError, check_value, describe_type, did_you_mean, validate_arguments
+from decodeloop.schema import (
+    MAX_DEPTH,
+    ArgumentError,
+    check_value,
+    describe_type,
+    did_you_mean,
+    text_value,
+    validate_arguments,
+)
 
 WEATHER = {
     "type": "object",
@@ -501,3 +509,31 @@ def test_check_value_follows_refs():
     assert check_value({"p": {"x": 1}}, schema) == []
     assert check_value({"p": {"x": "1"}}, schema) == ['$.p.x must be an integer, got "1"']
     assert check_value(5, {"anyOf": [{"$ref": "#"}]}) == []  # a cycle of refs ends
+
+
+@pytest.mark.parametrize(
+    ("text", "schema", "value"),
+    [
+        ("3", {"type": "integer"}, 3),
+        ("3", {"type": "string"}, "3"),
+        ("02139", {"type": "string"}, "02139"),
+        ("1e20", {"type": "number"}, 1e20),
+        ("True", {"type": "boolean"}, True),
+        ("null", {"type": ["string", "null"]}, None),
+        ("gym", {"type": ["string", "null"]}, "gym"),
+        ("5", {"anyOf": [{"type": "integer"}, {"type": "null"}]}, 5),
+        ("some text", {"anyOf": [{"type": "string"}, {"type": "integer"}]}, "some text"),
+        ('["a", "b"]', {"type": "array"}, ["a", "b"]),
+        ('{"a": 1}', {"$ref": "#/$defs/thing"}, {"a": 1}),
+        ("three", {"type": "integer"}, "three"),  # left for validation to report
+        ("c", {"enum": ["c", "f"]}, "c"),  # no type: the text
+    ],
+)
+def test_text_value_types_raw_text_by_its_schema(text, schema, value):
+    root = {"$defs": {"thing": {"type": "object"}}}
+    assert text_value(text, schema, root) == value and type(text_value(text, schema, root)) is type(value)
+
+
+def test_text_value_reads_an_untyped_value_as_it_is_told():
+    assert text_value("[1]", {}, untyped=json.loads) == [1]
+    assert text_value("[1]", {}) == "[1]"

@@ -8,7 +8,8 @@ Two validators walk a value and a schema together, and they answer different que
                   the model can act on, and refuses a key the arguments' properties (or a nested
                   object's, where it names some) do not name unless additionalProperties allows it:
                   absent reads as false, since a misspelt argument is almost always a mistake, and the
-                  model should hear so rather than the server drop it.
+                  model should hear so rather than the server drop it. `text_value`: one value a
+                  call format writes as raw text (an XML parameter) as the type its schema asks for.
     standard.py   `check_value`: does this JSON value keep its schema, as JSON Schema means it? For a
                   tool's structuredContent against its outputSchema (tools/dispatch.py) and for the
                   --constrain grammar's proof that what it admits is accepted (constrain/grammar/
@@ -71,7 +72,7 @@ cannot compile; `pattern_notes` lists them for a notice): those are the server's
 to enforce.
 """
 
-from decodeloop.schema.arguments import ArgumentError, validate_arguments
+from decodeloop.schema.arguments import ArgumentError, text_value, validate_arguments
 from decodeloop.schema.core import MAX_DEPTH, MAX_SCHEMA_STEPS, TYPE_ALIASES, declared_types, numeric_bounds
 from decodeloop.schema.describe import describe_type, did_you_mean, pattern_notes, type_notes
 from decodeloop.schema.standard import check_value
@@ -87,6 +88,7 @@ __all__ = [
     "did_you_mean",
     "numeric_bounds",
     "pattern_notes",
+    "text_value",
     "type_notes",
     "validate_arguments",
 ]

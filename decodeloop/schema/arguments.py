@@ -2,7 +2,9 @@
 
 Owns `validate_arguments`: it converts the string values of the compact syntax
 to the types the schema asks for, and reports every problem at once in one
-message the model can act on (`ArgumentError`). The keywords it reads are listed
+message the model can act on (`ArgumentError`); and `text_value`, the same
+conversion for one value an XML-style call format writes as raw text, before
+validation. The keywords it reads are listed
 in the package's docstring; how it reads the ones where it parts from JSON Schema:
 
     additionalProperties unknown keys are rejected unless it is true or a
@@ -42,6 +44,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from decodeloop.constrain.grammar import regex
@@ -119,6 +122,26 @@ def _from_string(text: str, kind: str) -> Any:
             return _NO_MATCH
         return parsed if has_type(parsed, kind) else _NO_MATCH
     return _NO_MATCH
+
+
+def text_value(text: str, schema: Any, root: Any = None, untyped: Callable[[str], Any] | None = None) -> Any:
+    """A value a call format writes as raw text (an XML-style parameter) as the type its schema asks for: None
+    for "null" where null is allowed, the text itself where a string is, else the first type it converts to
+    (as a compact value is, above), else the text unchanged, for validation to report. `untyped` reads a
+    value whose schema allows any type (default: the text itself); `root` is the tool's whole schema, for
+    local $refs."""
+    kinds = allowed_types(schema, root)
+    if not kinds:
+        return untyped(text) if untyped is not None else text
+    if "null" in kinds and text == "null":
+        return None
+    if "string" in kinds:
+        return text
+    for kind in kinds:
+        converted = _from_string(text.strip(), kind)
+        if converted is not _NO_MATCH:
+            return converted
+    return text
 
 
 def _example(schema: Any, kind: str, root: Any = None) -> str:

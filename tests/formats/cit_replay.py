@@ -25,12 +25,19 @@ FAMILY_FORMAT = {
     "qwen3-hermes": "hermes",
     "llama": "llama3-json",
     "mistral": "mistral",
+    "qwen3-xml": "qwen3-xml",
+    "glm": "glm47",
 }
 MODEL_FORMAT: dict[str, str] = {
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama4-pythonic",
     "mistralai/Mistral-7B-Instruct-v0.3": "mistral-v3",
     "mistralai/Magistral-Small-2506": "mistral-think-text",
+    "zai-org/GLM-4.5": "glm45",
+    "zai-org/GLM-4.6": "glm45",
 }
+# a call written inside the reasoning block is run where the family's engines run it (llama.cpp ends Qwen3.5's
+# prefilled <think> at a <tool_call>); elsewhere it is reasoning text, the parser's default
+CALLS_IN_REASONING = {"qwen3-xml": "run"}
 
 
 def format_name(fixture) -> str | None:
@@ -101,6 +108,7 @@ def parser_for(fixture) -> OutputParser:
         fixture.tools,
         reasoning_open=reasoning_open(fixture, syntax),
         specials=_markers(fixture, syntax),
+        calls_in_reasoning=CALLS_IN_REASONING.get(fixture.family, "ignore"),
     )
 
 

@@ -3,7 +3,8 @@
 A syntax says how a model writes a call and how the harness reads, writes and
 describes one: compact.py (`[call NAME key=value]`, the lab models'), json.py
 (`<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, Hermes, Qwen,
-SmolLM); shapes.py reads the other shapes real models write.
+SmolLM); shapes.py reads the other shapes real models write; families/ holds
+the formats of model families that write calls their own way (Qwen's XML, GLM's).
 """
 
 from __future__ import annotations
@@ -80,6 +81,15 @@ def read_one(
             return [ParsedCall(span, shape, None, e, format)]
 
     return read
+
+
+def parameter_schema(tools: Mapping[str, Any], name: str, key: str) -> tuple[Any, Any]:
+    """The schema of the parameter `key` of the tool `name`, and the tool's whole inputSchema (the root its
+    $refs name), for a format whose values are typed by the schema; (None, None) where either is unknown."""
+    root = tools.get(name)
+    properties = root.get("properties") if isinstance(root, dict) else None
+    schema = properties.get(key) if isinstance(properties, dict) else None
+    return (schema, root) if schema is not None else (None, None)
 
 
 def render_result(text: str, is_error: bool) -> str:

@@ -41,6 +41,24 @@ def _mistral(name: str, array: bool = False, reasoning: tuple[tuple[str, str], .
     return make
 
 
+def _qwen3_xml() -> Any:
+    from decodeloop.formats.calls.families.qwen3_xml import QwenXmlSyntax
+
+    return QwenXmlSyntax(reasoning=THINK)
+
+
+def _glm45() -> Any:
+    from decodeloop.formats.calls.families.glm import GlmSyntax
+
+    return GlmSyntax(newlines=True, reasoning=THINK)
+
+
+def _glm47() -> Any:
+    from decodeloop.formats.calls.families.glm import GlmSyntax
+
+    return GlmSyntax(newlines=False, reasoning=THINK)
+
+
 # name -> (what it is, how to make one)
 FORMATS: dict[str, tuple[str, Callable[[], Any]]] = {
     "hermes": ("Hermes JSON in <tool_call> tags (Qwen2.5, Qwen3, SmolLM, Hermes), <think> reasoning", _hermes),
@@ -58,6 +76,21 @@ FORMATS: dict[str, tuple[str, Callable[[], Any]]] = {
     "mistral-think-text": (
         "Mistral [TOOL_CALLS]NAME[ARGS]{...}, reasoning in plain-text <think> tags (Magistral-Small-2506)",
         _mistral("mistral-think-text", reasoning=THINK),
+    ),
+    "qwen3-xml": (
+        "<function=NAME> and a <parameter=KEY> tag per argument in <tool_call> tags (Qwen3-Coder, Qwen3.5 "
+        "onward), <think> reasoning",
+        _qwen3_xml,
+    ),
+    "glm45": (
+        "the tool's name and <arg_key>/<arg_value> pairs in <tool_call> tags, a line each (GLM-4.5, 4.6), "
+        "<think> reasoning",
+        _glm45,
+    ),
+    "glm47": (
+        "the tool's name and <arg_key>/<arg_value> pairs in <tool_call> tags, on one line (GLM-4.7, 5.x), "
+        "<think> reasoning",
+        _glm47,
     ),
 }
 
@@ -77,7 +110,8 @@ def get_format(name: str) -> Any:
 
 def detect(template: str, vocabulary: Collection[str] = ()) -> tuple[str, str] | None:
     """The format a chat template (and the special tokens of its vocabulary) names, and why; None when it
-    names none it knows. The more specific markers are looked for first."""
+    names none it knows. The more specific markers are looked for first, and the formats that share Hermes'
+    <tool_call> tag are told apart by what the template writes inside it."""
 
     def names(marker: str) -> bool:
         return marker in template or marker in vocabulary
@@ -97,6 +131,12 @@ def detect(template: str, vocabulary: Collection[str] = ()) -> tuple[str, str] |
         return "llama4-pythonic", "Llama 4's <|python_start|> and <|header_start|> special tokens"
     if names("<|python_tag|>"):
         return "llama3-json", "Llama 3.1-3.3's <|python_tag|>: JSON calls, after it or opening the message"
+    if "<arg_key>" in template or "<arg_key>" in vocabulary:
+        if "\n<arg_key>" in template:
+            return "glm45", "the chat template writes <arg_key>/<arg_value> pairs in <tool_call>, a line each"
+        return "glm47", "the chat template (or the vocabulary) writes <arg_key>/<arg_value> pairs in <tool_call>"
+    if "<function=" in template and "<parameter=" in template:
+        return "qwen3-xml", "the chat template writes <function=NAME> and <parameter=KEY> tags in <tool_call>"
     if "<tool_call>" in template:
         return "hermes", "the chat template writes calls in <tool_call> tags"
     if "<tool_call>" in vocabulary:

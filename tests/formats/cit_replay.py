@@ -23,6 +23,7 @@ from decodeloop.formats.calls.formats import get_format
 # the format each family's models name (formats/calls/formats.py), by family, then by model where they differ
 FAMILY_FORMAT = {
     "qwen3-hermes": "hermes",
+    "gemma4": "gemma4",
 }
 MODEL_FORMAT: dict[str, str] = {}
 

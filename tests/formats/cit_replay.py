@@ -24,6 +24,7 @@ from decodeloop.formats.calls.formats import get_format
 FAMILY_FORMAT = {
     "qwen3-hermes": "hermes",
     "gemma4": "gemma4",
+    "gpt-oss": "harmony",
 }
 MODEL_FORMAT: dict[str, str] = {}
 

@@ -20,6 +20,12 @@ def _hermes() -> Any:
     return JsonSyntax(reasoning=THINK)
 
 
+def _harmony() -> Any:
+    from decodeloop.formats.calls.families.gpt_oss import HarmonySyntax
+
+    return HarmonySyntax()
+
+
 def _gemma4() -> Any:
     from decodeloop.formats.calls.families.gemma4 import Gemma4Syntax
 
@@ -29,6 +35,7 @@ def _gemma4() -> Any:
 # name -> (what it is, how to make one)
 FORMATS: dict[str, tuple[str, Callable[[], Any]]] = {
     "hermes": ("Hermes JSON in <tool_call> tags (Qwen2.5, Qwen3, SmolLM, Hermes), <think> reasoning", _hermes),
+    "harmony": ("gpt-oss's Harmony messages: calls to functions.NAME, analysis reasoning, final answers", _harmony),
     "gemma4": ('Gemma 4: <|tool_call>call:NAME{key:<|"|>text<|"|>}<tool_call|>, thought-channel reasoning', _gemma4),
 }
 
@@ -49,6 +56,8 @@ def get_format(name: str) -> Any:
 def detect(template: str, vocabulary: Collection[str] = ()) -> tuple[str, str] | None:
     """The format a chat template (and the special tokens of its vocabulary) names, and why; None when it
     names none it knows."""
+    if all(m in template for m in ("<|channel|>", "<|message|>")) or "<|channel|>" in vocabulary:
+        return "harmony", "the chat template writes Harmony messages (<|channel|>, <|message|>: gpt-oss)"
     if "<|tool_call>" in template or "<|tool_call>" in vocabulary:
         return "gemma4", "the chat template writes calls as <|tool_call>call:NAME{...}<tool_call|> (Gemma 4)"
     if "<tool_call>" in template or "<tool_call>" in vocabulary:

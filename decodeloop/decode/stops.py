@@ -54,7 +54,9 @@ while it is written and read once it closes: a call when it names a tool that ex
 when it looked like a near miss. `Verdict.shapes` names each call's shape.
 
 Never silent: a call the token cap cuts off, or one longer than `max_call_chars`,
-is a notice or an error the model reads, never dropped without a word.
+is a notice or an error the model reads, never dropped without a word. A span that
+holds a message's text (`holds_text`: Harmony's messages) is bounded by the token cap
+alone; one the cap cuts is read as cut: its text is kept, and its call is the notice.
 """
 
 from __future__ import annotations
@@ -350,9 +352,16 @@ class Stops:
         """The token cap ended the turn: collected calls run, a half-written one is dropped with a notice."""
         cap = cap or f"the token cap (max_tokens {self.max_tokens})"
         if self._call is not None:
-            written = "".join(self._call)
+            shape, written = self._call_shape, "".join(self._call)
             self._end_call()
-            self._warn(f"{cap} cut off a call {self._describe(written)}")
+            cut_off = [self._describe(written)]
+            if shape is not None and shape.holds_text:  # a message's span: its text stays, its call does not run
+                cut, content, reasoning = self._read(shape, written, False)
+                verdict.delta += content
+                verdict.reasoning += reasoning
+                cut_off = [f": {c.error}" if c.error is not None else self._describe(c.text) for c in cut]
+            for what in cut_off:
+                self._warn(f"{cap} cut off a call {what}")
         if self._alt is not None:
             name = self._alt_scanner.named
             if name is not None and self.known(name):  # it began as a call: cut off, never the answer's text
@@ -415,7 +424,7 @@ class Stops:
     def _read(self, shape: CallShape, span: str, closed: bool) -> tuple[list[ParsedCall], str, str]:
         """A whole span's calls (over the cap, one error that names the cap), and the content and reasoning
         text it holds besides them."""
-        if len(span) > self.max_call_chars:
+        if len(span) > self.max_call_chars and not shape.holds_text:
             return [self._too_long(shape, span)], "", ""
         calls: list[ParsedCall] = []
         content: list[str] = []
@@ -657,7 +666,7 @@ class Stops:
         self._call_chars += len(piece)
         if not self._skipping:
             written.append(piece)
-        if self._call_chars > self.max_call_chars and not self._skipping:
+        if self._call_chars > self.max_call_chars and not self._skipping and not shape.holds_text:
             # too long to be a call: the model is told, with the cap
             error = self._too_long(shape, "".join(written))
             if self.read_all:  # read on to its end, keeping nothing more

@@ -7,6 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from decodeloop.decode.stops import Stops, Verdict
+from decodeloop.formats.calls.base import Call, CallShape, ParsedCall, SpanText
+from decodeloop.formats.calls.scan import CloserScanner
 
 EOS = 0
 TEXT = 1  # any token id that is not end-of-sequence
@@ -322,6 +324,38 @@ def test_other_reasons_win_over_max_tokens():
     assert verdicts[-1].reason == "stop_sequence"
     stops = make(max_tokens=1)
     assert stops.check(EOS, "").reason == "eos"
+
+
+class MessageSyntax:
+    """A toy format whose spans are messages: <msg>TEXT</msg> is text, <msg>call NAME</msg> a call."""
+
+    shape = "msg"
+
+    @staticmethod
+    def read(span, closed, tools):
+        body = span.removeprefix("<msg>").removesuffix("</msg>")
+        if body.startswith("call "):
+            return [ParsedCall(span, "msg", Call(body[5:], {}) if closed else None)]
+        return [SpanText("content", body)]
+
+    shapes = (CallShape("msg", "<msg>", lambda: CloserScanner("</msg>"), read, holds_text=True),)
+
+
+def test_a_span_that_holds_text_is_bounded_by_the_token_cap_not_the_call_cap():
+    stops = Stops(eos_ids={EOS}, syntax=MessageSyntax(), max_call_chars=10, max_tokens=100)
+    verdicts = feed(stops, ["<msg>", "a long message, longer than a call", "</msg>"], eos=True)
+    assert released(verdicts) == "a long message, longer than a call"
+    assert verdicts[-1].reason == "eos" and not verdicts[-1].warnings
+
+
+def test_a_span_that_holds_text_keeps_it_at_the_token_cap_and_drops_its_call():
+    stops = Stops(eos_ids={EOS}, syntax=MessageSyntax(), max_tokens=3)
+    verdicts = feed(stops, ["<msg>", "cut ", "here"])
+    assert verdicts[-1].reason == "max_tokens" and released(verdicts) == "cut here"
+    stops = Stops(eos_ids={EOS}, syntax=MessageSyntax(), max_tokens=3)
+    verdicts = feed(stops, ["<msg>", "call ", "f"])
+    assert verdicts[-1].reason == "max_tokens" and not verdicts[-1].parsed and released(verdicts) == ""
+    assert any("cut off a call" in w for w in verdicts[-1].warnings)
 
 
 # --- configuration -------------------------------------------------------------------

@@ -27,6 +27,8 @@ FAMILY_FORMAT = {
     "mistral": "mistral",
     "qwen3-xml": "qwen3-xml",
     "glm": "glm47",
+    "gemma4": "gemma4",
+    "gpt-oss": "harmony",
 }
 MODEL_FORMAT: dict[str, str] = {
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama4-pythonic",

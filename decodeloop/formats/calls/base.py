@@ -57,7 +57,8 @@ class CallShape:
     whole span is read (`read(span, closed, tools)`: the span's calls, each a call or an error; `closed` is
     False when the message ended inside it; `tools` maps each tool's name to its inputSchema, for a format
     whose values are typed by the schema). `closer` is "" where the scanner alone finds the end, or the message's end
-    does (`to_end`). `message_start`: the opener counts only at the start of the model's message."""
+    does (`to_end`). `message_start`: the opener counts only at the start of the model's message. `holds_text`: read
+    with `closed` False at the token cap, and whatever calls it gives then are not run."""
 
     name: str
     opener: str
@@ -67,6 +68,9 @@ class CallShape:
     message_start: bool = False
     to_end: bool = False  # the span runs to the end of the message (or to the next opener of a new span)
     markers: tuple[str, ...] = field(default=())  # the other special texts the span holds (never shown as text)
+    # the span holds a message's text besides its calls (SpanText: Harmony's channels), so the token cap
+    # bounds it rather than max_call_chars, and one the cap cuts keeps its text (its call is not run)
+    holds_text: bool = False
 
 
 def read_one(

@@ -59,6 +59,18 @@ def _glm47() -> Any:
     return GlmSyntax(newlines=False, reasoning=THINK)
 
 
+def _harmony() -> Any:
+    from decodeloop.formats.calls.families.gpt_oss import HarmonySyntax
+
+    return HarmonySyntax()
+
+
+def _gemma4() -> Any:
+    from decodeloop.formats.calls.families.gemma4 import Gemma4Syntax
+
+    return Gemma4Syntax()
+
+
 # name -> (what it is, how to make one)
 FORMATS: dict[str, tuple[str, Callable[[], Any]]] = {
     "hermes": ("Hermes JSON in <tool_call> tags (Qwen2.5, Qwen3, SmolLM, Hermes), <think> reasoning", _hermes),
@@ -92,6 +104,8 @@ FORMATS: dict[str, tuple[str, Callable[[], Any]]] = {
         "<think> reasoning",
         _glm47,
     ),
+    "harmony": ("gpt-oss's Harmony messages: calls to functions.NAME, analysis reasoning, final answers", _harmony),
+    "gemma4": ('Gemma 4: <|tool_call>call:NAME{key:<|"|>text<|"|>}<tool_call|>, thought-channel reasoning', _gemma4),
 }
 
 
@@ -116,6 +130,10 @@ def detect(template: str, vocabulary: Collection[str] = ()) -> tuple[str, str] |
     def names(marker: str) -> bool:
         return marker in template or marker in vocabulary
 
+    if all(m in template for m in ("<|channel|>", "<|message|>")) or "<|channel|>" in vocabulary:
+        return "harmony", "the chat template writes Harmony messages (<|channel|>, <|message|>: gpt-oss)"
+    if "<|tool_call>" in template or "<|tool_call>" in vocabulary:
+        return "gemma4", "the chat template writes calls as <|tool_call>call:NAME{...}<tool_call|> (Gemma 4)"
     if names("[TOOL_CALLS]"):
         if names("[THINK]"):
             return "mistral", "the tokenizer has Mistral's [TOOL_CALLS] and [THINK] control tokens (v13 reasoning)"

@@ -30,7 +30,8 @@ own, and the client's answer comes back as a log message
 (`notifications/message`, data `answered METHOD: ANSWER`). With `--http` it
 serves Streamable HTTP (2025-11-25) on 127.0.0.1 instead of stdio, printing
 its port on the first line of stdout: POST /mcp takes every message, and the
-server's own requests and log messages go on the GET stream.
+server's own requests and log messages go on the GET stream (there, only the
+unprompted requests ask: the tools' mid-call asks are stdio's).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from decodeloop.cli.options import (
     server_options,
     server_specs,
     started,
+    user_terminal,
 )
 
 if TYPE_CHECKING:
@@ -54,12 +55,13 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.html and not os.path.isdir(os.path.dirname(os.path.abspath(args.html))):
         parser.error(f"--html: no such directory: {os.path.dirname(args.html)}")
     view: Emit  # whichever of the four views the output options pick
+    terminal = user_terminal(args)  # None without one: nobody to ask
     if args.json:
         view = JsonlView(max_chars=args.max_result_chars)
     elif args.quiet:
         view = AnswerView()
     elif args.step:
-        view = StepView(TraceView(frames=True))
+        view = StepView(TraceView(frames=True), terminal=terminal)
     else:
         view = TraceView()
     last_token: list = []  # the turn's last token: a cap inside a call leaves no answer (exit status 4)
@@ -74,7 +76,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
     emit = _locked(noting)
     try:
-        return _run_turn(args, parser, emit, sampler, processors, config, last_token, page)
+        return _run_turn(args, parser, emit, sampler, processors, config, last_token, page, terminal)
     finally:
         if page is not None:
             try:
@@ -108,14 +110,14 @@ def _html_view(args: argparse.Namespace):
     return HtmlView(args.html, meta)
 
 
-def _run_turn(args, parser, emit, sampler, processors, config, last_token, page) -> int:
+def _run_turn(args, parser, emit, sampler, processors, config, last_token, page, terminal) -> int:
     from decodeloop.ui.step import QuitRequested
 
     try:
-        with started(args, parser, emit, config.detail) as (bundle, router):
+        with started(args, parser, emit, config.detail, terminal) as (bundle, router):
             if page is not None:
                 page.watch(bundle)  # the transformer's attention, for the page
-            harness = build_harness(args, bundle, router, emit, sampler, processors, config)
+            harness = build_harness(args, bundle, router, emit, sampler, processors, config, terminal)
             result = harness.run(args.prompt, getattr(args, "attach", None) or ())
     except QuitRequested:
         print("quit.")
@@ -148,9 +150,13 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     utf8.lenient(sys.stdin)  # a line that is not UTF-8 arrives marked, and ChatSession refuses it
     view = JsonlView(max_chars=args.max_result_chars) if args.json else TraceView() if args.trace else ChatView()
     emit = _locked(view)
-    with started(args, parser, emit, config.detail) as (bundle, router):
-        harness = build_harness(args, bundle, router, emit, sampler, processors, config)
-        return ChatSession(harness, quiet=args.json).loop()
+    terminal = user_terminal(args)  # chat's lines and the servers' questions, read by one owner
+    if terminal is not None and not args.json:
+        # a server's notice while you type: shown under your line, not across it
+        emit = terminal.showing(emit, lambda event: hasattr(view, "on_" + event.kind))
+    with started(args, parser, emit, config.detail, terminal) as (bundle, router):
+        harness = build_harness(args, bundle, router, emit, sampler, processors, config, terminal)
+        return ChatSession(harness, quiet=args.json, terminal=terminal).loop()
 
 
 def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -212,9 +212,20 @@ def server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> l
     ]
 
 
+def user_terminal(args: argparse.Namespace):
+    """The user's terminal in run and chat, when stdin is one: every question to the user, and chat's prompt,
+    read through its one owner (ui/terminal.py). None elsewhere: nobody to ask."""
+    from decodeloop.ui.terminal import Terminal
+
+    if args.command not in ("run", "chat") or not sys.stdin or not sys.stdin.isatty():
+        return None
+    return Terminal(sys.stdin, sys.stdout, sys.stderr)
+
+
 @contextlib.contextmanager
-def started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, detail: bool):
-    """The model bundle and the started servers the options name (closed on the way out)."""
+def started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, detail: bool, terminal=None):
+    """The model bundle and the started servers the options name (closed on the way out); `terminal`, the
+    user's (user_terminal), answers the servers' questions."""
     from decodeloop.client_features.elicitation import ctrl_c_noted
     from decodeloop.tools.startup import start_servers
 
@@ -222,8 +233,9 @@ def started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, det
     bundle = load_bundle(args, parser)
     if emit is not None:
         _announce(bundle, emit, detail)
-    interrupted = threading.Event()  # Ctrl-C, for a question asked on a server's reader thread
-    features = client_features(args, emit, interrupted)
+    # Ctrl-C, for a question asked on a server's reader thread
+    interrupted = terminal.interrupted if terminal is not None else threading.Event()
+    features = client_features(args, emit, interrupted, terminal)
     with start_servers(
         specs,
         emit,
@@ -239,21 +251,17 @@ def started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, det
             yield bundle, router
 
 
-def elicitation_answerer(args: argparse.Namespace, emit, interrupted: threading.Event):
-    """Who answers a server's elicitation/create in run and chat: the user, asked on stderr, when stdin is a
-    terminal; else nobody, and it is declined with an event saying so. eval offers no elicitation (None)."""
-    from decodeloop.client_features.elicitation import TerminalElicitation, Unattended, terminal_reader
+def elicitation_answerer(args: argparse.Namespace, emit, interrupted: threading.Event, terminal=None):
+    """Who answers a server's elicitation/create in run and chat: the user, asked on stderr through the
+    terminal's owner, when there is a terminal; else nobody, and it is declined with an event saying so.
+    eval offers no elicitation (None)."""
+    from decodeloop.client_features.elicitation import TerminalElicitation, Unattended
 
     if args.command not in ("run", "chat"):
         return None
-    if not sys.stdin or not sys.stdin.isatty():
+    if terminal is None:
         return Unattended(emit, "stdin is not a terminal")
-
-    def write(text: str) -> None:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-
-    return TerminalElicitation(terminal_reader(sys.stdin, interrupted), write, emit, interrupted)
+    return TerminalElicitation(terminal.read_line, terminal.write, emit, interrupted, hold=terminal.holding)
 
 
 def server_options(args: argparse.Namespace) -> dict:
@@ -268,17 +276,18 @@ def server_options(args: argparse.Namespace) -> dict:
     return {"roots": roots, "log_level": getattr(args, "server_log_level", None), "token_store": TokenStore()}
 
 
-def client_features(args: argparse.Namespace, emit, interrupted: threading.Event):
+def client_features(args: argparse.Namespace, emit, interrupted: threading.Event, terminal=None):
     """The client features run and chat offer the servers: elicitation, answered now, and sampling, answered
     once the harness is built (build_harness); eval offers none (nobody there answers)."""
     from decodeloop.client_features import ClientFeatures
 
     return ClientFeatures(
-        elicitation=elicitation_answerer(args, emit, interrupted), offer_sampling=args.command in ("run", "chat")
+        elicitation=elicitation_answerer(args, emit, interrupted, terminal),
+        offer_sampling=args.command in ("run", "chat"),
     )
 
 
-def local_sampling(args: argparse.Namespace, bundle, emit, sampler, config):
+def local_sampling(args: argparse.Namespace, bundle, emit, sampler, config, terminal=None):
     """The servers' sampling requests answered by --sampling-model, or the run's own model, asking at the
     terminal when there is one."""
     from decodeloop.client_features.sampling import LocalSampling
@@ -294,7 +303,8 @@ def local_sampling(args: argparse.Namespace, bundle, emit, sampler, config):
         sampling_bundle,
         sampler,
         emit,
-        approve=_asker(args),
+        approve=terminal.confirm if terminal is not None else None,
+        hold=terminal.asking if terminal is not None else None,
         with_tools=args.sampling_tools,
         max_tokens=config.max_tokens,
         detail=config.detail,
@@ -302,41 +312,25 @@ def local_sampling(args: argparse.Namespace, bundle, emit, sampler, config):
     )
 
 
-def build_harness(args: argparse.Namespace, bundle, router, emit, sampler, processors, config):
-    """A harness for one conversation: the policy the options name (asking at the terminal, when there is
-    one) and the system prompt, told under plan and masked to state its plan first."""
+def build_harness(args: argparse.Namespace, bundle, router, emit, sampler, processors, config, terminal=None):
+    """A harness for one conversation: the policy the options name (asking at `terminal`, the user's, when
+    there is one) and the system prompt, told under plan and masked to state its plan first."""
     from decodeloop.harness import Harness
     from decodeloop.trust.policy import PLAN_NOTE, Policy
 
-    policy = Policy(args.policy, router.specs, _confirmer(args))
+    policy = Policy(args.policy, router.specs, _confirmer(terminal))
     system = args.system
     if args.policy in ("plan", "masked"):  # told to state its plan first, or every side effect is denied
         system = f"{system if system is not None else bundle.chat.preamble} {PLAN_NOTE}"
     harness = Harness(bundle, sampler, router, emit, config=config, system=system, processors=processors, policy=policy)
     features = router.features
     if features is not None and features.offer_sampling:
-        features.sampling = local_sampling(args, bundle, emit, sampler, config)
+        features.sampling = local_sampling(args, bundle, emit, sampler, config, terminal)
     return harness
 
 
-def _confirmer(args: argparse.Namespace):
+def _confirmer(terminal):
     """The policy's question to the user, on a terminal only (None: nobody to ask, so the call is denied)."""
-    ask = _asker(args)
-    return None if ask is None else lambda question: ask(f"run {question}")
-
-
-def _asker(args: argparse.Namespace):
-    """A yes-or-no question to the user, on a terminal only (None: nobody to ask, so the answer is no)."""
-    if args.command == "eval" or not sys.stdin or not sys.stdin.isatty():
+    if terminal is None:
         return None
-
-    def ask(question: str) -> bool:
-        try:
-            sys.stderr.write(f"decodeloop: {visible(question)}? [y/N] ")
-            sys.stderr.flush()
-            return sys.stdin.readline().strip().lower() in ("y", "yes")
-        except KeyboardInterrupt:  # end the question's line: what the interrupted turn says starts a line
-            sys.stderr.write("\n")
-            raise
-
-    return ask
+    return lambda question: terminal.confirm(f"run {question}", "the policy")

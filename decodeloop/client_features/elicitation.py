@@ -27,8 +27,10 @@ This module owns what the client does when a server asks the user for input:
 
 Server text (name, message, titles, descriptions, choices, the URL) reaches the terminal through
 untrusted.py: control and format characters as escapes, every line after the first behind a margin.
-The terminal is reached only through the two callables given, `read_line` (a line, or None at end of
-input; KeyboardInterrupt for Ctrl-C) and `write`; `terminal_reader` makes one for a real terminal that
+The terminal is reached only through the callables given, `read_line` (a line, or None at end of
+input; KeyboardInterrupt for Ctrl-C), `write`, and `hold` (the terminal held for a whole form, so no other
+reader takes a line meant for it: ui/terminal.py's `Terminal.holding`); `terminal_reader` makes a
+`read_line` for a real terminal that
 gives up when `interrupted` is set (by `ctrl_c_noted`), since a 2025-11-25 server's request is answered on the session's
 reader thread, which Ctrl-C never reaches.
 """
@@ -43,7 +45,7 @@ import signal
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TextIO
 
 from decodeloop.client_features.form import (
@@ -73,6 +75,7 @@ POLL_SECONDS = 0.2  # how often a read on the reader thread looks whether Ctrl-C
 
 Read = Callable[[], "str | None"]
 Write = Callable[[str], None]
+Hold = Callable[[str], AbstractContextManager[None]]  # the terminal, held for WHO's question while inside
 
 
 class _Declined(Exception):
@@ -204,16 +207,22 @@ class TerminalElicitation:
     """
 
     def __init__(
-        self, read_line: Read, write: Write, emit: Emit | None = None, interrupted: threading.Event | None = None
+        self,
+        read_line: Read,
+        write: Write,
+        emit: Emit | None = None,
+        interrupted: threading.Event | None = None,
+        hold: Hold | None = None,
     ) -> None:
         self.read_line = read_line
         self.write = write
         self.emit = emit if emit is not None else (lambda event: None)
         self.interrupted = interrupted  # terminal_reader's: a Ctrl-C before this question is not for it
+        self.hold = hold  # the terminal's owner: the terminal, held for a whole form (ui/terminal.py)
         self._lock = threading.Lock()  # two servers asking at once: one question, then the other
 
     def __call__(self, server: str, params: dict, calls: list[str]) -> dict:
-        with self._lock:
+        with self._lock, self.hold(f"server {server}") if self.hold is not None else nullcontext():
             if self.interrupted is not None:
                 self.interrupted.clear()
             return self._answer(server, params, calls)

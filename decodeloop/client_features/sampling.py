@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,7 +179,10 @@ class LocalSampling:
     """Answers sampling/createMessage with a nested turn of a local model bundle (ClientFeatures' `sampling`).
 
     `sampler` gives the settings a request does not (its temperature it may); `approve(question)` asks the
-    user (None: nobody to ask, every request denied); `max_tokens` caps a request's maxTokens. The nested
+    user (None: nobody to ask, every request denied); `hold(who)`, when given, is entered for the whole
+    request (the terminal's owner keeps chat's prompt down meanwhile, without holding the terminal itself
+    while the model answers, which may wait for the model's lock); `max_tokens` caps a request's maxTokens.
+    The nested
     turn holds what the bundle says a turn holds while it generates (`ModelBundle.generating`), as the
     conversation's turn does.
     """
@@ -190,6 +194,7 @@ class LocalSampling:
         emit: Emit,
         *,
         approve: Callable[[str], bool] | None = None,
+        hold: Callable[[str], AbstractContextManager[None]] | None = None,
         with_tools: bool = False,
         max_tokens: int = 256,
         detail: bool = True,
@@ -197,6 +202,7 @@ class LocalSampling:
     ) -> None:
         self.bundle, self.sampler, self.emit = bundle, sampler, emit
         self.approve = approve
+        self.hold = hold  # the terminal's owner, told that a server's request is answered (ui/terminal.py)
         self.with_tools = with_tools
         self.max_tokens = max_tokens
         self.detail = detail
@@ -205,6 +211,10 @@ class LocalSampling:
         self._ids = itertools.count(1)
 
     def __call__(self, server: str, params: dict, calls: list[str]) -> dict:
+        with self.hold(f"server {server}") if self.hold is not None and self.approve is not None else nullcontext():
+            return self._answer(server, params, calls)
+
+    def _answer(self, server: str, params: dict, calls: list[str]) -> dict:
         n = next(self._ids)
         try:
             request = read_request(params, self.max_tokens, self.with_tools)
@@ -242,9 +252,9 @@ class LocalSampling:
         """Ask the user; a denial (or nobody to ask) is the spec's user-rejected error for the server."""
         if self.approve is None:
             why = "nobody to ask (no terminal): sampling needs the user's approval"
-        elif self.approve(question):
-            return
         else:
+            if self.approve(question):
+                return
             why = "the user said no"
         self.emit(Sampling(n, server, calls, "denied", why))
         raise RpcError(USER_REJECTED, f"User rejected sampling request: {why}")

@@ -14,7 +14,10 @@ Tab after `/prompt NAME arg=` asks the server's `completion/complete`.
 Ctrl-C during an answer stops that answer (the harness cuts the context
 back to its last whole state); at the prompt it just gives a fresh prompt;
 end of input ends the session. A line with bytes that are not UTF-8 is not
-sent: one line says where the first one is.
+sent: one line says where the first one is. At a terminal the lines are read
+through its one owner (ui/terminal.py), as the servers' questions are: a
+question that comes while you type is asked first, and your half-typed line
+comes back after.
 
 `ChatView` shows a turn the way a chat does: the answer streamed as it is
 released, each tool call and its result on a line of its own. Server text is
@@ -28,6 +31,7 @@ import os
 import re
 import shlex
 import sys
+from contextlib import nullcontext
 from typing import TextIO
 
 from decodeloop import utf8
@@ -38,6 +42,7 @@ from decodeloop.trust.credentials import clip
 from decodeloop.trust.tool_budget import ToolSurfaceError
 from decodeloop.trust.untrusted import visible, visible_line
 from decodeloop.ui.style import Style, use_color
+from decodeloop.ui.terminal import Terminal
 from decodeloop.ui.trace import elicitation_text, progress_text, sampling_head
 
 HELP = (
@@ -168,8 +173,16 @@ class ChatView:
 
 
 class ChatSession:
-    def __init__(self, harness, stdin: TextIO | None = None, out: TextIO | None = None, quiet: bool = False) -> None:
+    def __init__(
+        self,
+        harness,
+        stdin: TextIO | None = None,
+        out: TextIO | None = None,
+        quiet: bool = False,
+        terminal: Terminal | None = None,
+    ) -> None:
         self.harness = harness
+        self.terminal = terminal  # the user's terminal: lines read through its owner, as the servers' questions are
         self.stdin = stdin or sys.stdin
         self.out = out or sys.stdout
         self.quiet = quiet  # JSON Lines on stdout: no prompts or command output there
@@ -181,33 +194,10 @@ class ChatSession:
         history = self._readline() if self.interactive else None
         if self.interactive:
             self.out.write(HELP + "\n")
+        chatting = self.terminal.chatting() if self.terminal is not None and self.interactive else nullcontext()
         try:
-            while True:
-                try:
-                    line = input("you> ") if self.interactive else self.stdin.readline()
-                except EOFError:
-                    break
-                except KeyboardInterrupt:  # at the prompt: a fresh prompt, as in a shell
-                    self.out.write("\n")
-                    continue
-                if not self.interactive and not line:
-                    break
-                if self._undecodable(line):
-                    continue
-                line = line.strip()
-                if not line:
-                    continue
-                if line.startswith("/"):
-                    if not self.command(line):
-                        break
-                    continue
-                attachments = [(m.group(1), m.group(2)) for m in ATTACH.finditer(line)]
-                if self.reread:
-                    attachments = [*self.attached, *(a for a in attachments if a not in self.attached)]
-                    self.reread = False
-                if self._send(line, attachments) and attachments:
-                    self.attached = attachments
-                    self._subscribe(attachments)
+            with chatting:
+                self._lines()
         finally:
             if history is not None:
                 history()
@@ -221,6 +211,45 @@ class ChatSession:
         if bad is not None:
             print(f"decodeloop: not sent: the line is not UTF-8: {bad}", file=sys.stderr if self.quiet else self.out)
         return bad is not None
+
+    def _next_line(self) -> str:
+        """The user's next line: through the terminal's owner when there is one (a server's question that comes
+        meanwhile is asked first, and the line kept); EOFError at end of input, KeyboardInterrupt for Ctrl-C."""
+        if self.terminal is not None:
+            return self.terminal.prompt("you> " if self.interactive else "", edit=self.interactive)
+        if self.interactive:
+            return input("you> ")
+        line = self.stdin.readline()
+        if not line:
+            raise EOFError
+        return line
+
+    def _lines(self) -> None:
+        """Read and handle lines until end of input or /quit."""
+        while True:
+            try:
+                line = self._next_line()
+            except EOFError:
+                break
+            except KeyboardInterrupt:  # at the prompt: a fresh prompt, as in a shell
+                self.out.write("\n")
+                continue
+            if self._undecodable(line):
+                continue
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                if not self.command(line):
+                    break
+                continue
+            attachments = [(m.group(1), m.group(2)) for m in ATTACH.finditer(line)]
+            if self.reread:
+                attachments = [*self.attached, *(a for a in attachments if a not in self.attached)]
+                self.reread = False
+            if self._send(line, attachments) and attachments:
+                self.attached = attachments
+                self._subscribe(attachments)
 
     def _send(self, line: str, attachments: list) -> bool:
         """Run one user turn; a turn that cannot be sent is one line. True when it ran."""

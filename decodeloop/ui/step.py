@@ -6,16 +6,20 @@ to the next tool call (the parsed call, or the error a call that could not be
 run gets), `s` runs to the next stop (eos, a closed call, a stop string, the
 cap), `c` runs to the end, `q` quits cleanly. When stdin is not a terminal, commands are read
 line by line and end of input means run to the end, so a pipe can drive it
-and nothing ever waits forever; a closed stdin is end of input too.
+and nothing ever waits forever; a closed stdin is end of input too. At a
+terminal a pause holds it (ui/terminal.py), so a server's question waits for
+the key and never reads it.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from contextlib import nullcontext
 from typing import TextIO
 
 from decodeloop.events import Event
+from decodeloop.ui.terminal import Terminal
 from decodeloop.ui.trace import TraceView
 
 PAUSE_ON = {"token", "stop", "tool_call", "tool_error", "rpc", "tool_result", "inject"}
@@ -50,9 +54,10 @@ class QuitRequested(Exception):
 
 
 class StepView:
-    def __init__(self, trace: TraceView, stdin: TextIO | None = None) -> None:
+    def __init__(self, trace: TraceView, stdin: TextIO | None = None, terminal: Terminal | None = None) -> None:
         self.trace = trace
         self.stdin = stdin if stdin is not None else sys.stdin  # None when the process has no stdin
+        self.terminal = terminal  # the user's terminal: a pause holds it, so no server's question reads its keys
         self.running = False  # after `c` or end of input: no more pauses
         self.until: frozenset[str] | None = None  # after `t` or `s`: pause only on these events
 
@@ -68,6 +73,10 @@ class StepView:
         self._pause()
 
     def _pause(self) -> None:
+        with self.terminal.holding("step mode") if self.terminal is not None else nullcontext():
+            self._ask()
+
+    def _ask(self) -> None:
         out = self.trace.out
         while True:
             out.write(self.trace.style(f"  {HELP} > ", "dim"))
@@ -95,6 +104,8 @@ class StepView:
 
     def _readline(self) -> str | None:
         """The next line typed, or None at end of input (a closed or missing stdin included)."""
+        if self.terminal is not None:
+            return self.terminal.read_line()
         if self.stdin is None:
             return None
         try:

@@ -22,6 +22,16 @@ the same pipe, its answer read before the call's result); on 2026-07-28 the
 call's result is `input_required` with the request in `inputRequests`, and the
 retried call carries the answer. `sample` and `elicit` answer with the
 client's answer (its result or its JSON-RPC error) as JSON text.
+
+With `--ask-from PATH` (a named pipe the test made) it also asks while no call
+is in flight, as a 2025-11-25 server may: each line written to the pipe,
+`{"method", "params"}`, is sent to the client as a request of the server's
+own, and the client's answer comes back as a log message
+(`notifications/message`, data `answered METHOD: ANSWER`). With `--http` it
+serves Streamable HTTP (2025-11-25) on 127.0.0.1 instead of stdio, printing
+its port on the first line of stdout: POST /mcp takes every message, and the
+server's own requests and log messages go on the GET stream (there, only the
+unprompted requests ask: the tools' mid-call asks are stdio's).
 """
 
 from __future__ import annotations
@@ -29,7 +39,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import queue
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -49,12 +62,46 @@ class AskingServer(ToolServer):
         super().__init__("asking", "0.0.1")
         self.params: dict = {}  # the tools/call being served
         self._ids = itertools.count(1)
+        self.send = self._send_stdio  # how a message the server starts goes out (--http: the GET stream)
+        self.waiting: dict[str, queue.Queue] = {}  # the id of a request asked unprompted -> where its answer goes
+        self.lock = threading.Lock()
 
     def handle(self, message):
         if isinstance(message, dict) and message.get("method") == "tools/call":
             params = message.get("params")
             self.params = params if isinstance(params, dict) else {}
+        if isinstance(message, dict) and "method" not in message and message.get("id") in self.waiting:
+            self.waiting.pop(message["id"]).put({key: message[key] for key in ("result", "error") if key in message})
+            return None
         return super().handle(message)
+
+    def _send_stdio(self, message: dict) -> None:
+        out = sys.__stdout__.buffer  # serve_stdio points sys.stdout at stderr while it serves
+        with self.lock:  # one whole line at a time, beside the answers serve_stdio writes
+            out.write(json.dumps(message).encode() + b"\n")
+            out.flush()
+
+    def ask_from(self, path: str) -> None:
+        """Each line of the named pipe at `path` asked of the client unprompted; its answer logged back."""
+        while True:
+            with open(path, encoding="utf-8") as pipe:  # waits for a writer; its end is the end of a batch
+                for line in pipe:
+                    try:
+                        asked = json.loads(line)
+                    except ValueError:
+                        continue
+                    threading.Thread(target=self._ask_unprompted, args=(asked,), daemon=True).start()
+
+    def _ask_unprompted(self, asked: dict) -> None:
+        ask_id = f"later-{next(self._ids)}"
+        answer: queue.Queue = queue.Queue()
+        self.waiting[ask_id] = answer
+        method = asked.get("method")
+        self.send({"jsonrpc": "2.0", "id": ask_id, "method": method, "params": asked.get("params", {})})
+        got = answer.get()
+        answer = json.dumps(got, sort_keys=True, separators=(",", ":"))
+        log = {"level": "info", "data": f"answered {method}: {answer}"}
+        self.send({"jsonrpc": "2.0", "method": "notifications/message", "params": log})
 
     def call_tool(self, name, arguments):
         if name == "get_weather" and isinstance(arguments, dict):
@@ -154,7 +201,83 @@ CITY = {
 WEATHER = [""]  # what get_weather asks for: "sample", "elicit", or "" (no get_weather)
 server.options.append((("--weather",), {"choices": ("sample", "elicit"), "help": "also offer get_weather, which asks"}))
 
+server.options.append((("--ask-from",), {"metavar": "PIPE", "help": "ask what each line of this pipe says"}))
+server.options.append((("--http",), {"action": "store_true", "help": "serve Streamable HTTP, not stdio"}))
+
+
+class HttpHandler(BaseHTTPRequestHandler):
+    """Streamable HTTP on 2025-11-25: POST /mcp takes every message, GET /mcp is the stream the server starts."""
+
+    protocol_version = "HTTP/1.1"
+    pushed: queue.Queue = queue.Queue()  # messages for the GET stream
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _reply(self, status: int, body: bytes = b"", kind: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Mcp-Session-Id", "asking-1")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            message = json.loads(body)
+        except ValueError:
+            self._reply(400, b"not JSON", "text/plain")
+            return
+        with server.lock:  # the server is synchronous: one message at a time
+            response = server.handle(message)
+        if response is None:
+            self._reply(202)
+        else:
+            self._reply(200, json.dumps(response).encode())
+
+    def do_GET(self) -> None:
+        if self.path != "/mcp":
+            self._reply(404, b"", "text/plain")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        while True:
+            try:
+                message = self.pushed.get(timeout=0.5)
+            except queue.Empty:
+                message = None
+            try:
+                self.wfile.write(b"data: " + json.dumps(message).encode() + b"\n\n" if message else b": alive\n\n")
+                self.wfile.flush()
+            except OSError:
+                return
+
+    def do_DELETE(self) -> None:
+        self._reply(200)
+
+
+def serve_http() -> int:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), HttpHandler)
+    httpd.daemon_threads = True
+    server.send = HttpHandler.pushed.put
+    print(httpd.server_address[1], flush=True)
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 if __name__ == "__main__":
+    options = server.argument_parser().parse_args()
+    if options.ask_from:
+        threading.Thread(target=server.ask_from, args=(options.ask_from,), daemon=True).start()
+    if options.http:
+        sys.exit(serve_http())
     if "--weather" in sys.argv[1:]:
         WEATHER[0] = sys.argv[sys.argv.index("--weather") + 1]
 

@@ -232,8 +232,8 @@ class Terminal:
         """A yes-or-no question; no unless the user types y. Ctrl-C ends the line: on the main thread it goes
         on (the turn stops); on another it is a no, and the main thread stops what it waited for."""
         with self.holding(who):
-            self.write(f"decodeloop: {visible(question)}? [y/N] ")
-            try:
+            try:  # the question's own write inside: a Ctrl-C as soon as it shows ends its line too
+                self.write(f"decodeloop: {visible(question)}? [y/N] ")
                 line = self.read_line()
             except KeyboardInterrupt:  # end the question's line: what comes next starts a line
                 self.write("\n")

@@ -117,7 +117,7 @@ def test_a_truncated_call_is_a_notice_and_no_call():
         f"{call('get_time{}')}{OPENER}call:get_weather{{city:{S}Par", TOOLS, format=get_format("gemma4"), truncated=True
     )
     assert out.tool_calls == [Call("get_time", {})] and not out.errors
-    assert len(out.notices) == 1 and "cut off a call: to get_weather" in out.notices[0]
+    assert len(out.notices) == 1 and "cut off a call to get_weather" in out.notices[0]
 
 
 def test_parallel_calls_in_one_piece():

@@ -94,7 +94,7 @@ def test_text_around_calls_is_content():
 def test_a_call_the_token_cap_cuts_off_is_a_notice_not_a_call():
     out = parsed("<tool_call>set_timer<arg_key>seconds</arg_key><arg_value>3</arg_value>", truncated=True)
     assert out.calls == [] and out.content is None
-    assert any("cut off a call: to set_timer" in notice for notice in out.notices)
+    assert any("cut off a call to set_timer" in notice for notice in out.notices)
 
 
 def test_a_message_ending_at_a_close_tool_call_a_value_swallowed_is_the_calls_end():

@@ -92,7 +92,7 @@ def test_truncated_in_a_call_is_a_notice_and_no_call():
     out = read(ANALYSIS + to("get_weather", '{"city": "Par'), truncated=True)
     assert out.tool_calls == [] and out.errors == [] and out.reasoning == "Need the weather."
     assert out.notices == [
-        "the token cap (max_tokens 1000000000000) cut off a call: the message to functions.get_weather ends "
+        "the token cap the output ended at cut off a call: the message to functions.get_weather ends "
         "before its arguments do; it is not run"
     ]
 

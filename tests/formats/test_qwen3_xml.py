@@ -96,7 +96,7 @@ def test_parallel_calls_in_one_piece_are_read_in_order():
 def test_a_call_the_token_cap_cuts_off_is_a_notice_not_a_call():
     out = parsed("<tool_call>\n<function=write_file>\n<parameter=content>\nrm -rf /", truncated=True)
     assert out.calls == [] and out.content is None
-    assert any("cut off a call: to write_file" in notice for notice in out.notices)
+    assert any("cut off a call to write_file" in notice for notice in out.notices)
 
 
 def test_a_message_that_ends_inside_a_value_is_an_error_not_a_call():

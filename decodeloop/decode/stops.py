@@ -359,9 +359,11 @@ class Stops:
                 cut, content, reasoning = self._read(shape, written, False)
                 verdict.delta += content
                 verdict.reasoning += reasoning
-                cut_off = [f": {c.error}" if c.error is not None else self._describe(c.text) for c in cut]
+                cut_off = [f": {c.error}" if c.error is not None else " " + self._describe(c.text) for c in cut]
+            else:
+                cut_off = [" " + cut_off[0]]
             for what in cut_off:
-                self._warn(f"{cap} cut off a call {what}")
+                self._warn(f"{cap} cut off a call{what}")
         if self._alt is not None:
             name = self._alt_scanner.named
             if name is not None and self.known(name):  # it began as a call: cut off, never the answer's text

@@ -23,8 +23,14 @@ from decodeloop.formats.calls.formats import get_format
 # the format each family's models name (formats/calls/formats.py), by family, then by model where they differ
 FAMILY_FORMAT = {
     "qwen3-hermes": "hermes",
+    "deepseek": "deepseek-v3",
 }
-MODEL_FORMAT: dict[str, str] = {}
+MODEL_FORMAT: dict[str, str] = {
+    "deepseek-ai/DeepSeek-V3.1": "deepseek-v31",
+    "deepseek-ai/DeepSeek-V3.2": "deepseek-v32",
+    "deepseek-ai/DeepSeek-V4-Flash": "deepseek-v4",
+    "deepseek-ai/DeepSeek-V4.1-Flash": "deepseek-v41",
+}
 
 
 def format_name(fixture) -> str | None:

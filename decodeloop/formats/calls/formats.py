@@ -8,6 +8,7 @@ read, and the model's reasoning markers. `get_format(NAME)` gives one (`--call-f
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -20,9 +21,32 @@ def _hermes() -> Any:
     return JsonSyntax(reasoning=THINK)
 
 
+def _family(module: str, factory: str) -> Callable[[], Any]:
+    """A family's syntax, its module imported when first asked for (formats/calls/families/)."""
+
+    def make() -> Any:
+        return getattr(importlib.import_module(f"decodeloop.formats.calls.families.{module}"), factory)()
+
+    return make
+
+
 # name -> (what it is, how to make one)
 FORMATS: dict[str, tuple[str, Callable[[], Any]]] = {
     "hermes": ("Hermes JSON in <tool_call> tags (Qwen2.5, Qwen3, SmolLM, Hermes), <think> reasoning", _hermes),
+    "deepseek-v3": (
+        "DeepSeek V3 / R1: a section of special tokens, each call function<｜tool▁sep｜>NAME and a ```json block",
+        _family("deepseek", "v3"),
+    ),
+    "deepseek-v31": (
+        "DeepSeek V3.1: a section of special tokens, each call NAME<｜tool▁sep｜>JSON",
+        _family("deepseek", "v31"),
+    ),
+    "deepseek-v32": (
+        "DeepSeek V3.2 DSML: <｜DSML｜function_calls>, invoke and parameter tags, <think> reasoning",
+        _family("deepseek", "v32"),
+    ),
+    "deepseek-v4": ("DeepSeek V4 DSML: <｜DSML｜tool_calls>, invoke and parameter tags", _family("deepseek", "v4")),
+    "deepseek-v41": ("DeepSeek V4.1 DSML: <｜DSML｜ calls>, invoke and parameter tags", _family("deepseek", "v41")),
 }
 
 
@@ -41,7 +65,36 @@ def get_format(name: str) -> Any:
 
 def detect(template: str, vocabulary: Collection[str] = ()) -> tuple[str, str] | None:
     """The format a chat template (and the special tokens of its vocabulary) names, and why; None when it
-    names none it knows."""
+    names none it knows. The families' own markers are looked for first: they are more specific than
+    Hermes' <tool_call>."""
+    found = _family_format(template, vocabulary)
+    if found is not None:
+        return found
     if "<tool_call>" in template or "<tool_call>" in vocabulary:
         return "hermes", "the chat template writes calls in <tool_call> tags"
+    return None
+
+
+def _family_format(template: str, vocabulary: Collection[str]) -> tuple[str, str] | None:
+    """A family's format, named by the markers of its template or its special tokens."""
+
+    def names(marker: str) -> bool:
+        return marker in template or marker in vocabulary
+
+    if "｜DSML｜" in template or "｜DSML｜" in vocabulary:
+        if "<｜DSML｜ calls>" in template:
+            return "deepseek-v41", "the chat template writes DSML calls in a <｜DSML｜ calls> block (DeepSeek V4.1)"
+        if "<｜DSML｜tool_calls>" in template:
+            return "deepseek-v4", "the chat template writes DSML calls in a <｜DSML｜tool_calls> block (DeepSeek V4)"
+        return "deepseek-v32", (
+            "the special token ｜DSML｜ names DeepSeek's DSML calls, in V3.2's <｜DSML｜function_calls> block "
+            "(V4 writes <｜DSML｜tool_calls>: deepseek-v4; V4.1 <｜DSML｜ calls>: deepseek-v41)"
+        )
+    if names("<｜tool▁calls▁begin｜>"):
+        if "```json" in template:
+            return "deepseek-v3", "the chat template writes DeepSeek V3's calls: a ```json block after the name"
+        return (
+            "deepseek-v31",
+            "the special token <｜tool▁calls▁begin｜> names DeepSeek V3.1's calls: JSON after the name",
+        )
     return None

@@ -24,12 +24,14 @@ from decodeloop.formats.calls.formats import get_format
 FAMILY_FORMAT = {
     "qwen3-hermes": "hermes",
     "deepseek": "deepseek-v3",
+    "kimi": "kimi-k2",
 }
 MODEL_FORMAT: dict[str, str] = {
     "deepseek-ai/DeepSeek-V3.1": "deepseek-v31",
     "deepseek-ai/DeepSeek-V3.2": "deepseek-v32",
     "deepseek-ai/DeepSeek-V4-Flash": "deepseek-v4",
     "deepseek-ai/DeepSeek-V4.1-Flash": "deepseek-v41",
+    "moonshotai/Kimi-K3": "kimi-k3",
 }
 
 

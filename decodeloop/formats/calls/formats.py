@@ -47,6 +47,14 @@ FORMATS: dict[str, tuple[str, Callable[[], Any]]] = {
     ),
     "deepseek-v4": ("DeepSeek V4 DSML: <｜DSML｜tool_calls>, invoke and parameter tags", _family("deepseek", "v4")),
     "deepseek-v41": ("DeepSeek V4.1 DSML: <｜DSML｜ calls>, invoke and parameter tags", _family("deepseek", "v41")),
+    "kimi-k2": (
+        "Kimi K2.x: <|tool_calls_section_begin|>, each call functions.NAME:IDX and JSON, <think> reasoning",
+        _family("kimi", "k2"),
+    ),
+    "kimi-k3": (
+        "Kimi K3 XTML: <|open|>tools<|sep|> of call and typed argument elements, think and response elements",
+        _family("kimi", "k3"),
+    ),
 }
 
 
@@ -97,4 +105,8 @@ def _family_format(template: str, vocabulary: Collection[str]) -> tuple[str, str
             "deepseek-v31",
             "the special token <｜tool▁calls▁begin｜> names DeepSeek V3.1's calls: JSON after the name",
         )
+    if all(names(marker) for marker in ("<|open|>", "<|close|>", "<|sep|>")):
+        return "kimi-k3", "the special tokens <|open|>, <|close|> and <|sep|> name Kimi K3's XTML"
+    if names("<|tool_calls_section_begin|>"):
+        return "kimi-k2", "the special token <|tool_calls_section_begin|> names Kimi K2's calls"
     return None

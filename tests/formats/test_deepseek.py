@@ -71,6 +71,16 @@ def test_markers_written_inside_a_json_string_are_the_strings_text():
     ]
 
 
+def test_a_string_left_open_ends_at_its_line_so_the_call_still_closes():
+    out = parse("deepseek-v31", B + CB + 'get_weather<｜tool▁sep｜>{"city": "Paris\n}' + CE + E + "Done.")
+    assert out.content == "Done." and "the arguments are not a JSON object" in str(out.errors[0].error)
+
+
+def test_an_escaped_quote_keeps_the_string_open_past_a_marker():
+    out = parse("deepseek-v31", B + v31_call("echo", f'{{"text": "a \\" {CE} b \\\\"}}') + E)
+    assert out.tool_calls == [Call("echo", {"text": f'a " {CE} b \\'})]
+
+
 def test_a_call_cut_off_by_the_token_cap_is_a_notice_and_no_call():
     out = parse(
         "deepseek-v31", B + v31_call("get_weather", '{"city": "Paris"}') + CB + 'echo<｜tool▁sep｜>{"te', truncated=True

@@ -52,10 +52,10 @@ from typing import Any
 from decodeloop.formats.calls.base import Call, CallShape, ParsedCall, ParseError, render_result, tool_schema
 from decodeloop.formats.calls.families.spans import (
     Alone,
+    JsonEnd,
     attributes,
     dumped,
     ends,
-    json_closed,
     json_object,
     nothing,
     parsed,
@@ -72,7 +72,7 @@ CALL_END = "<｜tool▁call▁end｜>"
 SEP = "<｜tool▁sep｜>"
 DSML = "｜DSML｜"
 
-_CALL_ENDS = re.compile(f"{re.escape(CALL_END)}|{re.escape(CALLS_END)}")
+_CALL_END_OUTSIDE_STRINGS = JsonEnd(CALL_END, CALLS_END)
 _FENCE = re.compile(r"\s*```(?:json)?[ \t]*\r?\n(.*)```\s*", re.DOTALL)
 
 
@@ -82,10 +82,7 @@ _FENCE = re.compile(r"\s*```(?:json)?[ \t]*\r?\n(.*)```\s*", re.DOTALL)
 def _call_end(text: str, pos: int) -> int | None:
     """Just past the end of the call whose body begins at `pos`: the first <｜tool▁call▁end｜> outside its JSON
     strings (or the section's end, for a call never closed); None while it is open."""
-    for found in _CALL_ENDS.finditer(text, pos):
-        if json_closed(text[pos : found.start()]):
-            return found.end()
-    return None
+    return _CALL_END_OUTSIDE_STRINGS(text, pos)
 
 
 def _section_end(text: str) -> int | None:

@@ -40,16 +40,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from functools import cache
 from typing import Any
 from xml.sax.saxutils import escape, unescape
 
 from decodeloop.formats.calls.base import Call, CallShape, ParsedCall, ParseError, render_result, tool_schema
 from decodeloop.formats.calls.families.spans import (
     Alone,
+    JsonEnd,
     attributes,
     dumped,
     ends,
-    json_closed,
     json_object,
     nothing,
     parsed,
@@ -58,10 +59,15 @@ from decodeloop.formats.calls.families.spans import (
 from decodeloop.formats.calls.shapes import NotACall, _json
 
 
+@cache
+def _any_of(markers: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(map(re.escape, markers)))
+
+
 def _first(text: str, pos: int, *markers: str) -> tuple[int, str]:
     """The earliest of `markers` in `text` from `pos`: (where, which), or (-1, "")."""
-    found = [(at, m) for m in markers if (at := text.find(m, pos)) >= 0]
-    return min(found) if found else (-1, "")
+    found = _any_of(markers).search(text, pos)
+    return (found.start(), found.group()) if found is not None else (-1, "")
 
 
 # --- K2: the calls section -----------------------------------------------------------------------------------
@@ -73,6 +79,7 @@ CALL_END = "<|tool_call_end|>"
 ARGUMENT_BEGIN = "<|tool_call_argument_begin|>"
 K2_FORM = f'a call is {CALL_BEGIN}functions.NAME:0{ARGUMENT_BEGIN}{{"key": "value"}}{CALL_END}'
 _K2_ENDS = re.compile(f"{re.escape(CALL_END)}|{re.escape(SECTION_END)}")
+_K2_ENDS_OUTSIDE_STRINGS = JsonEnd(CALL_END, SECTION_END)
 THINK = (("<think>", "</think>"),)
 
 
@@ -80,12 +87,10 @@ def _k2_call_end(text: str, pos: int) -> int | None:
     """Just past the end of the call whose id begins at `pos`: the first <|tool_call_end|> outside the strings of
     its JSON (or the section's end, for a call never closed); None while it is open."""
     arguments = text.find(ARGUMENT_BEGIN, pos)
-    for found in _K2_ENDS.finditer(text, pos):
-        if arguments < 0 or found.start() < arguments:
-            return found.end()  # before the arguments: nothing can be quoted yet
-        if json_closed(text[arguments + len(ARGUMENT_BEGIN) : found.start()]):
-            return found.end()
-    return None
+    before = _K2_ENDS.search(text, pos, arguments if arguments >= 0 else len(text))
+    if before is not None:
+        return before.end()  # before the arguments: nothing can be quoted yet
+    return _K2_ENDS_OUTSIDE_STRINGS(text, arguments + len(ARGUMENT_BEGIN)) if arguments >= 0 else None
 
 
 def _k2_section_end(text: str) -> int | None:
@@ -150,6 +155,8 @@ _JSON_TYPES = {
     "array": (list,),
     "object": (dict,),
 }
+_AFTER_VALUE = (ARGUMENT_OPEN, CALL_CLOSE, TOOLS_CLOSE)  # what may follow an argument's close
+_LONGEST_AFTER = max(map(len, _AFTER_VALUE))
 _ATTRIBUTE_ENTITIES = {"&quot;": '"', "&apos;": "'"}  # with &amp; &lt; &gt;, which unescape knows
 
 
@@ -159,10 +166,13 @@ def _value_end(text: str, pos: int) -> tuple[int, int] | None:
     at = text.find(ARGUMENT_CLOSE, pos)
     while at >= 0:
         after = at + len(ARGUMENT_CLOSE)
-        rest = text[after:].lstrip()
-        if rest.startswith((ARGUMENT_OPEN, CALL_CLOSE, TOOLS_CLOSE)):
+        follows = after
+        while follows < len(text) and text[follows].isspace():
+            follows += 1
+        if text.startswith(_AFTER_VALUE, follows):
             return at, after
-        if any(m.startswith(rest) for m in (ARGUMENT_OPEN, CALL_CLOSE, TOOLS_CLOSE)):
+        rest = text[follows : follows + _LONGEST_AFTER]
+        if len(rest) < _LONGEST_AFTER and any(m.startswith(rest) for m in _AFTER_VALUE):
             return None  # what follows is not written yet
         at = text.find(ARGUMENT_CLOSE, at + 1)  # the marker's text inside the value
     return None

@@ -20,7 +20,7 @@ from typing import Any
 from decodeloop.formats.calls.base import Call, ParsedCall, ParseError
 from decodeloop.formats.calls.compact import _NAME_RE
 from decodeloop.formats.calls.json import _read_arguments_string
-from decodeloop.formats.calls.scan import CloserScanner, outside_strings
+from decodeloop.formats.calls.scan import CloserScanner
 
 _ATTRIBUTE = re.compile(r'\s*([A-Za-z_][\w.-]*)\s*=\s*"([^"]*)"')
 
@@ -50,10 +50,29 @@ def parsed(shape: str, span: str, call: Callable[[], Call]) -> ParsedCall:
         return ParsedCall(span, shape, None, e)
 
 
-def json_closed(text: str) -> bool:
-    """Whether `text` leaves no JSON string open. A raw line break ends a string (JSON has none inside one), so a
-    stray quote cannot hold a span open past its line: only the last line matters."""
-    return outside_strings(text[max(text.rfind("\n"), text.rfind("\r")) + 1 :])
+class JsonEnd:
+    """Where JSON ends at a closer: just past the first of `closers` outside its strings, one pass over the text.
+    A raw line break ends a string (JSON has none inside one), so a stray quote cannot hold a span open past its
+    line; inside a string a backslash escapes the next character."""
+
+    def __init__(self, *closers: str) -> None:
+        self._stops = re.compile(r'\\.|["\n\r]|' + "|".join(map(re.escape, closers)), re.DOTALL)
+
+    def __call__(self, text: str, pos: int) -> int | None:
+        """Just past the first closer outside strings in `text` from `pos`; None while there is none."""
+        quoted = False
+        while (found := self._stops.search(text, pos)) is not None:
+            stop, pos = found.group(), found.end()
+            if stop[0] == "\\":
+                if not quoted:  # outside strings a backslash escapes nothing
+                    pos = found.start() + 1
+            elif stop == '"':
+                quoted = not quoted
+            elif stop in ("\n", "\r"):
+                quoted = False
+            elif not quoted:
+                return pos
+        return None
 
 
 def json_object(text: str, at: int, form: str) -> dict:

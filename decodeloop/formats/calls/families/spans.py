@@ -1,11 +1,12 @@
-"""What the family formats build their spans from: where a span ends, a marker that is a span alone, JSON
-arguments, a tag's attributes, a call written back as JSON.
+"""What the family formats build their spans from: where a span ends, a marker that is a span alone, where
+JSON ends at a closer, JSON arguments, a tag's attributes, a call written back as JSON.
 
 A family format (deepseek.py, kimi.py) reads each call as a span of its own, found while it is written by a
 `CloserScanner` (scan.py) whose `complete` walks the span so far: `ends(suffix, end)` is that scanner for a
 walk `end(text)` that says where the span ends (or None while it is open), tried wherever the text ends with
 `suffix`, the tail every closer of the span shares. A structural marker that holds no call (a block's closing
-tag) is a span that ends at once (`Alone`), read as nothing (`nothing`).
+tag) is a span that ends at once (`Alone`), read as nothing (`nothing`). `JsonEnd` finds the first closer
+outside JSON strings in one pass, so a closer written inside a string is the string's text.
 
 Standard library only.
 """

@@ -42,7 +42,9 @@ of the output stops: calls are collected and text around them is content.
 
 Reasoning (`reasoning`: pairs of markers such as `<think>`/`</think>`): a block
 opens only where the message has no text yet (or is open from the start, when
-the prompt opened it: `reasoning_open`) and runs to its closer; its text is
+the prompt opened it: `reasoning_open`) and runs to its closer (to the first of
+their closers, for pairs that share an opener: a block the model may end by
+beginning its answer's own marker instead); its text is
 `Verdict.reasoning`, never the answer. A call written inside it is reasoning
 text too, with a notice, unless `calls_in_reasoning="run"`.
 
@@ -194,10 +196,15 @@ class Stops:
         self._prefixes = frozenset(w[:i] for w in watched for i in range(1, len(w)))
         # Held text never reaches a whole watched string, so it is at most this long.
         self.max_held = max((len(w) for w in watched), default=1) - 1
-        # inside reasoning: its closer (and, when calls there run, the openers)
+        # what ends a block, by its first closer: the closers of every pair with its opener
+        self._reasoning_ends = {
+            closer: tuple(dict.fromkeys(c for o, c in self.reasoning if o == opener))
+            for opener, closer in self.reasoning
+        }
+        # inside reasoning: its closers (and, when calls there run, the openers)
         self._reasoning_watch = {
-            closer: (closer, *(s.opener for s in self.primary)) if calls_in_reasoning == "run" else (closer,)
-            for _, closer in self.reasoning
+            closer: (*ends, *(s.opener for s in self.primary)) if calls_in_reasoning == "run" else ends
+            for closer, ends in self._reasoning_ends.items()
         }
         self._reasoning_prefixes = {
             closer: frozenset(w[:i] for w in watch for i in range(1, len(w)))
@@ -563,8 +570,9 @@ class Stops:
         closer = self._thinking
         assert closer is not None  # inside reasoning
         buf = self._held + piece
-        end = buf.find(closer)
-        best: tuple[int, int, CallShape | None] | None = (end + len(closer), end, None) if end >= 0 else None
+        found = [(at + len(c), at, c) for c in self._reasoning_ends[closer] if (at := buf.find(c)) >= 0]
+        end, ending = min(found)[1:] if found else (-1, closer)  # the closer completed first
+        best: tuple[int, int, CallShape | None] | None = (end + len(ending), end, None) if end >= 0 else None
         if self.calls_in_reasoning == "run":  # an opener completed first opens a call; reasoning goes on after it
             for shape in self.primary:
                 start = buf.find(shape.opener)
@@ -579,7 +587,7 @@ class Stops:
             return verdict
         self._notice_thought_call(buf if end < 0 else buf[:end])
         if end >= 0:
-            reasoning, rest = buf[:end], buf[end + len(closer) :]
+            reasoning, rest = buf[:end], buf[end + len(ending) :]
             self._held, self._thinking = "", None
             verdict = self._scan_text(rest, delta)
             verdict.reasoning = reasoning + verdict.reasoning

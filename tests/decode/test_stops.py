@@ -523,3 +523,28 @@ def test_property_calls_and_stops_together(case, stop_strings):
     close = scanner.feed(text[end:])
     expected = opener + (text[end:] if close is None else text[end : end + close])
     assert last.call_text == expected
+
+
+# --- reasoning ------------------------------------------------------------------------------------------------
+
+THINK_OR_ANSWER = (("<think>", "</think>"), ("<think>", "<answer>"))
+
+
+@pytest.mark.parametrize("pieces", list(chunkings("plan, then<answer>the answer", max_pieces=3)))
+def test_a_reasoning_block_ends_at_the_first_of_the_closers_its_opener_pairs_with(pieces):
+    stops = make(reasoning=THINK_OR_ANSWER, reasoning_open=True)
+    verdicts = feed(stops, pieces, eos=True)
+    assert "".join(v.reasoning for v in verdicts) == "plan, then"
+    assert released(verdicts) == "the answer"  # the closer itself is not shown
+
+
+def test_the_closer_completed_first_ends_the_block_and_the_other_is_text_after_it():
+    stops = make(reasoning=THINK_OR_ANSWER)
+    verdicts = feed(stops, ["<think>plan</think>the <answer> is text"], eos=True)
+    assert ("".join(v.reasoning for v in verdicts), released(verdicts)) == ("plan", "the <answer> is text")
+
+
+def test_a_closer_paired_with_another_opener_does_not_end_the_block():
+    stops = make(reasoning=(("<think>", "</think>"), ("<plan>", "<answer>")), reasoning_open=True)
+    verdicts = feed(stops, ["a<answer>b</think>c"], eos=True)
+    assert ("".join(v.reasoning for v in verdicts), released(verdicts)) == ("a<answer>b", "c")

@@ -29,6 +29,8 @@ FAMILY_FORMAT = {
     "glm": "glm47",
     "gemma4": "gemma4",
     "gpt-oss": "harmony",
+    "deepseek": "deepseek-v3",
+    "kimi": "kimi-k2",
 }
 MODEL_FORMAT: dict[str, str] = {
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama4-pythonic",
@@ -36,6 +38,11 @@ MODEL_FORMAT: dict[str, str] = {
     "mistralai/Magistral-Small-2506": "mistral-think-text",
     "zai-org/GLM-4.5": "glm45",
     "zai-org/GLM-4.6": "glm45",
+    "deepseek-ai/DeepSeek-V3.1": "deepseek-v31",
+    "deepseek-ai/DeepSeek-V3.2": "deepseek-v32",
+    "deepseek-ai/DeepSeek-V4-Flash": "deepseek-v4",
+    "deepseek-ai/DeepSeek-V4.1-Flash": "deepseek-v41",
+    "moonshotai/Kimi-K3": "kimi-k3",
 }
 # a call written inside the reasoning block is run where the family's engines run it (llama.cpp ends Qwen3.5's
 # prefilled <think> at a <tool_call>); elsewhere it is reasoning text, the parser's default

@@ -86,7 +86,7 @@ def test_a_call_cut_off_by_the_token_cap_is_a_notice_and_no_call():
         "deepseek-v31", B + v31_call("get_weather", '{"city": "Paris"}') + CB + 'echo<｜tool▁sep｜>{"te', truncated=True
     )
     assert out.tool_calls == [Call("get_weather", {"city": "Paris"})]  # the first call was whole
-    assert out.errors == [] and any("cut off a call: to echo" in n for n in out.notices)
+    assert out.errors == [] and any("cut off a call to echo" in n for n in out.notices)
 
 
 def test_a_message_that_ends_inside_a_call_is_an_error_that_says_so():

@@ -60,7 +60,8 @@ class TurnConfig:
     call_shapes: str | None = None  # "lenient": also the shapes real models write (formats/calls/shapes.py); "strict":
     # the syntax's own only; None: the chat format's default
     max_call_chars: int = DEFAULT_MAX_CALL_CHARS  # one call's text: longer is an error the model reads
-    calls_in_reasoning: str = "ignore"  # a call written inside a reasoning block: "ignore" (a notice) or "run"
+    calls_in_reasoning: str | None = None  # a call inside a reasoning block: "ignore" (a notice) or "run"; None:
+    # the call format's default (ignore, but for formats whose models may call straight from reasoning)
 
 
 @dataclass
@@ -372,7 +373,7 @@ class Harness:
             specials=self._specials,
             reasoning=getattr(self.syntax, "reasoning", ()),
             reasoning_open=getattr(self.chat, "reasoning_open", False),
-            calls_in_reasoning=config.calls_in_reasoning,
+            calls_in_reasoning=config.calls_in_reasoning or getattr(self.syntax, "calls_in_reasoning", "ignore"),
         )
 
     def _masked_calls(self) -> list[tuple[str, Any]]:

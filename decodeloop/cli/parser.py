@@ -539,9 +539,10 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
     group.add_argument(
         "--calls-in-reasoning",
         choices=("ignore", "run"),
-        default="ignore",
+        default=None,
         help="a call the model writes inside its reasoning (<think>...): ignore it, with a notice, "
-        "or run it (default: ignore)",
+        "or run it (default: the call format's: ignore, but run for qwen3-xml, whose models may call "
+        "straight from their reasoning)",
     )
     group.add_argument(
         "--call-shapes",

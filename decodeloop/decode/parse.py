@@ -89,7 +89,7 @@ class OutputParser:
         reasoning_open: bool = False,
         lenient: bool = False,
         max_call_chars: int = DEFAULT_MAX_CALL_CHARS,
-        calls_in_reasoning: str = "ignore",
+        calls_in_reasoning: str | None = None,
         specials: Iterable[str] = (),
     ) -> None:
         """`specials`: other texts that are special tokens of the model (role markers, ...), read as such in
@@ -116,7 +116,7 @@ class OutputParser:
             specials=specials_by_id,
             reasoning=getattr(syntax, "reasoning", ()),
             reasoning_open=reasoning_open,
-            calls_in_reasoning=calls_in_reasoning,
+            calls_in_reasoning=calls_in_reasoning or getattr(syntax, "calls_in_reasoning", "ignore"),
             read_all=True,
         )
         self._content: list[str] = []

@@ -44,9 +44,6 @@ MODEL_FORMAT: dict[str, str] = {
     "deepseek-ai/DeepSeek-V4.1-Flash": "deepseek-v41",
     "moonshotai/Kimi-K3": "kimi-k3",
 }
-# a call written inside the reasoning block is run where the family's engines run it (llama.cpp ends Qwen3.5's
-# prefilled <think> at a <tool_call>); elsewhere it is reasoning text, the parser's default
-CALLS_IN_REASONING = {"qwen3-xml": "run"}
 
 
 def format_name(fixture) -> str | None:
@@ -117,7 +114,6 @@ def parser_for(fixture) -> OutputParser:
         fixture.tools,
         reasoning_open=reasoning_open(fixture, syntax),
         specials=_markers(fixture, syntax),
-        calls_in_reasoning=CALLS_IN_REASONING.get(fixture.family, "ignore"),
     )
 
 
@@ -140,3 +136,76 @@ def replay(fixture, strategy=None) -> ParseResult:
 def result(out) -> ParseResult:
     calls = tuple(ParsedToolCall(c.name, json.dumps(c.arguments, ensure_ascii=False)) for c in out.tool_calls)
     return ParseResult(content=out.content, reasoning_content=out.reasoning, tool_calls=calls)
+
+
+# -- the table: each fixture's status by the suite's own checks, over every stream ------------------------------
+
+
+def observe(fixture, strategies=None):
+    """The suite's Observation of one fixture: the whole output and each stream."""
+    from canitoolcall.chunking import DEFAULT_STRATEGIES
+    from canitoolcall.results import Observation
+
+    strategies = DEFAULT_STRATEGIES if strategies is None else strategies
+    return Observation(replay(fixture), {s.id: replay(fixture, s) for s in strategies})
+
+
+def status(fixture) -> str:
+    """pass, soft_pass or fail, as the suite's runner judges a case (every check, every realistic stream)."""
+    from canitoolcall import checks
+
+    rows = checks.run_checks(fixture, family_for(fixture), observe(fixture))
+    return checks.case_status(rows).value
+
+
+# -- token ids: the Qwen fixtures on Qwen2.5's tokenizer -------------------------------------------------------
+
+QWEN3_THINK = {151667: "<think>", 151668: "</think>"}  # Qwen3's two tokens that Qwen2.5's vocabulary lacks
+
+
+class Qwen3Ids:
+    """Qwen2.5's tokenizer (from its GGUF) with Qwen3's <think> and </think> ids: the vocabulary the Qwen3 and
+    Qwen3-Coder fixtures' ids are of, but for those two. `shares(fixture)` says whether a fixture's ids are."""
+
+    def __init__(self, tokenizer) -> None:
+        self.base = tokenizer
+        self.vocab_size = max(tokenizer.vocab_size, 151669)
+        self.eos_id = tokenizer.eos_id
+        self.special_tokens = {**tokenizer.special_tokens, **{text: i for i, text in QWEN3_THINK.items()}}
+
+    def shares(self, fixture) -> bool:
+        ids = fixture.output_token_ids or ()
+        return bool(ids) and max(ids) < 151669 and fixture.models[0].startswith("Qwen/Qwen3-")
+
+    def token_bytes(self, token: int) -> bytes:
+        return b"" if token in QWEN3_THINK else self.base.token_bytes(token)
+
+    def token_text(self, token: int) -> str:
+        return QWEN3_THINK.get(token) or self.base.token_text(token)
+
+    def decode(self, ids) -> str:
+        texts, run = [], []
+        for i in ids:
+            if i in QWEN3_THINK:
+                texts += [self.base.decode(run), QWEN3_THINK[i]]
+                run = []
+            else:
+                run.append(i)
+        return "".join([*texts, self.base.decode(run)])
+
+    def encode(self, text: str) -> list[int]:
+        return self.base.encode(text)
+
+
+def replay_ids(fixture, tokenizer, strategy=None) -> ParseResult:
+    """The fixture's own token ids, read whole or in the strategy's groups, through the stop check."""
+    syntax = format_for(fixture)
+    parser = OutputParser(syntax, fixture.tools, tokenizer=tokenizer, reasoning_open=reasoning_open(fixture, syntax))
+    ids = list(fixture.output_token_ids)
+    if strategy is None:
+        parser.feed_ids(ids)
+    else:
+        special = set(tokenizer.special_tokens.values())
+        for group in split(ids, strategy, special=special):
+            parser.feed_ids(group)
+    return result(parser.finish(truncated(fixture)))

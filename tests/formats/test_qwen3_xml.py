@@ -173,11 +173,14 @@ def test_text_after_a_bare_call_is_content_and_a_function_tag_in_prose_is_text()
     assert out.calls == [] and out.content == prose
 
 
-def test_a_call_inside_reasoning_is_reasoning_unless_calls_there_run():
+def test_a_call_inside_reasoning_runs_by_default_and_is_reasoning_when_ignored():
+    # the format's default: Qwen3.5 may go from the prefilled <think> straight to a call
     text = "Check the weather.\n" + call(("city", "Paris"))
-    out = parsed(text, reasoning_open=True)
+    ignored = OutputParser(SYNTAX, TOOLS, reasoning_open=True, calls_in_reasoning="ignore")
+    ignored.feed(text)
+    out = ignored.finish()
     assert out.calls == [] and out.reasoning is not None and "<tool_call>" in out.reasoning
-    parser = OutputParser(SYNTAX, TOOLS, reasoning_open=True, calls_in_reasoning="run")
+    parser = OutputParser(SYNTAX, TOOLS, reasoning_open=True)
     parser.feed(text)
     out = parser.finish()
     assert out.tool_calls == [Call("get_weather", {"city": "Paris"})] and out.reasoning == "Check the weather."

@@ -354,6 +354,9 @@ class QwenXmlSyntax:
     closer = CLOSER
     collect_calls = True  # parallel calls are consecutive <tool_call> blocks
     template_tools = True  # the chat template's tool list teaches these calls
+    # Qwen3.5 and later may go from the prefilled <think> straight to a call without </think>; llama.cpp ends
+    # the reasoning there, and so does this format by default (--calls-in-reasoning ignore keeps it reasoning)
+    calls_in_reasoning = "run"
 
     shapes = (
         CallShape(SHAPE, OPENER, lambda: CloserScanner(CLOSER, _closes), _read_tool_call, CLOSER),

@@ -373,7 +373,7 @@ class Harness:
             specials=self._specials,
             reasoning=getattr(self.syntax, "reasoning", ()),
             reasoning_open=getattr(self.chat, "reasoning_open", False),
-            calls_in_reasoning=config.calls_in_reasoning or getattr(self.syntax, "calls_in_reasoning", "ignore"),
+            calls_in_reasoning=str(config.calls_in_reasoning or getattr(self.syntax, "calls_in_reasoning", "ignore")),
         )
 
     def _masked_calls(self) -> list[tuple[str, Any]]:

@@ -19,13 +19,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "formats"))
 
-from canitoolcall import checks
-from canitoolcall.fixtures import load_fixtures
-from canitoolcall.pytest_plugin import family_for
-from cit_replay import format_name, observe
-
 
 def main() -> int:
+    from canitoolcall import checks
+    from canitoolcall.fixtures import load_fixtures
+    from canitoolcall.pytest_plugin import family_for
+    from cit_replay import format_name, observe
+
     fixtures = load_fixtures(None)
     counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     others = []

@@ -116,7 +116,7 @@ class OutputParser:
             specials=specials_by_id,
             reasoning=getattr(syntax, "reasoning", ()),
             reasoning_open=reasoning_open,
-            calls_in_reasoning=calls_in_reasoning or getattr(syntax, "calls_in_reasoning", "ignore"),
+            calls_in_reasoning=str(calls_in_reasoning or getattr(syntax, "calls_in_reasoning", "ignore")),
             read_all=True,
         )
         self._content: list[str] = []

@@ -342,6 +342,9 @@ class LocalSampling:
             closer=syntax.closer if calls else "",
             collect_calls=syntax.collect_calls,
             known=names.__contains__,
+            specials={i: text for text, i in tokenizer.special_tokens.items()},
+            reasoning=getattr(syntax, "reasoning", ()),  # the reply is the answer alone, never the reasoning
+            reasoning_open=getattr(bundle.chat, "reasoning_open", False),
         )
         nested(Prompt(tokenizer.decode(context.ids), len(context), sorted(names), len(context), _spans(context)))
         shown: list[str] = []

@@ -156,7 +156,9 @@ def main() -> None:
         print(f"| text | tokens | strict | lenient | lenient at {commit} | lenient now / then |")
         print("|---|---:|---:|---:|---:|---:|")
         for name, n, strict, lenient in rows:
-            print(f"| {name} | {n:,} | {strict:.2f} | {lenient:.2f} | {base[name][1]:.2f} | x{lenient / base[name][1]:.2f} |")
+            print(
+                f"| {name} | {n:,} | {strict:.2f} | {lenient:.2f} | {base[name][1]:.2f} | x{lenient / base[name][1]:.2f} |"
+            )
     else:
         print("| text | tokens | strict | lenient | lenient / strict |")
         print("|---|---:|---:|---:|---:|")
@@ -164,7 +166,9 @@ def main() -> None:
             print(f"| {name} | {n:,} | {strict:.2f} | {lenient:.2f} | x{lenient / strict:.2f} |")
     from decodeloop.formats.calls.formats import names
 
-    print("\nµs per token in Stops.check, each call format's own text (two calls, then prose; markers as special ids)\n")
+    print(
+        "\nµs per token in Stops.check, each call format's own text (two calls, then prose; markers as special ids)\n"
+    )
     print("| format | tokens | µs per token | calls read |")
     print("|---|---:|---:|---:|")
     for name in names():

@@ -180,6 +180,28 @@ class Inject(Event):
     tokens: int
     context: int
     spans: list[list[Any]] = field(default_factory=list)  # [start, end, source] of what was appended
+    computed: int | None = None  # positions the next forward computes, when a rewrite makes it other than tokens + 1
+
+    def to_json(self) -> dict[str, Any]:
+        out = Event.to_json(self)
+        if self.computed is None:
+            del out["computed"]
+        return out
+
+
+@dataclass(slots=True)
+class Rewrite(Event):
+    """The model's message, which ended in calls, written back as its chat template renders an assistant's
+    tool calls (--history template): the context cut back to where the message began (`at`), the template's
+    form appended (the Inject that follows holds it, with the results)."""
+
+    kind = "rewrite"
+    written: str  # the message as the model wrote it
+    written_tokens: int
+    rendered: str  # the message as the template renders it
+    rendered_tokens: int
+    at: int  # where the message began: the context is cut back to here
+    kept: int  # of it, the tokens the rendering shares with what was written (the cache keeps those)
 
 
 @dataclass(slots=True)

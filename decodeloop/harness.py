@@ -24,9 +24,9 @@ from decodeloop.decode.context import AUTHORED, Context
 from decodeloop.decode.loop import generate
 from decodeloop.decode.stops import DEFAULT_MAX_CALL_CHARS, Stops
 from decodeloop.errors import ConfigError
-from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Stop
+from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Rewrite, Stop
 from decodeloop.formats.calls.shapes import DESCRIBED
-from decodeloop.formats.chat import Attachment, ToolReply
+from decodeloop.formats.chat import Attachment, ToolReply, WrittenCalls
 from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.mcp.content import Prompt as ServerPrompt
 from decodeloop.mcp.content import ResourceContents, ToolResult
@@ -60,6 +60,9 @@ class TurnConfig:
     call_shapes: str | None = None  # "lenient": also the shapes real models write (formats/calls/shapes.py); "strict":
     # the syntax's own only; None: the chat format's default
     max_call_chars: int = DEFAULT_MAX_CALL_CHARS  # one call's text: longer is an error the model reads
+    history: str | None = None  # "template": a message that ended in calls is written back as the chat template
+    # renders an assistant's tool calls; "as-written": kept as the model wrote it; None: template where the chat
+    # format can (a model's own template that writes tool calls), else as written
     calls_in_reasoning: str | None = None  # a call inside a reasoning block: "ignore" (a notice) or "run"; None:
     # the call format's default (ignore, but for formats whose models may call straight from reasoning)
 
@@ -139,6 +142,8 @@ class Harness:
         self._warned = 0  # the chat format's warnings already shown
         # the last masked re-run: ((context, where it was cut), calls)
         self._masked: tuple[tuple[int, int], list[tuple[str, Any]]] | None = None
+        if self.config.history not in (None, "template", "as-written"):
+            raise ValueError(f"history must be template or as-written, got {self.config.history!r}")
         shapes = self.config.call_shapes or bundle.chat.call_shapes
         if shapes not in ("strict", "lenient"):
             raise ValueError(f"call_shapes must be strict or lenient, got {shapes!r}")
@@ -376,6 +381,33 @@ class Harness:
             calls_in_reasoning=str(config.calls_in_reasoning or getattr(self.syntax, "calls_in_reasoning", "ignore")),
         )
 
+    def _rewrite(self, context: Context, at: int, replies: list, written: WrittenCalls, parsed: bool) -> Rewrite | None:
+        """--history template: the model's message, from `at`, written back as the chat template renders its calls,
+        then the results; None (and nothing done) where the history keeps the message as written: the option, a
+        chat format that cannot render calls, or a call that did not parse (the model reads its own text and the
+        error about it)."""
+        render = getattr(self.chat, "rendered_calls", None)
+        wanted = self.config.history != "as-written" and getattr(self.chat, "renders_calls", False)
+        if render is None or not wanted or not parsed or not written.calls:
+            return None
+        old = context.ids[at:]
+        context.truncate(at)
+        pieces = render(replies, written)
+        if pieces is None:  # it could not after all: the message as written, then the results
+            context.extend(old, "model")
+            return None
+        context.extend_pieces(pieces)
+        new = context.ids[at:]
+        kept = 0
+        while kept < min(len(old) - 1, len(new)) and old[kept] == new[kept]:  # the cache holds all but the last
+            kept += 1
+        chat = self.chat
+        event = Rewrite(
+            self.tokenizer.decode(old), len(old), chat.rendered_message, chat.rendered_message_tokens, at, kept
+        )
+        self.emit(event)
+        return event
+
     def _masked_calls(self) -> list[tuple[str, Any]]:
         """The calls, (tool, arguments), the model makes at this point of the turn with the user's request masked.
 
@@ -472,6 +504,7 @@ class Harness:
         )
         while True:
             turn.generating = True
+            segment, shown, thought = len(context), len(turn.answer), len(turn.reasoning)
             if turn.reasoning and not turn.reasoning[-1].endswith("\n"):
                 turn.reasoning.append("\n")  # each segment's reasoning on lines of its own
             with self.bundle.generating():
@@ -520,17 +553,27 @@ class Harness:
                 for o in outcomes
             ]
             at = len(context)
-            context.extend_pieces(chat.tool_results(replies, verdict.ended))
+            written = WrittenCalls(
+                [p.call for p in verdict.parsed if p.call is not None],
+                "".join(turn.answer[shown:]).strip(),
+                "".join(turn.reasoning[thought:]).strip(),
+            )
+            rewrite = self._rewrite(context, segment, replies, written, len(written.calls) == len(verdict.parsed))
+            if rewrite is None:
+                context.extend_pieces(chat.tool_results(replies, verdict.ended))
             turn.whole = len(context)
             self._chat_warnings()
             stops.new_segment(getattr(chat, "reasoning_open", False))
             decoder.reset()
+            if rewrite is not None:  # the message written back: it is part of what was appended
+                at = rewrite.at
             emit(
                 Inject(
                     self.tokenizer.decode(context.ids[at:]),
                     len(context) - at,
                     len(context),
                     [s.to_json() for s in context.spans(at)],
+                    None if rewrite is None else len(context) - rewrite.at - rewrite.kept,
                 )
             )
         self._ended = verdict.ended and turn.reason == "eos"

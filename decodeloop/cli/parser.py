@@ -530,6 +530,14 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
         "every call in it (default: first for compact, all for json)",
     )
     group.add_argument(
+        "--history",
+        choices=("template", "as-written"),
+        default=None,
+        help="template: a message that ended in calls is written back as the model's chat template renders "
+        "an assistant's tool calls, as a chat server's history holds it; as-written: kept as the model wrote it "
+        "(default: template for a model whose template writes tool calls)",
+    )
+    group.add_argument(
         "--max-call-chars",
         type=COUNT,
         default=DEFAULT_MAX_CALL_CHARS,

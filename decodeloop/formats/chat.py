@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 Pieces = list[tuple[list[int], str]]  # (ids, source) in order
 
@@ -63,6 +63,17 @@ class Attachment:
     @property
     def source(self) -> str:
         return f"{self.kind}:{self.server}/{self.uri}"
+
+
+@dataclass
+class WrittenCalls:
+    """The model's message as it ended in calls: its text before them, its reasoning, the calls (each parsed).
+    A chat format that renders an assistant's `tool_calls` (`TemplateChat.rendered_calls`) writes the message
+    back in its own form from these."""
+
+    calls: list[Any]  # formats/calls/base.py Call, in the order written
+    content: str = ""
+    reasoning: str = ""
 
 
 def user_parts(user: str, attachments: Sequence[Attachment] = ()) -> list[tuple[str, str]]:

@@ -60,12 +60,13 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-from decodeloop.formats.chat import Attachment, Pieces, ToolReply, user_parts
+from decodeloop.formats.chat import Attachment, Pieces, ToolReply, WrittenCalls, user_parts
 from decodeloop.formats.hf_tokenizer import require
 from decodeloop.formats.lab import PREAMBLE
 
 # Private-use characters: a content's placeholder, and the markers around control-token text in data.
 PH_OPEN, PH_CLOSE, MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001", "\ue002", "\ue003"
+ARGUMENT_FORMS = ("string", "object")  # how an assistant's tool call's arguments are written back
 _PRIVATE = re.compile("[\ue000-\ue003]")
 _PLACEHOLDER = re.compile("\ue000(\\d+)\ue001")
 _MARKED = re.compile("\ue002([^\ue002\ue003]*)\ue003")
@@ -146,7 +147,11 @@ class TemplateChat:
         variables: dict | None = None,
         stop_ids: Iterable[int] = (),
         preamble: str = PREAMBLE,
+        arguments: str = "string",
     ) -> None:
+        if arguments not in ARGUMENT_FORMS:
+            raise ValueError(f"arguments must be one of {', '.join(ARGUMENT_FORMS)}, got {arguments!r}")
+        self.arguments = arguments  # how rendered_calls writes a call's arguments: a JSON "string" or an "object"
         self.tokenizer = tokenizer
         self.syntax = syntax
         self.preamble = preamble
@@ -157,6 +162,7 @@ class TemplateChat:
         specials = tokenizer.special_tokens
         controls = sorted(specials, key=len, reverse=True)
         self._control_re = re.compile("|".join(map(re.escape, controls))) if controls else None
+        self._controls = re.compile("(" + "|".join(map(re.escape, controls)) + ")") if controls else None
         names = {i: text for text, i in specials.items()}
         ends = {tokenizer.eos_id, *stop_ids, *(specials[t] for t in END_OF_TURN if t in specials)}
         self.stop_ids = frozenset(ends)
@@ -166,6 +172,9 @@ class TemplateChat:
         self.tool_role = self._probe_tool_role()
         self.system_role = self._probe_system()
         self.trims = self._probe_trim()
+        self.renders_calls = self._probe_calls()
+        self.rendered_message = ""  # rendered_calls' last message alone, as the template wrote it
+        self.rendered_message_tokens = 0
         self.reasoning_open = False  # the last rendering's generation prompt opened a reasoning block
         self._reset()
 
@@ -198,6 +207,18 @@ class TemplateChat:
             ]
         )
         return rendered is not None and "\ue000T\ue001" in rendered
+
+    def _probe_calls(self) -> bool:
+        # a template that writes an assistant's tool_calls (the call's name in the rendering), with its results
+        call = {"type": "function", "function": {"name": "\ue000probe\ue001", "arguments": "{}"}}
+        messages: list[dict] = [
+            {"role": "system", "content": "S"},
+            {"role": "user", "content": "U"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "name": "probe", "content": "T"},
+        ]
+        rendered = self._try(messages, [_PROBE_TOOL])
+        return rendered is not None and "\ue000probe\ue001" in rendered
 
     def _probe_system(self) -> bool:
         rendered = self._try([{"role": "system", "content": "\ue000S\ue001"}, {"role": "user", "content": "U"}])
@@ -296,21 +317,63 @@ class TemplateChat:
 
     def tool_results(self, replies: Sequence[ToolReply], ended: bool) -> Pieces:
         """After the model's call(s): the results (see the module docstring), then the generation prompt."""
+        return self._after_model(self._results(replies), ended)
+
+    def _results(self, replies: Sequence[ToolReply]) -> list[dict]:
+        """The calls' results as messages: the tool role's, or `<tool_response>` user messages."""
         if self.tool_role:
-            messages = [
+            return [
                 {"role": "tool", "name": self._mark(r.name), "content": self._hold([(r.text, r.source, False)])}
                 for r in replies
             ]
-        else:
-            parts: list[Part] = []
-            for i, r in enumerate(replies):
-                parts += [
-                    (("\n" if i else "") + "<tool_response>\n", "chat", True),
-                    (r.text, r.source, False),
-                    ("\n</tool_response>", "chat", True),
-                ]
-            messages = [{"role": "user", "content": self._hold(parts)}]
-        return self._after_model(messages, ended)
+        parts: list[Part] = []
+        for i, r in enumerate(replies):
+            parts += [
+                (("\n" if i else "") + "<tool_response>\n", "chat", True),
+                (r.text, r.source, False),
+                ("\n</tool_response>", "chat", True),
+            ]
+        return [{"role": "user", "content": self._hold(parts)}]
+
+    def rendered_calls(self, replies: Sequence[ToolReply], written: WrittenCalls) -> Pieces | None:
+        """The model's message written back as the template renders an assistant's `tool_calls`, then the results
+        and the generation prompt: the pieces that replace the message in the context (the caller cuts the
+        context back to where the message began). None when the template writes no tool calls (SmolLM2's).
+
+        The message's text before its calls is the model's (`model` spans); the calls' names and arguments are
+        data inside the template's markup (control-token texts in them marked, so never special tokens); the
+        arguments are a JSON string or an object (`arguments`), as OpenAI-style clients send them."""
+        if not self.renders_calls or self._rendered is None:
+            return None
+        tool_calls = [
+            {
+                "type": "function",
+                "function": {"name": self._mark(call.name), "arguments": self._mark(self._arguments(call.arguments))},
+            }
+            for call in written.calls
+        ]
+        content = self._hold([(written.content, "model", False)]) if written.content else ""
+        message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": tool_calls}
+        if written.reasoning and "reasoning_content" in self.template:
+            message["reasoning_content"] = self._mark(written.reasoning)
+        alone = self._try([*self._messages, message], self._tools, generation=False)
+        # the message alone, as the template writes it (for the trace): what follows the conversation so far
+        shown = self._text_of(alone or "")[len(self._text_of(self._rendered)) :]
+        self.rendered_message = _PRIVATE.sub("", shown)
+        self.rendered_message_tokens = len(self._encode_marked(shown))
+        return self._after([message, *self._results(replies)])
+
+    def _text(self, n: int) -> str:
+        return "".join(text for text, _, _ in self._held.get(n, []))
+
+    def _text_of(self, rendered: str) -> str:
+        """A rendering with its placeholders' contents in place."""
+        return _PLACEHOLDER.sub(lambda m: self._text(int(m.group(1))), rendered)
+
+    def _arguments(self, arguments: dict) -> Any:
+        if self.arguments == "string":
+            return json.dumps(arguments, ensure_ascii=False)
+        return arguments
 
     def user_turn(self, user: str, ended: bool, attachments: Sequence[Attachment] = ()) -> Pieces:
         """The next user message after the model's answer, then the generation prompt."""
@@ -354,6 +417,22 @@ class TemplateChat:
             if at >= 0 and tail.find(closer, at) < 0:
                 self.reasoning_open = True
 
+    def _after(self, messages: list[dict]) -> Pieces:
+        """The rendering's new part once `messages` follow what the context holds (a message of the model's
+        included, written by the template): what was rendered after the previous rendering."""
+        assert self._rendered is not None  # a conversation was started
+        self._messages += messages
+        rendered = self._render_conversation()
+        if not rendered.startswith(self._rendered):
+            self._warn(
+                "the chat template is not append-only: it renders the earlier conversation differently "
+                "now; the context keeps what it already holds"
+            )
+        suffix = rendered[len(self._rendered) :]
+        self._rendered = rendered
+        self._note_reasoning(rendered)
+        return self._pieces(suffix)
+
     def _warn(self, message: str) -> None:
         if message not in self.warnings:
             self.warnings.append(message)
@@ -380,12 +459,92 @@ class TemplateChat:
                 merged[-1] = (merged[-1][0] + part[0], part[1], True)
             elif part[0]:
                 merged.append(part)
+        return self._encode_runs(merged)
+
+    def _encode_runs(self, parts: list[Part]) -> Pieces:
+        """Parts to pieces as the template's one-go encoding would cut them: markup's control tokens as their
+        ids, and each run of text between them (markup and data alike) encoded as one text, so a token that
+        joins a content's last character to the markup after it is the tokenizer's own. A token that straddles
+        two parts goes to the one that is not markup (the data's source wins). Data that spells a control token,
+        and marked spans in markup, are encoded apart, never joined; a tokenizer whose tokens' bytes do not add
+        up to the text (a normalizer that changes it) encodes each part alone instead."""
         pieces: Pieces = []
-        for text_, source, markup in merged:
-            ids = self._encode_marked(text_) if markup else self.tokenizer.encode(text_)
-            if ids:
-                pieces.append((ids, source))
-        return pieces
+        run: list[tuple[str, str]] = []
+
+        def flush() -> None:
+            if run:
+                pieces.extend(self._encode_run(run))
+                run.clear()
+
+        for text_, source, markup in parts:
+            if not markup:
+                if self._control_re is not None and self._control_re.search(text_):
+                    flush()
+                    pieces.append((self.tokenizer.encode(text_), source))
+                else:
+                    run.append((text_, source))
+                continue
+            for i, chunk in enumerate(_MARKED.split(text_)):
+                if i % 2:  # marked data inside markup: encoded apart
+                    flush()
+                    pieces.append((self.tokenizer.encode(chunk), source))
+                    continue
+                for j, piece in enumerate(_LONE_MARK.split(chunk)):
+                    if j:  # a lone marker (the template split a string) still breaks the text
+                        flush()
+                    for n, bit in enumerate(self._control_split(piece)):
+                        if n % 2:
+                            flush()
+                            pieces.append((self.tokenizer.encode_markup(bit), source))
+                        elif bit:
+                            run.append((bit, source))
+        flush()
+        merged: Pieces = []
+        for ids, source in pieces:
+            if not ids:
+                continue
+            if merged and merged[-1][1] == source:
+                merged[-1] = (merged[-1][0] + ids, source)
+            else:
+                merged.append((ids, source))
+        return merged
+
+    def _control_split(self, text: str) -> list[str]:
+        """Markup text and the control tokens' texts in it, alternately (text, control, text, ...)."""
+        if self._controls is None:
+            return [text]
+        return self._controls.split(text)
+
+    def _encode_run(self, run: list[tuple[str, str]]) -> Pieces:
+        """One run of text, encoded whole, its tokens given to the parts' sources by their bytes."""
+        text = "".join(t for t, _ in run)
+        ids = self.tokenizer.encode(text)
+        lengths = [len(self.tokenizer.token_bytes(i)) for i in ids]
+        if sum(lengths) != len(text.encode("utf-8")) or len(run) == 1:
+            if len(run) == 1:
+                return [(ids, run[0][1])]
+            return [(self.tokenizer.encode(t), source) for t, source in run if t]
+        ends, at = [], 0
+        for t, source in run:
+            at += len(t.encode("utf-8"))
+            ends.append((at, source))
+        out: Pieces = []
+        start, k = 0, 0
+        for token, length in zip(ids, lengths):
+            end = start + length
+            while ends[k][0] <= start:  # the part this token starts in
+                k += 1
+            touched, j = [ends[k][1]], k
+            while ends[j][0] < end and j + 1 < len(ends):  # and the parts it reaches into
+                j += 1
+                touched.append(ends[j][1])
+            source = next((s for s in touched if s != "chat"), "chat")
+            if out and out[-1][1] == source:
+                out[-1][0].append(token)
+            else:
+                out.append(([token], source))
+            start = end
+        return out
 
     def _encode_marked(self, text: str) -> list[int]:
         """Markup in which marked spans are data (encoded with `encode`)."""

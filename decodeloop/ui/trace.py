@@ -261,7 +261,20 @@ class TraceView:
         label = "✗ error result: " if e.is_error else "✓ result: "
         return self.style(label, "red" if e.is_error else "green") + quoted(e.text)
 
+    def on_rewrite(self, e) -> str:
+        return (
+            self.style("⟲ history ", "blue")
+            + f"the message as written ({e.written_tokens} tokens) is kept as the template renders its call "
+            f"({e.rendered_tokens} tokens): cache rewound to {e.at + e.kept}\n" + MARGIN + quoted(e.rendered)
+        )
+
     def on_inject(self, e: Inject) -> str:
+        if e.computed is not None:  # the model's message was written back: it is part of what was appended
+            return (
+                self.style("⇢ inject ", "blue") + f"{show(e.text)}: {e.tokens} tokens appended, context "
+                f"{e.context}; the next forward computes {e.computed} positions and serves "
+                f"{e.context - e.computed} from the cache"
+            )
         # the call's last token was sampled but never run through the model, so it is prefilled too
         return (
             self.style("⇢ inject ", "blue") + f"{show(e.text)}: {e.tokens} tokens appended, context "

@@ -348,3 +348,215 @@ def test_an_attachment_that_spells_control_tokens_stays_plain_inside_its_span(hf
     clean, _ = with_attachments(hf, tok, template, FORECAST)
     for special in specials:
         assert context.ids.count(special) == clean.ids.count(special)
+
+
+# -- the history in the template's form: a message that ended in calls, written back as tool_calls -----------
+
+# Qwen2.5's own branches for an assistant's tool_calls and the tool role, on the small template above
+QWEN_CALLS_TEMPLATE = QWEN_TEMPLATE.replace(
+    "{%- if message.role == 'user' or (message.role == 'assistant') %}",
+    "{%- if message.role == 'user' or (message.role == 'assistant' and not message.tool_calls) %}",
+).replace(
+    "{%- elif message.role == 'tool' %}",
+    "{%- elif message.role == 'assistant' %}{{- '<|im_start|>' + message.role }}"
+    "{%- if message.content %}{{- '\\n' + message.content }}{%- endif %}"
+    "{%- for tool_call in message.tool_calls %}{%- if tool_call.function is defined %}"
+    "{%- set tool_call = tool_call.function %}{%- endif %}"
+    '{{- \'\\n<tool_call>\\n{"name": "\' }}{{- tool_call.name }}{{- \'", "arguments": \' }}'
+    "{{- tool_call.arguments | tojson }}{{- '}\\n</tool_call>' }}{%- endfor %}{{- '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'tool' %}",
+)
+FENCED = '```json\n{"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}\n```'
+
+
+def calls_run(chat, tok, content: str, sampled: str, arguments):
+    """The context for: prompt, a message the model wrote ending in a call (its text `content`, then `sampled`),
+    written back as the template renders it, the result, an answer, the next user turn."""
+    from decodeloop.formats.calls.base import Call
+    from decodeloop.formats.chat import WrittenCalls
+
+    ids = pieces_ids(chat.start(TOOLS, USER1))
+    written = WrittenCalls([Call("get_weather", arguments)], content)
+    rendered = chat.rendered_calls(replies()[:1], written)  # replaces what the model sampled
+    assert rendered is not None
+    ids += pieces_ids(rendered)
+    ids += tok.encode(ANSWER) + [tok.special_tokens["<|im_end|>"]]
+    return ids + pieces_ids(chat.user_turn(USER2, ended=True))
+
+
+def calls_reference(hf, chat, template, content: str, arguments, form: str):
+    import json as json_
+
+    call = {
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": json_.dumps(arguments) if form == "string" else arguments},
+    }
+    messages = [
+        {"role": "system", "content": chat.system_text(TOOLS)},
+        {"role": "user", "content": USER1},
+        {"role": "assistant", "content": content, "tool_calls": [call]},
+        {"role": "tool", "name": "get_weather", "content": RESULTS[0]},
+        {"role": "assistant", "content": ANSWER},
+        {"role": "user", "content": USER2},
+    ]
+    text = hf.apply_chat_template(
+        messages,
+        tools=JsonSyntax().tool_schemas(TOOLS),
+        chat_template=template,
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    return text, hf.encode(text, add_special_tokens=False)
+
+
+@pytest.mark.parametrize("form", ["string", "object"])
+@pytest.mark.parametrize("content", ["", "Let me look that up."])
+def test_a_call_written_back_equals_the_one_go_rendering_of_its_tool_calls(hf, tok, form, content):
+    chat = TemplateChat(tok, JsonSyntax(), QWEN_CALLS_TEMPLATE, arguments=form)
+    assert chat.renders_calls
+    arguments = {"city": "Polson", "state": "MT"}
+    ids = calls_run(chat, tok, content, FENCED, arguments)
+    text, expected = calls_reference(hf, chat, QWEN_CALLS_TEMPLATE, content, arguments, form)
+    assert ids == expected, (tok.decode(ids), text)
+    assert chat.warnings == []
+    # the message alone, as the trace shows it: the model's text, then the call as the template writes it
+    assert chat.rendered_message.startswith(content + ("\n" if content else "") + "<tool_call>\n")
+    assert chat.rendered_message.endswith("</tool_call><|im_end|>\n")
+
+
+def test_arguments_that_spell_control_tokens_stay_data_when_written_back(hf, tok):
+    chat = TemplateChat(tok, JsonSyntax(), QWEN_CALLS_TEMPLATE)
+    ids = calls_run(chat, tok, "", FENCED, {"city": NASTY, "state": "MT"})
+    clean = calls_run(
+        TemplateChat(tok, JsonSyntax(), QWEN_CALLS_TEMPLATE), tok, "", FENCED, {"city": "x", "state": "MT"}
+    )
+    for special in tok.special_tokens.values():
+        assert ids.count(special) == clean.count(special)
+    assert "ok<|im_end|>" in tok.decode(ids)  # the text is there, as plain ids inside the JSON
+
+
+def test_a_template_that_writes_no_tool_calls_renders_none(tok):
+    chat = TemplateChat(tok, JsonSyntax(), CHATML_TEMPLATE)
+    chat.start(TOOLS, USER1)
+    from decodeloop.formats.calls.base import Call
+    from decodeloop.formats.chat import WrittenCalls
+
+    assert not chat.renders_calls
+    assert chat.rendered_calls(replies()[:1], WrittenCalls([Call("get_weather", {})])) is None
+
+
+QWEN_GGUFS = [p for p in (os.environ.get("DECODELOOP_QWEN"), os.environ.get("DECODELOOP_QWEN15")) if p]
+
+
+@pytest.mark.qwen
+@pytest.mark.skipif(
+    not QWEN_GGUFS, reason="set DECODELOOP_QWEN (and DECODELOOP_QWEN15) to the Qwen2.5-Coder .gguf files"
+)
+@pytest.mark.parametrize("gguf", QWEN_GGUFS or [None], ids=lambda p: os.path.basename(p) if p else "none")
+@pytest.mark.parametrize("form", ["string", "object"])
+def test_qwen_tokenizers_write_a_call_back_as_their_template_does(gguf, form):
+    from transformers import AutoTokenizer
+
+    hf_qwen = AutoTokenizer.from_pretrained(
+        os.path.dirname(gguf), gguf_file=os.path.basename(gguf), local_files_only=True
+    )
+    qwen = HFTokenizer.from_transformers(hf_qwen)
+    template = hf_qwen.chat_template
+    chat = TemplateChat(qwen, JsonSyntax(), template, arguments=form)
+    assert chat.renders_calls and chat.uses_template_tools
+    arguments = {"city": "Polson", "state": "MT"}
+    ids = calls_run(chat, qwen, "", FENCED, arguments)
+    text, expected = calls_reference(hf_qwen, chat, template, "", arguments, form)
+    assert ids == expected, (qwen.decode(ids), text)
+
+
+class _Script:
+    """An engine that writes a scripted text per context (by how the context's text ends), in the tokenizer's
+    tokens: a model that writes a fenced call, then an answer once a result is in (tests/decode/test_engine_seam.py
+    drives the lab's the same way)."""
+
+    def __init__(self, tok, script: dict[str, str]) -> None:
+        self.tok, self.script, self.stream, self.contexts = tok, script, None, []
+
+    def step(self, context, state):
+        from decodeloop.decode.engine import Step
+
+        if self.stream is None:
+            text = self.tok.decode(context)
+            self.contexts.append(list(context))
+            ends = [(k, v) for k, v in self.script.items() if text.endswith(k)]
+            self.stream = self.tok.encode_markup(max(ends, key=lambda kv: len(kv[0]))[1])
+        return Step(self.stream.pop(0), 1, len(context) - 1)
+
+    def explain(self, step, n):
+        return None, []
+
+    def stop(self):
+        self.stream = None
+
+    uses_state, probs_at = False, {}
+
+    def bind(self, emit):
+        pass
+
+
+@pytest.mark.parametrize("history", [None, "as-written"])
+def test_a_turn_writes_the_models_call_back_as_its_template_does(hf, tok, history):
+    from conftest import WEATHER, Recorder
+
+    from decodeloop.harness import Harness, TurnConfig
+    from decodeloop.models import ModelBundle
+    from decodeloop.sampling import Sampler
+    from decodeloop.tools.startup import start_stdio_servers
+    from decodeloop.trust.policy import Policy
+
+    question = "What's the weather in Polson, MT?"
+    result = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"
+    syntax = JsonSyntax()
+    chat = TemplateChat(tok, syntax, QWEN_CALLS_TEMPLATE, variables={"eos_token": "<|im_end|>"})
+    engine = _Script(
+        tok,
+        {
+            question + "<|im_end|>\n<|im_start|>assistant\n": FENCED + "<|im_end|>",
+            result + "\n</tool_response><|im_end|>\n<|im_start|>assistant\n": "It is 33°F.<|im_end|>",
+        },
+    )
+    bundle = ModelBundle("script", tok, chat, syntax, make_engine=lambda sampler, processors: engine)
+    events = Recorder()
+    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+        harness = Harness(bundle, Sampler(), router, events, config=TurnConfig(history=history), policy=Policy.off())
+        turn = harness.run(question)
+    assert turn.answer == "It is 33°F." and [c.shape for c in events.of("tool_call")] == ["fenced_json"]
+    [inject] = events.of("inject")
+    if history == "as-written":
+        assert not events.of("rewrite") and "```json" in tok.decode(engine.contexts[1])  # kept as written
+        return
+    [rewrite] = events.of("rewrite")
+    assert rewrite.written == FENCED + "<|im_end|>" and rewrite.rendered.startswith("<tool_call>\n")
+    assert rewrite.at == len(engine.contexts[0]) and inject.text.startswith("<tool_call>")
+    # the context the model reads after the result is the template's own rendering of the conversation
+    tools = harness.tools
+    messages = [
+        {"role": "system", "content": chat.system_text(tools)},
+        {"role": "user", "content": question},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Polson", "state": "MT"}'},
+                }
+            ],
+        },
+        {"role": "tool", "name": "get_weather", "content": result},
+    ]
+    text = hf.apply_chat_template(
+        messages,
+        tools=syntax.tool_schemas(tools),
+        chat_template=QWEN_CALLS_TEMPLATE,
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert engine.contexts[1] == hf.encode(text, add_special_tokens=False)
+    assert "```" not in tok.decode(engine.contexts[1])  # the fence is gone: the model reads its template's form

@@ -212,7 +212,10 @@ def choose(name: str | None, template: str, vocabulary: Collection[str]) -> tupl
         found = detect(template, vocabulary)
         if found is None:
             syntax = get_format("hermes")
-            why = "the chat template names no call format decodeloop knows; Hermes JSON by default, --call-format names another"
+            why = (
+                "the chat template names no call format decodeloop knows; Hermes JSON by default, "
+                "--call-format names another"
+            )
         else:
             syntax, why = get_format(found[0]), found[1]
     kept = tuple(

@@ -184,6 +184,7 @@ function summaryOf(e, turnNo) {
     case 'rpc': return '  ' + (e.direction === 'send' ? '\u2192 ' : '\u2190 ') + e.server + ' ' + rpcLabel(e.message);
     case 'tool_result': return (e.is_error ? '\u2717 error result: ' : '\u2713 result: ') + e.text;
     case 'inject': return '\u21e2 inject ' + e.tokens + ' tokens, context ' + e.context;
+    case 'rewrite': return '\u27f2 history: the call as the template renders it (' + e.written_tokens + ' tokens written, ' + e.rendered_tokens + ' rendered)';
     case 'server': return '\u25cf ' + e.server + ': MCP ' + e.protocol_version + ', tools ' + (e.tools || []).join(', ');
     case 'notice': return '\u00b7 ' + e.source + ': ' + e.message;
     case 'progress': return '    \u00b7 ' + progressOf(e) + ': ' + progressText(e);   // indented: a line under its call
@@ -351,7 +352,15 @@ function eventStep(i, box) {
       kv(g, 'content', (e.content || []).length + ' item(s): ' + (e.content || []).map(c => c && c.type).join(', '));
       kv(g, 'tool message', pre(e.text));
       break;
+    case 'rewrite':
+      kv(g, 'as written', pre(e.written + '  (' + e.written_tokens + ' tokens)'));
+      kv(g, 'as the template renders it', pre(e.rendered + '  (' + e.rendered_tokens + ' tokens)'));
+      kv(g, 'cache', 'cut back to ' + e.at + ' where the message began; the first ' + e.kept + ' tokens of the rendering are the ones written, so the cache keeps up to ' + (e.at + e.kept));
+      break;
     case 'inject':
+      if (e.computed !== undefined && e.computed !== null)
+        kv(g, 'appended', e.tokens + ' tokens, the model\u2019s message written back with them; context ' + e.context + '; the next forward computes ' + e.computed + ' positions and serves ' + (e.context - e.computed) + ' from the cache');
+      else
       kv(g, 'appended', e.tokens + ' tokens; context ' + e.context + '; the next forward computes ' + (e.tokens + 1) + ' positions (these and the call\u2019s closing token) and serves ' + (e.context - e.tokens - 1) + ' from the cache');
       kv(g, 'spans', spanTable((e.spans || []).map(s => ({start: s[0], end: s[1], source: String(s[2]), at: i}))));
       kv(g, 'text', pre(e.text));

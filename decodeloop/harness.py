@@ -63,6 +63,9 @@ class TurnConfig:
     history: str | None = None  # "template": a message that ended in calls is written back as the chat template
     # renders an assistant's tool calls; "as-written": kept as the model wrote it; None: template where the chat
     # format can (a model's own template that writes tool calls), else as written
+    on_repeat: str = "answer"  # a call repeated after its result: "answer" holds the next message to text (the
+    # turn ends in an answer), "stop" ends the turn at max_repeats (the strict guard)
+    answer_after: int = 1  # with "answer": repeats told the repeat guard's message before the next is held to text
     calls_in_reasoning: str | None = None  # a call inside a reasoning block: "ignore" (a notice) or "run"; None:
     # the call format's default (ignore, but for formats whose models may call straight from reasoning)
 
@@ -142,6 +145,8 @@ class Harness:
         self._warned = 0  # the chat format's warnings already shown
         # the last masked re-run: ((context, where it was cut), calls)
         self._masked: tuple[tuple[int, int], list[tuple[str, Any]]] | None = None
+        if self.config.on_repeat not in ("answer", "stop"):
+            raise ValueError(f"on_repeat must be answer or stop, got {self.config.on_repeat!r}")
         if self.config.history not in (None, "template", "as-written"):
             raise ValueError(f"history must be template or as-written, got {self.config.history!r}")
         shapes = self.config.call_shapes or bundle.chat.call_shapes
@@ -166,6 +171,19 @@ class Harness:
                 max_tokens=self.config.max_tokens,
             )
             processors = (*processors, self.constraint)
+        self.hold = None  # --on-repeat answer: holds a message to text (constrain/text_only.py), where logits are ours
+        if engine is None and bundle.model is not None and self.config.on_repeat == "answer":
+            from decodeloop.constrain.text_only import HoldToText
+
+            shapes, alternates = self.syntax.shapes, self.syntax.alternates
+            every = [*shapes, *alternates]
+            self.hold = HoldToText(
+                bundle.tokenizer,
+                [s.opener for s in shapes if not s.message_start],
+                [a.opener for a in alternates if not a.message_start],
+                [s.opener for s in every if s.message_start],
+            )
+            processors = (*processors, self.hold)
         self.engine = engine if engine is not None else bundle.engine(sampler, processors)
         self.engine.bind(emit)  # an engine with events of its own (a remote one's requests) reports to the trace
         # the text of every special token, which the stop check reads a format's markers from
@@ -381,6 +399,32 @@ class Harness:
             calls_in_reasoning=str(config.calls_in_reasoning or getattr(self.syntax, "calls_in_reasoning", "ignore")),
         )
 
+    def _hold_to_text(self, context: Context, at: int, repeated: list, turn: _Turn, shown: int, thought: int) -> bool:
+        """--on-repeat answer: the model wrote a call again after its result: drop that message (from `at`) and
+        hold the next one to text, so it answers from what it has. False where the logits are not the
+        harness's (a remote engine): the repeat guard's message goes in instead, as under --on-repeat stop."""
+        names = ", ".join(dict.fromkeys(repeated))
+        if self.hold is None:
+            self.emit(
+                Notice(
+                    "calls",
+                    f"{names} called again with the same arguments after its result; this engine samples for "
+                    "itself, so the next message cannot be held to text and the repeat guard's message is sent",
+                )
+            )
+            return False
+        context.truncate(at)
+        del turn.answer[shown:], turn.reasoning[thought:]
+        self.hold.hold(at)
+        self.emit(
+            Notice(
+                "calls",
+                f"{names} called again with the same arguments after its result: that message is dropped and the "
+                "next is held to text, so the model answers from what it has (--on-repeat answer)",
+            )
+        )
+        return True
+
     def _rewrite(self, context: Context, at: int, replies: list, written: WrittenCalls, parsed: bool) -> Rewrite | None:
         """--history template: the model's message, from `at`, written back as the chat template renders its calls,
         then the results; None (and nothing done) where the history keeps the message as written: the option, a
@@ -536,10 +580,20 @@ class Harness:
                             "exists and its arguments parse (--call-shapes lenient)",
                         )
                     )
+            held = self.hold is not None and self.hold.active
+            if self.hold is not None:
+                self.hold.release()
             view.round(len(verdict.calls))
             outcomes = dispatch_all(list(verdict.parsed), self.router, view, timeout=config.timeout)
             view.record(outcomes)
             self.router.refresh()  # route the next call to a server's changed tools
+            repeated = [o.name or "a tool" for o in outcomes if o.stage == "repeat"]
+            hold = repeated and config.on_repeat == "answer" and view.repeats > config.answer_after and not held
+            if hold and self._hold_to_text(context, segment, repeated, turn, shown, thought):
+                stops.new_segment(getattr(chat, "reasoning_open", False))
+                decoder.reset()
+                turn.whole = len(context)
+                continue
             if view.repeats >= config.max_repeats or view.failures >= config.max_retries:
                 if view.repeats >= config.max_repeats:
                     turn.reason, what = "repeated_call", f"{view.repeats} calls repeated after their result"

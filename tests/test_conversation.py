@@ -73,7 +73,7 @@ def test_a_repeated_call_is_not_sent_again_and_ends_the_turn_after_the_limit(eve
         "result is above; answer the user from it, or call with other arguments<|assistant|>": call,
     }
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
-        result = harness(events, table, router, max_repeats=2).run(QUESTION)
+        result = harness(events, table, router, max_repeats=2, on_repeat="stop").run(QUESTION)
     assert result.reason == "repeated_call" and "2 calls repeated" in result.error
     sent = [e for e in events.of("rpc") if e.direction == "send" and e.message.get("method") == "tools/call"]
     assert len(sent) == 1  # the server answered once; the repeats never reached it

@@ -106,6 +106,7 @@ def checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
         call_shapes=args.call_shapes,
         max_call_chars=args.max_call_chars,
         history=args.history,
+        on_repeat=args.on_repeat,
         calls_in_reasoning=args.calls_in_reasoning,
         detail=not (
             (getattr(args, "quiet", False) and not getattr(args, "html", None))

@@ -388,6 +388,12 @@ def _script_examples(script: str) -> str:
     return RUN_EXAMPLES.replace("decodeloop run ", f"python3 {script} ")
 
 
+def _tool_instruction() -> str:
+    from decodeloop.formats.chat_template import TOOL_INSTRUCTION
+
+    return TOOL_INSTRUCTION
+
+
 def call_formats() -> list[str]:
     """The model families' call formats --call-format names (formats/calls/formats.py)."""
     from decodeloop.formats.calls.formats import names
@@ -465,7 +471,9 @@ def _model_options(parser: argparse.ArgumentParser, default_model: str) -> None:
         "--system",
         default=None,
         metavar="TEXT",
-        help="the system prompt's preamble, before the tools (default: the chat format's)",
+        help="the system prompt's preamble, before the tools (default: the chat format's; for a model with "
+        "a chat template of its own, with tools offered, followed by the harness's instruction: "
+        f"{_tool_instruction()!r}); --system '' leaves both out",
     )
     group.add_argument(
         "--mcp",
@@ -528,6 +536,14 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
         default=None,
         help="first: run a call as soon as it closes; all: let the message finish and run "
         "every call in it (default: first for compact, all for json)",
+    )
+    group.add_argument(
+        "--on-repeat",
+        choices=("answer", "stop"),
+        default="answer",
+        help="a call the model writes again after its result: answer drops that message and holds the next to "
+        "text (no call can open), so the model answers from what it has; stop: the repeat guard ends the turn "
+        "after --max-repeats (exit status 3) (default: answer)",
     )
     group.add_argument(
         "--history",

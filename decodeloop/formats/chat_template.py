@@ -67,6 +67,12 @@ from decodeloop.formats.lab import PREAMBLE
 # Private-use characters: a content's placeholder, and the markers around control-token text in data.
 PH_OPEN, PH_CLOSE, MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001", "\ue002", "\ue003"
 ARGUMENT_FORMS = ("string", "object")  # how an assistant's tool call's arguments are written back
+# The harness's own instruction, after the preamble when tools are offered and --system names no prompt: when to
+# call, and to answer from a result once there is one. Its one copy (--help quotes it).
+TOOL_INSTRUCTION = (
+    "Call a tool when you need its answer. Once a tool's result is in the conversation, answer the user from "
+    "that result in plain words, without calling the same tool again."
+)
 _PRIVATE = re.compile("[\ue000-\ue003]")
 _PLACEHOLDER = re.compile("\ue000(\\d+)\ue001")
 _MARKED = re.compile("\ue002([^\ue002\ue003]*)\ue003")
@@ -148,10 +154,12 @@ class TemplateChat:
         stop_ids: Iterable[int] = (),
         preamble: str = PREAMBLE,
         arguments: str = "string",
+        instruct: bool = True,
     ) -> None:
         if arguments not in ARGUMENT_FORMS:
             raise ValueError(f"arguments must be one of {', '.join(ARGUMENT_FORMS)}, got {arguments!r}")
         self.arguments = arguments  # how rendered_calls writes a call's arguments: a JSON "string" or an "object"
+        self.instruct = instruct  # with tools and no --system, the harness's TOOL_INSTRUCTION after the preamble
         self.tokenizer = tokenizer
         self.syntax = syntax
         self.preamble = preamble
@@ -284,11 +292,16 @@ class TemplateChat:
         return obj
 
     def _system_content(self, tools: Sequence, system: str | None, mark) -> str:
-        preamble = mark(self.preamble if system is None else system)
+        if system is None:  # the harness's own: with tools, how to use them too (--system replaces it)
+            preamble = mark(self.preamble + ("\n\n" + TOOL_INSTRUCTION if tools and self.instruct else ""))
+        else:
+            preamble = mark(system)
         if not tools or self.uses_template_tools:
             return preamble
         described = self.syntax.describe([_Marked(t, mark) for t in tools])
-        return preamble + "\n\n" + described if described else preamble
+        if not described or not preamble:
+            return described or preamble
+        return preamble + "\n\n" + described
 
     def system_text(self, tools: Sequence, system: str | None = None) -> str:
         """The system message's content (with a template that presents tools, the preamble alone)."""

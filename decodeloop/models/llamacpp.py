@@ -92,6 +92,7 @@ def load_gguf(path: str, syntax: str | None = None, n_ctx: int = 4096, threads: 
     bundle.context_length = llama.n_ctx()
     bundle.info = {
         "path": os.path.abspath(path),
+        "call format": bundle.info.get("call format"),
         "n_ctx": llama.n_ctx(),
         "vocab": bundle.tokenizer.vocab_size,
         "llama.cpp": getattr(lib, "__version__", "?"),

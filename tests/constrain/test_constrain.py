@@ -349,7 +349,8 @@ def test_off_adds_nothing(events):
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
         h = harness(events, table, router)
         h.run(QUESTION)
-    assert h.constraint is None and h.engine.processors == ()
+    # no call grammar: the one processor is the hold of --on-repeat answer, which does nothing until a repeat
+    assert h.constraint is None and h.engine.processors == (h.hold,) and not h.hold.active
     assert not [n for n in events.of("notice") if n.source == "constrain"]
     out = io.StringIO()
     JsonlView(out)(events.of("token")[0])

@@ -229,7 +229,8 @@ def test_strict_prints_the_same_fence_as_the_answer(events):
 
 
 def test_a_repeat_in_another_shape_is_the_same_call_and_the_turn_ends_in_a_defined_way(events):
-    """The canonical call, then the same call again as bare JSON after its result: the repeat guard."""
+    """The canonical call, then the same call again as bare JSON after its result: the repeat guard (the strict
+    one, --on-repeat stop; tests/test_answer.py has the default, which answers)."""
     canonical = "<tool_call>\n" + CALL + "\n</tool_call>"
     table = {
         "<|user|>" + QUESTION + "<|assistant|>": canonical + "<|eos|>",
@@ -237,9 +238,8 @@ def test_a_repeat_in_another_shape_is_the_same_call_and_the_turn_ends_in_a_defin
         "answer the user from it, or call with other arguments<|assistant|>": CALL + "<|eos|>",
     }
     with start_stdio_servers([WEATHER], events, timeout=10) as router:
-        result = Harness(_bundle(table), Sampler(), router, events, config=TurnConfig(call_shapes="lenient")).run(
-            QUESTION
-        )
+        config = TurnConfig(call_shapes="lenient", on_repeat="stop")
+        result = Harness(_bundle(table), Sampler(), router, events, config=config).run(QUESTION)
     assert result.reason == "repeated_call" and result.answer == ""
     errors = events.of("tool_error")
     assert [e.stage for e in errors] == ["repeat", "repeat"] and {e.shape for e in errors} == {"bare_json"}

@@ -21,7 +21,7 @@ from tiny_hf import CHATML_TEMPLATE, build_tokenizer
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.chat import ToolReply, pieces_ids
-from decodeloop.formats.chat_template import TemplateChat
+from decodeloop.formats.chat_template import TOOL_INSTRUCTION, TemplateChat
 from decodeloop.formats.hf_tokenizer import HFTokenizer
 from decodeloop.formats.lab import PREAMBLE
 from decodeloop.mcp.client import Tool
@@ -144,10 +144,17 @@ def test_probes(tok):
 
 
 def test_system_text(tok):
+    # the preamble, the harness's instruction when tools are offered, the tools where the template has no place
     chatml = TemplateChat(tok, JsonSyntax(), CHATML_TEMPLATE)
-    assert chatml.system_text(TOOLS) == PREAMBLE + "\n\n" + JsonSyntax().describe(TOOLS)
+    assert chatml.system_text(TOOLS) == PREAMBLE + "\n\n" + TOOL_INSTRUCTION + "\n\n" + JsonSyntax().describe(TOOLS)
+    assert chatml.system_text([]) == PREAMBLE  # no tools, no instruction
     assert chatml.system_text([], "Be brief.") == "Be brief."
-    assert TemplateChat(tok, JsonSyntax(), QWEN_TEMPLATE).system_text(TOOLS) == PREAMBLE
+    assert chatml.system_text(TOOLS, "Be brief.") == "Be brief.\n\n" + JsonSyntax().describe(
+        TOOLS
+    )  # --system replaces it
+    assert chatml.system_text(TOOLS, "") == JsonSyntax().describe(TOOLS)  # --system '': the tools alone
+    assert TemplateChat(tok, JsonSyntax(), QWEN_TEMPLATE).system_text(TOOLS) == PREAMBLE + "\n\n" + TOOL_INSTRUCTION
+    assert TemplateChat(tok, JsonSyntax(), QWEN_TEMPLATE).system_text(TOOLS, "") == ""  # --system '': neither
 
 
 def test_stop_ids(tok):

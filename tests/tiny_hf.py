@@ -121,8 +121,9 @@ def corpus(seed: int = 0, lines: int = 400) -> list[str]:
     return out
 
 
-def build_tokenizer(directory: str) -> None:
-    """Train and save the tiny tokenizer (tokenizer.json, tokenizer_config.json with the template)."""
+def build_tokenizer(directory: str, added: tuple[str, ...] = tuple(ADDED)) -> None:
+    """Train and save the tiny tokenizer (tokenizer.json, tokenizer_config.json with the template); `added`: its
+    added tokens (a call format's markers)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -130,13 +131,13 @@ def build_tokenizer(directory: str) -> None:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB - len(ADDED),
+        vocab_size=VOCAB - len(added),
         special_tokens=SPECIALS,
         show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tokenizer.train_from_iterator(corpus(), trainer)
-    tokenizer.add_tokens(ADDED)
+    tokenizer.add_tokens(list(added))
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         bos_token="<|im_start|>",
@@ -148,12 +149,12 @@ def build_tokenizer(directory: str) -> None:
     fast.save_pretrained(directory)
 
 
-def build_model(directory: str, seed: int = 0) -> None:
-    """The tiny tokenizer and a seeded random Llama, saved as a model directory."""
+def build_model(directory: str, seed: int = 0, added: tuple[str, ...] = tuple(ADDED)) -> None:
+    """The tiny tokenizer (with `added` tokens) and a seeded random Llama, saved as a model directory."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    build_tokenizer(directory)
+    build_tokenizer(directory, added)
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=EMBEDDING,

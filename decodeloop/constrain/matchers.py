@@ -4,7 +4,8 @@ The matcher interface. The processor talks to its matcher through these
 calls, so another grammar engine can stand in:
 
     matcher = matcher_for(tokenizer)      # ByteMatcher or TokenMatcher, below
-    problems = matcher.start(tools, syntax)   # compile; what cannot be enforced
+    problems = matcher.start(tools, syntax)   # compile; what cannot be enforced (a syntax, or the
+                                          # TemplateSyntax of one of a family format's templates)
     state = matcher.begin()               # a call just opened (its opener is written)
     state = matcher.advance(state, token) # the model wrote `token`; None: not in the grammar
     state = matcher.advance_bytes(state, data)   # the same for bytes written with the opener
@@ -33,13 +34,39 @@ grammar (grammar/bytes.py), so the guarantee tested for one holds for both:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from math import inf
 from typing import Any, Protocol
 
-from decodeloop.constrain.grammar.bytes import ByteGrammar, ByteState
-from decodeloop.constrain.grammar.compile import call_grammar
+from decodeloop.constrain.grammar.bytes import CLOSER_TOKEN, ByteGrammar, ByteState
+from decodeloop.constrain.grammar.compile import CallGrammar, call_grammar
+from decodeloop.constrain.grammar.template import template_grammar
+from decodeloop.formats.calls.form import CallForm, Template
 from decodeloop.sampling.common import array_kind
+
+# Why the call grammar cannot write a format's calls, by format: what `--constrain` is refused with. Each of
+# these formats writes its arguments in a value syntax of its own, not as one JSON object.
+_RAW_TEXT = (
+    "whose value is raw text typed by the tool's schema (a string ends only where its closing tag is written), "
+    "and the call grammar writes arguments as one JSON object"
+)
+UNEXPRESSED = {
+    "qwen3-xml": f"qwen3-xml writes each argument in a <parameter=KEY> tag, {_RAW_TEXT}",
+    "glm45": f"glm45 writes each argument as an <arg_key>/<arg_value> pair, {_RAW_TEXT}",
+    "glm47": f"glm47 writes each argument as an <arg_key>/<arg_value> pair, {_RAW_TEXT}",
+    "deepseek-v32": f"deepseek-v32 writes each argument in a DSML parameter tag, {_RAW_TEXT}",
+    "deepseek-v4": f"deepseek-v4 writes each argument in a DSML parameter tag, {_RAW_TEXT}",
+    "deepseek-v41": f"deepseek-v41 writes each argument in a DSML parameter tag, {_RAW_TEXT}",
+    "kimi-k3": f"kimi-k3 writes each argument in an XTML argument element, {_RAW_TEXT}",
+    "gemma4": (
+        'gemma4 writes arguments in its own object notation (bare keys, strings between <|"|> tokens), '
+        "and the call grammar writes arguments as one JSON object"
+    ),
+    "llama4-pythonic": (
+        "llama4-pythonic writes calls as a Python list of calls whose arguments are Python literals "
+        "(quoted strings, True, None), and the call grammar writes arguments as one JSON object"
+    ),
+}
 
 
 class Matcher(Protocol):
@@ -69,7 +96,9 @@ class Matcher(Protocol):
 def unsupported(tokenizer, syntax=None, closer_id: int | None = None) -> str | None:
     """Why calls of this bundle cannot be constrained, or None."""
     if syntax is not None and getattr(syntax, "grammar", None) is None:
-        return f"the call grammar does not express calls in the {syntax.name} format yet"
+        return UNEXPRESSED.get(syntax.name, f"the call grammar does not express calls in the {syntax.name} format yet")
+    if syntax is not None and isinstance(syntax.grammar, CallForm):
+        closer_id = None  # a family's template maps the special tokens it writes itself
     vocab = getattr(tokenizer, "vocab_size", None)
     if not isinstance(vocab, int) or vocab <= 0 or not callable(getattr(tokenizer, "token_bytes", None)):
         return "constrained calls need a tokenizer that gives every token's bytes (token_bytes)"
@@ -96,6 +125,29 @@ def is_byte_vocabulary(tokenizer) -> bool:
             return False
         seen.update(data)
     return len(seen) == 256
+
+
+class TemplateSyntax:
+    """One template of a family format (formats/calls/form.py), as a matcher's `start` takes a syntax."""
+
+    closer = ""
+
+    def __init__(self, name: str, template: Template) -> None:
+        self.name = name
+        self.grammar = template
+
+
+def compile_call(tools: Sequence, syntax: Any, specials: Mapping[str, int], closer_id: int | None) -> CallGrammar:
+    """The call grammar of `syntax` (a syntax, or a TemplateSyntax) for `tools`: `specials` are the vocabulary's
+    special tokens (text -> id) a template may write, `closer_id` the JSON syntax's closer as one token."""
+    grammar = syntax.grammar
+    if isinstance(grammar, Template):
+        return template_grammar(tools, grammar, specials)
+    if closer_id is not None and grammar == "json":
+        compiled = call_grammar(tools, grammar, (CLOSER_TOKEN,))
+        compiled.tokens = {CLOSER_TOKEN: closer_id}
+        return compiled
+    return call_grammar(tools, grammar, syntax.closer)
 
 
 def matcher_for(tokenizer, closer_id: int | None = None) -> Matcher:
@@ -142,7 +194,7 @@ class ByteMatcher(GrammarMatcher):
         self._negative = [-inf] * self.vocab
 
     def start(self, tools: Sequence, syntax: Any) -> list[str]:
-        compiled = call_grammar(tools, syntax.grammar, syntax.closer)
+        compiled = compile_call(tools, syntax, {}, None)  # a template's tokens are written as their text
         self.grammar = ByteGrammar(compiled.machine)
         self.tools = compiled.tools
         return compiled.problems

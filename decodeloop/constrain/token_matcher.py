@@ -3,7 +3,9 @@
 A token is allowed in a grammar state when walking its bytes through the
 byte grammar (bytes.py) never leaves it, or reaches the end of the call on
 the way (the bytes after the closer are free text again, the stop check's
-business). Special tokens (empty bytes) are never allowed inside a call.
+business). A special token (empty bytes) is allowed only where the grammar
+reads the pseudo code point that stands for it (bytes.SPECIAL: a closer that
+is one token, a family template's separators), never as text.
 
 How a mask is made. Every token's bytes sit in one numpy matrix, rows sorted
 by length, longest first, so the tokens still walking at byte j are a prefix
@@ -44,9 +46,8 @@ from math import inf
 
 import numpy as np
 
-from decodeloop.constrain.grammar.bytes import CLOSER_TOKEN, ByteGrammar, ByteState
-from decodeloop.constrain.grammar.compile import call_grammar
-from decodeloop.constrain.matchers import GrammarMatcher
+from decodeloop.constrain.grammar.bytes import ByteGrammar, ByteState, is_special
+from decodeloop.constrain.matchers import GrammarMatcher, compile_call
 
 _UNKNOWN, _DEAD = -2, -1
 MASK_MEMORY = 256 << 20  # bytes of memoized masks in the process, every matcher and grammar together
@@ -180,6 +181,9 @@ class TokenMatcher(GrammarMatcher):
         super().__init__()
         size = vocab_size or tokenizer.vocab_size
         self.closer_id = closer_id  # a closer that is one special token: the grammar's CLOSER_TOKEN
+        self.specials = dict(getattr(tokenizer, "special_tokens", {}) or {})  # text -> id, for a template's tokens
+        self.tokens: dict[int, int] = {}  # the grammar's special tokens: pseudo code point -> id
+        self._pseudo: dict[int, int] = {}  # id -> pseudo code point
         self.encode = tokenizer.encode
         vocabulary = _vocabulary(tokenizer, size)
         self.vocab = size
@@ -193,7 +197,7 @@ class TokenMatcher(GrammarMatcher):
         """A matcher of the same vocabulary (its tables shared) with no grammar yet: `start` gives it its own."""
         other = object.__new__(type(self))
         other.__dict__.update(self.__dict__)
-        other.grammar, other.tools = None, []
+        other.grammar, other.tools, other.tokens, other._pseudo = None, [], {}, {}
         other._reset_tables()
         return other
 
@@ -206,13 +210,12 @@ class TokenMatcher(GrammarMatcher):
     # --- the Matcher interface ---------------------------------------------------------------------------
 
     def start(self, tools, syntax) -> list[str]:
-        closer: str | tuple[int, ...] = syntax.closer
-        if self.closer_id is not None and syntax.grammar == "json":
-            closer = (CLOSER_TOKEN,)
-        compiled = call_grammar(tools, syntax.grammar, closer)
+        compiled = compile_call(tools, syntax, self.specials, self.closer_id)
         self.release()
         self.grammar = ByteGrammar(compiled.machine)
         self.tools = compiled.tools
+        self.tokens = {code: token for code, token in compiled.tokens.items() if 0 <= token < self.vocab}
+        self._pseudo = {token: code for code, token in self.tokens.items()}
         return compiled.problems
 
     def release(self) -> None:
@@ -237,8 +240,9 @@ class TokenMatcher(GrammarMatcher):
         return state
 
     def advance(self, state: ByteState, token: int) -> ByteState | None:
-        if token == self.closer_id:
-            return self._started().advance_char(state, CLOSER_TOKEN)
+        code = self._pseudo.get(token)
+        if code is not None:
+            return self._started().advance_char(state, code)
         data = self.token_bytes[token] if 0 <= token < self.vocab else b""
         return self.advance_bytes(state, data) if data else None
 
@@ -256,16 +260,16 @@ class TokenMatcher(GrammarMatcher):
         plan = self._started().finish(state)
         if plan is None:
             return None
-        out: list[int | None] = []  # None: a closer token with no id
+        out: list[int | None] = []  # None: a special token with no id
         segment = bytearray()
-        for b in plan + [CLOSER_TOKEN]:
-            if b != CLOSER_TOKEN:
+        for b in [*plan, None]:
+            if b is not None and not is_special(b):
                 segment.append(b)
                 continue
             if segment and not self._encode_into(out, bytes(segment)):
                 return None
             segment.clear()
-            out.append(self.closer_id)
+            out.append(None if b is None else self.tokens.get(b))
         out.pop()  # the sentinel appended above
         ids = [t for t in out if t is not None]
         return ids if len(ids) == len(out) else None
@@ -386,8 +390,8 @@ class TokenMatcher(GrammarMatcher):
             MASKS.used(state)
             return found
         mask = self._walk(state)
-        if self.closer_id is not None and 0 <= self.closer_id < self.vocab:
-            mask[self.closer_id] = self._started().advance_char(state, CLOSER_TOKEN) is not None
+        for code, token in self.tokens.items():
+            mask[token] = self._started().advance_char(state, code) is not None
         found = state.masks["tokens"] = (mask, int(mask.sum()))
         MASKS.add(state, self.grammar, mask.nbytes)
         return found

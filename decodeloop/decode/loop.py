@@ -67,6 +67,7 @@ def generate(
                 state.step = verdict.count
                 state.in_call = verdict.in_call
                 state.alternate = stops.alternate
+                state.call = stops.call_span
             if detail:
                 prob, top = engine.explain(step, 3)
                 top = [[label(t), p] for t, p in top]

@@ -226,6 +226,7 @@ class Stops:
         self._held = ""
         self._call: list[str] | None = None  # pieces of the call being written; None outside a call
         self._call_shape: CallShape | None = None
+        self._opened = 0  # call spans opened in this turn (which one is being written, for --constrain)
         self._call_chars = 0
         self._scanner: CallScanner | None = None
         self._skipping = False  # read_all: a call over the cap is read on to its end, its text not kept
@@ -260,6 +261,14 @@ class Stops:
             return None
         name = self._alt_scanner.named
         return self._alt if name is not None and self.known(name) else None
+
+    @property
+    def call_span(self) -> tuple[int, CallShape] | None:
+        """The call span being written: (which span of the turn it is, from 1; its shape), or None outside one.
+        For --constrain, which follows each span of a family's format by its shape, afresh for each."""
+        if self._call is None or self._call_shape is None:
+            return None
+        return self._opened, self._call_shape
 
     @property
     def in_call(self) -> bool:
@@ -640,6 +649,7 @@ class Stops:
             self._consumed(before)
         self._call = [shape.opener]
         self._call_shape = shape
+        self._opened += 1
         self._call_chars = len(shape.opener)
         self._scanner = shape.scanner()
         return self._extend_call(after, delta)

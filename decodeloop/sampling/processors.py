@@ -15,7 +15,8 @@ A processor is any callable `(logits, state) -> logits`. The contract:
   1-D numpy array, a 1-D torch tensor (changed on its own device, never copied
   to a Python list).
 - What it may look at is `ProcessorState`: the context so far, where this turn's
-  tokens begin, whether the model is inside a tool call, and the step.
+  tokens begin, whether the model is inside a tool call (and which span, in which
+  shape), and the step.
 
 Like the sampler, this module imports only the standard library; numpy and
 torch are imported inside, when an array of theirs arrives.
@@ -43,6 +44,7 @@ class ProcessorState:
     in_call: bool = False  # the model is inside a tool call (the stop check's verdict for the last token)
     step: int = 0  # tokens generated this turn so far: 0 for the turn's first token
     alternate: Any = None  # the call shape (call_shapes.Shape) whose span the model is writing, if any
+    call: Any = None  # inside a call span: (which span of the turn, from 1; its CallShape), else None
 
     @property
     def turn_tokens(self) -> list[int]:

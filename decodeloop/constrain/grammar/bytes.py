@@ -21,9 +21,22 @@ from decodeloop.constrain.grammar import charset as cs
 from decodeloop.constrain.grammar.charset import MAX_CP, TEXT
 from decodeloop.constrain.grammar.machines import Machine
 
-# A code point no UTF-8 byte sequence spells: in a grammar it stands for a call closer that is one special
-# token (Qwen's `</tool_call>`), so only that token, never text, can close the call.
-CLOSER_TOKEN = 0x110000
+# Code points no UTF-8 byte sequence spells: in a grammar each stands for one special token of the model's
+# vocabulary (a matcher maps it to the token's id), so only that token, never text, is read there. The first is
+# a call closer that is one special token (Qwen's `</tool_call>`); a family's template numbers the special
+# tokens it writes from there (DeepSeek's <｜tool▁sep｜>, Mistral's [ARGS]).
+SPECIAL = 0x110000
+CLOSER_TOKEN = SPECIAL
+
+
+def is_special(c: int) -> bool:
+    """Whether a code point of the grammar stands for a special token."""
+    return c >= SPECIAL
+
+
+def _specials(chars) -> list[int]:
+    """The special tokens' pseudo code points in a charset (a few, each a range of its own)."""
+    return [c for lo, hi in chars if hi >= SPECIAL for c in range(max(lo, SPECIAL), hi + 1)]
 
 
 class ByteState:
@@ -141,14 +154,14 @@ class ByteGrammar:
         return found
 
     def advance_char(self, st: ByteState, char: int) -> ByteState | None:
-        """The state after one whole character (CLOSER_TOKEN included), or None; never mid-character."""
+        """The state after one whole character (a special token's included), or None; never mid-character."""
         s, pending = st.key
         if pending or not cs.contains(self.machine.chars(s), char):
             return None
         return self.state(self.machine.step(s, char))
 
     def finish(self, st: ByteState, limit: int = 600) -> list[int] | None:
-        """A short way to end the call from `st`: byte values, and CLOSER_TOKEN where the closer is a token.
+        """A short way to end the call from `st`: byte values, and pseudo code points (SPECIAL) for special tokens.
 
         Breadth first, trying at every state only the characters that end
         things (quotes, brackets, `=`, the closer) where any is allowed, else
@@ -181,12 +194,12 @@ class ByteGrammar:
             chars.append(c)
         chars.reverse()
         for c in chars:
-            out.extend([c] if c == CLOSER_TOKEN else chr(c).encode("utf-8"))
+            out.extend([c] if is_special(c) else chr(c).encode("utf-8"))
         origin.masks["finish"] = out
         # the states along the way end the same way: writing the end costs no further search
-        walk, rest = st, out[len(out) - sum(1 if c == CLOSER_TOKEN else len(chr(c).encode("utf-8")) for c in chars) :]
+        walk, rest = st, out[len(out) - sum(1 if is_special(c) else len(chr(c).encode("utf-8")) for c in chars) :]
         for i, b in enumerate(rest[:-1]):
-            after = self.advance_char(walk, b) if b == CLOSER_TOKEN else self.advance(walk, b)
+            after = self.advance_char(walk, b) if is_special(b) else self.advance(walk, b)
             if after is None:
                 break
             walk = after
@@ -250,13 +263,12 @@ _SPACE = frozenset(b" \t\n\r")
 def _candidates(chars, narrow: bool) -> list[int]:
     """What a finishing search tries from a state allowing `chars`.
 
-    Narrow: only the first non-empty tier of closing characters (and the closer
-    token), value starters, then each range's first non-space character; so the
+    Narrow: only the first non-empty tier of closing characters (and special
+    tokens), value starters, then each range's first non-space character; so the
     search hardly branches. Wide: all of those tiers together (at most 8).
     """
     tiers = [[c for c in _CLOSING if cs.contains(chars, c)], [c for c in _STARTING if cs.contains(chars, c)], []]
-    if cs.contains(chars, CLOSER_TOKEN):
-        tiers[0].insert(0, CLOSER_TOKEN)
+    tiers[0][:0] = _specials(chars)  # a special token (a closer, a separator) ends a part of the call
     for lo, hi in chars:
         c = next((c for c in range(lo, min(hi, lo + 4) + 1) if c not in _SPACE), None)
         if c is not None and not 0xD800 <= c <= 0xDFFF and c <= MAX_CP:

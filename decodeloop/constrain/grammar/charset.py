@@ -13,6 +13,7 @@ from bisect import bisect_right
 from collections.abc import Iterable
 
 MAX_CP = 0x10FFFF
+_ABOVE = 1 << 62  # above every member a set may hold (a special token's pseudo code point too, bytes.SPECIAL)
 Ranges = tuple  # tuple[tuple[int, int], ...], normalized
 
 EMPTY: Ranges = ()
@@ -90,13 +91,13 @@ def subtract(a: Ranges, b: Ranges) -> Ranges:
 
 
 def contains(a: Ranges, c: int) -> bool:
-    i = bisect_right(a, (c, MAX_CP + 1)) - 1
+    i = bisect_right(a, (c, _ABOVE)) - 1
     return i >= 0 and a[i][0] <= c <= a[i][1]
 
 
 def overlaps(a: Ranges, lo: int, hi: int) -> bool:
     """Whether any character in [lo, hi] is in the set."""
-    i = bisect_right(a, (hi, MAX_CP + 1)) - 1
+    i = bisect_right(a, (hi, _ABOVE)) - 1
     return i >= 0 and a[i][1] >= lo
 
 

@@ -636,11 +636,20 @@ class CallGrammar:
     machine: Machine
     tools: list[str]  # the tools a constrained call can name
     problems: list[str]
+    tokens: dict[int, int] = field(default_factory=dict)  # special tokens: pseudo code point (bytes.SPECIAL) -> id
 
 
 def call_grammar(tools, syntax: str, closer: str | tuple[int, ...] = "</tool_call>") -> CallGrammar:
     """The grammar of a call in `syntax` ("compact" or "json") to any of `tools` (objects with .name, .input_schema);
     `closer` is text, or code points (bytes.CLOSER_TOKEN: a closer that is one special token)."""
+    args, problems = tool_arguments(tools, syntax)
+    machine = CompactCall(args) if syntax == "compact" else JsonCall(args, closer)
+    return CallGrammar(machine, list(args), problems)
+
+
+def tool_arguments(tools, syntax: str) -> tuple[dict[str, Machine], list[str]]:
+    """Each tool a call can name, with the machine of its arguments in `syntax` ("compact" or "json"), and what
+    cannot be expressed."""
     problems: list[str] = []
     args: dict[str, Machine] = {}
     for tool in tools:
@@ -660,5 +669,4 @@ def call_grammar(tools, syntax: str, closer: str | tuple[int, ...] = "</tool_cal
             )
             continue
         args[name] = machine
-    machine = CompactCall(args) if syntax == "compact" else JsonCall(args, closer)
-    return CallGrammar(machine, list(args), problems)
+    return args, problems

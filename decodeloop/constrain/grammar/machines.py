@@ -945,7 +945,10 @@ class JsonCall(Machine):
 
     "name" comes first (the arguments' grammar depends on it); "arguments" may
     be left out when the tool accepts no arguments. With an empty closer (bare
-    JSON, formats/calls/shapes.py) the object's "}" ends the call. State (phase, tool, sub, ws).
+    JSON, formats/calls/shapes.py; a family's call object, formats/calls/form.py) the
+    object's "}" ends the call. `arguments_keys`: the keys the arguments may stand
+    under (Llama's "parameters" or "arguments"); `type_member`: `"type": "function"`
+    may come first (Llama 3's calls). State (phase, tool, sub, ws).
     """
 
     (
@@ -965,14 +968,42 @@ class JsonCall(Machine):
         PRE_CLOSE,
         CLOSER,
         DONE,
-    ) = range(16)
-    _LITERALS: ClassVar[dict[int, str]] = {NAME_KEY: '"name"', ARGS_KEY: '"arguments"'}
+        KEY1,
+        TYPE_KEY,
+        COLON_T,
+        PRE_TYPE,
+        TYPE_VALUE,
+        AFTER_TYPE,
+        PRE_NAME_KEY,
+    ) = range(23)
+    _LITERALS: ClassVar[dict[int, str]] = {NAME_KEY: '"name"', TYPE_KEY: '"type"', TYPE_VALUE: '"function"'}
+    _SINGLE: ClassVar[dict[int, str]] = {
+        PRE: "{",
+        OPEN: '"',
+        COLON1: ":",
+        PRE_NAME: '"',
+        ARGS_KEY0: '"',
+        COLON2: ":",
+        AFTER_ARGS: "}",
+        COLON_T: ":",
+        PRE_TYPE: '"',
+        AFTER_TYPE: ",",
+        PRE_NAME_KEY: '"',
+    }
 
-    def __init__(self, tools: dict[str, Machine], closer: str | tuple[int, ...]) -> None:
+    def __init__(
+        self,
+        tools: dict[str, Machine],
+        closer: str | tuple[int, ...],
+        arguments_keys: tuple[str, ...] = ("arguments",),
+        type_member: bool = False,
+    ) -> None:
         self.tools = {name: args for name, args in tools.items() if not args.empty()}
         self.name_string = JsonString(Trie(self.tools))
         # code points; bytes.CLOSER_TOKEN stands for a closer that is one special token
         self.closer = tuple(map(ord, closer)) if isinstance(closer, str) else tuple(closer)
+        self.arguments_key = Trie(key + '"' for key in arguments_keys)  # after its opening quote
+        self.type_member = type_member
         self.start = (self.PRE, None, None, 0)
         self._no_args = {name: args.accepts("{}") for name, args in self.tools.items()}
 
@@ -981,6 +1012,10 @@ class JsonCall(Machine):
         lit = self._LITERALS.get(phase)
         if lit is not None:
             return cs.of(lit[sub])
+        if phase == self.ARGS_KEY:
+            return self.arguments_key.chars(sub)
+        if phase == self.KEY1:
+            return cs.of("nt")  # "name" or "type"
         if phase == self.CLOSER:
             return ((self.closer[sub], self.closer[sub]),)
         if phase == self.NAME:
@@ -993,15 +1028,7 @@ class JsonCall(Machine):
             if not args.final(sub):
                 return inside
             return cs.union(inside, WS, cs.of("}"))
-        nxt = {
-            self.PRE: "{",
-            self.OPEN: '"',
-            self.COLON1: ":",
-            self.PRE_NAME: '"',
-            self.ARGS_KEY0: '"',
-            self.COLON2: ":",
-            self.AFTER_ARGS: "}",
-        }.get(phase)
+        nxt = self._SINGLE.get(phase)
         out = [_ws(ws)]
         if nxt is not None:
             out.append(cs.of(nxt))
@@ -1024,6 +1051,11 @@ class JsonCall(Machine):
             if sub == len(lit):
                 return (phase + 1, tool, None, 0)
             return (phase, tool, sub, 0)
+        if phase == self.ARGS_KEY:
+            sub = self.arguments_key.step(sub, c)
+            return (self.COLON2, tool, None, 0) if self.arguments_key.final(sub) else (phase, tool, sub, 0)
+        if phase == self.KEY1:
+            return (self.NAME_KEY if c == ord("n") else self.TYPE_KEY, tool, 2, 0)
         if phase == self.CLOSER:
             sub += 1
             return (self.DONE, tool, None, 0) if sub == len(self.closer) else (phase, tool, sub, 0)
@@ -1045,9 +1077,15 @@ class JsonCall(Machine):
         if phase == self.PRE:
             return (self.OPEN, tool, None, 0)
         if phase == self.OPEN:
-            return (self.NAME_KEY, tool, 1, 0)
-        if phase in (self.COLON1, self.COLON2):
+            return (self.KEY1, tool, None, 0) if self.type_member else (self.NAME_KEY, tool, 1, 0)
+        if phase in (self.COLON1, self.COLON2, self.COLON_T):
             return (phase + 1, tool, None, 0)
+        if phase == self.PRE_TYPE:
+            return (self.TYPE_VALUE, tool, 1, 0)
+        if phase == self.AFTER_TYPE:
+            return (self.PRE_NAME_KEY, tool, None, 0)
+        if phase == self.PRE_NAME_KEY:
+            return (self.NAME_KEY, tool, 1, 0)
         if phase == self.PRE_NAME:
             return (self.NAME, tool, self.name_string.step(self.name_string.start, c), 0)
         if phase == self.AFTER_NAME:
@@ -1055,7 +1093,7 @@ class JsonCall(Machine):
                 return (self.ARGS_KEY0, tool, None, 0)
             return (self.PRE_CLOSE, tool, None, 0) if self.closer else (self.DONE, tool, None, 0)
         if phase == self.ARGS_KEY0:
-            return (self.ARGS_KEY, tool, 1, 0)
+            return (self.ARGS_KEY, tool, self.arguments_key.start, 0)
         if phase == self.AFTER_ARGS:
             return (self.PRE_CLOSE, tool, None, 0) if self.closer else (self.DONE, tool, None, 0)
         if phase == self.PRE_CLOSE:
@@ -1066,3 +1104,91 @@ class JsonCall(Machine):
 
     def final(self, s):
         return s[0] == self.DONE
+
+
+class Literal(Machine):
+    """Exactly these code points (a special token's pseudo code point among them, bytes.SPECIAL). State: how many
+    have been read."""
+
+    def __init__(self, codes: Iterable[int]) -> None:
+        self.codes = tuple(codes)
+        self.start = 0
+
+    def chars(self, s):
+        return ((self.codes[s], self.codes[s]),) if s < len(self.codes) else EMPTY
+
+    def step(self, s, c):
+        return s + 1
+
+    def final(self, s):
+        return s == len(self.codes)
+
+
+NAME, ARGS = "name", "arguments"  # the parts of a Sequence that depend on the tool
+
+
+class Sequence(Machine):
+    """Parts read one after another: machines, a tool's NAME (a Trie, or a JsonString of one) and that tool's
+    ARGS (`arguments`: the tool's machine, by name). A part that may end where the next may begin is followed
+    both ways, so the parts need not be told apart by their first characters.
+
+    State: a frozenset of (part index, tool, part state), each way the text read so far can be split into the
+    parts; (len(parts), tool, None) once every part is read.
+    """
+
+    def __init__(self, parts: list, names: Machine | None = None, arguments: dict[str, Machine] | None = None):
+        self.parts = parts
+        self.names = names
+        self.arguments = arguments or {}
+        self.start = self._closure([(0, None, self._part(0, None).start)] if parts else [(0, None, None)])
+
+    def _part(self, i: int, tool) -> Machine:
+        part = self.parts[i]
+        if part is NAME:
+            assert self.names is not None
+            return self.names
+        if part is ARGS:
+            return self.arguments[tool]
+        return part
+
+    def _word(self, sub) -> str:
+        names = self.names
+        if isinstance(names, JsonString):
+            return names.inner.word[sub[1]]  # type: ignore[attr-defined]
+        return names.word[sub]  # type: ignore[union-attr]
+
+    def _closure(self, items) -> frozenset:
+        """The items, and the next parts' starts wherever an item's part is complete."""
+        out: set = set()
+        stack = list(items)
+        n = len(self.parts)
+        while stack:
+            item = stack.pop()
+            if item in out:
+                continue
+            out.add(item)
+            i, tool, sub = item
+            if i < n and self._part(i, tool).final(sub):
+                if self.parts[i] is NAME:
+                    tool = self._word(sub)
+                j = i + 1
+                stack.append((j, tool, self._part(j, tool).start) if j < n else (n, tool, None))
+        return frozenset(out)
+
+    def chars(self, s):
+        n = len(self.parts)
+        return cs.union(*(self._part(i, tool).chars(sub) for i, tool, sub in s if i < n))
+
+    def step(self, s, c):
+        n = len(self.parts)
+        moved = []
+        for i, tool, sub in s:
+            if i < n:
+                part = self._part(i, tool)
+                if cs.contains(part.chars(sub), c):
+                    moved.append((i, tool, part.step(sub, c)))
+        return self._closure(moved)
+
+    def final(self, s):
+        n = len(self.parts)
+        return any(i == n for i, _, _ in s)

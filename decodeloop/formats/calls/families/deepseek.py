@@ -61,6 +61,7 @@ from decodeloop.formats.calls.families.spans import (
     parsed,
     tool_name,
 )
+from decodeloop.formats.calls.form import Arguments, CallForm, Name, Space, Template, Text, Token
 from decodeloop.formats.calls.shapes import NotACall, _json
 
 THINK = (("<think>", "</think>"),)
@@ -99,6 +100,17 @@ class _Section:
 
     def __init__(self, fenced: bool) -> None:
         self.fenced = fenced  # V3: function, <｜tool▁sep｜>, NAME, a line break, a ```json block; V3.1: NAME, JSON
+        # how --constrain writes a call's body (formats/calls/form.py): from the section's opener (its first
+        # call's <｜tool▁call▁begin｜> first), or from a later call's <｜tool▁call▁begin｜>
+        if fenced:
+            call: tuple = (Text("function"), Token(SEP), Name(), Text("\n```json\n"), Space(), Arguments(), Space())
+            call += (Text("```"), Token(CALL_END))
+        else:
+            call = (Name(), Token(SEP), Space(), Arguments(), Space(), Token(CALL_END))
+        self.grammar = CallForm(
+            {CALLS_BEGIN: Template((Space(), Token(CALL_BEGIN), *call)), CALL_BEGIN: Template(call)},
+            required=(Token(CALLS_BEGIN),),
+        )
         if fenced:
             self.form = (
                 f"a call is {CALL_BEGIN}function{SEP}NAME, a line break, then its arguments in a ```json block "
@@ -168,6 +180,7 @@ class SectionSyntax:
     def __init__(self, name: str, fenced: bool) -> None:
         self.name = name
         self._section = section = _Section(fenced)
+        self.grammar = section.grammar
         self.shapes = (
             CallShape(
                 "deepseek_calls",

@@ -47,6 +47,7 @@ from typing import Any
 
 from decodeloop.formats.calls.base import Call, CallShape, ParsedCall, ParseError, SpanText, render_result, tool_schema
 from decodeloop.formats.calls.compact import _NAME_RE
+from decodeloop.formats.calls.form import Arguments, CallForm, Maybe, Name, OneOf, Space, Template, Text, Token
 from decodeloop.formats.calls.shapes import NotACall, _json
 
 START = "<|start|>"
@@ -275,6 +276,27 @@ def _shape(opener: str, message_start: bool = False) -> CallShape:
     )
 
 
+# how --constrain writes a call (formats/calls/form.py): from its recipient on, once a message's header names
+# functions. (before its <|message|>: a message to no function is text), then the arguments and <|call|>
+_CALL_TEMPLATE = Template(
+    (
+        Name(),
+        Maybe(Token(CHANNEL), Text("commentary")),  # the recipient in the role header: its channel follows
+        OneOf((Maybe(Text(" ")), Token(CONSTRAIN), Text("json")), (Text(" "), Maybe(Text("json"))), ()),
+        Token(MESSAGE),
+        Space(),
+        Arguments(),
+        Space(),
+        OneOf((Token(CALL),), (Token(END),)),
+    ),
+    after=f"to={FUNCTIONS}",
+    before=MESSAGE,
+)
+GRAMMAR = CallForm(
+    {CHANNEL: _CALL_TEMPLATE, START: _CALL_TEMPLATE, ROLE_RECIPIENT: _CALL_TEMPLATE},
+    required=(Token(CHANNEL), Text(f"commentary to={FUNCTIONS}")),
+)
+
 INTRO = (
     f"To use a tool, send it a message on the commentary channel: {example('get_weather')}, the arguments "
     "one JSON object. Its result comes back as the tool's message; then answer on the final channel."
@@ -292,6 +314,7 @@ class HarmonySyntax:
     collect_calls = False  # a call message ends the turn (<|call|> is a stop token)
     template_tools = True  # the chat template's developer message lists the tools
     reasoning = ()  # analysis messages are reasoning through their spans
+    grammar = GRAMMAR  # how --constrain writes its calls
 
     shapes = (_shape(CHANNEL), _shape(START), _shape(ROLE_RECIPIENT, message_start=True))
 

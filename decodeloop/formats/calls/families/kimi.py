@@ -56,6 +56,7 @@ from decodeloop.formats.calls.families.spans import (
     parsed,
     tool_name,
 )
+from decodeloop.formats.calls.form import Arguments, CallForm, Name, Run, Space, Template, Text, Token
 from decodeloop.formats.calls.shapes import NotACall, _json
 
 
@@ -81,6 +82,25 @@ K2_FORM = f'a call is {CALL_BEGIN}functions.NAME:0{ARGUMENT_BEGIN}{{"key": "valu
 _K2_ENDS = re.compile(f"{re.escape(CALL_END)}|{re.escape(SECTION_END)}")
 _K2_ENDS_OUTSIDE_STRINGS = JsonEnd(CALL_END, SECTION_END)
 THINK = (("<think>", "</think>"),)
+
+
+# how --constrain writes a call (formats/calls/form.py): its id functions.NAME:IDX, the arguments, its end
+_K2_CALL = (
+    Text("functions."),
+    Name(),
+    Text(":"),
+    Run("0123456789", 1, 6),
+    Space(),
+    Token(ARGUMENT_BEGIN),
+    Space(),
+    Arguments(),
+    Space(),
+    Token(CALL_END),
+)
+K2_GRAMMAR = CallForm(
+    {SECTION_BEGIN: Template((Space(), Token(CALL_BEGIN), *_K2_CALL)), CALL_BEGIN: Template(_K2_CALL)},
+    required=(Token(SECTION_BEGIN),),
+)
 
 
 def _k2_call_end(text: str, pos: int) -> int | None:
@@ -323,6 +343,7 @@ class K2Syntax(_KimiSyntax):
     opener, closer = SECTION_BEGIN, SECTION_END
     reasoning = THINK
     form = K2_FORM
+    grammar = K2_GRAMMAR
     shapes = (
         CallShape(
             "kimi_section",

@@ -43,6 +43,7 @@ from typing import Any
 from decodeloop.formats.calls.base import Call, CallShape, ParsedCall, ParseError, SpanText, render_result, tool_schema
 from decodeloop.formats.calls.compact import _NAME_RE
 from decodeloop.formats.calls.families.jsonvalue import WHITESPACE, object_in, read_value, skip_space
+from decodeloop.formats.calls.form import CallForm, CallObject, Template, Token
 from decodeloop.formats.calls.scan import CloserScanner, ValueScanner, outside_strings
 
 PYTHON_TAG = "<|python_tag|>"
@@ -468,6 +469,12 @@ class Llama3Json(_LlamaSyntax):
     name = "llama3-json"
     shape = "python_tag"
     shapes = (PYTHON_TAG_SHAPE, BARE_JSON_SHAPE, PYTHON_START_SHAPE, BARE_LIST_SHAPE)
+    # --constrain writes calls after <|python_tag|>, each object a call, ";" before the next (formats/calls/form.py);
+    # JSON opening the message is the answer's text unless it names a tool, so it is not bent into a call
+    grammar = CallForm(
+        {PYTHON_TAG: Template((CallObject(("parameters", "arguments"), type_member=True),), again=";")},
+        required=(Token(PYTHON_TAG),),
+    )
     _teach = (
         "To call a function, reply with only a JSON object of the form "
         '{"name": function name, "parameters": dictionary of argument name and its value}. Do not use variables.'

@@ -39,6 +39,7 @@ from decodeloop.formats.calls.base import (
 )
 from decodeloop.formats.calls.compact import _NAME_RE
 from decodeloop.formats.calls.families.jsonvalue import WHITESPACE, object_in, read_value, skip_space
+from decodeloop.formats.calls.form import Arguments, CallForm, CallList, Maybe, Name, Run, Space, Template, Token
 from decodeloop.formats.calls.scan import ValueScanner
 
 TOOL_CALLS = "[TOOL_CALLS]"
@@ -195,6 +196,13 @@ def read_tool_calls(span: str, closed: bool, tools: Mapping[str, Any]) -> list[P
 
 TOOL_CALLS_SHAPE = CallShape("tool_calls", TOOL_CALLS, ToolCallsScanner, read_tool_calls, markers=(ARGS, CALL_ID))
 
+_ID_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+# what --constrain writes after [TOOL_CALLS] (formats/calls/form.py): v11+ the name, an id if the model gives one,
+# [ARGS] and the arguments, the call ending with their "}"; v3 the array of call objects, ending with its "]"
+_NAMED = (Space(), Name(), Maybe(Token(CALL_ID), Run(_ID_CHARS, 0, 32)), Token(ARGS), Space(), Arguments())
+NAMED_FORM = CallForm({TOOL_CALLS: Template(_NAMED)}, required=(Token(TOOL_CALLS),))
+ARRAY_FORM = CallForm({TOOL_CALLS: Template((Space(), CallList()))}, required=(Token(TOOL_CALLS),))
+
 
 def _checked(call: Call) -> str:
     """The call's arguments as JSON, once the call can be written."""
@@ -221,6 +229,7 @@ class MistralSyntax:
         self.name = name
         self.array = array
         self.reasoning = reasoning
+        self.grammar = ARRAY_FORM if array else NAMED_FORM  # how --constrain writes its calls
 
     def scanner(self) -> ToolCallsScanner:
         return ToolCallsScanner()

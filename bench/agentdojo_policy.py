@@ -75,7 +75,7 @@ except ImportError:
 import provenance
 
 from decodeloop.tools.config import ServerSpec
-from decodeloop.trust.policy import Policy
+from decodeloop.trust.policy import EVIDENCE, Policy
 from decodeloop.trust.provenance import Provenance
 
 READ_ONLY_PREFIXES = ("get_", "read_", "search_", "list_", "check_")
@@ -136,15 +136,20 @@ class ScriptedModel(BasePipelineElement):
             call = planned.pop(0)
             arguments = dict(call.args)
             if self.policy is not None:
-                decision = self.policy.check(
-                    call.function,
-                    self.suite.name,
-                    call.function,
-                    None,
-                    arguments,
-                    lambda: Provenance(list(seen), plan),
-                    lambda: self.masked_calls(made, seen, env),
-                )
+                masked = None
+                while True:  # the masked mode asks for its evidence (EVIDENCE), as the harness answers it
+                    decision = self.policy.check(
+                        call.function,
+                        self.suite.name,
+                        call.function,
+                        None,
+                        arguments,
+                        lambda: Provenance(list(seen), plan),
+                        masked,
+                    )
+                    if decision.verdict != EVIDENCE:
+                        break
+                    masked = self.masked_calls(made, seen, env)
                 self.decisions.append(decision)
                 if decision.verdict != "allow":
                     made.append((call.function, arguments))

@@ -39,7 +39,12 @@ ROWS = {
     "string": ("template, arguments a JSON string", "string", {"history": "template", "on_repeat": "stop"}, None),
     "object": ("template, arguments an object", "object", {"history": "template", "on_repeat": "stop"}, None),
     "bare": ("template (string), no instruction", "string", {"history": "template", "on_repeat": "stop"}, "plain"),
-    "hold0": ("template (string), held at the first repeat", "string", {"on_repeat": "answer", "answer_after": 0}, None),
+    "hold0": (
+        "template (string), held at the first repeat",
+        "string",
+        {"on_repeat": "answer", "answer_after": 0},
+        None,
+    ),
     "hold1": ("template (string), held after one", "string", {"on_repeat": "answer", "answer_after": 1}, None),
 }
 
@@ -70,7 +75,9 @@ def main() -> None:
     held_out = episodes(0, args.episodes, "heldout")
     results = []
     print(f"{args.model}, {len(held_out)} held-out episodes, greedy, --max-tokens {args.max_tokens}\n")
-    print("| history, instruction, repeats | calls | correct tool | correct arguments | answered | value copy | s/episode |")
+    print(
+        "| history, instruction, repeats | calls | correct tool | correct arguments | answered | value copy | s/episode |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for row in args.rows.split(","):
         what, form, changes, system = ROWS[row]

@@ -1,8 +1,10 @@
 """The conversation around the decode loop: `Harness`, its turns and their options.
 
-`Harness.run` is one assistant turn of a conversation: generate (decode/loop.py) until something
-stops it; if tool calls stopped it, dispatch them, inject the results as the
-chat format's tool messages and generate again. A user message may carry
+`Harness.run` is one assistant turn of a conversation, turn.py's steps in order: render the message, run a
+segment (decode/segment.py) until something stops it; if tool calls stopped it, decide and dispatch them,
+inject the results as the chat format's tool messages and run the next segment. `Harness.begin` hands the
+same steps to a caller to take one at a time. The harness owns what the steps share: the context, the
+engine, the policy's masked re-run (`masked_evidence`), the history's rewrite. A user message may carry
 resources (`run(user, attachments=[(SERVER, URI)])`): each is read from its
 server before the turn and enters the user's message as data, admitted like a
 tool result, in a span of its own (`resource:SERVER/URI`). A server's prompt may be
@@ -15,30 +17,27 @@ conversation. Nothing here knows which model or engine is running.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from decodeloop.decode.context import AUTHORED, Context
-from decodeloop.decode.loop import generate
-from decodeloop.decode.stops import DEFAULT_MAX_CALL_CHARS, Stops
+from decodeloop.decode.segment import Segment, SegmentSettings
+from decodeloop.decode.stops import DEFAULT_MAX_CALL_CHARS
 from decodeloop.errors import ConfigError
-from decodeloop.events import Done, Emit, Inject, Notice, Prompt, Rewrite, Stop
-from decodeloop.formats.calls.shapes import DESCRIBED
+from decodeloop.events import Emit, Notice, Rewrite
 from decodeloop.formats.chat import Attachment, ToolReply, WrittenCalls
-from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.mcp.content import Prompt as ServerPrompt
 from decodeloop.mcp.content import ResourceContents, ToolResult
 from decodeloop.mcp.errors import RpcError
-from decodeloop.sampling.processors import ProcessorState
-from decodeloop.tools.dispatch import dispatch_all
 from decodeloop.tools.router import Router
-from decodeloop.tools.turn import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS, TurnView
-from decodeloop.trust.admit import admit_result, admit_tool
+from decodeloop.tools.turn import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS
+from decodeloop.trust.admit import admit_result
 from decodeloop.trust.markers import for_bundle
 from decodeloop.trust.policy import MASKED_REQUEST, Policy
 from decodeloop.trust.tool_budget import DEFAULT_MAX_TOOL_TOKENS, check_tools
+from decodeloop.turn import Turn, TurnResult
+from decodeloop.turn import run as run_turn
 
 # Harness's `policy` when none is given: confirm mode over the router's server rules, nobody to ask
 DEFAULT_POLICY = object()
@@ -88,16 +87,6 @@ class PromptTurn:
     left_out: list[str]
 
 
-@dataclass
-class TurnResult:
-    answer: str
-    reason: str
-    tokens: int
-    tool_calls: int
-    error: str | None = None
-    context: list[int] = field(default_factory=list, repr=False)
-
-
 class Harness:
     """A model bundle and the tools of a router: runs the assistant turns of a conversation."""
 
@@ -141,7 +130,7 @@ class Harness:
         self._check_tools(self.tools)
         self._tools_version = router.version
         self.context: Context | None = None  # the conversation so far; None before its first turn
-        self._ended = True  # the model closed its last message itself
+        self.ended = True  # the model closed its last message itself
         self._warned = 0  # the chat format's warnings already shown
         # the last masked re-run: ((context, where it was cut), calls)
         self._masked: tuple[tuple[int, int], list[tuple[str, Any]]] | None = None
@@ -186,8 +175,6 @@ class Harness:
             processors = (*processors, self.hold)
         self.engine = engine if engine is not None else bundle.engine(sampler, processors)
         self.engine.bind(emit)  # an engine with events of its own (a remote one's requests) reports to the trace
-        # the text of every special token, which the stop check reads a format's markers from
-        self._specials = {i: text for text, i in bundle.tokenizer.special_tokens.items()}
 
     def _callable_tools(self) -> list:
         """The tools a call can name now (what routes, narrowed to `tools` when given): for --constrain."""
@@ -198,14 +185,14 @@ class Harness:
         """Start a new conversation: the next turn renders the system prompt with the tools as they are now."""
         self.context = None
 
-    def _chat_warnings(self) -> None:
+    def chat_warnings(self) -> None:
         """Show what the chat format noticed (a template that is not append-only, say), once each."""
         warnings = self.chat.warnings
         for message in warnings[self._warned :]:
             self.emit(Notice("chat template", message))
         self._warned = len(warnings)
 
-    def _refresh_tools(self) -> None:
+    def refresh_tools(self) -> None:
         """Take the servers' current tools (a new conversation describes them to the model)."""
         self.router.refresh()
         if self.router.version == self._tools_version:
@@ -348,7 +335,8 @@ class Harness:
         return PromptTurn(server, found.name, user, attachments, shown, left_out)
 
     def run(self, user: str, attachments: Sequence[tuple[str, str] | Attachment] = ()) -> TurnResult:
-        """One user message and the assistant's turn answering it, with every tool call it makes.
+        """One user message and the assistant's turn answering it, with every tool call it makes: `begin`'s
+        turn run step by step to its end (turn.py's `run`).
 
         `attachments`: (server, URI) pairs, each resource read now and attached to the message (`attach`);
         one that cannot be read raises before anything enters the context. An `Attachment` (a prompt's,
@@ -357,54 +345,38 @@ class Harness:
         cut back to its last whole state (a token, or a whole injected message),
         so the conversation can go on.
         """
-        attached = [a if isinstance(a, Attachment) else self.attach(*a) for a in attachments]
-        started = time.perf_counter()
-        turn = _Turn()
-        try:
-            self._turn(user, turn, attached)
-        except KeyboardInterrupt:
-            if self.context is not None:
-                # every sampled token is whole; a half-injected message is not
-                self.context.truncate(len(self.context) if turn.generating else turn.whole)
-                if turn.whole == 0:
-                    self.context = None
-            turn.reason, turn.error = "interrupted", "interrupted by the user"
-            self._ended = False
-            self.emit(Stop("interrupted"))
-        text = "".join(turn.answer).strip()
-        reasoning = "".join(turn.reasoning).strip()
-        seconds = round(time.perf_counter() - started, 4)
-        self.emit(Done(text, turn.reason, turn.tokens, turn.calls, turn.error, seconds, reasoning))
-        ids = list(self.context.ids) if self.context is not None else []
-        return TurnResult(text, turn.reason, turn.tokens, turn.calls, turn.error, ids)
+        return run_turn(Turn(self, user, self._attached(attachments)))
 
-    def _stops(self) -> Stops:
-        """The stop conditions of one turn (the call syntax, the chat format's stop ids, the config's cap)."""
+    def begin(self, user: str, attachments: Sequence[tuple[str, str] | Attachment] = ()) -> Turn:
+        """The turn answering `user`, rendered into the context and ready for its first segment: the caller takes
+        its steps (turn.py's `Turn`: generate, dispatch, inject, rewind, finish) one at a time."""
+        turn = Turn(self, user, self._attached(attachments))
+        turn.render()
+        return turn
+
+    def _attached(self, attachments: Sequence[tuple[str, str] | Attachment]) -> list[Attachment]:
+        return [a if isinstance(a, Attachment) else self.attach(*a) for a in attachments]
+
+    def segment(self, context: Context, *, detail: bool | None = None) -> Segment:
+        """A segment runner for this conversation's turns, from `context`'s end (decode/segment.py)."""
         config = self.config
-        collect = self.syntax.collect_calls if config.collect_calls is None else config.collect_calls
-        lenient = self.call_shapes == "lenient"
-        return Stops(
-            eos_ids=self.chat.stop_ids,
-            stop_strings=config.stop_strings,
-            syntax=self.syntax,
+        settings = SegmentSettings(
             max_tokens=config.max_tokens,
+            stop_strings=config.stop_strings,
             max_call_chars=config.max_call_chars,
-            collect_calls=collect,
-            alternates=self.syntax.alternates if lenient else (),
-            known=self.router.tools.__contains__,
-            tools=_Schemas(self.router),
-            specials=self._specials,
-            reasoning=getattr(self.syntax, "reasoning", ()),
-            reasoning_open=getattr(self.chat, "reasoning_open", False),
-            calls_in_reasoning=str(config.calls_in_reasoning or getattr(self.syntax, "calls_in_reasoning", "ignore")),
+            collect_calls=config.collect_calls,
+            lenient=self.call_shapes == "lenient",
+            calls_in_reasoning=config.calls_in_reasoning,
+            detail=config.detail if detail is None else detail,
         )
+        return Segment(self.tokenizer, self.chat, self.syntax, settings, context, tools=_Schemas(self.router))
 
-    def _hold_to_text(self, context: Context, at: int, repeated: list, turn: _Turn, shown: int, thought: int) -> bool:
+    def hold_to_text(self, at: int, repeated: list[str]) -> bool:
         """--on-repeat answer: the model wrote a call again after its result: drop that message (from `at`) and
         hold the next one to text, so it answers from what it has. False where the logits are not the
         harness's (a remote engine): the repeat guard's message goes in instead, as under --on-repeat stop."""
         names = ", ".join(dict.fromkeys(repeated))
-        if self.hold is None:
+        if self.hold is None or self.context is None:
             self.emit(
                 Notice(
                     "calls",
@@ -413,8 +385,7 @@ class Harness:
                 )
             )
             return False
-        context.truncate(at)
-        del turn.answer[shown:], turn.reasoning[thought:]
+        self.context.truncate(at)
         self.hold.hold(at)
         self.emit(
             Notice(
@@ -425,14 +396,26 @@ class Harness:
         )
         return True
 
-    def _rewrite(self, context: Context, at: int, replies: list, written: WrittenCalls, parsed: bool) -> Rewrite | None:
+    def rewound(self, start: int, held: bool) -> None:
+        """A turn was cut back into the segment that began at `start`: the call constraint follows afresh from
+        the context, and the hold to text is as it was in that segment."""
+        if self.constraint is not None:
+            self.constraint.rewound()
+        if self.hold is not None:
+            if held:
+                self.hold.hold(start)
+            else:
+                self.hold.release()
+
+    def rewrite(self, at: int, replies: list[ToolReply], written: WrittenCalls, parsed: bool) -> Rewrite | None:
         """--history template: the model's message, from `at`, written back as the chat template renders its calls,
         then the results; None (and nothing done) where the history keeps the message as written: the option, a
         chat format that cannot render calls, or a call that did not parse (the model reads its own text and the
         error about it)."""
+        context = self.context
         render = getattr(self.chat, "rendered_calls", None)
         wanted = self.config.history != "as-written" and getattr(self.chat, "renders_calls", False)
-        if render is None or not wanted or not parsed or not written.calls:
+        if context is None or render is None or not wanted or not parsed or not written.calls:
             return None
         old = context.ids[at:]
         context.truncate(at)
@@ -452,14 +435,15 @@ class Harness:
         self.emit(event)
         return event
 
-    def _masked_calls(self) -> list[tuple[str, Any]]:
-        """The calls, (tool, arguments), the model makes at this point of the turn with the user's request masked.
+    def masked_evidence(self) -> list[tuple[str, Any]]:
+        """The calls, (tool, arguments), the model makes at this point of the turn with the user's request masked:
+        the evidence the policy's `masked` mode asks for (the decision EVIDENCE) before it decides.
 
-        For the policy's `masked` mode: the context is rebuilt from its spans with every user message replaced
-        by MASKED_REQUEST and cut where the model's current message began, and the model generates its next
-        message from there with the same engine and sampler, untraced. A call it makes again there came from
-        the data. The context itself is untouched; an engine with one cache recomputes from the first user
-        message on, there and back. One re-run per message: its calls answer for every call of the message.
+        The context is rebuilt from its spans with every user message replaced by MASKED_REQUEST and cut where
+        the model's current message began, and the model generates its next message from there with the same
+        engine and sampler, untraced. A call it makes again there came from the data. The context itself is
+        untouched; an engine with one cache recomputes from the first user message on, there and back. One
+        re-run per message: its calls answer for every call of the message.
         """
         context = self.context
         assert context is not None  # asked only inside a turn
@@ -477,19 +461,8 @@ class Harness:
             if span.start >= end:
                 break
             masked.extend(request if span.source == "user" else context.ids[span.start : span.end], span.source)
-        state = ProcessorState(context=masked.ids, generated=len(masked))
         with self.bundle.generating():
-            verdict = generate(
-                self.engine,
-                self._stops(),
-                masked,
-                StreamDecoder(self.tokenizer),
-                self.tokenizer,
-                lambda event: None,
-                [],
-                state,
-                detail=False,
-            )
+            verdict = self.segment(masked, detail=False).run(self.engine, masked, lambda event: None)
         # a call that does not parse makes nothing again
         parsed = verdict.parsed if verdict.reason == "tool_call" else ()
         calls = [(p.call.name, p.call.arguments) for p in parsed if p.call is not None]
@@ -503,134 +476,6 @@ class Harness:
         )
         self._masked = ((id(context), end), calls)
         return calls
-
-    def _turn(self, user: str, turn: _Turn, attached: list[Attachment]) -> None:
-        config, emit, chat = self.config, self.emit, self.chat
-        # only a message with attachments passes the keyword: a chat format that never gets one need not take it
-        extra = {"attachments": attached} if attached else {}
-        if self.context is None:
-            self._refresh_tools()  # tools a server changed are described from a new conversation on
-            self.context = context = Context()
-            tools = [admit_tool(t, emit, self.markers) for t in self.tools]
-            text = admit_result(user, "the user's message", emit, self.markers).text
-            pieces = chat.start(tools, text, self.system, **extra)
-        else:
-            self.router.refresh()
-            context = self.context
-            turn.whole = len(context)
-            text = admit_result(user, "the user's message", emit, self.markers).text
-            pieces = chat.user_turn(text, self._ended, **extra)
-        at = len(context)
-        context.extend_pieces(pieces)
-        turn.whole = len(context)
-        self._chat_warnings()
-        emit(
-            Prompt(
-                self.tokenizer.decode(context.ids[at:]),
-                len(context) - at,
-                [t.name for t in self.tools],
-                len(context),
-                [s.to_json() for s in context.spans(at)],
-            )
-        )
-        stops = self._stops()
-        decoder = StreamDecoder(self.tokenizer)
-        state = ProcessorState(context=context.ids, generated=len(context))
-        view = TurnView(
-            context,
-            self.tokenizer,
-            emit,
-            self.markers,
-            self.policy,
-            self._masked_calls,
-            config.max_result_chars,
-            config.max_turn_result_chars,
-        )
-        while True:
-            turn.generating = True
-            segment, shown, thought = len(context), len(turn.answer), len(turn.reasoning)
-            if turn.reasoning and not turn.reasoning[-1].endswith("\n"):
-                turn.reasoning.append("\n")  # each segment's reasoning on lines of its own
-            with self.bundle.generating():
-                verdict = generate(
-                    self.engine,
-                    stops,
-                    context,
-                    decoder,
-                    self.tokenizer,
-                    emit,
-                    turn.answer,
-                    state,
-                    config.detail,
-                    turn.reasoning,
-                )
-            turn.generating = False
-            turn.whole, turn.tokens = len(context), verdict.count
-            turn.reason = verdict.reason or "eos"
-            emit(Stop(turn.reason))
-            if turn.reason != "tool_call":
-                break
-            turn.calls += len(verdict.calls)
-            for shape in dict.fromkeys(verdict.shapes):
-                if shape in DESCRIBED:  # an alternate: say what was read as a call, and why
-                    emit(
-                        Notice(
-                            "calls",
-                            f"read {DESCRIBED[shape]} as a call ({shape}): it names a tool that "
-                            "exists and its arguments parse (--call-shapes lenient)",
-                        )
-                    )
-            held = self.hold is not None and self.hold.active
-            if self.hold is not None:
-                self.hold.release()
-            view.round(len(verdict.calls))
-            outcomes = dispatch_all(list(verdict.parsed), self.router, view, timeout=config.timeout)
-            view.record(outcomes)
-            self.router.refresh()  # route the next call to a server's changed tools
-            repeated = [o.name or "a tool" for o in outcomes if o.stage == "repeat"]
-            hold = repeated and config.on_repeat == "answer" and view.repeats > config.answer_after and not held
-            if hold and self._hold_to_text(context, segment, repeated, turn, shown, thought):
-                stops.new_segment(getattr(chat, "reasoning_open", False))
-                decoder.reset()
-                turn.whole = len(context)
-                continue
-            if view.repeats >= config.max_repeats or view.failures >= config.max_retries:
-                if view.repeats >= config.max_repeats:
-                    turn.reason, what = "repeated_call", f"{view.repeats} calls repeated after their result"
-                else:
-                    turn.reason, what = "max_retries", f"{view.failures} consecutive failed tool calls"
-                turn.error = f"gave up after {what}; last error: {outcomes[-1].text}"
-                emit(Stop(turn.reason))
-                break
-            replies = [
-                ToolReply(o.name or "", o.server, self.syntax.render_result(o.text, o.is_error), o.is_error)
-                for o in outcomes
-            ]
-            at = len(context)
-            written = WrittenCalls(
-                [p.call for p in verdict.parsed if p.call is not None],
-                "".join(turn.answer[shown:]).strip(),
-                "".join(turn.reasoning[thought:]).strip(),
-            )
-            rewrite = self._rewrite(context, segment, replies, written, len(written.calls) == len(verdict.parsed))
-            if rewrite is None:
-                context.extend_pieces(chat.tool_results(replies, verdict.ended))
-            turn.whole = len(context)
-            self._chat_warnings()
-            stops.new_segment(getattr(chat, "reasoning_open", False))
-            decoder.reset()
-            if rewrite is not None:  # the message written back: it is part of what was appended
-                at = rewrite.at
-            emit(
-                Inject(
-                    self.tokenizer.decode(context.ids[at:]),
-                    len(context) - at,
-                    len(context),
-                    [s.to_json() for s in context.spans(at)],
-                    None if rewrite is None else len(context) - rewrite.at - rewrite.kept,
-                )
-            )
-        self._ended = verdict.ended and turn.reason == "eos"
 
 
 class _Schemas(Mapping):
@@ -647,17 +492,3 @@ class _Schemas(Mapping):
 
     def __len__(self) -> int:
         return len(self._router.tools)
-
-
-@dataclass
-class _Turn:
-    """What a turn has done so far (kept outside `_turn` so an interrupted turn can still report it)."""
-
-    answer: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-    reason: str = "eos"
-    tokens: int = 0
-    calls: int = 0
-    error: str | None = None
-    whole: int = 0  # context length at the last whole state
-    generating: bool = False  # inside generate, where every appended token is whole

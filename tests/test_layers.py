@@ -41,7 +41,7 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
         "decodeloop.client_features.form",
     ],
     ["decodeloop.servers"],  # bundled MCP servers
-    ["decodeloop.harness"],  # the conversation: Harness
+    ["decodeloop.harness", "decodeloop.turn"],  # the conversation: Harness, and a turn's steps
     ["decodeloop.lab", "decodeloop.models", "decodeloop.bfcl.suite"],  # models and what runs them
     ["decodeloop.ui"],
     ["decodeloop.cli.parser"],  # the parsers and their help

@@ -40,15 +40,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from decodeloop.decode.context import Context
-from decodeloop.decode.loop import generate
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.segment import Segment, SegmentSettings
 from decodeloop.events import Done, Emit, Nested, Notice, Prompt, Sampling, Stop
 from decodeloop.formats.calls.base import Call
 from decodeloop.formats.chat import Attachment, ToolReply
-from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.mcp.client import Tool
 from decodeloop.mcp.errors import RpcError
-from decodeloop.sampling.processors import ProcessorState
 from decodeloop.sampling.sampler import Sampler
 from decodeloop.tools.turn import DEFAULT_MAX_RESULT_CHARS
 from decodeloop.trust.admit import admit_result, admit_tool
@@ -332,25 +329,15 @@ class LocalSampling:
         engine.bind(nested)
         names = {tool.name for tool in request.tools}
         calls = bool(names) and request.tool_choice != "none"
-        stops = Stops(
-            eos_ids=bundle.chat.stop_ids,
-            stop_strings=request.stop,
-            syntax=syntax if calls else None,
-            max_tokens=request.max_tokens,
-            opener_id=bundle.opener_id if calls else None,
-            closer_id=bundle.closer_id if calls else None,
-            closer=syntax.closer if calls else "",
-            collect_calls=syntax.collect_calls,
-            known=names.__contains__,
-            specials={i: text for text, i in tokenizer.special_tokens.items()},
-            reasoning=getattr(syntax, "reasoning", ()),  # the reply is the answer alone, never the reasoning
-            reasoning_open=getattr(bundle.chat, "reasoning_open", False),
+        settings = SegmentSettings(
+            max_tokens=request.max_tokens, stop_strings=tuple(request.stop), calls=calls, detail=self.detail
         )
+        schemas = {tool.name: tool.input_schema for tool in request.tools}
+        # the reply is the answer alone, never the reasoning (the segment keeps reasoning apart)
+        segment = Segment(tokenizer, bundle.chat, syntax, settings, context, tools=schemas)
         nested(Prompt(tokenizer.decode(context.ids), len(context), sorted(names), len(context), _spans(context)))
         shown: list[str] = []
-        state = ProcessorState(context=context.ids, generated=len(context))
-        decoder = StreamDecoder(tokenizer)
-        verdict = generate(engine, stops, context, decoder, tokenizer, nested, shown, state, self.detail)
+        verdict = segment.run(engine, context, nested, shown)
         reason = verdict.reason or "eos"
         nested(Stop(reason))
         used: list[dict] = []

@@ -154,6 +154,15 @@ class CallConstraint:
     def __repr__(self) -> str:
         return f"CallConstraint({self.mode!r})"
 
+    def rewound(self) -> None:
+        """The context was cut back (a turn rewound): follow the call, if one is open there, afresh from its text
+        in the context on the next token, as at a call's first token."""
+        self._template, self._follows, self._span, self._header, self._again = None, None, None, None, None
+        self.override = None
+        self._run, self._state, self._closed, self._seen = None, None, False, 0
+        self._forcing, self._no_end, self._plan = False, False, []
+        self._followed_at, self._followed_context, self._followed = None, None, None
+
     def compile(self) -> None:
         """Compile the grammar for the tools registered now; report what it cannot enforce."""
         self._compiled_version = self._version()

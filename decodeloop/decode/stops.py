@@ -243,6 +243,39 @@ class Stops:
         self._warnings: list[str] = []
         self._start_message()
 
+    @classmethod
+    def for_turn(
+        cls,
+        syntax: Any,
+        tokenizer: Any,
+        chat: Any,
+        settings: Any,
+        *,
+        tools: Mapping[str, Any] | None = None,
+        known: Callable[[str], bool] | None = None,
+    ) -> Stops:
+        """The stop check of a turn from its three parts: the call format (`syntax`: its shapes, alternates,
+        reasoning markers and defaults), the tokenizer (its special tokens) and the chat format (its stop ids, and
+        whether its generation prompt opened a reasoning block), with the turn's settings (segment.py's
+        `SegmentSettings`)."""
+        calls = settings.calls
+        collect = syntax.collect_calls if settings.collect_calls is None else settings.collect_calls
+        return cls(
+            eos_ids=chat.stop_ids,
+            stop_strings=settings.stop_strings,
+            syntax=syntax if calls else None,
+            max_tokens=settings.max_tokens,
+            max_call_chars=settings.max_call_chars,
+            collect_calls=collect,
+            alternates=syntax.alternates if calls and settings.lenient else (),
+            known=known,
+            tools=tools,
+            specials={i: text for text, i in tokenizer.special_tokens.items()},
+            reasoning=getattr(syntax, "reasoning", ()),
+            reasoning_open=getattr(chat, "reasoning_open", False),
+            calls_in_reasoning=str(settings.calls_in_reasoning or getattr(syntax, "calls_in_reasoning", "ignore")),
+        )
+
     def _start_message(self) -> None:
         if self._reasoning_at_start:
             self._thinking = self.reasoning[0][1]

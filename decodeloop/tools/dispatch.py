@@ -33,12 +33,14 @@ from decodeloop.tools.turn import (  # the caps are the view's; named here too, 
     MIN_RESULT_CHARS,
     TurnView,
 )
-from decodeloop.trust.policy import denial
+from decodeloop.trust.policy import EVIDENCE, denial
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
     "DEFAULT_MAX_TURN_RESULT_CHARS",
     "MIN_RESULT_CHARS",
+    "NEEDS_EVIDENCE",
+    "NeedsEvidence",
     "Outcome",
     "call_key",
     "dispatch_all",
@@ -67,18 +69,33 @@ class _Prepared:
     shape: str
 
 
+class NeedsEvidence:
+    """What dispatch_all answers, having done nothing, when the policy's masked mode must see the model's calls
+    with the user's request masked before it decides: the harness runs that re-run (`view.masked`) and
+    dispatches again. Nothing below the harness runs the model."""
+
+    def __repr__(self) -> str:
+        return "NEEDS_EVIDENCE"
+
+
+NEEDS_EVIDENCE = NeedsEvidence()
+
+
 def dispatch_all(
     calls: list[ParsedCall],
     router: Router,
     view: TurnView,
     *,
     timeout: float | None = None,
-) -> list[Outcome]:
+) -> list[Outcome] | NeedsEvidence:
     """Every call of one message, in the order written, as the stop check read them (each a call, or the error
-    it failed to parse with); `view` is the turn they belong to (tools/turn.py).
+    it failed to parse with); `view` is the turn they belong to (tools/turn.py). NEEDS_EVIDENCE, before
+    anything is done, when the policy needs the masked re-run's calls and `view.masked` has none yet.
 
     The caller starts the round (view.round) and records its outcomes (view.record).
     """
+    if view.masked is None and any(_needs_evidence(parsed, router, view) for parsed in calls):
+        return NEEDS_EVIDENCE
     prepared: list[_Prepared | Outcome] = [_prepare(parsed, router, view) for parsed in calls]
     runnable = [p for p in prepared if isinstance(p, _Prepared)]
     servers = {p.server for p in runnable}
@@ -99,6 +116,23 @@ def dispatch_all(
 def call_key(name: str, arguments: dict) -> str:
     """A call's identity: the tool and its arguments after schema conversion."""
     return name + " " + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _needs_evidence(parsed: ParsedCall, router: Router, view: TurnView) -> bool:
+    """Whether the policy's decision on this call waits for the masked re-run: the steps before the policy
+    taken quietly (a call that fails one of them never reaches it)."""
+    call = parsed.call
+    if view.policy is None or view.policy.mode != "masked" or call is None or call.name not in router.tools:
+        return False
+    tool = router.resolve(call.name)
+    try:
+        arguments = validate_arguments(call.name, call.arguments, tool.input_schema)
+    except ArgumentError:
+        return False
+    if view.repeated(call_key(call.name, arguments)):
+        return False
+    decision = view.check(call.name, router.owner[call.name], router.remote[call.name], tool, arguments)
+    return decision is not None and decision.verdict == EVIDENCE
 
 
 def _prepare(parsed: ParsedCall, router: Router, view: TurnView) -> _Prepared | Outcome:

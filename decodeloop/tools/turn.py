@@ -9,7 +9,7 @@ out among each round's calls. Every text it hands to the context goes through tr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ class TurnView:
     emit: Emit
     markers: Markers
     policy: Policy | None = None
-    masked_calls: Callable[[], list[tuple[str, Any]]] | None = None  # the policy's `masked` mode re-run
+    masked: list[tuple[str, Any]] | None = None  # the `masked` mode's evidence for this round, once the harness ran it
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     max_turn_result_chars: int = DEFAULT_MAX_TURN_RESULT_CHARS
     answered: set[str] = field(default_factory=set)  # keys (dispatch.call_key) of calls answered this turn
@@ -49,6 +49,7 @@ class TurnView:
     def round(self, calls: int) -> None:
         """A new round of `calls` calls: each gets its share of what is left of the budget (at least a line)."""
         self._seen = None  # the context grew: decode it again when asked
+        self.masked = None  # a new message: its masked re-run is yet to run
         budget = self._budget
         self.limit = min(self.max_result_chars, max(budget // max(calls, 1), MIN_RESULT_CHARS))
         if self.limit < self.max_result_chars and budget < self.max_turn_result_chars:  # spent in part
@@ -67,11 +68,10 @@ class TurnView:
         return self._seen
 
     def check(self, name: str, server: str, remote: str, tool: Any, arguments: dict) -> PolicyDecision | None:
-        """The policy's decision on one validated call; None when no policy is set (every call runs)."""
+        """The policy's decision on a call (None without a policy); EVIDENCE while the masked re-run is needed."""
         if self.policy is None:
             return None
-        masked = self.masked_calls if self.policy.mode == "masked" else None
-        return self.policy.check(name, server, remote, tool, arguments, self.provenance, masked)
+        return self.policy.check(name, server, remote, tool, arguments, self.provenance, self.masked)
 
     def origins(self, arguments: dict) -> dict[str, list[str]]:
         """Where each argument value of a call occurs in the context."""
@@ -87,6 +87,16 @@ class TurnView:
         limit = self.limit if cut is not None else None
         markers = self.markers if server_text else None
         return admit_result(text, what, self.emit, markers, limit=limit, cut=cut or "result")
+
+    def snapshot(self) -> tuple:
+        """What the rounds so far have done (the calls answered, the repeats, the failures, the budget spent):
+        `restore` takes the view back to it when the turn is rewound."""
+        return frozenset(self.answered), self.repeats, self.failures, self._budget, self.limit
+
+    def restore(self, snapshot: tuple) -> None:
+        answered, self.repeats, self.failures, self._budget, self.limit = snapshot
+        self.answered = set(answered)
+        self._seen, self.masked = None, None
 
     def record(self, outcomes: Sequence[Any]) -> None:
         """A round's outcomes (dispatch.Outcome): the budget they spent, the calls answered and repeated."""

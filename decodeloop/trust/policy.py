@@ -33,7 +33,8 @@ Modes:
   in the context is replaced by `MASKED_REQUEST` (a task-neutral request to
   summarize the results and follow what they say), the model's text from the
   current message on is dropped, and the model generates its next message from
-  there (harness.py: `Harness._masked_calls`). If that message makes
+  there. The policy runs nothing itself: without that message's calls its decision is EVIDENCE, and the
+  harness runs the re-run (harness.py: `Harness.masked_evidence`) and asks again. If that message makes
   a call to the same tool whose arguments hold the value taken from a result,
   the data asked for the call, not the user: it is denied. Otherwise the user's
   request is what asked for it, and it runs. No question reaches the user.
@@ -53,6 +54,7 @@ from decodeloop.mcp.client import Tool
 from decodeloop.trust.provenance import Provenance, from_data, values
 
 MODES = ("off", "confirm", "strict", "plan", "masked")
+EVIDENCE = "evidence"  # a decision not yet made: the masked re-run's calls are needed (harness.py runs it)
 # what the model is told under `plan` (the CLI adds it to the system prompt)
 PLAN_NOTE = (
     "Before you call any tool, write your plan: name every tool you will call that changes something. "
@@ -102,10 +104,12 @@ class Policy:
         tool: Tool,
         arguments: dict,
         context: Callable[[], Provenance],
-        masked: Callable[[], list[tuple[str, Any]]] | None = None,
+        masked: list[tuple[str, Any]] | None = None,
     ) -> PolicyDecision:
         """The decision on one call; `context` gives the provenance when it is needed, `masked` (for the
-        `masked` mode) the calls, (tool, arguments), the model makes with the user's request masked."""
+        `masked` mode) the calls, (tool, arguments), the model makes with the user's request masked. Where the
+        `masked` mode needs them and has none, the decision is EVIDENCE: run the masked re-run (the harness's
+        step) and ask again."""
         kind, why = self.classify(server, remote, tool)
 
         def decide(verdict: str, reason: str) -> PolicyDecision:
@@ -134,8 +138,10 @@ class Policy:
             taken = (
                 f"the value {value!r} of {key} occurs in {_data(source)} ({source}), not in the user's text or the plan"
             )
-            if self.mode == "masked" and masked is not None:
-                again = [call for call in masked() if _same_call(call, name, remote, value)]
+            if self.mode == "masked":
+                if masked is None:
+                    return decide(EVIDENCE, f"masked: {taken}; the model's calls with the user's request masked decide")
+                again = [call for call in masked if _same_call(call, name, remote, value)]
                 if again:
                     return decide(
                         "deny",

@@ -410,7 +410,7 @@ def test_a_masked_rerun_leaves_the_conversation_and_its_cache_as_they_were(bundl
                 seen = []
                 step = chat.engine.step
                 chat.engine.step = lambda ids, state: seen.append(list(ids)) or step(ids, state)
-                calls = chat._masked_calls()
+                calls = chat.masked_evidence()
                 chat.engine.step = step
                 # every span up to the model's last message, the user's text replaced
                 spans = chat.context.spans()
@@ -421,7 +421,7 @@ def test_a_masked_rerun_leaves_the_conversation_and_its_cache_as_they_were(bundl
                 ]
                 assert seen[0] == [i for ids in expected for i in ids]
                 assert question not in bundle.tokenizer.decode(seen[0])
-                assert chat._masked_calls() is calls and len(seen) > 0  # once per message
+                assert chat.masked_evidence() is calls and len(seen) > 0  # once per message
                 notice = [e.message for e in events.of("notice") if e.message.startswith("masked re-run")]
                 assert len(notice) == 1 and "tokens ending in" in notice[0]
                 assert chat.context.ids == before

@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
-"""BFCL without decodeloop: what a user writes with plain transformers, scored by the same checker.
+"""BFCL without decodeloop: what a user writes with plain transformers (or llama-cpp-python), scored by the
+same checker.
 
 For each entry of the chosen categories (the same entries `decodeloop eval --suite bfcl:...` runs):
 
     ids = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True)
     out = model.generate(ids, max_new_tokens=N, do_sample=False)
     calls = every <tool_call>{"name": ..., "arguments": {...}}</tool_call> in the decoded text (a regex)
+
+or, with `--engine llama-cpp` (a .gguf file as shipped, through llama-cpp-python, the engine a user of that
+file picks):
+
+    reply = llm.create_chat_completion(messages, tools=tools, max_tokens=N, temperature=0)
+    calls = its `tool_calls`, and every <tool_call>...</tool_call> in its `content` (the same regex)
 
 `tools` are the entry's functions in the OpenAI form (`{"type": "function", "function": {name,
 description, parameters}}`), with the parameters converted to JSON Schema as the suite's server lists
@@ -142,12 +149,10 @@ def parse_calls(text: str, schemas: dict[str, dict]) -> tuple[list[dict], int, i
     return output, attempted, well_formed, decoded
 
 
-def run_entry(
-    model, tokenizer, checker, entry, max_new_tokens: int, device: str, show: bool = False
-) -> tuple[EntryOutcome, bool]:
+def generate_transformers(model, tokenizer, entry, tools, max_new_tokens: int, device: str):
+    """(the first message's text, its tokens, seconds, whether the template rendered the tools)."""
     import torch
 
-    tools = openai_tools(entry)
     ids, template_tools = prompt_ids(tokenizer, entry, tools)
     inputs = torch.tensor([ids], device=device)
     started = time.perf_counter()
@@ -163,7 +168,33 @@ def run_entry(
         torch.cuda.synchronize()
     seconds = time.perf_counter() - started
     new = out[0, len(ids) :].tolist()
-    text = tokenizer.decode(new, skip_special_tokens=False)
+    return tokenizer.decode(new, skip_special_tokens=False), len(new), seconds, template_tools
+
+
+def generate_llama_cpp(llm, entry, tools, max_new_tokens: int):
+    """As generate_transformers, through llama-cpp-python's create_chat_completion (the file's own template)."""
+    started = time.perf_counter()
+    reply = llm.create_chat_completion(
+        [dict(m) for m in entry.messages], tools=tools, max_tokens=max_new_tokens, temperature=0.0
+    )
+    seconds = time.perf_counter() - started
+    message = reply["choices"][0]["message"]
+    text = message.get("content") or ""
+    for call in message.get("tool_calls") or []:  # a chat handler that parsed calls itself
+        function = call.get("function", {})
+        body = json.dumps({"name": function.get("name"), "arguments": function.get("arguments")})
+        text += f"<tool_call>{body}</tool_call>"
+    return text, reply["usage"]["completion_tokens"], seconds, True
+
+
+def run_entry(model, tokenizer, checker, entry, max_new_tokens: int, device: str, show: bool = False):
+    tools = openai_tools(entry)
+    if tokenizer is None:  # llama-cpp-python
+        text, tokens, seconds, template_tools = generate_llama_cpp(model, entry, tools, max_new_tokens)
+    else:
+        text, tokens, seconds, template_tools = generate_transformers(
+            model, tokenizer, entry, tools, max_new_tokens, device
+        )
     if show:
         print(f"{entry.id} wrote: {text!r}", file=sys.stderr)
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
@@ -175,7 +206,7 @@ def run_entry(
         attempted,
         well_formed,
         output,
-        tokens=len(new),
+        tokens=tokens,
         seconds=seconds,
         stop="tool_call" if attempted else "eos",
     )
@@ -199,6 +230,12 @@ def main() -> int:
     )
     parser.add_argument("--entries", type=int, default=None, help="the first N entries of each (default: all)")
     parser.add_argument("--max-new-tokens", type=int, default=400, help="as eval's --max-tokens (default: 400)")
+    parser.add_argument(
+        "--engine",
+        default="transformers",
+        choices=("transformers", "llama-cpp"),
+        help="transformers generate (default), or llama-cpp-python's create_chat_completion on a .gguf",
+    )
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"))
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -207,15 +244,23 @@ def main() -> int:
     parser.add_argument("--show", action="store_true", help="print each entry's generated text on stderr")
     args = parser.parse_args()
     measured = provenance.record()
-    import torch
+    if args.engine == "transformers":
+        import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+        if args.threads:
+            torch.set_num_threads(args.threads)
     categories = parse_categories(args.categories)
     with Wheel(locate_wheel(args.bfcl_wheel)) as wheel:
         checker = load_checker(wheel)
         chosen = [(c, load_entries(wheel, c, args.entries)) for c in categories]
-    model, tokenizer = load(args.model, args.device, args.dtype)
+    if args.engine == "llama-cpp":
+        from llama_cpp import Llama
+
+        threads = args.threads or os.cpu_count()
+        model, tokenizer = Llama(args.model, n_ctx=4096, n_threads=threads, verbose=False), None
+    else:
+        model, tokenizer = load(args.model, args.device, args.dtype)
+    engine = "llama-cpp-python create_chat_completion" if tokenizer is None else "transformers generate"
     summaries, outcomes, template_tools = [], [], set()
     for category, entries in chosen:
         done = []
@@ -237,7 +282,7 @@ def main() -> int:
                 summary_json(
                     summaries,
                     outcomes,
-                    baseline="transformers generate",
+                    baseline=engine,
                     model=args.model,
                     tools_via=how,
                     max_new_tokens=args.max_new_tokens,
@@ -247,10 +292,7 @@ def main() -> int:
         )
     else:
         print(provenance.header(measured))
-        print(
-            f"{args.model}, plain transformers generate (greedy, {args.max_new_tokens} new tokens at most), "
-            f"tools through {how}"
-        )
+        print(f"{args.model}, plain {engine} (greedy, {args.max_new_tokens} new tokens at most), tools through {how}")
         for line in table(summaries):
             print(f"  {line}")
     return 0

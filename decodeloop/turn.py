@@ -142,10 +142,14 @@ class Turn:
 
     # -- 2. run a segment ---------------------------------------------------------------------------------------
 
-    def generate(self) -> Verdict:
-        """The model writes from the context's end until a stop fires (the Stop event says which)."""
+    def generate(self, limit: int | None = None) -> Verdict:
+        """The model writes from the context's end until a stop fires (the Stop event says which), or for at
+        most `limit` tokens: then, unless a stop fired, the verdict's reason is None (paused) and the next
+        `generate` goes on with the same message."""
         harness, segment, context, view = self.harness, self.segment, self.context, self.view
         assert segment is not None and view is not None  # rendered
+        if self.over:
+            raise ValueError(f"the turn is over ({self.reason}): rewind it to go on")
         self._held = harness.hold is not None and harness.hold.active
         if not self._resume:
             if self._marks and self._marks[-1].start == len(context):  # the same start again (held to text)
@@ -159,8 +163,11 @@ class Turn:
         self.segment_at, self._shown, self._thought = mark.start, mark.answer, mark.reasoning
         self.generating = True
         with harness.bundle.generating():
-            verdict = segment.run(harness.engine, context, harness.emit, self.answer, self.reasoning)
+            verdict = segment.run(harness.engine, context, harness.emit, self.answer, self.reasoning, limit)
         self.generating = False
+        if verdict.reason is None:  # paused: the message goes on at the next call
+            self._resume, self.settled, self.tokens, self.verdict = True, len(context), verdict.count, verdict
+            return verdict
         if harness.hold is not None:
             harness.hold.release()
         mark.end = len(context)
@@ -195,6 +202,16 @@ class Turn:
                         "exists and its arguments parse (--call-shapes lenient)",
                     )
                 )
+
+    def take(self, token: int) -> Verdict:
+        """Append `token` as the model's next token instead of a sampled one (a fork, chosen by hand: rewind to
+        where it goes first), with the forward and the stop check as for any token; the verdict as
+        `generate(limit=1)`'s. ValueError for an engine that samples for itself."""
+        choose = getattr(self.harness.engine, "choose", None)
+        if choose is None:
+            raise ValueError("this engine samples for itself: a token cannot be chosen for it")
+        choose(token)
+        return self.generate(limit=1)
 
     # -- 3. decide and call -------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ real weather server."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from conftest import WEATHER, Recorder
@@ -23,6 +24,7 @@ QUESTION = "What's the weather in Polson, MT?"
 RESULT = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"
 OTHER = "Polson, MT: 80°F, sunny"
 CALL = "[call get_weather city=Polson state=MT]"
+CALL_JSON = '<tool_call>{"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}</tool_call>'
 TABLE = {
     USER + QUESTION + ASSISTANT: "Let me look. " + CALL,
     TOOL + RESULT + ASSISTANT: "It is 33°F and overcast." + EOS,
@@ -187,3 +189,59 @@ def test_rewound_into_a_constrained_call_the_grammar_follows_it_again():
         verdict = turn.generate()
     assert [p.call.name for p in verdict.parsed] == ["get_weather"]
     assert tokenizer.decode(h.context.ids[start:]).startswith(good)
+
+
+def test_a_paused_segment_goes_on_where_it_stopped(events):
+    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+        h = harness(events, router)
+        turn = h.begin(QUESTION)
+        start = len(h.context)
+        paused = turn.generate(limit=5)
+        assert paused.reason is None and len(h.context) == start + 5 and not events.of("stop")
+        assert "".join(turn.answer) + paused.held == "Let m"
+        one = turn.generate(limit=1)
+        assert one.reason is None and len(h.context) == start + 6
+        verdict = turn.generate()
+        assert verdict.reason == "tool_call" and [e.reason for e in events.of("stop")] == ["tool_call"]
+        turn.inject(verdict, turn.dispatch(verdict))
+        turn.generate()
+        paused_run = turn.finish()
+        h.reset()
+        whole = h.run(QUESTION)
+    assert paused_run.answer == whole.answer and paused_run.context == whole.context
+    with pytest.raises(ValueError, match="the turn is over"):
+        turn.generate()
+
+
+def test_a_token_taken_by_hand_forks_the_turn_and_its_event_says_how_likely_it_was():
+    # the model's first choice is a call, its second an answer: take the answer's first token instead
+    answer = "It is cold, I think." + EOS
+    table = {USER + QUESTION + ASSISTANT: (CALL_JSON + EOS, answer)}
+    tokenizer, syntax = CharTokenizer(), JsonSyntax()
+    bundle = ModelBundle("two-minds", tokenizer, LabChat(tokenizer, syntax), syntax, model=TwoMinds(tokenizer, table))
+    events = Recorder()
+    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+        h = Harness(bundle, Sampler(), router, events, config=TurnConfig(max_tokens=400), policy=None)
+        turn = h.begin(QUESTION)
+        start = len(h.context)
+        assert turn.generate().reason == "tool_call"
+        assert turn.rewind(start) is None and len(h.context) == start
+        events.clear()
+        taken = turn.take(tokenizer.encode("I")[0])
+        assert taken.reason is None and h.context.ids[-1] == tokenizer.encode("I")[0]
+        [event] = events.of("token")
+        # logits 9 (the call's "<"), 8 ("I"), 0 for the rest: the chosen token's softmax probability
+        rest = tokenizer.vocab_size - 2
+        assert event.prob == pytest.approx(math.exp(8) / (math.exp(9) + math.exp(8) + rest))
+        assert event.top[0][0] == "<" and (event.cached, event.computed) == (start - 1, 1)
+        assert turn.generate().reason == "eos"
+        result = turn.finish()
+    assert result.answer == "It is cold, I think." and result.tool_calls == 0
+    assert calls_sent(events) == 0  # the fork never reached the server
+
+
+def test_a_token_cannot_be_chosen_outside_the_vocabulary(events):
+    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+        turn = harness(events, router).begin(QUESTION)
+        with pytest.raises(ValueError, match="not in the vocabulary"):
+            turn.take(10**6)

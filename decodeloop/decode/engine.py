@@ -88,10 +88,18 @@ class LocalEngine(Engine):
         # at once (jump-forward)
         self._report = next((p for p in self.processors if isinstance(p, Constraining)), None)
         self._jump = self._report.forced if self._report is not None else None
+        self._chosen: int | None = None  # the next token, chosen by the caller (`choose`)
+
+    def choose(self, token: int) -> None:
+        """The next step appends `token` instead of a sampled one (a fork, taken by hand): the forward and the
+        processors still run, so its event reports the distribution the token was taken from."""
+        if not 0 <= token < self.model.vocab_size:
+            raise ValueError(f"token {token} is not in the vocabulary (0..{self.model.vocab_size - 1})")
+        self._chosen = token
 
     def step(self, context: list[int], state: Any) -> Step:
         step = self._step
-        if self._jump is not None:
+        if self._jump is not None and self._chosen is None:
             token = self._jump(state)
             if token is not None:  # forced: no forward, no sampling
                 step.token, step.computed, step.cached, step.logits = token, 0, len(context), None
@@ -99,7 +107,11 @@ class LocalEngine(Engine):
                 return step
         logits = self._forward(context)  # 1. forward: only positions not in the cache
         logits = apply(self.processors, logits, state)  #    logits processors: masks, forced tokens
-        step.token = self._sample(logits)  # 2. sample the next token
+        chosen = self._chosen
+        if chosen is None:
+            step.token = self._sample(logits)  # 2. sample the next token
+        else:  # the caller's choice, once
+            step.token, self._chosen = chosen, None
         step.forced = False
         step.computed = computed = self.model.last_computed
         step.cached = len(context) - computed

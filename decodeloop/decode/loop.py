@@ -27,8 +27,10 @@ def generate(
     state: ProcessorState,
     detail: bool = True,
     thought: list[str] | None = None,
+    limit: int | None = None,
 ) -> Verdict:
-    """Generate tokens into `context` until a stop condition fires.
+    """Generate tokens into `context` until a stop condition fires, or `limit` tokens were written (then the
+    verdict's reason is None: paused, and a later call goes on with the same stop check).
 
     Text safe to show the user is appended to `shown` as it is released, reasoning to `thought`; the tokens
     of a reasoning block are a span of their own (`reasoning`) in the context.
@@ -45,6 +47,9 @@ def generate(
     specials = stops.specials
     # which distribution the probabilities are of (the sampler's settings), set on every token event
     probs_at = tuple(engine.probs_at.items()) if detail else ()
+    left = -1 if limit is None else limit  # tokens until a pause; -1 counts down forever
+    if left == 0:
+        raise ValueError("a segment's limit is at least one token")
     try:
         while True:
             step = step_of(ids, state)  # 1-2. forward + sample (or the engine's next token)
@@ -106,7 +111,8 @@ def generate(
                 emit(Notice("near_miss", verdict.notice))
             for warning in verdict.warnings:  # a call cut off, a call written inside reasoning, ...
                 emit(Notice("calls", warning))
-            if verdict.reason is not None:
+            left -= 1
+            if verdict.reason is not None or left == 0:
                 return verdict
     finally:
         engine.stop()  # an engine that streams closes its stream: the harness decides when to stop

@@ -63,8 +63,10 @@ class Segment:
         emit: Emit,
         shown: list[str] | None = None,
         thought: list[str] | None = None,
+        limit: int | None = None,
     ) -> Verdict:
-        """Generate into `context` until a stop fires; released text to `shown`, reasoning to `thought`."""
+        """Generate into `context` until a stop fires (or `limit` tokens: a pause, reason None); released text to
+        `shown`, reasoning to `thought`."""
         return generate(
             engine,
             self.stops,
@@ -76,6 +78,7 @@ class Segment:
             self.state,
             self.settings.detail,
             thought,
+            limit,
         )
 
     def replay(self, ids: list[int], shown: list[str], thought: list[str] | None = None) -> Verdict | None:

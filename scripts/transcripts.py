@@ -19,6 +19,7 @@ and these options follow it, each after a `; `:
     omit prompt      the prompt's lines (`  │ `) become one line saying so
     needs smollm2    runs only when DECODELOOP_SMOLLM2 names the model's .gguf (the .ci/smollm2 tier);
     needs qwen       likewise DECODELOOP_QWEN; the command's models/NAME.gguf is replaced by that path
+    needs qwen15     likewise DECODELOOP_QWEN15 (the .ci/llamacpp tier: the 1.5B model through llama.cpp)
 
 A block whose model is not there is skipped, and the skip is printed with the tier that runs it. Run as
 
@@ -49,7 +50,11 @@ OMIT = {
     "prompt": (("  │ ",), "lines of the prompt"),
 }
 # needs NAME: the environment variable naming the model's file, and the tier that sets it
-NEEDS = {"smollm2": ("DECODELOOP_SMOLLM2", ".ci/smollm2"), "qwen": ("DECODELOOP_QWEN", ".ci/smollm2")}
+NEEDS = {
+    "smollm2": ("DECODELOOP_SMOLLM2", ".ci/smollm2"),
+    "qwen": ("DECODELOOP_QWEN", ".ci/smollm2"),
+    "qwen15": ("DECODELOOP_QWEN15", ".ci/llamacpp"),
+}
 
 
 def documents() -> list[str]:
@@ -164,7 +169,7 @@ def made(command: str, elide: str | None = None, *, lines: str | None = None, om
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare instead of rewriting; exit 1 on drift")
-    parser.add_argument("--needs", help="only the blocks that need this model (smollm2, qwen)")
+    parser.add_argument("--needs", help="only the blocks that need this model (smollm2, qwen, qwen15)")
     args = parser.parse_args()
     drifted, skipped = [], []
     for path in documents():

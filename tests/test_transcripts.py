@@ -26,7 +26,7 @@ def check(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 def test_every_marked_transcript_is_what_its_command_prints():
     # the blocks that need a real model are checked by the tier below; here they are named as skipped
-    env = {k: "" for k in ("DECODELOOP_SMOLLM2", "DECODELOOP_QWEN")}
+    env = {k: "" for k in ("DECODELOOP_SMOLLM2", "DECODELOOP_QWEN", "DECODELOOP_QWEN15")}
     p = check(**env)
     assert p.returncode == 0, "run python3 scripts/transcripts.py:\n" + p.stdout + p.stderr
     assert "skipped: docs/models.md" in p.stdout and "run by .ci/smollm2" in p.stdout
@@ -38,6 +38,15 @@ def test_every_marked_transcript_is_what_its_command_prints():
 def test_the_transcripts_of_smollm2_are_what_it_prints():
     p = check("--needs", "smollm2")
     assert p.returncode == 0, "run python3 scripts/transcripts.py --needs smollm2:\n" + p.stdout + p.stderr
+    assert "skipped" not in p.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.qwen15
+@pytest.mark.skipif(not os.environ.get("DECODELOOP_QWEN15"), reason="set DECODELOOP_QWEN15 (.ci/llamacpp)")
+def test_the_transcripts_of_the_qwen_1_5b_are_what_it_prints():
+    p = check("--needs", "qwen15")
+    assert p.returncode == 0, "run python3 scripts/transcripts.py --needs qwen15:\n" + p.stdout + p.stderr
     assert "skipped" not in p.stdout
 
 

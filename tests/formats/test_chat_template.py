@@ -456,6 +456,7 @@ QWEN_GGUFS = [p for p in (os.environ.get("DECODELOOP_QWEN"), os.environ.get("DEC
 
 
 @pytest.mark.qwen
+@pytest.mark.qwen15
 @pytest.mark.skipif(
     not QWEN_GGUFS, reason="set DECODELOOP_QWEN (and DECODELOOP_QWEN15) to the Qwen2.5-Coder .gguf files"
 )

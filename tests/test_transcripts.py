@@ -32,21 +32,16 @@ def test_every_marked_transcript_is_what_its_command_prints():
     assert "skipped: docs/models.md" in p.stdout and "run by .ci/smollm2" in p.stdout
 
 
-@pytest.mark.slow
-@pytest.mark.smollm2
-@pytest.mark.skipif(not os.environ.get("DECODELOOP_SMOLLM2"), reason="set DECODELOOP_SMOLLM2 (.ci/smollm2)")
-def test_the_transcripts_of_smollm2_are_what_it_prints():
-    p = check("--needs", "smollm2")
-    assert p.returncode == 0, "run python3 scripts/transcripts.py --needs smollm2:\n" + p.stdout + p.stderr
-    assert "skipped" not in p.stdout
+def tier(needs: str, mark: pytest.MarkDecorator):
+    variable, where = transcripts.NEEDS[needs]
+    skip = pytest.mark.skipif(not os.environ.get(variable), reason=f"set {variable} ({where})")
+    return pytest.param(needs, marks=[pytest.mark.slow, mark, skip], id=needs)
 
 
-@pytest.mark.slow
-@pytest.mark.qwen15
-@pytest.mark.skipif(not os.environ.get("DECODELOOP_QWEN15"), reason="set DECODELOOP_QWEN15 (.ci/llamacpp)")
-def test_the_transcripts_of_the_qwen_1_5b_are_what_it_prints():
-    p = check("--needs", "qwen15")
-    assert p.returncode == 0, "run python3 scripts/transcripts.py --needs qwen15:\n" + p.stdout + p.stderr
+@pytest.mark.parametrize("needs", [tier("smollm2", pytest.mark.smollm2), tier("qwen15", pytest.mark.qwen15)])
+def test_the_transcripts_of_a_real_model_are_what_it_prints(needs):
+    p = check("--needs", needs)
+    assert p.returncode == 0, f"run python3 scripts/transcripts.py --needs {needs}:\n" + p.stdout + p.stderr
     assert "skipped" not in p.stdout
 
 

@@ -2,8 +2,10 @@
 (`.ci/smollm2` fetches it with `decodeloop fetch qwen2.5-coder-0.5b`).
 
 Runs only when DECODELOOP_QWEN names the .gguf. Asked about the weather with the bundled servers, greedy, the
-model writes its call in a ```json block; the harness reads it as a call (--call-shapes lenient, the default)
-and the server answers it. With --call-shapes strict the same block is printed as the answer.
+model writes its call as JSON outside the template's tags (bare, or in a ```json block, as the system prompt
+sways it); the harness reads it as a call (--call-shapes lenient, the default) and the server answers it. With
+--call-shapes strict the same text is printed as the answer. This model seldom answers from the result: it
+writes more calls until the token cap (the 1.5B model's tier, .ci/llamacpp, has the turn that answers).
 """
 
 from __future__ import annotations
@@ -55,14 +57,15 @@ def test_qwen_calls_the_tool_in_its_own_shape_and_the_server_answers():
     assert calls, stderr[-2000:]
     first = calls[0]
     assert first["name"] == "get_weather" and first["arguments"] == {"city": "Polson", "state": "MT"}
-    assert first["shape"] in ("fenced_json", "tool_call")
+    assert first["shape"] in ("fenced_json", "bare_json", "tool_call")
     [result, *_] = [e for e in events if e["event"] == "tool_result"]
     assert not result["is_error"] and "Polson, MT" in result["text"]
     done = events[-1]
     assert done["event"] == "done" and done["tool_calls"] >= 1
-    # the turn ends in a defined way: an answer, or the repeat guard (the model writing its call again)
-    assert done["reason"] in ("eos", "repeated_call")
-    assert not done["answer"].lstrip().startswith(("```", "{"))
+    # the turn ends in a defined way: an answer, the repeat guard, or the cap on a model that keeps calling
+    assert done["reason"] in ("eos", "repeated_call", "max_tokens")
+    if done["reason"] != "max_tokens":  # a finished message is never a call printed as the answer
+        assert not done["answer"].lstrip().startswith(("```", "{"))
     assert "Traceback" not in stderr
 
 
@@ -87,7 +90,8 @@ def test_qwen_answers_from_a_result_with_the_call_forced():
             Sampler(),
             router,
             events.append,
-            config=TurnConfig(constrain="required", max_tokens=160),
+            # the strict repeat guard: this model writes its call again and again, and the guard ends the turn
+            config=TurnConfig(constrain="required", max_tokens=160, on_repeat="stop"),
             policy=Policy.off(),
         ).run(QUESTION)
     calls = [e for e in events if e.kind == "tool_call"]

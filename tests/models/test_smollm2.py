@@ -72,6 +72,8 @@ def test_a_conversation_prefills_only_each_new_turn(smol, events):
 
 
 def test_decodeloop_run_with_smollm2_from_the_command_line():
+    from decodeloop.formats.chat_template import TOOL_INSTRUCTION
+
     p = subprocess.run(
         [
             sys.executable,
@@ -94,7 +96,9 @@ def test_decodeloop_run_with_smollm2_from_the_command_line():
     assert "Converting" not in p.stderr  # no progress bars in a pipe
     events = [json.loads(line) for line in p.stdout.splitlines()]
     [prompt] = [e for e in events if e["event"] == "prompt"]
-    assert prompt["text"].startswith("<|im_start|>system\nYou are a helpful assistant.\n\n# Tools")
+    # the template's default preamble, the harness's instruction on using tools (no --system), then the tools
+    system = "<|im_start|>system\nYou are a helpful assistant.\n\n" + TOOL_INSTRUCTION + "\n\n# Tools"
+    assert prompt["text"].startswith(system)
     assert '"name": "get_weather"' in prompt["text"] and prompt["text"].endswith("<|im_start|>assistant\n")
     [done] = [e for e in events if e["event"] == "done"]
     assert done["reason"] in ("eos", "max_tokens") and done["tokens"] >= 1

@@ -92,8 +92,13 @@ class OutputParser:
         calls_in_reasoning: str | None = None,
         specials: Iterable[str] = (),
     ) -> None:
-        """`specials`: other texts that are special tokens of the model (role markers, ...), read as such in
-        text input: never shown as content, and a call's text inside one."""
+        """`syntax`: a call format, or its name (`"hermes"`, `"llama3-json"`, ...). `specials`: other texts that
+        are special tokens of the model (role markers, ...), read as such in text input: never shown as content,
+        and a call's text inside one."""
+        if isinstance(syntax, str):
+            from decodeloop.formats.calls.formats import get_format
+
+            syntax = get_format(syntax)  # ValueError naming the formats for an unknown name
         self.tools = tool_index(tools)
         self.tokenizer = tokenizer
         markers = tuple(sorted({*markers_of(syntax), *specials}, key=len, reverse=True))
@@ -195,7 +200,7 @@ def parse_output(
     lenient: bool = False,
 ) -> ParsedOutput:
     """A whole output (text, or token ids with `tokenizer`) read as the loop reads it; `format` is a call
-    syntax (formats/calls/formats.py `get_format(NAME)`); `reasoning_open`: the prompt opened a reasoning
+    format or its name (formats/calls/formats.py `get_format(NAME)`); `reasoning_open`: the prompt opened a reasoning
     block (a generation prompt ending in `<think>`); `truncated`: the output ended at a token cap."""
     parser = OutputParser(format, tools, tokenizer=tokenizer, reasoning_open=reasoning_open, lenient=lenient)
     if isinstance(output, str):

@@ -81,3 +81,11 @@ def test_the_library_pages_example_runs_as_written():
         "Paris, so get_weather.",
         "get_weather {'city': 'Paris'}",
     ]
+
+
+def test_a_format_is_named_by_its_name_too():
+    by_name = parse_output(OUTPUT, TOOLS, format="hermes")
+    assert by_name == parse_output(OUTPUT, TOOLS, format=get_format("hermes"))
+    assert by_name.calls
+    with pytest.raises(ValueError, match="unknown call format 'nope'"):
+        OutputParser("nope", TOOLS)

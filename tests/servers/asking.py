@@ -18,9 +18,10 @@ and answers with the answer as JSON. A model the CLI runs can then make a call
 that asks.
 
 On 2025-11-25 the request goes to the client mid-call (a JSON-RPC request on
-the same pipe, its answer read before the call's result); on 2026-07-28 the
-call's result is `input_required` with the request in `inputRequests`, and the
-retried call carries the answer. `sample` and `elicit` answer with the
+the same pipe, its answer read before the call's result; over HTTP, an event on
+the call's answer stream, its answer POSTed back); on 2026-07-28 the call's
+result is `input_required` with the request in `inputRequests`, and the retried
+call carries the answer. `sample` and `elicit` answer with the
 client's answer (its result or its JSON-RPC error) as JSON text.
 
 With `--ask-from PATH` (a named pipe the test made) it also asks while no call
@@ -30,8 +31,10 @@ own, and the client's answer comes back as a log message
 (`notifications/message`, data `answered METHOD: ANSWER`). With `--http` it
 serves Streamable HTTP (2025-11-25) on 127.0.0.1 instead of stdio, printing
 its port on the first line of stdout: POST /mcp takes every message, and the
-server's own requests and log messages go on the GET stream (there, only the
-unprompted requests ask: the tools' mid-call asks are stdio's).
+server's own requests and log messages go on the GET stream. A tools/call that
+asks answers with an event stream instead of JSON, as the spec lets a server
+do: the request (or `complete`'s notification) first, then, once the client
+has POSTed its answer, the call's result.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class AskingServer(ToolServer):
         self.send = self._send_stdio  # how a message the server starts goes out (--http: the GET stream)
         self.waiting: dict[str, queue.Queue] = {}  # the id of a request asked unprompted -> where its answer goes
         self.lock = threading.Lock()
+        self.stream = threading.local()  # --http: `say`, which sends on the answer stream of this thread's POST
 
     def handle(self, message):
         if isinstance(message, dict) and message.get("method") == "tools/call":
@@ -115,10 +119,7 @@ class AskingServer(ToolServer):
                 name, arguments = "relay", {"request": {"messages": [message], "maxTokens": 80}}
         if name == "complete" and isinstance(arguments, dict) and isinstance(arguments.get("elicitationId"), str):
             note = {"elicitationId": arguments["elicitationId"]}
-            out = sys.__stdout__.buffer  # serve_stdio points sys.stdout at stderr while it serves
-            message = {"jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": note}
-            out.write(json.dumps(message).encode() + b"\n")
-            out.flush()
+            self._tell({"jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": note})
             return {"content": [{"type": "text", "text": "sent"}], "isError": False}
         if name not in ASKS or not isinstance(arguments, dict) or not isinstance(arguments.get("request"), dict):
             return super().call_tool(name, arguments)
@@ -140,12 +141,30 @@ class AskingServer(ToolServer):
             return {"content": [{"type": "text", "text": text}], "isError": False}
         return {"content": [{"type": "text", "text": json.dumps(answer)}], "isError": False}
 
-    def _ask(self, method: str, params: dict) -> dict:
-        """Send a request to the client on the pipe and read until its answer: {"result"} or {"error"}."""
-        ask_id = f"ask-{next(self._ids)}"
+    def _tell(self, message: dict) -> None:
+        """Send a message of the call being served: on the pipe, or (--http) on the call's answer stream."""
+        say = getattr(self.stream, "say", None)
+        if say is not None:
+            say(message)
+            return
         out = sys.__stdout__.buffer  # serve_stdio points sys.stdout at stderr while it serves
-        out.write(json.dumps({"jsonrpc": "2.0", "id": ask_id, "method": method, "params": params}).encode() + b"\n")
+        out.write(json.dumps(message).encode() + b"\n")
         out.flush()
+
+    def _ask(self, method: str, params: dict) -> dict:
+        """Send a request to the client mid-call and wait for its answer: {"result"} or {"error"}.
+
+        On stdio the answer is read from the pipe here; over HTTP the client POSTs it, and do_POST hands it
+        over through `waiting`.
+        """
+        ask_id = f"ask-{next(self._ids)}"
+        request = {"jsonrpc": "2.0", "id": ask_id, "method": method, "params": params}
+        if getattr(self.stream, "say", None) is not None:
+            answer: queue.Queue = queue.Queue()
+            self.waiting[ask_id] = answer
+            self._tell(request)
+            return answer.get()
+        self._tell(request)
         for line in sys.stdin.buffer:
             try:
                 reply = json.loads(line)
@@ -155,8 +174,7 @@ class AskingServer(ToolServer):
                 return {key: reply[key] for key in ("result", "error") if key in reply}
             response = self.handle(reply)  # a ping or a notification in the meantime
             if response is not None:
-                out.write(json.dumps(response).encode() + b"\n")
-                out.flush()
+                self._tell(response)
         return {"error": {"code": -32000, "message": "the client closed the pipe"}}
 
 
@@ -210,6 +228,7 @@ class HttpHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     pushed: queue.Queue = queue.Queue()  # messages for the GET stream
+    streaming = False  # whether this POST's answer became an event stream
 
     def log_message(self, *args) -> None:
         pass
@@ -229,12 +248,36 @@ class HttpHandler(BaseHTTPRequestHandler):
         except ValueError:
             self._reply(400, b"not JSON", "text/plain")
             return
-        with server.lock:  # the server is synchronous: one message at a time
-            response = server.handle(message)
-        if response is None:
+        if isinstance(message, dict) and "method" not in message and message.get("id") in server.waiting:
+            server.handle(message)  # an answer to the server's request: never behind the call that waits for it
+            self._reply(202)
+            return
+        self.streaming = False
+        server.stream.say = self._say
+        try:
+            with server.lock:  # the server is synchronous: one message at a time
+                response = server.handle(message)
+        finally:
+            server.stream.say = None
+        if self.streaming:  # the call asked on its answer stream: its result ends the stream
+            self._say(response)
+        elif response is None:
             self._reply(202)
         else:
             self._reply(200, json.dumps(response).encode())
+
+    def _say(self, message: dict) -> None:
+        """Send one message on this POST's answer stream, which the first one opens (an event stream)."""
+        if not self.streaming:
+            self.streaming = True
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Mcp-Session-Id", "asking-1")
+            self.send_header("Connection", "close")  # no length: the stream ends with the connection
+            self.end_headers()
+            self.close_connection = True
+        self.wfile.write(b"data: " + json.dumps(message).encode() + b"\n\n")
+        self.wfile.flush()
 
     def do_GET(self) -> None:
         if self.path != "/mcp":
@@ -276,13 +319,13 @@ if __name__ == "__main__":
     options = server.argument_parser().parse_args()
     if options.ask_from:
         threading.Thread(target=server.ask_from, args=(options.ask_from,), daemon=True).start()
-    if options.http:
-        sys.exit(serve_http())
-    if "--weather" in sys.argv[1:]:
-        WEATHER[0] = sys.argv[sys.argv.index("--weather") + 1]
+    if options.weather:
+        WEATHER[0] = options.weather
 
         @server.tool("get_weather", "The weather in a US city, as the client's model describes it.", CITY)
         def get_weather(city: str, state: str) -> str:
             return "unreachable"
 
+    if options.http:
+        sys.exit(serve_http())
     sys.exit(server.main())

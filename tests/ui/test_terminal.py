@@ -3,11 +3,11 @@
 `decodeloop chat` runs at a pseudo-terminal with the lab's table model and tests/servers/asking.py, a real
 server process that asks while chat waits for a line (`--ask-from`: whatever the test writes to a named pipe
 it sends the client as a request of its own, over stdio, or on the Streamable HTTP GET stream with
-`--http`, both on 2025-11-25) or mid-call (`--weather`). The test drives the terminal step by step,
-waiting for text, never for time: the prompt, a half-typed chat line, the server's question, its
-answer, the prompt again with the half line kept, the rest of the line, /quit. Where each line went is
-read from the server (it logs the answer it got, and chat shows the log), from chat's readline history
-(every line chat took, saved at its end) and from chat's answers.
+`--http`, both on 2025-11-25) or mid-call (`--weather`: on the pipe, or over HTTP on the call's answer
+stream). The test drives the terminal step by step, waiting for text, never for time: the prompt, a
+half-typed chat line, the server's question, its answer, the prompt again with the half line kept, the rest
+of the line, /quit. Where each line went is read from the server (it logs the answer it got, and chat shows
+the log), from chat's readline history (every line chat took, saved at its end) and from chat's answers.
 """
 
 from __future__ import annotations
@@ -251,16 +251,18 @@ def test_end_of_input_at_such_a_question_cancels_it_and_chat_goes_on(asking_serv
     assert chat.history() == ["hello there"]
 
 
+@pytest.mark.parametrize("wire", ["stdio", "http"])
 @pytest.mark.parametrize("feature", ["sample", "elicit"])
-def test_a_question_mid_call_gets_the_next_line_and_chat_the_one_after(asking_server, chat, feature):
-    mcp, _ = asking_server("stdio", "--weather", feature)  # get_weather, the table model's call, asks
+def test_a_question_mid_call_gets_the_next_line_and_chat_the_one_after(asking_server, chat, wire, feature):
+    # get_weather, the table model's call, asks: on the pipe, or over HTTP on the call's answer stream
+    mcp, _ = asking_server(wire, "--weather", feature)
     chat = chat(mcp)
     at = chat.wait_for("you> ")
     chat.type(POLSON + "\n")
     if feature == "sample":
         at = chat.wait_for("let the model answer (sampling request #1)? [y/N] ", at)
         chat.type("y\n")
-        at = chat.wait_for("send it to asking (#1)? [y/N] ", at)
+        at = chat.wait_for(f"send it to {NAMES[wire]} (#1)? [y/N] ", at)
         chat.type("y\n")
         at = chat.wait_for("  ✓ ", at)  # the sampled reply, the server's result
     else:
@@ -268,7 +270,7 @@ def test_a_question_mid_call_gets_the_next_line_and_chat_the_one_after(asking_se
         chat.type("2\n")
         at = chat.wait_for("send it? y sends, n declines, e edits the answers: ", at)
         chat.type("y\n")
-        at = chat.wait_for("  ✓ ", chat.wait_for("→ accept sent to asking", at))
+        at = chat.wait_for("  ✓ ", chat.wait_for(f"→ accept sent to {NAMES[wire]}", at))
         assert "celsius" in chat.screen(at).splitlines()[0]
     assert INTERRUPTS not in chat.screen()  # chat was not prompting: nothing to interrupt
     at = chat.wait_for("you> ", chat.wait_for("assistant> ", at))

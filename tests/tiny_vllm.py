@@ -74,12 +74,7 @@ def build_scripted_model(directory: str) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import tiny_hf
 
-    added = tiny_hf.ADDED
-    tiny_hf.ADDED = [*added, "<tool_response>", "</tool_response>"]
-    try:
-        tiny_hf.build_tokenizer(directory)
-    finally:
-        tiny_hf.ADDED = added
+    tiny_hf.build_tokenizer(directory, added=(*tiny_hf.ADDED, "<tool_response>", "</tool_response>"))
     tok = AutoTokenizer.from_pretrained(directory)
     [newline], flag_token = tok.encode("\n"), tok.convert_tokens_to_ids("<tool_response>")
     end = tok.convert_tokens_to_ids("<|im_end|>")

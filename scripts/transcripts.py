@@ -193,7 +193,8 @@ def main() -> int:
             if scrubbed(new) == scrubbed(match.group("body")):
                 return match.group(0)  # only a duration or a path differs: left as it is
             drifted.append(f"{name}: {command}")
-            return match.group(0).replace(match.group("body"), new)
+            start, end = match.span("body")  # by position: an empty body (a new block) is replaced too
+            return match.group(0)[: start - match.start()] + new + match.group(0)[end - match.start() :]
 
         rewritten = MARKER.sub(replace, text)
         if not args.check and rewritten != text:

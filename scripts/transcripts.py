@@ -27,8 +27,9 @@ A block whose model is not there is skipped, and the skip is printed with the ti
     python3 scripts/transcripts.py --check   # exit 1, naming each block that drifted
 
 Durations (`0.01s`), absolute paths (the repository's, the home directory's), the conversion cache's
-place, whether that load converted the model or read the conversion, and a long value cut short (`"path …… (278 chars)"`, cut at a length that counts those paths) are
-scrubbed before comparing, so a transcript drifts only when what the program prints changes.
+place, whether that load converted the model or read the conversion, and a long value cut short
+(`"path …… (278 chars)"`, cut at a length that counts those paths) are scrubbed before comparing, so a
+transcript drifts only when what the program prints changes.
 """
 
 from __future__ import annotations

@@ -206,8 +206,9 @@ def _auto_tokenizer(transformers, directory: str, gguf: str | None, shown: str):
 
 def load_tokenizer(path: str, syntax: str | None = None):
     """A bundle without a model: the tokenizer, chat format and call syntax of a local model directory or
-    .gguf file, for an engine that samples elsewhere (models/openai/engine.py). The weights are not loaded; a
-    .gguf converted before by `load_hf` is read from the conversion cache."""
+    .gguf file, for an engine that samples elsewhere (models/openai/engine.py) or llama.cpp (`gguf:`). The
+    weights are not loaded; a .gguf converted before by `load_hf` is read from the conversion cache, and so is
+    one whose tokenizer alone was read before (`SHA-tokenizer`, written on the first load)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")
     located = _locate(path)
@@ -219,12 +220,22 @@ def load_tokenizer(path: str, syntax: str | None = None):
 
     transformers.utils.logging.disable_progress_bar()
     _quiet(transformers)
-    directory, gguf, _, cached = _converted_source(*located)
-    hf_tok = _auto_tokenizer(transformers, directory, gguf, cached or path)
+    directory, gguf, sha, cached = _converted_source(*located)
+    tokenizer_cache: str | None = None
+    if gguf and sha is not None:  # transformers reads a GGUF's tokenizer and config in seconds per 100 MB
+        from decodeloop.models import gguf_cache
+
+        tokenizer_cache = gguf_cache.lookup(sha + TOKENIZER_ONLY)
+        if tokenizer_cache:
+            directory, gguf = tokenizer_cache, None
+    source = cached or tokenizer_cache or path
+    hf_tok = _auto_tokenizer(transformers, directory, gguf, source)
     try:
         config = transformers.AutoConfig.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
     except (OSError, ValueError) as e:
-        raise ValueError(f"cannot load a tokenizer from {cached or path!r}: {e}") from e
+        raise ValueError(f"cannot load a tokenizer from {source!r}: {e}") from e
+    if gguf and sha is not None:  # read from the GGUF this time: kept for the next load
+        _store_tokenizer(sha, hf_tok, config, located)
     stops: list[int] = []
     if not gguf:
         try:
@@ -258,6 +269,26 @@ def _load_weights(transformers, path: str, directory: str, gguf: str | None, tor
         )
     except (OSError, ValueError) as e:
         raise ValueError(f"cannot load the model from {path!r}: {e}") from e
+
+
+TOKENIZER_ONLY = "-tokenizer"  # the conversion cache's folder of a GGUF's tokenizer and config alone
+
+
+def _store_tokenizer(sha: str, hf_tok, config, located: tuple[str, str | None]) -> None:
+    """The tokenizer and config read from a GGUF, kept in the conversion cache (`SHA-tokenizer`), so the
+    next `gguf:` or `openai:` load of the same file reads small files instead of the whole GGUF again. The
+    cache is only speed: a failure to write it is ignored."""
+    from decodeloop.models import gguf_cache
+
+    def write(folder: str) -> None:
+        hf_tok.save_pretrained(folder)
+        config.save_pretrained(folder)
+
+    source = os.path.abspath(os.path.join(*[p for p in located if p]))
+    try:
+        gguf_cache.store(sha + TOKENIZER_ONLY, write, {"source": source, "tokenizer only": True})
+    except (OSError, ValueError, RuntimeError):
+        pass
 
 
 def _save_conversion(model, hf_tok, folder: str) -> None:

@@ -250,6 +250,22 @@ def test_the_cached_conversion_equals_the_gguf(cache):
 
 
 @smollm2
+def test_a_tokenizer_read_from_a_gguf_is_kept_and_read_back_the_same(cache):
+    # gguf: and openai: load the tokenizer alone: the first load reads the GGUF and keeps the tokenizer and
+    # config (SHA-tokenizer), the next reads those small files, and both give the same tokens and chat
+    from decodeloop.models.hf import TOKENIZER_ONLY, load_tokenizer
+
+    sha = gguf_cache.file_sha256(SMOLLM2)
+    assert gguf_cache.lookup(sha + TOKENIZER_ONLY) is None
+    from_gguf = load_tokenizer(SMOLLM2)
+    kept = gguf_cache.lookup(sha + TOKENIZER_ONLY)
+    assert kept == str(cache / (sha + TOKENIZER_ONLY)) and os.path.isfile(os.path.join(kept, "tokenizer.json"))
+    assert gguf_cache.lookup(sha) is None  # no weights: never taken for a whole conversion by hf:
+    from_cache = load_tokenizer(SMOLLM2)
+    _same_tokenizer_and_chat(from_gguf, from_cache)
+
+
+@smollm2
 def test_runs_cold_and_warm_print_only_their_own_output(tmp_path):
     env = {**os.environ, "DECODELOOP_CACHE": str(tmp_path), "PYTHONPATH": ROOT, "HF_HUB_OFFLINE": "1"}
     notices = []

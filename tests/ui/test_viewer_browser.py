@@ -497,7 +497,7 @@ def test_traces_that_end_badly_render_every_event(browser, tmp_path):
         assert p.returncode == status, (name, p.stderr)
     repeated = {"<|user|>" + QUESTION + "<|assistant|>": "[call echo text=a]", "<|assistant|>": "[call echo text=a]"}
     pages["repeated"] = tmp_path / "repeated.html"
-    write(library_turn(repeated, max_repeats=2), pages["repeated"])
+    write(library_turn(repeated, max_repeats=2, on_repeat="stop"), pages["repeated"])  # the strict guard ends it
     crash = {
         "<|user|>" + QUESTION + "<|assistant|>": "[call big megabytes=20]",
         "characters]<|assistant|>": "[call crash]",

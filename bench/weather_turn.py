@@ -14,11 +14,11 @@ shipped, each side in a fresh process of its own, one after the other in one run
                           with decodeloop's parser, as the user must read it somehow) and run on the same
                           server, the question again with the call as `tool_calls` (arguments a JSON string)
                           and the result as a `tool` message. Both requests carry the harness's instruction
-                          as the system message, so both sides read the same prompt
+                          as the system message (decodeloop writes it after the template's default preamble)
 
 Columns: the prompt's tokens, the prefill rate (the first request's prompt over the time to its first
 token), the decode rate (the generated tokens after the first of each request, over the time they took),
-command to first token, command to answer, the answer's token count and peak RSS (the process's own, from
+command to first token, command to answer, the tokens generated in the turn and peak RSS (the process's own, from
 wait4). The ratios are decodeloop's time over the peer's. decodeloop's prefill and decode figures come from
 the timestamps its JSON Lines arrive at; the peer's from its stream's chunks.
 

@@ -106,14 +106,17 @@ def score_episode(episode, events: list[Event]) -> EpisodeOutcome:
         if isinstance(event, Token):
             out.masked += event.masked is not None
         elif isinstance(event, Stop) and event.reason == "tool_call":
-            out.calls += 1
-            out.retries += last_failed
+            out.retries += last_failed  # a message of calls written after a failed round
         elif isinstance(event, ToolError):
             last_failed = True
+            if event.stage == "call":  # the server's failure of a call already counted at its ToolCall
+                continue
+            out.calls += 1  # a message may hold several calls: each is counted, as each has its event
             if event.stage != "parse":
                 out.well_formed += 1
                 out.correct_tool += event.name == episode.tool
         elif isinstance(event, ToolCall):
+            out.calls += 1
             out.well_formed += 1
             out.correct_tool += event.name == episode.tool
             out.correct_arguments += event.name == episode.tool and event.arguments == episode.arguments

@@ -287,3 +287,29 @@ def test_eval_split_ood_asks_the_held_out_questions_of_the_servers_run_with_ood(
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout)
     assert summary["split"] == "ood" and summary["episodes"] == 3
+
+
+def test_several_calls_in_one_message_count_one_each():
+    # a message that writes two calls (collected, as eval collects them) is two calls written, not one: no rate
+    # can pass 100%
+    tokenizer = CharTokenizer()
+    polson = EPISODES[0]
+    table = {
+        "<|user|>Weather in Polson, MT?<|assistant|>": "[call get_weather city=Polson state=MT]"
+        "[call get_time_zone city=Polson state=MT]",
+        "<|assistant|>": "It is 33°F and overcast.<|eos|>",
+    }
+    with start_stdio_servers(lab_server_commands(), lambda e: None) as router:
+        summary, [one] = evaluate(
+            lambda emit: Harness(
+                lab_bundle(TableModel(tokenizer, table), tokenizer),
+                Sampler(),
+                router,
+                emit,
+                config=TurnConfig(collect_calls=True),
+            ),
+            [polson],
+        )
+    assert (one.calls, one.well_formed, one.correct_tool, one.correct_arguments, one.retries) == (2, 2, 1, 1, 0)
+    assert summary.calls == 2 and summary.well_formed_rate == pytest.approx(1.0)
+    assert summary.correct_tool_rate == pytest.approx(0.5) and one.answered

@@ -4,21 +4,20 @@ Owns three things a Hugging Face tokenizer does not give as the harness needs th
 
 - **Data never becomes a control token.** `encode` runs a private copy of the
   backend in which every added token (special or not: Qwen's `<tool_call>` is a
-  non-special added token) is flagged special and special-token matching is
+  non-special added token) is flagged special, with special-token matching
   off, so "<|im_end|>" in a tool result is ordinary text. If an added token's id
   still comes back (the model's own merges spelled it, or an unknown character
   became `<unk>`), the text is encoded again with each occurrence broken apart
   (its first character on its own), so it becomes ordinary tokens. The check is
   one set intersection per call.
-  `encode_markup` is for the chat template's own markup: there the texts of
-  added tokens stand for their ids.
+  `encode_markup` is for the chat template's own markup: the same copy with
+  matching on, so there the texts of added tokens stand for their ids.
 - **Exact bytes per token.** `token_bytes(id)` comes from a table built once at
   load time: byte-level BPE pieces through the inverse of GPT-2's
   `bytes_to_unicode`, SentencePiece pieces with "▁" as a space and `<0xNN>`
   byte-fallback tokens as that byte; added tokens are b"". So `StreamDecoder`
   releases text byte-exactly, and the bytes of `encode(text)` are `text`'s bytes.
-- **No hidden text changes.** The copies used by `encode` and `encode_markup`
-  add no BOS/EOS, no SentencePiece dummy prefix (a message's content sits in the
+- **No hidden text changes.** The copy adds no BOS/EOS, no SentencePiece dummy prefix (a message's content sits in the
   middle of a prompt, where the model never sees one), and skip normalizers that
   rewrite text (NFC, NFKC, lowercasing, ...), so what the context holds is
   exactly what the user or the tool wrote.
@@ -26,6 +25,9 @@ Owns three things a Hugging Face tokenizer does not give as the harness needs th
 Whitespace-only added tokens (Gemma's "\\n", tabs and runs of spaces) are
 ordinary text, as transformers treats them in chat templates: they are not
 control tokens, `encode` may yield them and their bytes are their text.
+
+The rewritten tokenizer.json (`prepared()`) can be kept and given back to
+`from_prepared`, which builds the tokenizer from it in one parse.
 
 Needs the `hf` extra (`tokenizers`, and `transformers` for `from_pretrained`);
 torch is not needed.
@@ -36,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -128,30 +131,63 @@ def _no_prefix(node: dict | None) -> dict | None:
     return node
 
 
+def _is_control(content: str) -> bool:
+    """An added token is a control token unless it is whitespace (see the module docstring)."""
+    return bool(content) and not content.isspace()
+
+
+def _prepare(data: dict) -> dict:
+    """tokenizer.json as the harness runs it: no text-rewriting normalizer, no dummy prefix, no BOS/EOS, no
+    truncation or padding, and every control token flagged special. The caller's dict is left as it was."""
+    data = {**data, "added_tokens": [dict(t) for t in data.get("added_tokens", [])]}
+    data["normalizer"] = _plain_normalizer(data.get("normalizer"))
+    data["pre_tokenizer"] = _no_prefix(data.get("pre_tokenizer"))
+    data["post_processor"] = None  # the chat template places BOS/EOS
+    data["truncation"] = data["padding"] = None
+    for token in data["added_tokens"]:
+        if _is_control(token.get("content", "")):
+            token["special"] = True
+    return data
+
+
 class HFTokenizer:
     """The `Tokenizer` protocol over a `tokenizers.Tokenizer` (see the module docstring)."""
 
     def __init__(self, backend: Any, *, eos_id: int, vocab_size: int | None = None, name: str = "hf") -> None:
+        """`backend`: a `tokenizers.Tokenizer`, or the parsed content of a tokenizer.json (no need to build
+        a tokenizer only to serialize it again)."""
+        data = _prepare(backend if isinstance(backend, dict) else json.loads(backend.to_str()))
+        self._load(data, json.dumps(data), eos_id, vocab_size, name)
+
+    @classmethod
+    def from_prepared(cls, text: str, *, eos_id: int, vocab_size: int | None = None, name: str = "hf") -> HFTokenizer:
+        """From the text `prepared()` gave, kept from an earlier load: one parse, nothing rewritten."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("a prepared tokenizer is a JSON object")
+        tokenizer = cls.__new__(cls)
+        tokenizer._load(data, text, eos_id, vocab_size, name)
+        return tokenizer
+
+    def prepared(self) -> str:
+        """The tokenizer.json this tokenizer was built from, rewritten as the module docstring says."""
+        return self._prepared
+
+    def _load(self, data: dict, text: str, eos_id: int, vocab_size: int | None, name: str) -> None:
         tokenizers = require("tokenizers")
         self.name = name
         self.eos_id = eos_id
-        data = json.loads(backend.to_str())
-        data["normalizer"] = _plain_normalizer(data.get("normalizer"))
-        data["pre_tokenizer"] = _no_prefix(data.get("pre_tokenizer"))
-        data["post_processor"] = None  # no BOS/EOS: the chat template places them
-        data["truncation"] = data["padding"] = None
         added = {t["id"]: t for t in data.get("added_tokens", [])}
-        # Control tokens: every added token but whitespace (see the module docstring).
-        self._added: dict[int, str] = {
-            i: t["content"] for i, t in added.items() if t["content"] and not t["content"].isspace()
-        }
+        self._added: dict[int, str] = {i: t["content"] for i, t in added.items() if _is_control(t["content"])}
         self._control = frozenset(self._added)
-        self._markup = tokenizers.Tokenizer.from_str(json.dumps(data))
-        for t in data.get("added_tokens", []):
-            if t["id"] in self._control:
-                t["special"] = True  # so that no added token is matched in data
-        self._plain = tokenizers.Tokenizer.from_str(json.dumps(data))
-        self._plain.encode_special_tokens = True
+        # One backend for data and markup: every control token is flagged special, so that
+        # encode_special_tokens decides whether their texts are matched (markup) or not (data).
+        try:
+            self._backend = tokenizers.Tokenizer.from_str(text)
+        except Exception as e:  # the Rust library raises its own exception type
+            raise ValueError(f"the tokenizers package cannot build this tokenizer: {e}") from e
+        self._mode = threading.Lock()  # the flag is the backend's: one encode at a time sets and uses it
+        self._prepared = text
         self._specials = {text: i for i, text in self._added.items()}
         texts = sorted(self._specials, key=len, reverse=True)
         self._control_re = re.compile("|".join(map(re.escape, texts))) if texts else None
@@ -198,12 +234,15 @@ class HFTokenizer:
         size = max([*pieces.values(), *added, -1]) + 1
         table = [b""] * size
         if "ByteLevel" in kinds:
-            decoder = _byte_decoder()
-            get = decoder.get
+            # each character of the byte alphabet to the byte it stands for (latin-1 encodes it as that byte);
+            # a character outside it, below 256 too, to one that latin-1 cannot encode
+            alphabet = {ord(c): chr(b) for c, b in _byte_decoder().items()}
+            translation = {**{o: "\U0010ffff" for o in range(256) if o not in alphabet}, **alphabet}
             for piece, i in pieces.items():
-                table[i] = (
-                    bytes([get(c, 0) for c in piece]) if all(c in decoder for c in piece) else piece.encode()
-                )  # a piece outside the byte alphabet: its own text
+                try:
+                    table[i] = piece.translate(translation).encode("latin-1")
+                except UnicodeEncodeError:  # a piece outside the byte alphabet: its own text
+                    table[i] = piece.encode()
         elif kinds & {"Metaspace", "ByteFallback", "Replace"} or model.get("type") == "Unigram":
             fallback = bool(model.get("byte_fallback"))
             for piece, i in pieces.items():
@@ -230,14 +269,19 @@ class HFTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Data to ids: never the id of an added token, whatever the text spells."""
-        ids = self._plain.encode(text, add_special_tokens=False).ids
+        ids = self._encode(text, markup=False)
         if self._control.isdisjoint(ids):
             return ids
         return self._encode_apart(text)
 
     def encode_markup(self, text: str) -> list[int]:
         """Template markup to ids: the texts of added tokens stand for their ids."""
-        return self._markup.encode(text, add_special_tokens=False).ids
+        return self._encode(text, markup=True)
+
+    def _encode(self, text: str, markup: bool) -> list[int]:
+        with self._mode:
+            self._backend.encode_special_tokens = not markup
+            return self._backend.encode(text, add_special_tokens=False).ids
 
     def _encode_apart(self, text: str) -> list[int]:
         """Encode with each occurrence of an added token's text broken after its first character."""
@@ -255,21 +299,21 @@ class HFTokenizer:
         return out
 
     def _checked(self, chunk: str) -> list[int]:
-        ids = self._plain.encode(chunk, add_special_tokens=False).ids
+        ids = self._encode(chunk, markup=False)
         if self._control.isdisjoint(ids):
             return ids
         # No added token's text is here, yet one came back: the model's merges spelled it, or a character
         # it cannot encode became <unk> (no byte fallback). One character at a time, and U+FFFD for those.
         out: list[int] = []
         for ch in chunk:
-            one = self._plain.encode(ch, add_special_tokens=False).ids
+            one = self._encode(ch, markup=False)
             out += one if self._control.isdisjoint(one) else self._unknown()
         return out
 
     def _unknown(self) -> list[int]:
         if self._replacement is None:
             for stand_in in ("\ufffd", "?", " "):
-                ids = self._plain.encode(stand_in, add_special_tokens=False).ids
+                ids = self._encode(stand_in, markup=False)
                 if self._control.isdisjoint(ids):
                     self._replacement = ids
                     break

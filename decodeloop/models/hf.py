@@ -126,7 +126,7 @@ def _locate(path: str) -> tuple[str, str | None]:
     return path, None
 
 
-def _check_format(name: str | None) -> None:
+def check_call_format(name: str | None) -> None:
     """A call format name that is not one is refused before anything loads."""
     from decodeloop.formats.calls.formats import names
 
@@ -135,15 +135,11 @@ def _check_format(name: str | None) -> None:
         raise ValueError(f"unknown call format {name!r}; choose one of: {choices}")
 
 
-def _call_format(name: str | None, hf_tok):
-    """The model's call syntax, from --call-format or from its chat template and special tokens, and why."""
+def _call_format(name: str | None, facts: dict):
+    """The model's call syntax, from --call-format or from its chat template and added tokens, and why."""
     from decodeloop.formats.calls.formats import choose
 
-    template = getattr(hf_tok, "chat_template", None)
-    if isinstance(template, dict):
-        template = template.get("default")
-    vocabulary = [str(t) for t in getattr(hf_tok, "added_tokens_encoder", {})]
-    return choose(name, template or "", vocabulary)
+    return choose(name, facts["chat_template"], facts["added"])
 
 
 def _ids(value: Any) -> list[int]:
@@ -152,20 +148,33 @@ def _ids(value: Any) -> list[int]:
     return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
 
 
-def _template_chat(hf_tok, path: str, call_syntax, stops: list[int], vocab: int | None):
-    """The tokenizer and the chat format over the model's own template."""
+def _template_chat(source, facts: dict, path: str, call_syntax):
+    """The tokenizer and the chat format over the model's own template. `source`: a `tokenizers.Tokenizer`,
+    or the text of a prepared tokenizer kept from an earlier load (`HFTokenizer.prepared`)."""
     from decodeloop.formats.chat_template import TemplateChat
     from decodeloop.formats.hf_tokenizer import HFTokenizer
 
-    template = getattr(hf_tok, "chat_template", None)
-    if isinstance(template, dict):  # several named templates: the default one
-        template = template.get("default")
-    if not template:
+    if not facts["chat_template"]:
         raise ValueError(f"{path!r} has no chat template: decodeloop renders prompts with the model's own")
-    eos = hf_tok.eos_token_id if hf_tok.eos_token_id is not None else (stops[0] if stops else None)
-    tokenizer = HFTokenizer.from_transformers(hf_tok, vocab_size=vocab, eos_id=eos)
-    variables = {k: v for k, v in hf_tok.special_tokens_map.items() if isinstance(v, str)}
-    return tokenizer, TemplateChat(tokenizer, call_syntax, template, variables=variables, stop_ids=stops)
+    if facts["eos_id"] is None:
+        raise ValueError(f"{path!r}: the tokenizer names no end-of-sequence token")
+    build = HFTokenizer.from_prepared if isinstance(source, str) else HFTokenizer
+    tokenizer = build(source, eos_id=facts["eos_id"], vocab_size=facts["vocab_size"], name=facts["name"])
+    chat = TemplateChat(
+        tokenizer, call_syntax, facts["chat_template"], variables=facts["variables"], stop_ids=facts["stops"]
+    )
+    return tokenizer, chat
+
+
+def _backend(hf_tok):
+    """The `tokenizers.Tokenizer` behind a transformers tokenizer; a ValueError when it is not a fast one."""
+    backend = getattr(hf_tok, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError(
+            f"{type(hf_tok).__name__} is not a fast tokenizer (no tokenizer.json); "
+            "decodeloop needs the `tokenizers` backend"
+        )
+    return backend
 
 
 def _installed(gguf: str | None, torch: bool = True) -> None:
@@ -207,35 +216,43 @@ def _auto_tokenizer(transformers, directory: str, gguf: str | None, shown: str):
 def load_tokenizer(path: str, syntax: str | None = None):
     """A bundle without a model: the tokenizer, chat format and call syntax of a local model directory or
     .gguf file, for an engine that samples elsewhere (models/openai/engine.py) or llama.cpp (`gguf:`). The
-    weights are not loaded; a .gguf converted before by `load_hf` is read from the conversion cache, and so is
-    one whose tokenizer alone was read before (`SHA-tokenizer`, written on the first load)."""
+    weights are not loaded. A .gguf whose tokenizer was read before is read back from the conversion cache
+    with the `tokenizers` package alone (models/tokenizer_cache.py); else transformers reads it, from the
+    `hf:` conversion when there is one, and it is kept for the next load."""
+    from decodeloop.models import tokenizer_cache
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")
     located = _locate(path)
-    _check_format(syntax)
+    check_call_format(syntax)
+    directory, gguf, sha, cached = _converted_source(*located)
+    kept = None
+    if sha is not None:
+        from decodeloop.models import gguf_cache
+
+        kept = cached or gguf_cache.lookup(sha + tokenizer_cache.TOKENIZER_ONLY)
+        found = tokenizer_cache.read(kept) if kept else None
+        if found is not None:
+            require("tokenizers")
+            require("jinja2")
+            facts, prepared = found
+            try:
+                return _tokenizer_bundle(path, syntax, prepared, facts, cached)
+            except ValueError:
+                pass  # what was kept does not build: read again below, and kept again
     _installed(located[1], torch=False)  # a tokenizer needs no torch
     transformers = require("transformers")
     require("jinja2")
-    from decodeloop.models import ModelBundle
-
     transformers.utils.logging.disable_progress_bar()
     _quiet(transformers)
-    directory, gguf, sha, cached = _converted_source(*located)
-    tokenizer_cache: str | None = None
-    if gguf and sha is not None:  # transformers reads a GGUF's tokenizer and config in seconds per 100 MB
-        from decodeloop.models import gguf_cache
-
-        tokenizer_cache = gguf_cache.lookup(sha + TOKENIZER_ONLY)
-        if tokenizer_cache:
-            directory, gguf = tokenizer_cache, None
-    source = cached or tokenizer_cache or path
+    if kept and not cached:  # the tokenizer alone, kept before the facts were
+        directory, gguf = kept, None
+    source = kept or path
     hf_tok = _auto_tokenizer(transformers, directory, gguf, source)
     try:
         config = transformers.AutoConfig.from_pretrained(directory, gguf_file=gguf, local_files_only=True)
     except (OSError, ValueError) as e:
         raise ValueError(f"cannot load a tokenizer from {source!r}: {e}") from e
-    if gguf and sha is not None:  # read from the GGUF this time: kept for the next load
-        _store_tokenizer(sha, hf_tok, config, located)
     stops: list[int] = []
     if not gguf:
         try:
@@ -244,8 +261,23 @@ def load_tokenizer(path: str, syntax: str | None = None):
         except (OSError, ValueError):
             pass  # no generation_config.json: the model's config says
     stops = stops or _ids(getattr(config, "eos_token_id", None))
-    call_syntax, why = _call_format(syntax, hf_tok)
-    tokenizer, chat = _template_chat(hf_tok, path, call_syntax, stops, getattr(config, "vocab_size", None))
+    whole = os.path.abspath(os.path.expanduser(path))
+    facts = tokenizer_cache.facts_of(hf_tok, whole, stops, getattr(config, "vocab_size", None))
+    bundle = _tokenizer_bundle(path, syntax, _backend(hf_tok), facts, cached)
+    if sha is not None:  # kept for the next load: the facts beside what was read, or the GGUF's tokenizer
+        prepared = bundle.tokenizer.prepared()
+        if kept:
+            tokenizer_cache.write(kept, facts, prepared)
+        else:
+            tokenizer_cache.store(sha, hf_tok, config, facts, prepared, whole)
+    return bundle
+
+
+def _tokenizer_bundle(path: str, syntax: str | None, source, facts: dict, cached: str | None):
+    from decodeloop.models import ModelBundle
+
+    call_syntax, why = _call_format(syntax, facts)
+    tokenizer, chat = _template_chat(source, facts, path, call_syntax)
     specials = tokenizer.special_tokens
     info = {"path": os.path.abspath(os.path.expanduser(path)), "call format": f"{call_syntax.name} ({why})"}
     if cached:
@@ -269,26 +301,6 @@ def _load_weights(transformers, path: str, directory: str, gguf: str | None, tor
         )
     except (OSError, ValueError) as e:
         raise ValueError(f"cannot load the model from {path!r}: {e}") from e
-
-
-TOKENIZER_ONLY = "-tokenizer"  # the conversion cache's folder of a GGUF's tokenizer and config alone
-
-
-def _store_tokenizer(sha: str, hf_tok, config, located: tuple[str, str | None]) -> None:
-    """The tokenizer and config read from a GGUF, kept in the conversion cache (`SHA-tokenizer`), so the
-    next `gguf:` or `openai:` load of the same file reads small files instead of the whole GGUF again. The
-    cache is only speed: a failure to write it is ignored."""
-    from decodeloop.models import gguf_cache
-
-    def write(folder: str) -> None:
-        hf_tok.save_pretrained(folder)
-        config.save_pretrained(folder)
-
-    source = os.path.abspath(os.path.join(*[p for p in located if p]))
-    try:
-        gguf_cache.store(sha + TOKENIZER_ONLY, write, {"source": source, "tokenizer only": True})
-    except (OSError, ValueError, RuntimeError):
-        pass
 
 
 def _save_conversion(model, hf_tok, folder: str) -> None:
@@ -320,14 +332,14 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     if not on_terminal:  # no progress bars in logs and pipes: tqdm reads this when it is first imported
         os.environ.setdefault("TQDM_DISABLE", "1")  # (the GGUF loader draws its own bar)
     located = _locate(path)  # a wrong path, a bad format or dtype name, a missing
-    _check_format(syntax)  # package: all reported before torch is imported
+    check_call_format(syntax)  # package: all reported before torch is imported
     if dtype not in (None, "auto") + DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of: {', '.join(DTYPES)}")
     _installed(located[1])
     torch = require("torch")
     transformers = require("transformers")
     require("jinja2")
-    from decodeloop.models import ModelBundle, gguf_cache
+    from decodeloop.models import ModelBundle, gguf_cache, tokenizer_cache
 
     _quiet(transformers)
     device = _resolve_device(torch, device)
@@ -351,10 +363,7 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
         model = _load_weights(
             transformers, path, directory, gguf, torch.float32 if gguf else torch_dtype, "cpu" if gguf else device
         )
-    template = getattr(hf_tok, "chat_template", None)
-    if isinstance(template, dict):  # several named templates: the default one
-        template = template.get("default")
-    if not template:
+    if not tokenizer_cache.default_template(hf_tok):  # refused before a conversion is kept
         raise ValueError(f"{path!r} has no chat template: decodeloop renders prompts with the model's own")
     if weights is None and gguf:
         assert sha is not None, "a GGUF source has its hash"
@@ -368,8 +377,9 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     embedding = model.get_input_embeddings().num_embeddings
     generation = getattr(model, "generation_config", None)
     stops = _ids(getattr(generation, "eos_token_id", None)) or _ids(model.config.eos_token_id)
-    call_syntax, why = _call_format(syntax, hf_tok)
-    tokenizer, chat = _template_chat(hf_tok, path, call_syntax, stops, embedding)
+    facts = tokenizer_cache.facts_of(hf_tok, os.path.abspath(os.path.expanduser(path)), stops, embedding)
+    call_syntax, why = _call_format(syntax, facts)
+    tokenizer, chat = _template_chat(_backend(hf_tok), facts, path, call_syntax)
     name = os.path.basename(os.path.normpath(path))
     specials = tokenizer.special_tokens
     info = {"path": os.path.abspath(os.path.expanduser(path)), "call format": f"{call_syntax.name} ({why})"}
@@ -394,4 +404,4 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     )
 
 
-__all__ = ["HF_EXTRA", "HFModel", "load_hf", "load_tokenizer"]
+__all__ = ["HF_EXTRA", "HFModel", "check_call_format", "load_hf", "load_tokenizer"]

@@ -10,8 +10,9 @@ every logits processor, --constrain included, works as with any local model.
 
 `load_gguf(path)` takes the tokenizer and chat template from the same .gguf
 through the hf loader (`load_tokenizer`: transformers reads the file's
-tokenizer; the weights are never loaded by torch) and the weights through
-llama.cpp.
+tokenizer the first time, the `tokenizers` package alone reads what was kept of
+it after that; the weights are never loaded by torch) and the weights through
+llama.cpp, on a thread of their own meanwhile.
 
 Needs the `llamacpp` extra (and `hf` for the tokenizer): pip install -e '.[hf,llamacpp]'.
 llama-cpp-python compiles llama.cpp from source when installed: about 17-20
@@ -21,6 +22,7 @@ minutes on 2 cores.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from decodeloop.models.base import MissingDependency, PrefixCachedModel
@@ -73,19 +75,41 @@ class LlamaCppModel(PrefixCachedModel):
 
 def load_gguf(path: str, syntax: str | None = None, n_ctx: int = 4096, threads: int | None = None):
     """The `ModelBundle` of a .gguf file run by llama.cpp in this process (see the module docstring)."""
-    from decodeloop.models.hf import load_tokenizer
+    from decodeloop.models.hf import check_call_format, load_tokenizer
 
     path = os.path.expanduser(path)
     if not (os.path.isfile(path) and path.endswith(".gguf")):
         raise ValueError(f"gguf:PATH takes a .gguf file; {path!r} is not one")
+    check_call_format(syntax)  # a bad name is reported before anything loads
     lib = _llama_cpp()
-    bundle = load_tokenizer(path, syntax=syntax)  # a bad syntax or template fails before the weights load
+    # llama.cpp maps the weights on a thread of its own (ctypes lets go of the GIL) while the tokenizer
+    # loads here: the two take about as long, and a start is one of them, not both
+    loaded: dict[str, Any] = {}
+
+    def load_weights() -> None:
+        try:
+            loaded["llama"] = lib.Llama(
+                model_path=path,
+                n_ctx=n_ctx,
+                logits_all=False,
+                verbose=False,
+                **({"n_threads": threads} if threads else {}),
+            )
+        except BaseException as e:  # given to the caller's thread below
+            loaded["error"] = e
+
+    weights = threading.Thread(target=load_weights, name="llama.cpp load", daemon=True)
+    weights.start()
     try:
-        llama = lib.Llama(
-            model_path=path, n_ctx=n_ctx, logits_all=False, verbose=False, **({"n_threads": threads} if threads else {})
-        )
-    except (OSError, ValueError, RuntimeError) as e:
-        raise ValueError(f"llama.cpp cannot load {path!r}: {e}") from e
+        bundle = load_tokenizer(path, syntax=syntax)
+    finally:
+        weights.join()
+    error = loaded.get("error")
+    if isinstance(error, (OSError, ValueError, RuntimeError)):
+        raise ValueError(f"llama.cpp cannot load {path!r}: {error}") from error
+    if error is not None:
+        raise error
+    llama = loaded["llama"]
     name = os.path.basename(path)
     bundle.model = LlamaCppModel(llama, name)
     bundle.name = f"gguf:{name}"

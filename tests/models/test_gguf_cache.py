@@ -251,18 +251,56 @@ def test_the_cached_conversion_equals_the_gguf(cache):
 
 @smollm2
 def test_a_tokenizer_read_from_a_gguf_is_kept_and_read_back_the_same(cache):
-    # gguf: and openai: load the tokenizer alone: the first load reads the GGUF and keeps the tokenizer and
-    # config (SHA-tokenizer), the next reads those small files, and both give the same tokens and chat
-    from decodeloop.models.hf import TOKENIZER_ONLY, load_tokenizer
+    # gguf: and openai: load the tokenizer alone: the first load reads the GGUF and keeps the tokenizer,
+    # config and the harness's facts (SHA-tokenizer), the next reads those small files, and both give the
+    # same tokens and chat
+    from decodeloop.models.hf import load_tokenizer
+    from decodeloop.models.tokenizer_cache import FACTS, TOKENIZER_ONLY, read
 
     sha = gguf_cache.file_sha256(SMOLLM2)
     assert gguf_cache.lookup(sha + TOKENIZER_ONLY) is None
     from_gguf = load_tokenizer(SMOLLM2)
     kept = gguf_cache.lookup(sha + TOKENIZER_ONLY)
     assert kept == str(cache / (sha + TOKENIZER_ONLY)) and os.path.isfile(os.path.join(kept, "tokenizer.json"))
+    found = read(kept)
+    assert found is not None
+    facts, prepared = found
+    assert facts["eos_id"] == from_gguf.tokenizer.eos_id and "<|im_start|>" in facts["added"]
+    assert prepared == from_gguf.tokenizer.prepared()
     assert gguf_cache.lookup(sha) is None  # no weights: never taken for a whole conversion by hf:
     from_cache = load_tokenizer(SMOLLM2)
     _same_tokenizer_and_chat(from_gguf, from_cache)
+    assert [from_cache.tokenizer.token_bytes(i) for i in range(from_cache.tokenizer.vocab_size)] == [
+        from_gguf.tokenizer.token_bytes(i) for i in range(from_gguf.tokenizer.vocab_size)
+    ]
+
+    # damaged facts, or a prepared tokenizer that does not build, are read past: transformers reads the
+    # kept tokenizer and they are written again
+    for damage in ({"eos_id": "two"}, {"prepared": '{"model": {"type": "NoSuchModel"}}'}):
+        with open(os.path.join(kept, FACTS), "w") as f:
+            json.dump({**facts, "prepared": prepared, **damage}, f)
+        again = load_tokenizer(SMOLLM2)
+        _same_tokenizer_and_chat(from_gguf, again)
+        assert read(kept) == (facts, prepared)
+
+
+@smollm2
+def test_a_kept_tokenizer_loads_without_importing_transformers(cache):
+    # the second load of gguf:/openai: reads the facts and tokenizer.json with `tokenizers` alone: importing
+    # transformers costs seconds (it imports torch)
+    from decodeloop.models.hf import load_tokenizer
+
+    load_tokenizer(SMOLLM2)
+    script = (
+        "import sys; from decodeloop.models.hf import load_tokenizer; "
+        f"b = load_tokenizer({SMOLLM2!r}); "
+        "print(sorted(m for m in ('transformers', 'torch') if m in sys.modules), b.tokenizer.encode('Polson, MT'))"
+    )
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("]", 1)[0] == "["
+    assert out.stdout.strip().endswith(str(load_tokenizer(SMOLLM2).tokenizer.encode("Polson, MT")))
 
 
 @smollm2

@@ -28,12 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from math import exp, inf, isfinite, log
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
-from decodeloop.sampling.common import TOP_P_SLACK
-
-if TYPE_CHECKING:
-    from decodeloop.sampling.sampler import Sampler
+from decodeloop.sampling.common import TOP_P_SLACK, SamplerParams
 
 # numpy is imported inside the functions, so its arrays are named here without its types
 Array = Any
@@ -268,7 +265,7 @@ def _draw(w, u: float, total: float | None = None) -> int:
     return j
 
 
-def _kept(sampler: Sampler, x, exp_scaled=_exp_scaled):
+def _kept(params: SamplerParams, x, exp_scaled=_exp_scaled):
     """(ids, weights) of the tokens the filters keep; ids None means every token, in id order.
 
     Weights are unnormalised; `sample` draws index i with probability
@@ -277,9 +274,9 @@ def _kept(sampler: Sampler, x, exp_scaled=_exp_scaled):
     import numpy as np
 
     vocab = x.shape[0]
-    inv_t, top_p, min_p = sampler._inv_t, sampler.top_p, sampler.min_p
-    if sampler.top_k and sampler.top_k < vocab:
-        ids, vals = _top(x, sampler.top_k)
+    inv_t, top_p, min_p = params.inv_t, params.top_p, params.min_p
+    if params.top_k and params.top_k < vocab:
+        ids, vals = _top(x, params.top_k)
         w = np.subtract(vals, vals[0])  # vals[0] is the max: no overflow
         if inv_t != 1.0:
             w *= inv_t
@@ -412,34 +409,34 @@ def _heaviest(values, need: float):
     return np.sort(values)[::-1]
 
 
-def sample(sampler: Sampler, logits, random_draw, exp_scaled=_exp_scaled) -> int:
-    """`Sampler.sample` for an array; `random_draw()` gives the uniform in [0, 1) (the sampler's generator)."""
+def sample(params: SamplerParams, logits, random_draw, exp_scaled=_exp_scaled) -> tuple[int, Any]:
+    """`Sampler.sample` for an array; `random_draw()` gives the uniform in [0, 1) (the sampler's generator).
+    Returns the token and what the draw kept, for `sampled_explain` of the same logits (no copy: the arrays
+    as they are), or None."""
     import numpy as np
 
     x = prepare(logits)
-    if sampler._greedy:
-        return argmax(x)
+    if params.greedy:
+        return argmax(x), None
     with np.errstate(all="ignore"):
-        if sampler.top_p < 1.0 and not (sampler.top_k and sampler.top_k < x.shape[0]):
-            nucleus = _nucleus(x, sampler._inv_t, sampler.top_p, sampler.min_p, exp_scaled)
-            sampler._drawn = ("nucleus", nucleus)  # for explain: no copy, the arrays as they are
-            return _nucleus_draw(*nucleus, random_draw())
-        ids, w = _kept(sampler, x, exp_scaled)
+        if params.top_p < 1.0 and not (params.top_k and params.top_k < x.shape[0]):
+            nucleus = _nucleus(x, params.inv_t, params.top_p, params.min_p, exp_scaled)
+            return _nucleus_draw(*nucleus, random_draw()), ("nucleus", nucleus)
+        ids, w = _kept(params, x, exp_scaled)
         total = _total(w)
-        sampler._drawn = ("kept", ids, w, total)
         j = _draw(w, random_draw(), total)
-    return j if ids is None else int(ids[j])
+    return (j if ids is None else int(ids[j])), ("kept", ids, w, total)
 
 
-def distribution(sampler: Sampler, logits, exp_scaled=_exp_scaled) -> list[tuple[int, float]]:
+def distribution(params: SamplerParams, logits, exp_scaled=_exp_scaled) -> list[tuple[int, float]]:
     """`Sampler.distribution` for an array: what `sample` draws from, most probable first."""
     import numpy as np
 
     x = prepare(logits)
-    if sampler._greedy:
+    if params.greedy:
         return [(argmax(x), 1.0)]
     with np.errstate(all="ignore"):
-        ids, w = _kept(sampler, x, exp_scaled)
+        ids, w = _kept(params, x, exp_scaled)
     w = w.astype(np.float64)
     if ids is None:
         ids = np.arange(w.shape[0])
@@ -474,20 +471,20 @@ def explain(
 
 
 def sampled_explain(
-    sampler: Sampler, x, token: int, n: int, exp_scaled=_exp_scaled, drawn=None
+    params: SamplerParams, x, token: int, n: int, exp_scaled=_exp_scaled, drawn=None
 ) -> tuple[list[int], list[float], float]:
     """`Sampler.explain` for an array at T > 0: the kept tokens' weights, from the draw of these
     logits (`drawn`, what `sample` kept) or from the sampling kernels again."""
     import numpy as np
 
     if drawn is None:
-        if sampler._unfiltered(x.shape[0]):
-            return explain(x, token, n, exp_scaled, sampler._inv_t)
+        if params.unfiltered(x.shape[0]):
+            return explain(x, token, n, exp_scaled, params.inv_t)
         with np.errstate(all="ignore"):
-            if sampler.top_p < 1.0 and not (sampler.top_k and sampler.top_k < x.shape[0]):
-                drawn = ("nucleus", _nucleus(x, sampler._inv_t, sampler.top_p, sampler.min_p, exp_scaled))
+            if params.top_p < 1.0 and not (params.top_k and params.top_k < x.shape[0]):
+                drawn = ("nucleus", _nucleus(x, params.inv_t, params.top_p, params.min_p, exp_scaled))
             else:
-                drawn = ("kept", *_kept(sampler, x, exp_scaled), None)
+                drawn = ("kept", *_kept(params, x, exp_scaled), None)
     if drawn[0] == "nucleus":
         ids, w = _nucleus_kept(*drawn[1])
         total = float(w.sum(dtype=np.float64))  # the kept tokens: about the nucleus, few

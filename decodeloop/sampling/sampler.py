@@ -42,7 +42,7 @@ from math import exp, inf, isfinite
 from typing import TYPE_CHECKING, Any, overload
 
 from decodeloop.sampling import numpy_backend, torch_backend
-from decodeloop.sampling.common import TOP_P_SLACK, array_kind
+from decodeloop.sampling.common import TOP_P_SLACK, SamplerParams, array_kind
 
 if TYPE_CHECKING:
     import numpy
@@ -76,20 +76,31 @@ class Sampler:
             raise ValueError(f"top_p must be in (0, 1] (1 = off), got {top_p!r}")
         if not (0.0 <= min_p <= 1.0):
             raise ValueError(f"min_p must be in [0, 1] (0 = off), got {min_p!r}")
-        self.temperature = float(temperature)
-        self.top_k = top_k
-        self.top_p = float(top_p)
-        self.min_p = float(min_p)
+        self.params = SamplerParams(float(temperature), top_k, float(top_p), float(min_p))
         self.seed = seed
         self.rng = random.Random(seed)  # lists
         self._np_rng: numpy.random.Generator | None = None  # numpy arrays: a numpy Generator, made on first use
         self._torch_rngs: dict[torch.device, torch.Generator] = {}  # torch tensors: one torch.Generator per device
-        self._greedy = temperature == 0.0
-        self._inv_t = 0.0 if self._greedy else 1.0 / temperature
         # what the last draw kept, for `explain` of the same logits (the trace asks right after the
         # draw): the logits object, and the kept tokens' weights as the kernel had them (no copy)
         self._drawn_from: Any = None
         self._drawn: Any = None
+
+    @property
+    def temperature(self) -> float:
+        return self.params.temperature
+
+    @property
+    def top_k(self) -> int:
+        return self.params.top_k
+
+    @property
+    def top_p(self) -> float:
+        return self.params.top_p
+
+    @property
+    def min_p(self) -> float:
+        return self.params.min_p
 
     def __repr__(self) -> str:
         return (
@@ -102,20 +113,19 @@ class Sampler:
         if type(logits) is not list:  # a list (the lab's models) skips the dispatch: it runs per token
             kind = array_kind(logits)
             if kind != "list":
-                self._drawn = None
                 if kind == "numpy":
-                    token = numpy_backend.sample(self, logits, self._numpy_random)
+                    token, self._drawn = numpy_backend.sample(self.params, logits, self._numpy_random)
                 else:
-                    token = torch_backend.sample(self, logits)
+                    token, self._drawn = torch_backend.sample(self.params, logits, self._torch_generator)
                 self._drawn_from = logits
                 return token
             logits = list(logits)  # explain of the same sequence recomputes: it is another object
-        if self._greedy:
+        if self.params.greedy:
             return _argmax(logits)
         self._drawn_from = logits
-        if self._unfiltered(len(logits)):
+        if self.params.unfiltered(len(logits)):
             # Fast path: no sort, just cumulative weights and one bisect.
-            cum = _cumulative_weights(logits, self._inv_t)
+            cum = _cumulative_weights(logits, self.params.inv_t)
             self._drawn = (None, cum)
             return _draw(cum, self.rng.random())
         ids, _, cum = self._kept(logits)
@@ -131,15 +141,15 @@ class Sampler:
         """
         kind = array_kind(logits)
         if kind == "numpy":
-            return numpy_backend.distribution(self, logits)
+            return numpy_backend.distribution(self.params, logits)
         if kind == "torch":
-            return torch_backend.distribution(self, logits)
+            return torch_backend.distribution(self.params, logits)
         if type(logits) is not list:
             logits = list(logits)
-        if self._greedy:
+        if self.params.greedy:
             return [(_argmax(logits), 1.0)]
-        if self._unfiltered(len(logits)):
-            weights, total = _weights(logits, self._inv_t)
+        if self.params.unfiltered(len(logits)):
+            weights, total = _weights(logits, self.params.inv_t)
             ids: Sequence[int] = range(len(weights))
         else:
             ids, weights, cum = self._kept(logits)
@@ -155,7 +165,7 @@ class Sampler:
         the sampler samples (greedy takes the most likely token whatever they are).
         """
         out: dict[str, float | int] = {"temperature": self.temperature}
-        if not self._greedy:
+        if not self.params.greedy:
             if self.top_k:
                 out["top_k"] = self.top_k
             if self.top_p < 1.0:
@@ -174,23 +184,25 @@ class Sampler:
         `sample`: arrays are never copied to Python nor sorted; without a filter it is one exp
         over the vocabulary and a partial selection.
         """
-        if self._greedy:
+        if self.params.greedy:
             return explain(logits, token, n)
         # the logits just drawn from: what the draw kept serves again (taken once, then let go)
         drawn = self._drawn if logits is self._drawn_from else None
         self._drawn_from = self._drawn = None
         kind = array_kind(logits)
         if kind == "numpy":
-            ids, probs, prob = numpy_backend.sampled_explain(self, numpy_backend.prepare(logits), token, n, drawn=drawn)
+            ids, probs, prob = numpy_backend.sampled_explain(
+                self.params, numpy_backend.prepare(logits), token, n, drawn=drawn
+            )
             return prob, list(zip(ids, probs))
         if kind == "torch":
-            ids, probs, prob = torch_backend.sampled_explain(self, logits, token, n, drawn)
+            ids, probs, prob = torch_backend.sampled_explain(self.params, logits, token, n, drawn)
             return prob, list(zip(ids, probs))
         if type(logits) is not list:
             logits = list(logits)
         if drawn is None:
-            if self._unfiltered(len(logits)):
-                weights, total = _weights(logits, self._inv_t)
+            if self.params.unfiltered(len(logits)):
+                weights, total = _weights(logits, self.params.inv_t)
                 top = [(i, weights[i] / total) for i in _top_ids(logits, n)] if n > 0 else []
                 return weights[token] / total, top
             drawn = self._kept(logits)[::2]
@@ -205,9 +217,6 @@ class Sampler:
         except ValueError:  # a token the filters cut
             prob = 0.0
         return prob, [(i, p) for i, p in top if p > 0.0]
-
-    def _unfiltered(self, vocab: int) -> bool:
-        return (self.top_k == 0 or self.top_k >= vocab) and self.top_p >= 1.0 and self.min_p <= 0.0
 
     def _kept(self, logits: list[float]) -> tuple[list[int], list[float], list[float]]:
         """Ids, weights and cumulative weights of the tokens top-k, top-p and min-p keep."""
@@ -224,13 +233,13 @@ class Sampler:
         if self.top_k and self.top_k < vocab:
             ids = _top_ids(logits, self.top_k)
             # The first id is the max, so these weights never overflow.
-            top, inv_t = logits[ids[0]], self._inv_t
+            top, inv_t = logits[ids[0]], self.params.inv_t
             weights = [exp((logits[i] - top) * inv_t) for i in ids]
             if self.top_p >= 1.0:
                 return ids, weights, list(accumulate(weights))
             # Logit order is weight order, which is what the nucleus cut needs.
             return _nucleus(ids, weights, sum(weights), self.top_p)
-        weights, total = _weights(logits, self._inv_t)
+        weights, total = _weights(logits, self.params.inv_t)
         if self.top_p >= 1.0:
             # min-p alone: only tokens at least min_p times the heaviest can stay.
             floor = self.min_p * max(weights)

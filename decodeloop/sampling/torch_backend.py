@@ -2,7 +2,7 @@
 
 Any float dtype and any device are taken. Draws come from a torch.Generator on
 the tensor's device seeded from the sampler's seed (one per device, made on
-first use; `Sampler._torch_generator`), and only one scalar `.item()` comes back
+first use; the sampler hands `generator(device)` in), and only one scalar `.item()` comes back
 to Python. On a GPU every step runs on the device with fixed shapes (top-k and
 top-p through `torch.topk`, masks and cumulative sums over the vocabulary), so
 the `.item()` is the only sync. On the CPU, where torch's comparisons, argmax
@@ -17,14 +17,12 @@ torch nor numpy.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import inf, isfinite
-from typing import TYPE_CHECKING
+from typing import Any
 
 from decodeloop.sampling import numpy_backend
-from decodeloop.sampling.common import TOP_P_SLACK
-
-if TYPE_CHECKING:
-    from decodeloop.sampling.sampler import Sampler
+from decodeloop.sampling.common import TOP_P_SLACK, SamplerParams
 
 # CPU tensors are sampled by the numpy kernels on a zero-copy view (faster there);
 # the tests switch this off to run the device kernels on the CPU.
@@ -57,22 +55,23 @@ def _numpy_view(x):
         return x.resolve_neg().resolve_conj().numpy()
 
 
-def sample(sampler: Sampler, logits) -> int:
-    """`Sampler.sample` for a tensor, drawing from the sampler's torch.Generator on the tensor's device."""
+def sample(params: SamplerParams, logits, generator: Callable[[Any], Any]) -> tuple[int, Any]:
+    """`Sampler.sample` for a tensor, drawing from `generator(device)`, the sampler's torch.Generator on the
+    tensor's device. Returns the token and what the draw kept (on the CPU, the numpy kernels'), or None."""
     x = _prepare(logits)
     device = x.device
     if device.type == "cpu" and _CPU_VIA_NUMPY:
-        if sampler._greedy:
-            return numpy_backend.argmax(_numpy_view(x))
-        generator = sampler._torch_generator(device)
+        if params.greedy:
+            return numpy_backend.argmax(_numpy_view(x)), None
+        on_cpu = generator(device)
 
         def random_draw() -> float:
             import torch
 
-            return torch.rand((), generator=generator, dtype=torch.float64).item()
+            return torch.rand((), generator=on_cpu, dtype=torch.float64).item()
 
-        return numpy_backend.sample(sampler, _numpy_view(x), random_draw, _exp_scaled(x))
-    return _sample_device(sampler, x)
+        return numpy_backend.sample(params, _numpy_view(x), random_draw, _exp_scaled(x))
+    return _sample_device(params, x, generator), None
 
 
 def _exp_scaled(tensor):
@@ -124,7 +123,7 @@ def _argmax_on_device(x):
     return i, torch.isfinite(x[i])
 
 
-def _keep(sampler: Sampler, x, candidates: int | None = None):
+def _keep(params: SamplerParams, x, candidates: int | None = None):
     """Weights and keep-mask over the whole vocabulary, with fixed shapes (no sync).
 
     Returns (weights, keep or None for all, ok, covered): `ok` is a 0-d bool that is
@@ -135,7 +134,7 @@ def _keep(sampler: Sampler, x, candidates: int | None = None):
     import torch
 
     vocab = x.shape[0]
-    inv_t, top_p, min_p = sampler._inv_t, sampler.top_p, sampler.min_p
+    inv_t, top_p, min_p = params.inv_t, params.top_p, params.min_p
     top = x.max()
     ok = torch.isfinite(top)
     w = torch.sub(x, top)  # NaN everywhere if top is NaN, +inf or -inf
@@ -144,9 +143,9 @@ def _keep(sampler: Sampler, x, candidates: int | None = None):
     w.exp_()
     keep = None
     covered = True
-    if sampler.top_k and sampler.top_k < vocab:
-        vals, _ = torch.topk(x, sampler.top_k)
-        keep = _cut(x, vals[-1], sampler.top_k - (vals > vals[-1]).sum(), None)
+    if params.top_k and params.top_k < vocab:
+        vals, _ = torch.topk(x, params.top_k)
+        keep = _cut(x, vals[-1], params.top_k - (vals > vals[-1]).sum(), None)
         if top_p < 1.0:
             kept = torch.exp((vals - vals[0]) * inv_t)  # logit order is weight order
             cum = kept.cumsum(0, dtype=torch.float64 if _float64_ok(x.device) else torch.float32)
@@ -180,16 +179,16 @@ def _cut(values, edge, short, within):
     return above | (at & (at.cumsum(0) <= short))
 
 
-def _nucleus_size(sampler: Sampler, w) -> int:
+def _nucleus_size(params: SamplerParams, w) -> int:
     """How many tokens can be in the nucleus: those at least half of (1 - p) * total / vocab heavy."""
-    floor = 0.5 * (1.0 - sampler.top_p) / w.shape[0]
+    floor = 0.5 * (1.0 - params.top_p) / w.shape[0]
     return int((w >= floor * w.sum()).sum().item())
 
 
-def _sample_device(sampler: Sampler, x) -> int:
+def _sample_device(params: SamplerParams, x, generator: Callable[[Any], Any]) -> int:
     import torch
 
-    if sampler._greedy:
+    if params.greedy:
         i, ok = _argmax_on_device(x)
         token = int(torch.where(ok, i, -1).item())
         if token < 0:
@@ -198,13 +197,13 @@ def _sample_device(sampler: Sampler, x) -> int:
     device = x.device
     u = torch.rand(
         (),
-        generator=sampler._torch_generator(device),
+        generator=generator(device),
         device=device,
         dtype=torch.float64 if _float64_ok(device) else torch.float32,
     )
     candidates = None
     while True:
-        w, keep, ok, covered = _keep(sampler, x, candidates)
+        w, keep, ok, covered = _keep(params, x, candidates)
         kept = w if keep is None else torch.where(keep, w, 0.0)
         cum = kept.cumsum(0, dtype=u.dtype)
         j = torch.searchsorted(cum, (u * cum[-1]).reshape(1), right=True)[0]
@@ -219,29 +218,29 @@ def _sample_device(sampler: Sampler, x) -> int:
         if token != -2:
             return token
         # (a second shortfall can only be rounding: then look at every token)
-        candidates = x.shape[0] if candidates else _nucleus_size(sampler, w)
+        candidates = x.shape[0] if candidates else _nucleus_size(params, w)
 
 
-def distribution(sampler: Sampler, logits) -> list[tuple[int, float]]:
+def distribution(params: SamplerParams, logits) -> list[tuple[int, float]]:
     """`Sampler.distribution` for a tensor: what `sample` draws from, most probable first."""
     import torch
 
     x = _prepare(logits)
     if x.device.type == "cpu" and _CPU_VIA_NUMPY:
-        return numpy_backend.distribution(sampler, _numpy_view(x), _exp_scaled(x))
-    if sampler._greedy:
+        return numpy_backend.distribution(params, _numpy_view(x), _exp_scaled(x))
+    if params.greedy:
         i, ok = _argmax_on_device(x)
         if not bool(ok):
             _invalid(x)
         return [(int(i), 1.0)]
     candidates = None
     while True:
-        w, keep, ok, covered = _keep(sampler, x, candidates)
+        w, keep, ok, covered = _keep(params, x, candidates)
         if not bool(ok):
             _invalid(x)
         if covered is True or bool(covered):
             break
-        candidates = x.shape[0] if candidates else _nucleus_size(sampler, w)
+        candidates = x.shape[0] if candidates else _nucleus_size(params, w)
     w = w.double() if _float64_ok(x.device) else w
     if keep is not None:
         w = torch.where(keep, w, 0.0)
@@ -289,19 +288,21 @@ def _explain_on_device(x, token: int | None, n: int) -> tuple[list[int], list[fl
     return [ids_out[j] for j in order], [probs[j] for j in order], prob
 
 
-def sampled_explain(sampler: Sampler, logits, token: int, n: int, drawn=None) -> tuple[list[int], list[float], float]:
+def sampled_explain(
+    params: SamplerParams, logits, token: int, n: int, drawn=None
+) -> tuple[list[int], list[float], float]:
     """`Sampler.explain` for a tensor at T > 0: on its device, with one transfer (CPU: the numpy kernels,
     with what their draw kept)."""
     import torch
 
     x = _prepare(logits)
     if x.device.type == "cpu" and _CPU_VIA_NUMPY:
-        return numpy_backend.sampled_explain(sampler, _numpy_view(x), token, n, _exp_scaled(x), drawn)
+        return numpy_backend.sampled_explain(params, _numpy_view(x), token, n, _exp_scaled(x), drawn)
     dtype = torch.float64 if _float64_ok(x.device) else torch.float32
     k = min(max(n, 1), x.shape[0])
     candidates = None
     while True:
-        w, keep, ok, covered = _keep(sampler, x, candidates)
+        w, keep, ok, covered = _keep(params, x, candidates)
         kept = w if keep is None else torch.where(keep, w, 0.0)
         total = kept.sum(dtype=dtype)
         # every filter keeps the heaviest tokens, so the top of what is kept is the top by logit, cut to it
@@ -323,7 +324,7 @@ def sampled_explain(sampler: Sampler, logits, token: int, n: int, drawn=None) ->
             _invalid(x)
         if numbers[1]:
             break
-        candidates = x.shape[0] if candidates else _nucleus_size(sampler, w)
+        candidates = x.shape[0] if candidates else _nucleus_size(params, w)
     total_w = numbers[2]
     weights, ids_out, values = (
         numbers[3 : 3 + k],

@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from decodeloop.models.base import MissingDependency
+    from decodeloop.errors import MissingDependency
 
     try:
         from decodeloop.lab.transformer import DEFAULT_WEIGHTS, TransformerModel

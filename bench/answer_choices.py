@@ -65,7 +65,7 @@ def main() -> None:
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.lab.corpus import episodes, lab_server_commands
     from decodeloop.lab.evaluate import evaluate
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
     from decodeloop.sampling import Sampler
     from decodeloop.tools.startup import start_stdio_servers
     from decodeloop.trust.policy import Policy

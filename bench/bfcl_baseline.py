@@ -50,8 +50,8 @@ import provenance
 
 from decodeloop.bfcl import Wheel, load_entries, locate_wheel, parse_categories
 from decodeloop.bfcl.checker import check, load_checker
-from decodeloop.bfcl.suite import EntryOutcome, summarize, table
 from decodeloop.bfcl.tools import mcp_tools
+from decodeloop.lab.bfcl_suite import EntryOutcome, summarize, table
 from decodeloop.schema import ArgumentError, validate_arguments
 
 CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
@@ -275,7 +275,7 @@ def main() -> int:
         frozenset(template_tools), "mixed"
     )
     if args.json:
-        from decodeloop.bfcl.suite import summary_json
+        from decodeloop.lab.bfcl_suite import summary_json
 
         print(
             json.dumps(

@@ -132,7 +132,7 @@ def main() -> None:
     print(provenance.header())
 
     from decodeloop.lab.corpus import episodes
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
 
     started = time.perf_counter()
     bundle = load_model("hf:" + path)

@@ -37,7 +37,7 @@ from decodeloop.decode.context import Context
 from decodeloop.decode.loop import generate as decodeloop_generate
 from decodeloop.decode.stops import Stops
 from decodeloop.formats.tokenizer import StreamDecoder
-from decodeloop.models import load_model
+from decodeloop.registry import load_model
 from decodeloop.sampling import Sampler
 from decodeloop.sampling.processors import ProcessorState
 

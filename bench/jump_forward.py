@@ -25,7 +25,7 @@ import provenance
 
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.corpus import episodes
-from decodeloop.models import default_servers, load_model
+from decodeloop.registry import default_servers, load_model
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.policy import Policy

@@ -40,13 +40,13 @@ sys.path.insert(0, ROOT)
 
 import provenance
 
+from decodeloop.decode.bundle import ModelBundle
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.corpus import Episode, lab_server_commands
 from decodeloop.lab.corpus import episodes as lab_episodes
 from decodeloop.lab.evaluate import evaluate_concurrently
-from decodeloop.models import ModelBundle
 from decodeloop.models.openai.engine import OpenAIEngine
 from decodeloop.models.openai.wire import Endpoint
 from decodeloop.sampling import Sampler
@@ -219,7 +219,7 @@ def metrics(url: str) -> dict[str, float]:
 
 
 def vllm_rows(url: str, tokenizer: str, ks: list[int], per_k: int, max_tokens: int, syntax: str | None) -> list[tuple]:
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
 
     bundle = load_model(
         "openai:" + url, model="tiny", tokenizer_path=tokenizer, max_tokens=max_tokens, timeout=600, syntax=syntax

@@ -26,10 +26,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 import provenance
 from cdp import Browser, find_chromium
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.servers import command
 from decodeloop.servers.weather import get_weather

@@ -3,7 +3,7 @@
 The decode loop and the tool dispatch emit these; the terminal trace, step mode
 and the JSON Lines output (ui/) are three views of the same stream. Each event
 knows its JSON form (`to_json`), which is the documented machine interface; every
-credential the process holds is redacted from it (trust/credentials.py), so neither
+credential the process holds is redacted from it (text/credentials.py), so neither
 the JSON Lines nor the viewer's page, both made from it, can show one a server echoed.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from decodeloop.trust.credentials import redact_value
+from decodeloop.text.credentials import redact_value
 
 
 @dataclass(slots=True)

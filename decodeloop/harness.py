@@ -24,12 +24,11 @@ from typing import Any
 from decodeloop.decode.context import AUTHORED, Context
 from decodeloop.decode.segment import Segment, SegmentSettings
 from decodeloop.decode.stops import DEFAULT_MAX_CALL_CHARS
-from decodeloop.errors import ConfigError
+from decodeloop.errors import ConfigError, RpcError
 from decodeloop.events import Emit, Notice, Rewrite
 from decodeloop.formats.chat import Attachment, ToolReply, WrittenCalls
 from decodeloop.mcp.content import Prompt as ServerPrompt
 from decodeloop.mcp.content import ResourceContents, ToolResult
-from decodeloop.mcp.errors import RpcError
 from decodeloop.tools.router import Router
 from decodeloop.tools.turn import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS
 from decodeloop.trust.admit import admit_result

@@ -8,11 +8,11 @@ import pytest
 from conftest import WEATHER, Recorder
 
 from decodeloop.constrain.text_only import HoldToText
+from decodeloop.decode.bundle import ModelBundle
+from decodeloop.decode.model import PrefixCachedModel
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.lab import ASSISTANT, EOS, TOOL, USER, CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
-from decodeloop.models import ModelBundle
-from decodeloop.models.base import PrefixCachedModel
 from decodeloop.sampling import Sampler
 from decodeloop.sampling.processors import ProcessorState
 from decodeloop.tools.startup import start_stdio_servers

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from conftest import FAULTY, WEATHER
 
+from decodeloop.decode.bundle import ModelBundle, lab_bundle
 from decodeloop.decode.context import Context
 from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.compact import CompactSyntax
@@ -11,7 +12,6 @@ from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.models import ModelBundle, lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.policy import Policy

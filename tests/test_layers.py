@@ -11,44 +11,34 @@ import os
 
 from conftest import ROOT
 
-LAYERS = [  # lowest first: a module may import from its own layer and the ones below
-    [
-        "decodeloop.__init__",
-        "decodeloop.events",
-        "decodeloop.errors",
-        "decodeloop.mcp.errors",
-        "decodeloop.trust.invisible",
-        "decodeloop.trust.untrusted",
-        "decodeloop.trust.credentials",
-        "decodeloop.utf8",
-    ],  # shared leaves
+LAYERS = [  # lowest first: a module may import from its own layer and the ones below; folders and top-level modules
+    ["decodeloop.__init__", "decodeloop.events", "decodeloop.errors", "decodeloop.utf8", "decodeloop.text"],  # leaves
     ["decodeloop.net"],  # the wire the MCP client and the remote engine share: SSE, HTTP pieces
-    ["decodeloop.constrain.grammar.charset", "decodeloop.constrain.grammar.regex"],  # patterns, read safely
-    ["decodeloop.schema.core"],  # what both validators read alike
+    ["decodeloop.patterns"],  # character sets and regexes, read safely
     ["decodeloop.schema"],  # the validators, and schemas in words
     ["decodeloop.sampling"],  # the sampler, its numpy and torch paths, the logits processors
     ["decodeloop.mcp", "decodeloop.bfcl"],  # the MCP client; BFCL's data and checker
-    ["decodeloop.client_features"],  # which client features a run offers, and who answers
-    ["decodeloop.models.base", "decodeloop.formats"],  # tokenizers, chat formats, call syntaxes
-    ["decodeloop.decode"],  # engine, stops, context
+    ["decodeloop.formats"],  # tokenizers, chat formats, call syntaxes
+    ["decodeloop.decode"],  # the model contract, engine, stops, context, the segment runner
     ["decodeloop.trust"],  # policy, provenance, markers, pins, tool budget
     ["decodeloop.constrain"],  # the call grammar and its processor
-    ["decodeloop.tools"],  # turn, dispatch, router, startup, config
-    # answering the servers: sampling (a nested turn), elicitation (the user)
-    [
-        "decodeloop.client_features.sampling",
-        "decodeloop.client_features.elicitation",
-        "decodeloop.client_features.form",
-    ],
+    ["decodeloop.tools"],  # dispatch, router, startup, config
+    ["decodeloop.client_features"],  # answering the servers: sampling (a nested turn), elicitation (the user)
     ["decodeloop.servers"],  # bundled MCP servers
     ["decodeloop.harness", "decodeloop.turn"],  # the conversation: Harness, and a turn's steps
-    ["decodeloop.lab", "decodeloop.models", "decodeloop.bfcl.suite"],  # models and what runs them
+    ["decodeloop.lab", "decodeloop.models"],  # the lab's models and what runs them; the engines of real models
+    ["decodeloop.registry"],  # a model spec to a bundle
     ["decodeloop.ui"],
-    ["decodeloop.cli.parser"],  # the parsers and their help
-    ["decodeloop.cli.options"],  # parsed options to a config, a bundle, servers, a harness
-    ["decodeloop.cli.commands", "decodeloop.cli.auth"],  # the commands; auth's actions
-    ["decodeloop.cli", "decodeloop.__main__"],  # main()
+    ["decodeloop.cli", "decodeloop.__main__"],  # the commands and main()
 ]
+
+
+def test_the_layers_name_folders_and_top_level_modules_only():
+    named = [name for names in LAYERS for name in names]
+    assert len(named) == len(set(named))
+    for name in named:
+        parts = name.split(".")
+        assert len(parts) == 2, name  # decodeloop.X: a folder or a top-level module, never a module in a folder
 
 
 def layer(module: str) -> int | None:
@@ -108,8 +98,34 @@ def test_no_module_imports_from_a_layer_above_its_own():
 
 
 def test_the_check_sees_an_upward_import():
-    tree = ast.parse("from decodeloop.harness import Harness\nfrom decodeloop.trust import invisible\n")
+    tree = ast.parse("from decodeloop.harness import Harness\nfrom decodeloop.text import invisible\n")
     found = list(imports(tree))
-    assert found == [(1, "decodeloop.harness"), (2, "decodeloop.trust.invisible")]
+    assert found == [(1, "decodeloop.harness"), (2, "decodeloop.text.invisible")]
     assert layer("decodeloop.harness") > layer("decodeloop.decode.engine")
-    assert layer("decodeloop.trust.invisible") < layer("decodeloop.trust.policy")
+    assert layer("decodeloop.text.invisible") < layer("decodeloop.trust.policy")
+
+
+def private_imports(module: str, tree: ast.AST):
+    """(line, "module.name") for each `_private` name imported from another decodeloop module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "decodeloop":
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and node.module != module:
+                    yield node.lineno, f"{node.module}.{alias.name}"
+
+
+def test_no_module_imports_another_modules_private_name():
+    found = []
+    for module, path in modules():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        found += [f"{module}:{line} imports {name}" for line, name in private_imports(module, tree)]
+    assert found == []
+
+
+def test_the_check_sees_a_private_import():
+    tree = ast.parse("from decodeloop.formats.calls.compact import _Parser, CompactSyntax\n")
+    assert list(private_imports("decodeloop.formats.calls.json", tree)) == [
+        (1, "decodeloop.formats.calls.compact._Parser")
+    ]

@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from decodeloop.models import load_model
+from decodeloop.registry import load_model
 
 
 def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:

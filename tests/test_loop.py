@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from conftest import FAULTY, WEATHER
 
+from decodeloop.decode.bundle import lab_bundle
+from decodeloop.errors import ConfigError
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import get_weather
-from decodeloop.tools.router import ConfigError
 from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.policy import Policy
 

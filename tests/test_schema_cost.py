@@ -12,11 +12,11 @@ import sys
 import pytest
 from conftest import ROOT
 
-from decodeloop.constrain.grammar import regex
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
+from decodeloop.patterns import regex
 from decodeloop.sampling import Sampler
 from decodeloop.schema import MAX_SCHEMA_STEPS, check_value, validate_arguments
 from decodeloop.tools.config import ServerSpec

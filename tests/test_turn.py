@@ -11,11 +11,11 @@ import pytest
 from conftest import WEATHER, Recorder
 from test_answer import TwoMinds
 
+from decodeloop.decode.bundle import ModelBundle, lab_bundle
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.lab import ASSISTANT, EOS, TOOL, USER, CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.models import ModelBundle, lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.policy import Policy

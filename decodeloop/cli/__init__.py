@@ -17,7 +17,7 @@ from decodeloop.cli.commands import COMMANDS
 from decodeloop.cli.options import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE
 from decodeloop.cli.parser import build_parser, parse
 from decodeloop.errors import ConfigError, McpError, Misconfigured, MissingDependency, RemoteError
-from decodeloop.trust.untrusted import visible  # a server's error text reaches stderr
+from decodeloop.text.untrusted import visible  # a server's error text reaches stderr
 
 __all__ = ["main"]
 

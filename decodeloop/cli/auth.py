@@ -30,8 +30,8 @@ from collections.abc import Callable
 from decodeloop import utf8
 from decodeloop.cli.options import EXIT_CONFIG, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from decodeloop.errors import ConfigError, McpError, Misconfigured
-from decodeloop.trust.credentials import hold_headers
-from decodeloop.trust.untrusted import visible_line
+from decodeloop.text.credentials import hold_headers
+from decodeloop.text.untrusted import visible_line
 
 DEFAULT_WAIT = 300.0  # seconds to wait for the browser's redirect
 MAX_AUTHORIZATION_URL_CHARS = 16_000  # the authorization server's endpoint and the flow's query: longer is odd
@@ -92,7 +92,7 @@ def _login(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     spec = _server(args)
     assert spec.url is not None
     store = TokenStore()
-    hold_headers(spec.headers, spec.name)  # a server that echoes them shows a marker (trust/credentials.py)
+    hold_headers(spec.headers, spec.name)  # a server that echoes them shows a marker (text/credentials.py)
     status, challenge = _challenge(spec.url, spec.headers, args.timeout)
     if status not in (401, 403):
         _say(args, f"{spec.name} did not ask for authorization (HTTP {status}); nothing stored")
@@ -153,7 +153,7 @@ def _browser(args: argparse.Namespace, name: str, redirect) -> Callable[[str], s
     about it (elicitation's inspect_url, which reads the URL as browsers do); the redirect from the listener or
     stdin. A URL no browser should be sent to (not http or https, or one the URL Standard refuses) ends the login."""
     from decodeloop.client_features.elicitation import inspect_url
-    from decodeloop.mcp.errors import AuthorizationError
+    from decodeloop.errors import AuthorizationError
 
     def visit(url: str) -> str:
         try:

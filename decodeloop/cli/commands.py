@@ -207,8 +207,8 @@ def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 def _suite_command(args, parser, sampler, processors, config) -> int:
     """eval --suite bfcl:CATEGORIES: each entry one turn against its own server, scored by BFCL's checker."""
     from decodeloop.bfcl import BfclError, parse_categories
-    from decodeloop.bfcl.suite import run_suite, summary_json, table
     from decodeloop.harness import Harness
+    from decodeloop.lab.bfcl_suite import run_suite, summary_json, table
     from decodeloop.lab.evaluate import ProgressBar
     from decodeloop.trust.policy import Policy
 

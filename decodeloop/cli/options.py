@@ -15,7 +15,7 @@ import sys
 import threading
 
 from decodeloop.errors import ConfigError, Misconfigured
-from decodeloop.trust.untrusted import visible  # a server's error text reaches stderr
+from decodeloop.text.untrusted import visible  # a server's error text reaches stderr
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GAVE_UP, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CAPPED = 4  # the token cap ended the turn before an answer (inside a call, or before any text)
@@ -26,7 +26,7 @@ EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (`| head`): 128 + SIGPI
 def checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
     """Validate the shared options; return the sampler, the processors and the turn configuration."""
     from decodeloop.harness import TurnConfig
-    from decodeloop.models import LAB_MODELS
+    from decodeloop.registry import LAB_MODELS
     from decodeloop.sampling.processors import RepetitionPenalty
     from decodeloop.sampling.sampler import Sampler
 
@@ -119,7 +119,7 @@ def checked(args: argparse.Namespace, parser: argparse.ArgumentParser):
 
 def load_bundle(args: argparse.Namespace, parser: argparse.ArgumentParser):
     """The model bundle the options name; one that does not load is a configuration error (one line)."""
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
 
     remote = {}
     if args.model.startswith("openai:"):
@@ -181,7 +181,7 @@ def _announce(bundle, emit, detail: bool = True) -> None:
 
 def server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list:
     """--mcp, --mcp-url and --mcp-config as server specs; the model's bundled servers when none is given."""
-    from decodeloop.models import default_servers
+    from decodeloop.registry import default_servers
     from decodeloop.tools.config import load_config, parse_header, url_spec
     from decodeloop.tools.startup import parse_command, stdio_specs, unique_names
 
@@ -281,7 +281,7 @@ def server_options(args: argparse.Namespace) -> dict:
 def client_features(args: argparse.Namespace, emit, interrupted: threading.Event, terminal=None):
     """The client features run and chat offer the servers: elicitation, answered now, and sampling, answered
     once the harness is built (build_harness); eval offers none (nobody there answers)."""
-    from decodeloop.client_features import ClientFeatures
+    from decodeloop.mcp.client_features import ClientFeatures
 
     return ClientFeatures(
         elicitation=elicitation_answerer(args, emit, interrupted, terminal),
@@ -293,7 +293,7 @@ def local_sampling(args: argparse.Namespace, bundle, emit, sampler, config, term
     """The servers' sampling requests answered by --sampling-model, or the run's own model, asking at the
     terminal when there is one."""
     from decodeloop.client_features.sampling import LocalSampling
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
 
     sampling_bundle = bundle
     if args.sampling_model:

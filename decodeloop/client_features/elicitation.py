@@ -59,11 +59,11 @@ from decodeloop.client_features.form import (
     content_problem,
     parse_schema,
 )
+from decodeloop.errors import RpcError
 from decodeloop.events import Elicitation, Emit
-from decodeloop.mcp.errors import RpcError
 from decodeloop.net.url import UrlError, WebUrl, scheme_of
 from decodeloop.net.url import parse as parse_url
-from decodeloop.trust.untrusted import cap_text, quoted, visible, visible_line
+from decodeloop.text.untrusted import cap_text, quoted, visible, visible_line
 
 INVALID_PARAMS = -32602
 MAX_MESSAGE_CHARS = 2_000  # the server's message, as shown and recorded

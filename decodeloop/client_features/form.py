@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any
 
-from decodeloop.trust.untrusted import cap_text
+from decodeloop.text.untrusted import cap_text
 
 MAX_FIELDS = 50  # fields of one form
 MAX_OPTIONS = 200  # choices of one field

@@ -41,16 +41,16 @@ from typing import Any
 
 from decodeloop.decode.context import Context
 from decodeloop.decode.segment import Segment, SegmentSettings
+from decodeloop.errors import RpcError
 from decodeloop.events import Done, Emit, Nested, Notice, Prompt, Sampling, Stop
 from decodeloop.formats.calls.base import Call
 from decodeloop.formats.chat import Attachment, ToolReply
 from decodeloop.mcp.client import Tool
-from decodeloop.mcp.errors import RpcError
 from decodeloop.sampling.sampler import Sampler
+from decodeloop.text.untrusted import MARGIN, quoted
 from decodeloop.tools.turn import DEFAULT_MAX_RESULT_CHARS
 from decodeloop.trust.admit import admit_result, admit_tool
 from decodeloop.trust.markers import for_bundle
-from decodeloop.trust.untrusted import MARGIN, quoted
 
 USER_REJECTED = -1  # the spec's code for a request the user rejected
 INVALID_PARAMS = -32602

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from decodeloop.errors import MissingDependency  # noqa: F401  (raised by the backends; imported from here too)
-
 
 class Model(Protocol):
     name: str

@@ -65,13 +65,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from decodeloop.formats.calls.base import CallShape, ParsedCall, ParseError, SpanText
+from decodeloop.formats.calls.base import CallScanner, CallShape, ParsedCall, ParseError, SpanText
 from decodeloop.formats.calls.shapes import CANONICAL, NotACall, Shape, mentions_tool, read
-
-if TYPE_CHECKING:
-    from .calls import CallScanner
 
 DEFAULT_MAX_CALL_CHARS = 16_384  # one call's text, opener to closer (--max-call-chars)
 CALLS_IN_REASONING = ("ignore", "run")

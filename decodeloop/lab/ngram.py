@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from decodeloop.decode.model import PrefixCachedModel
 from decodeloop.lab.train.ngram import NgramCounts, as_text, count, training_segments
-from decodeloop.models.base import PrefixCachedModel
 
 DEFAULT_ORDER = 8
 DEFAULT_EPISODES = 1500

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from decodeloop.decode.model import PrefixCachedModel
 from decodeloop.formats.lab import ASSISTANT, EOS, TOOL, USER
-from decodeloop.models.base import PrefixCachedModel
 
 LIKELY = 9.0  # logit of the scripted next token; softmax gives it ~0.97 against 260 zeros
 

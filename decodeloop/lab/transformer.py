@@ -39,7 +39,8 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
-from decodeloop.models.base import MissingDependency, PrefixCachedModel
+from decodeloop.decode.model import PrefixCachedModel
+from decodeloop.errors import MissingDependency
 
 # The matrices here are small: BLAS threads spin and contend more than they help.
 # Training splits its batch between threads itself. Takes effect only if numpy is not yet imported.

@@ -8,17 +8,6 @@ http.client or ssl.
 """
 
 from decodeloop.mcp.client import PROTOCOL_VERSION, STATELESS_VERSION, SUPPORTED_VERSIONS, McpClient, Tool, ToolResult
-from decodeloop.mcp.errors import (
-    AuthorizationError,
-    ConnectionClosed,
-    HttpStatusError,
-    McpError,
-    ProtocolError,
-    RequestTimeout,
-    RpcError,
-    SessionExpired,
-    TransportError,
-)
 from decodeloop.mcp.jsonrpc import JsonRpcSession
 from decodeloop.mcp.transports import MemoryTransport, StdioTransport, Transport
 
@@ -26,20 +15,11 @@ __all__ = [
     "PROTOCOL_VERSION",
     "STATELESS_VERSION",
     "SUPPORTED_VERSIONS",
-    "AuthorizationError",
-    "ConnectionClosed",
-    "HttpStatusError",
     "JsonRpcSession",
     "McpClient",
-    "McpError",
     "MemoryTransport",
-    "ProtocolError",
-    "RequestTimeout",
-    "RpcError",
-    "SessionExpired",
     "StdioTransport",
     "Tool",
     "ToolResult",
     "Transport",
-    "TransportError",
 ]

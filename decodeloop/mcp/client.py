@@ -61,15 +61,8 @@ from collections.abc import Callable
 from typing import Any
 
 import decodeloop
+from decodeloop.errors import HttpStatusError, McpError, ProtocolError, RequestTimeout, RpcError, SessionExpired
 from decodeloop.mcp.content import Tool, ToolResult  # (re-exported)
-from decodeloop.mcp.errors import (
-    HttpStatusError,
-    McpError,
-    ProtocolError,
-    RequestTimeout,
-    RpcError,
-    SessionExpired,
-)
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.headers import header_params, header_problem, param_headers
 from decodeloop.mcp.jsonrpc import Deadline, JsonRpcSession
@@ -83,8 +76,8 @@ from decodeloop.mcp.versions import (
     STATELESS_VERSION,
     SUPPORTED_VERSIONS,
 )  # (re-exported)
-from decodeloop.trust.credentials import clip, hold_headers
-from decodeloop.trust.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, cap_text
+from decodeloop.text.credentials import clip, hold_headers
+from decodeloop.text.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, cap_text
 
 META = "io.modelcontextprotocol/"  # the prefix of the 2026-07-28 _meta keys
 MODERN_ERRORS = (-32020, -32021, -32022)  # header mismatch, missing capability, unsupported version
@@ -252,7 +245,7 @@ class McpClient(ServerFeatures):
         timeout = kw.get("timeout", 60.0)
         log = kw.get("log") or (lambda line: None)
         name = kw.get("name", "server")
-        hold_headers(headers, name)  # a server that echoes them shows a marker naming it (trust/credentials.py)
+        hold_headers(headers, name)  # a server that echoes them shows a marker naming it (text/credentials.py)
         startup: StartupDeadline | None = None
         if transport != "sse":
             client = cls(

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from decodeloop.mcp.errors import RpcError
+from decodeloop.errors import RpcError
 
 METHOD_NOT_FOUND = -32601
 

@@ -24,12 +24,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from decodeloop.errors import McpError, RpcError
 from decodeloop.mcp.auth.client_credentials import ClientCredentials
 from decodeloop.mcp.auth.enterprise import EnterpriseManaged
 from decodeloop.mcp.auth.oauth import OAuth, follow_redirect
 from decodeloop.mcp.auth.workload import WorkloadIdentity
 from decodeloop.mcp.client import McpClient, Tool
-from decodeloop.mcp.errors import McpError, RpcError
 from decodeloop.mcp.transports.http import StreamableHttpTransport
 
 # The suite's client ID metadata document URL; an authorization server that supports

@@ -24,8 +24,8 @@ import json
 import re
 from typing import Any
 
-from decodeloop.mcp.errors import ProtocolError
-from decodeloop.trust.credentials import clip
+from decodeloop.errors import ProtocolError
+from decodeloop.text.credentials import clip
 
 Message = dict | list  # as in transports/base.py (imported from there, it would import every transport)
 

@@ -37,9 +37,9 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
-from decodeloop.mcp.errors import ConnectionClosed, McpError, ProtocolError, RequestTimeout, RpcError
+from decodeloop.errors import ConnectionClosed, McpError, ProtocolError, RequestTimeout, RpcError
 from decodeloop.mcp.transports.base import Message, ReportsRequestErrors, SendsHeaders, Transport
-from decodeloop.trust.credentials import clip
+from decodeloop.text.credentials import clip
 
 METHOD_NOT_FOUND = -32601
 PAUSED_RECHECK = 0.5  # seconds between looks at a timed-out wait held open while a server's request is answered

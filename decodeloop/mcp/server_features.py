@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from decodeloop.errors import ProtocolError, Unsupported
 from decodeloop.mcp.content import (
     Completion,
     Prompt,
@@ -25,8 +26,7 @@ from decodeloop.mcp.content import (
     ResourceContents,
     ResourceTemplate,
 )
-from decodeloop.mcp.errors import ProtocolError, Unsupported
-from decodeloop.trust.credentials import clip
+from decodeloop.text.credentials import clip
 
 if TYPE_CHECKING:
     from decodeloop.mcp.jsonrpc import Deadline

@@ -29,8 +29,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from decodeloop.decode.model import PrefixCachedModel
 from decodeloop.formats.hf_tokenizer import HF_EXTRA, require
-from decodeloop.models.base import PrefixCachedModel
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -274,7 +274,7 @@ def load_tokenizer(path: str, syntax: str | None = None):
 
 
 def _tokenizer_bundle(path: str, syntax: str | None, source, facts: dict, cached: str | None):
-    from decodeloop.models import ModelBundle
+    from decodeloop.decode.bundle import ModelBundle
 
     call_syntax, why = _call_format(syntax, facts)
     tokenizer, chat = _template_chat(source, facts, path, call_syntax)
@@ -339,7 +339,8 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     torch = require("torch")
     transformers = require("transformers")
     require("jinja2")
-    from decodeloop.models import ModelBundle, gguf_cache, tokenizer_cache
+    from decodeloop.decode.bundle import ModelBundle
+    from decodeloop.models import gguf_cache, tokenizer_cache
 
     _quiet(transformers)
     device = _resolve_device(torch, device)

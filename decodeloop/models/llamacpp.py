@@ -25,7 +25,8 @@ import os
 import threading
 from typing import Any
 
-from decodeloop.models.base import MissingDependency, PrefixCachedModel
+from decodeloop.decode.model import PrefixCachedModel
+from decodeloop.errors import MissingDependency
 
 LLAMACPP_EXTRA = (
     "gguf: needs llama-cpp-python: pip install -e '.[llamacpp]' (it compiles llama.cpp from source "

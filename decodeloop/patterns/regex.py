@@ -35,8 +35,8 @@ import re
 import unicodedata
 from bisect import bisect_right
 
-from decodeloop.constrain.grammar import charset as cs
-from decodeloop.constrain.grammar.charset import TEXT, Ranges
+from decodeloop.patterns import charset as cs
+from decodeloop.patterns.charset import TEXT, Ranges
 
 MAX_COUNT = 1000  # the largest {m,n} count expanded
 MAX_NFA_STATES = 20_000

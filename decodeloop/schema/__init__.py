@@ -52,7 +52,7 @@ The supported part of JSON Schema:
                          (also the draft 4 form: exclusiveMinimum: true)
     minLength, maxLength in characters
     pattern              re.search's answer, so unanchored unless the pattern
-                         anchors, worked out by grammar/regex.py in time linear
+                         anchors, worked out by patterns/regex.py in time linear
                          in the value (never Python's backtracking matcher, which
                          a server's ^(a+)+$ would hang): a value whose check
                          passes a step budget is refused with that reason

@@ -47,7 +47,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from decodeloop.constrain.grammar import regex
+from decodeloop.patterns import regex
 from decodeloop.schema.core import (
     MAX_DEPTH,
     MAX_SCHEMA_STEPS,

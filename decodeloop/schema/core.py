@@ -12,7 +12,7 @@ import math
 import urllib.parse
 from typing import Any, TypeGuard
 
-from decodeloop.constrain.grammar import regex
+from decodeloop.patterns import regex
 
 TYPES = ("string", "integer", "number", "boolean", "null", "array", "object")
 # Python's type names, as BFCL's function schemas and hand-written tools write them: the JSON Schema type each
@@ -92,7 +92,7 @@ def declared_types(schema: Any) -> list[str]:
 
 
 def matches(pattern: str, text: str) -> bool | None:
-    """Whether re.search(pattern, text) matches, worked out in linear time (grammar/regex.py); None when
+    """Whether re.search(pattern, text) matches, worked out in linear time (patterns/regex.py); None when
     the pattern is one the harness does not read (pattern_notes says so at start-up).
 
     Raises regex.TooCostly when the check of this value would exceed the step budget.

@@ -11,7 +11,7 @@ import difflib
 import json
 from typing import Any
 
-from decodeloop.constrain.grammar import regex
+from decodeloop.patterns import regex
 from decodeloop.schema.core import MAX_DEPTH, TYPE_ALIASES, TYPES, allowed_types, array_items
 
 _PLURAL = {
@@ -134,7 +134,7 @@ def pattern_notes(schema: Any, limit: int = 4) -> list[str]:
     """The patterns in `schema` (`pattern`, `patternProperties` keys) the harness does not check, for a
     notice: one line, or [] when it reads them all.
 
-    Patterns are checked by grammar/regex.py's `search`, never by Python's backtracking matcher; one it
+    Patterns are checked by patterns/regex.py's `search`, never by Python's backtracking matcher; one it
     does not read (a lookahead, a backreference, one Python cannot compile, a very long one) is left to
     the server: a value is not refused for it, and a patternProperties key matches no key. Shown as
     JSON, escaped and cut short, as in `type_notes`.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from decodeloop.constrain.grammar import regex
+from decodeloop.patterns import regex
 from decodeloop.schema.core import (
     MAX_DEPTH,
     MAX_SCHEMA_STEPS,

@@ -27,8 +27,8 @@ import json
 import re
 from typing import Any
 
-from decodeloop.trust import invisible
-from decodeloop.trust.credentials import clip, redact
+from decodeloop.text import invisible
+from decodeloop.text.credentials import clip, redact
 
 DEFAULT_MAX_DESCRIPTION_CHARS = 4_000  # a tool's description, and each description or title in its schemas
 DEFAULT_MAX_SCHEMA_CHARS = 16_000  # a tool's inputSchema as JSON, after its descriptions are capped

@@ -20,10 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from decodeloop.errors import McpError, RequestTimeout
 from decodeloop.events import ToolCall, ToolError, ToolResult
 from decodeloop.formats.calls import shapes as call_shapes
 from decodeloop.formats.calls.base import ParsedCall
-from decodeloop.mcp.errors import McpError, RequestTimeout
 from decodeloop.schema.arguments import ArgumentError, validate_arguments
 from decodeloop.schema.standard import check_value
 from decodeloop.tools.router import Router, UnknownTool

@@ -34,20 +34,15 @@ import dataclasses
 import re
 from typing import Any
 
-from decodeloop.client_features import ClientFeatures
+from decodeloop.errors import ConfigError, McpError
 from decodeloop.events import Emit, Notice, ToolsChanged
 from decodeloop.mcp.client import McpClient, Tool, ToolResult
-from decodeloop.mcp.errors import McpError
+from decodeloop.mcp.client_features import ClientFeatures
 from decodeloop.mcp.roots import file_roots
 from decodeloop.schema import did_you_mean, pattern_notes, type_notes
-from decodeloop.tools.config import ConfigError, ServerSpec  # ConfigError is re-exported for callers
+from decodeloop.text.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_SCHEMA_CHARS, cap_tool, visible_line
+from decodeloop.tools.config import ServerSpec
 from decodeloop.trust.pins import PinStore, changes, fingerprint
-from decodeloop.trust.untrusted import (
-    DEFAULT_MAX_DESCRIPTION_CHARS,
-    DEFAULT_MAX_SCHEMA_CHARS,
-    cap_tool,
-    visible_line,
-)
 
 NAMESPACE_SEPARATOR = "__"
 MAX_TOOL_NAME = 128

@@ -26,18 +26,18 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from decodeloop.client_features import ClientFeatures
+from decodeloop.errors import ConfigError, ConnectionClosed
 from decodeloop.events import Emit, Notice, Progress, Rpc, ServerReady
 from decodeloop.mcp.auth.store import TokenStore, stored_oauth
 from decodeloop.mcp.client import McpClient, Tool
-from decodeloop.mcp.errors import ConnectionClosed
+from decodeloop.mcp.client_features import ClientFeatures
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.roots import file_roots
 from decodeloop.mcp.transports.stdio import StdioTransport
-from decodeloop.tools.config import ConfigError, ServerSpec
+from decodeloop.text.untrusted import cap_text, visible_line
+from decodeloop.tools.config import ServerSpec
 from decodeloop.tools.router import DEFAULT_MAX_TOOLS, Router
 from decodeloop.trust.pins import PinStore
-from decodeloop.trust.untrusted import cap_text, visible_line
 
 # the folder that holds the decodeloop package, for the bundled servers' imports
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -14,9 +14,9 @@ import dataclasses
 from typing import Any, NamedTuple
 
 from decodeloop.events import Emit, Notice
-from decodeloop.trust import credentials, invisible
+from decodeloop.text import credentials, invisible
+from decodeloop.text.untrusted import cap_text
 from decodeloop.trust.markers import Markers
-from decodeloop.trust.untrusted import cap_text
 
 
 class Admitted(NamedTuple):

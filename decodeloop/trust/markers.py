@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from html.entities import html5
 from typing import Any
 
-from decodeloop.trust.invisible import map_strings
+from decodeloop.text.invisible import map_strings
 
 HERMES_TAGS = ("<tools>", "</tools>", "<tool_response>", "</tool_response>")
 # characters NFKC leaves alone that read as a marker's characters

@@ -23,7 +23,7 @@ from typing import Any
 
 from decodeloop.errors import ConfigError
 from decodeloop.mcp.client import Tool
-from decodeloop.trust.credentials import clip
+from decodeloop.text.credentials import clip
 
 PREVIEW = 80  # characters of a changed description quoted in the report
 

@@ -35,12 +35,11 @@ from contextlib import nullcontext
 from typing import TextIO
 
 from decodeloop import utf8
-from decodeloop.errors import ConfigError, McpError
+from decodeloop.errors import ConfigError, McpError, ToolSurfaceError
 from decodeloop.events import Event
 from decodeloop.mcp.content import prompt_ref
-from decodeloop.trust.credentials import clip
-from decodeloop.trust.tool_budget import ToolSurfaceError
-from decodeloop.trust.untrusted import visible, visible_line
+from decodeloop.text.credentials import clip
+from decodeloop.text.untrusted import visible, visible_line
 from decodeloop.ui.style import Style, use_color
 from decodeloop.ui.terminal import Terminal
 from decodeloop.ui.trace import elicitation_text, progress_text, sampling_head

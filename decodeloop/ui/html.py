@@ -27,9 +27,9 @@ from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from decodeloop import utf8
+from decodeloop.decode.model import RecordsAttention
 from decodeloop.events import Event
-from decodeloop.models.base import RecordsAttention
-from decodeloop.trust.untrusted import UNSAFE_RANGES, visible
+from decodeloop.text.untrusted import UNSAFE_RANGES, visible
 
 # MAX_STRING (the page's cap on one string) is imported from here too
 from decodeloop.ui.page_events import MAX_STRING, SOURCE, PageEvents, embed, fit  # noqa: F401

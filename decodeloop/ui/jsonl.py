@@ -17,7 +17,7 @@ import sys
 from typing import TextIO
 
 from decodeloop.events import Event
-from decodeloop.trust.untrusted import cap_strings, json_escaped, visible
+from decodeloop.text.untrusted import cap_strings, json_escaped, visible
 
 DEFAULT_MAX_CHARS = 16_000
 CAPPED = {"rpc": "message", "tool_result": "content"}  # the field of each event that holds a server's raw text

@@ -25,7 +25,7 @@ import math
 from collections import deque
 from typing import Any
 
-from decodeloop.trust.untrusted import json_escaped
+from decodeloop.text.untrusted import json_escaped
 
 MAX_STRING = 20_000  # characters of one string (or object key) the page keeps
 MAX_EVENT_BYTES = 100_000  # one event's JSON in the page

@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from decodeloop.client_features.elicitation import POLL_SECONDS, terminal_reader
-from decodeloop.trust.untrusted import visible, visible_line
+from decodeloop.text.untrusted import visible, visible_line
 
 try:
     import termios

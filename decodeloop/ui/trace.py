@@ -40,8 +40,8 @@ from decodeloop.events import (
     ToolsChanged,
 )
 from decodeloop.formats.calls.shapes import DESCRIBED
-from decodeloop.trust.credentials import clip
-from decodeloop.trust.untrusted import MARGIN, quoted, visible, visible_line
+from decodeloop.text.credentials import clip
+from decodeloop.text.untrusted import MARGIN, quoted, visible, visible_line
 from decodeloop.ui.legend import ByteLegend, probs_note
 from decodeloop.ui.style import Style, use_color
 

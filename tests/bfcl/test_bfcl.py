@@ -22,15 +22,15 @@ from conftest import ROOT
 from decodeloop.bfcl import BfclError, Wheel, load_entries, locate_wheel, parse_categories
 from decodeloop.bfcl.checker import check, load_checker, reference_output
 from decodeloop.bfcl.entries import CATEGORIES
-from decodeloop.bfcl.suite import entry_server, run_entries, summarize, table
 from decodeloop.bfcl.tools import convert, input_schema, mcp_tools
+from decodeloop.decode.bundle import ModelBundle
 from decodeloop.formats.calls.compact import Call
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.lab import ASSISTANT, EOS, USER, CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.bfcl_suite import entry_server, run_entries, summarize, table
 from decodeloop.lab.table import TableModel
 from decodeloop.mcp import McpClient, StdioTransport
-from decodeloop.models import ModelBundle
 from decodeloop.sampling import Sampler
 from decodeloop.schema import ArgumentError, validate_arguments
 from decodeloop.servers import command

@@ -18,7 +18,6 @@ import webbrowser
 import pytest
 from conftest import ROOT, WIRES, Recorder
 
-from decodeloop.client_features import ClientFeatures
 from decodeloop.client_features.elicitation import (
     TerminalElicitation,
     Unattended,
@@ -27,8 +26,9 @@ from decodeloop.client_features.elicitation import (
     terminal_reader,
 )
 from decodeloop.client_features.form import SchemaError, content_problem, parse_schema
+from decodeloop.errors import RpcError
 from decodeloop.events import Elicitation
-from decodeloop.mcp.errors import RpcError
+from decodeloop.mcp.client_features import ClientFeatures
 from decodeloop.tools.config import ServerSpec
 from decodeloop.tools.startup import start_servers
 from decodeloop.ui.trace import TraceView

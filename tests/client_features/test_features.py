@@ -10,8 +10,8 @@ import time
 import pytest
 from conftest import ROOT, WIRES
 
-from decodeloop.client_features import ClientFeatures
-from decodeloop.mcp.errors import RpcError
+from decodeloop.errors import RpcError
+from decodeloop.mcp.client_features import ClientFeatures
 from decodeloop.tools.config import ServerSpec
 from decodeloop.tools.startup import start_servers
 

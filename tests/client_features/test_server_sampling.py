@@ -11,15 +11,16 @@ import pytest
 from conftest import ROOT, WIRES, Recorder
 from test_features import ASKING
 
-from decodeloop.client_features import ClientFeatures
 from decodeloop.client_features.sampling import LocalSampling
+from decodeloop.decode.bundle import ModelBundle
+from decodeloop.errors import RpcError
 from decodeloop.formats.calls.base import Call
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.lab import ASSISTANT, EOS, USER, CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.mcp.errors import RpcError
-from decodeloop.models import ModelBundle, load_model
+from decodeloop.mcp.client_features import ClientFeatures
+from decodeloop.registry import load_model
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import ServerSpec
 from decodeloop.tools.startup import start_servers

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from decodeloop.constrain.matchers import unsupported
 from decodeloop.constrain.processor import CallConstraint
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
 from decodeloop.decode.loop import generate
@@ -28,7 +29,6 @@ from decodeloop.formats.lab import CharTokenizer
 from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.sampling.processors import ProcessorState
 from decodeloop.schema import check_value, validate_arguments
@@ -447,7 +447,7 @@ def test_cli_constrain_runs_and_refuses_what_it_cannot_do():
 
 def test_ngram_calls_under_the_constraint_always_parse(events):
     from decodeloop.lab.corpus import lab_server_commands
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
 
     bundle = load_model("ngram", order=4)
     with start_stdio_servers(lab_server_commands(), events, timeout=10) as router:

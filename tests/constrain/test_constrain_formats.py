@@ -22,6 +22,7 @@ from test_constrain_bpe import PIECES, PieceTokenizer
 from decodeloop.constrain.matchers import UNEXPRESSED, ByteMatcher, unsupported
 from decodeloop.constrain.processor import CallConstraint
 from decodeloop.constrain.token_matcher import TokenMatcher
+from decodeloop.decode.bundle import ModelBundle
 from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
 from decodeloop.decode.loop import generate
@@ -35,7 +36,6 @@ from decodeloop.formats.lab import SPECIALS as LAB_SPECIALS
 from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.harness import Harness, TurnConfig
-from decodeloop.models import ModelBundle
 from decodeloop.sampling import Sampler
 from decodeloop.sampling.processors import ProcessorState
 from decodeloop.schema import check_value, validate_arguments
@@ -294,7 +294,7 @@ def test_a_transformers_model_with_the_formats_tokens_sends_valid_calls_to_the_w
 ):
     # random weights, torch logits, the format's markers as added tokens of a trained tokenizer: every turn, forced
     # to open with a call, writes one in the format that the weather server accepts
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
 
     bundle = load_model("hf:" + tiny_model_dir, syntax=name)
     specials = bundle.tokenizer.special_tokens

@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodeloop.constrain.grammar import charset as cs
 from decodeloop.constrain.grammar.bytes import ByteGrammar, utf8_range
 from decodeloop.constrain.grammar.compile import _bounds, _Schemas, call_grammar
 from decodeloop.constrain.grammar.machines import BARE, UNICODE_SPACE, Number, Text
-from decodeloop.constrain.grammar.regex import Unsupported, compile_pattern
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
+from decodeloop.patterns import charset as cs
+from decodeloop.patterns.regex import Unsupported, compile_pattern
 from decodeloop.schema import validate_arguments
 from decodeloop.servers.timezone import INPUT as TIMEZONE_INPUT
 from decodeloop.servers.units import INPUT as UNITS_INPUT

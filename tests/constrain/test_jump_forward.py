@@ -15,7 +15,7 @@ from test_constrain_bpe import PIECES, PieceTokenizer
 from decodeloop.constrain.processor import CallConstraint, forced_text
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.harness import Harness, TurnConfig
-from decodeloop.models import load_model
+from decodeloop.registry import load_model
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 

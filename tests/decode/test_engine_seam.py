@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from conftest import WEATHER
 
+from decodeloop.decode.bundle import ModelBundle
 from decodeloop.decode.engine import Engine, Step
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness
-from decodeloop.models import ModelBundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 

@@ -10,12 +10,12 @@ import json
 import pytest
 from conftest import WEATHER, Recorder
 
+from decodeloop.decode.bundle import ModelBundle
 from decodeloop.formats.calls.formats import THINK
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.models import ModelBundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.policy import Policy

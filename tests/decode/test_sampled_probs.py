@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import decodeloop.sampling.torch_backend as torch_backend
 from decodeloop.harness import Harness, TurnConfig
-from decodeloop.models import load_model
+from decodeloop.registry import load_model
 from decodeloop.sampling import Sampler, explain
 from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.ui.jsonl import JsonlView

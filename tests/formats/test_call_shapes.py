@@ -8,6 +8,7 @@ from conftest import FAULTY, WEATHER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from decodeloop.decode.bundle import ModelBundle
 from decodeloop.decode.stops import Stops
 from decodeloop.formats.calls.compact import ParseError
 from decodeloop.formats.calls.json import JsonSyntax
@@ -15,7 +16,6 @@ from decodeloop.formats.calls.shapes import ALTERNATES, BY_NAME, NotACall, parse
 from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.models import ModelBundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 

@@ -512,8 +512,8 @@ class _Script:
 def test_a_turn_writes_the_models_call_back_as_its_template_does(hf, tok, history):
     from conftest import WEATHER, Recorder
 
+    from decodeloop.decode.bundle import ModelBundle
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.models import ModelBundle
     from decodeloop.sampling import Sampler
     from decodeloop.tools.startup import start_stdio_servers
     from decodeloop.trust.policy import Policy

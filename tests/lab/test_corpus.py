@@ -2,12 +2,12 @@
 
 from conftest import Recorder
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab import corpus
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.schema import validate_arguments
 from decodeloop.tools.startup import start_stdio_servers

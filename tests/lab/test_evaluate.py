@@ -7,12 +7,12 @@ import sys
 import pytest
 from conftest import ROOT
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.corpus import Episode, lab_server_commands
 from decodeloop.lab.evaluate import evaluate
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import get_weather
 from decodeloop.tools.startup import start_stdio_servers

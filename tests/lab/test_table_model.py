@@ -2,9 +2,9 @@
 
 import random
 
+from decodeloop.decode.model import common_prefix_len
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.lab.table import TableModel
-from decodeloop.models.base import common_prefix_len
 
 TABLE = {
     "<|user|>hi<|assistant|>": "hello there<|eos|>",

@@ -15,10 +15,10 @@ from conftest import ROOT
 transformer = pytest.importorskip("decodeloop.lab.transformer")
 np = transformer.np
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.lab.train import backprop
 from decodeloop.lab.transformer import Config, TransformerModel, init_params, load_weights, save_weights
-from decodeloop.models import lab_bundle
 
 TINY = Config(n_layer=2, n_head=2, d_model=8, window=5, lookback=4)
 

@@ -18,6 +18,7 @@ import urllib.request
 import pytest
 from conftest import ROOT
 
+from decodeloop.errors import AuthorizationError
 from decodeloop.mcp import McpClient
 from decodeloop.mcp.auth.client_credentials import ClientCredentials
 from decodeloop.mcp.auth.dpop import DPoP, target_uri
@@ -25,9 +26,8 @@ from decodeloop.mcp.auth.enterprise import EnterpriseManaged
 from decodeloop.mcp.auth.jwt import SigningKey, thumbprint, unverified_claims
 from decodeloop.mcp.auth.oauth import OAuth
 from decodeloop.mcp.auth.workload import WorkloadIdentity
-from decodeloop.mcp.errors import AuthorizationError
-from decodeloop.trust.credentials import redact
-from decodeloop.trust.untrusted import visible
+from decodeloop.text.credentials import redact
+from decodeloop.text.untrusted import visible
 
 pytest.importorskip("cryptography")  # the auth extra: the test extra installs it
 

@@ -19,15 +19,8 @@ import tracemalloc
 import pytest
 from conftest import FAULTY
 
+from decodeloop.errors import ConnectionClosed, HttpStatusError, McpError, ProtocolError, RequestTimeout, TransportError
 from decodeloop.mcp import McpClient, StdioTransport, framing
-from decodeloop.mcp.errors import (
-    ConnectionClosed,
-    HttpStatusError,
-    McpError,
-    ProtocolError,
-    RequestTimeout,
-    TransportError,
-)
 from decodeloop.mcp.transports import http as http_transport
 from decodeloop.mcp.transports.httpbase import HttpClient
 

@@ -30,6 +30,7 @@ import time
 import pytest
 from conftest import ROOT
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.calls.compact import describe_tool
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
@@ -37,7 +38,6 @@ from decodeloop.lab.table import TableModel
 from decodeloop.mcp import McpClient
 from decodeloop.mcp.transports.http import StreamableHttpTransport
 from decodeloop.mcp.transports.sse_legacy import SseLegacyTransport
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.schema import ArgumentError, validate_arguments
 from decodeloop.tools.config import load_config

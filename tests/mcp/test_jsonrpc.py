@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from decodeloop.mcp.errors import ConnectionClosed, ProtocolError, RequestTimeout, RpcError
+from decodeloop.errors import ConnectionClosed, ProtocolError, RequestTimeout, RpcError
 from decodeloop.mcp.jsonrpc import JsonRpcSession
 from decodeloop.mcp.transports.base import Transport
 

@@ -15,15 +15,8 @@ from pathlib import Path
 import pytest
 
 import decodeloop
-from decodeloop.mcp import (
-    McpClient,
-    MemoryTransport,
-    ProtocolError,
-    RpcError,
-    StdioTransport,
-    Tool,
-    ToolResult,
-)
+from decodeloop.errors import ProtocolError, RpcError
+from decodeloop.mcp import McpClient, MemoryTransport, StdioTransport, Tool, ToolResult
 from decodeloop.mcp.jsonrpc import JsonRpcSession
 from decodeloop.servers import weather
 from decodeloop.servers.base import ToolServer

@@ -15,13 +15,12 @@ from conftest import stdio_client as client
 from test_cli import run
 from test_policy import HOSTILE
 
-from decodeloop.errors import ConfigError
+from decodeloop.decode.bundle import lab_bundle
+from decodeloop.errors import ConfigError, RpcError, Unsupported
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.mcp.content import prompt_ref, resource_ref
-from decodeloop.mcp.errors import RpcError, Unsupported
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import get_forecast
 from decodeloop.tools.config import ServerSpec

@@ -19,9 +19,9 @@ import threading
 import pytest
 from conftest import ROOT, WEATHER
 
+from decodeloop.errors import RequestTimeout, TransportError
 from decodeloop.mcp import McpClient, StdioTransport
 from decodeloop.mcp import client as mcp_client
-from decodeloop.mcp.errors import RequestTimeout, TransportError
 from decodeloop.tools.config import ServerSpec
 from decodeloop.tools.startup import start_servers
 

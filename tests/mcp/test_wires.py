@@ -13,10 +13,11 @@ import sys
 
 import pytest
 
+from decodeloop.errors import ConfigError, ProtocolError
 from decodeloop.events import ServerReady
-from decodeloop.mcp import McpClient, MemoryTransport, ProtocolError
+from decodeloop.mcp import McpClient, MemoryTransport
 from decodeloop.mcp.headers import encode_value, header_params, header_problem, param_headers, standard_headers
-from decodeloop.tools.config import ConfigError, load_config, parse_config
+from decodeloop.tools.config import load_config, parse_config
 from decodeloop.tools.startup import start_servers
 
 META = "io.modelcontextprotocol/"

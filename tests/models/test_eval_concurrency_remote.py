@@ -17,12 +17,12 @@ from dataclasses import asdict
 
 from conftest import ROOT, WEATHER
 
+from decodeloop.decode.bundle import ModelBundle
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness
 from decodeloop.lab.corpus import Episode
 from decodeloop.lab.evaluate import evaluate, evaluate_concurrently, serial_reason
-from decodeloop.models import ModelBundle
 from decodeloop.models.openai.engine import OpenAIEngine
 from decodeloop.models.openai.wire import Endpoint
 from decodeloop.sampling import Sampler

@@ -31,8 +31,8 @@ QUESTION = "What's the weather in Polson, MT?"
 
 @pytest.mark.skipif(HAVE_LLAMA_CPP, reason="llama-cpp-python is installed here")
 def test_without_llama_cpp_the_error_names_the_extra_and_the_build(tmp_path):
-    from decodeloop.models import load_model
-    from decodeloop.models.base import MissingDependency
+    from decodeloop.errors import MissingDependency
+    from decodeloop.registry import load_model
 
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
@@ -42,7 +42,7 @@ def test_without_llama_cpp_the_error_names_the_extra_and_the_build(tmp_path):
 
 @pytest.fixture(scope="module")
 def smol():
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
 
     return load_model("gguf:" + SMOLLM2)
 

@@ -121,7 +121,7 @@ def test_a_wrong_model_path_is_reported_before_torch_is_imported(tmp_path):
     missing = str(tmp_path / "no-such-model.gguf")
     p = _python(f"""
 import sys
-from decodeloop.models import load_model
+from decodeloop.registry import load_model
 for spec in ("hf:{missing}", "hf:{tmp_path}"):
     try:
         load_model(spec)
@@ -142,7 +142,7 @@ def test_a_missing_torch_names_the_cpu_build(tmp_path):
     p = _python(f"""
 import sys
 sys.modules["torch"] = None          # as if torch were not installed
-from decodeloop.models import load_model
+from decodeloop.registry import load_model
 try:
     load_model("hf:{model}")
 except ImportError as e:

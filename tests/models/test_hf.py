@@ -21,9 +21,9 @@ import tiny_hf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from decodeloop.errors import MissingDependency
 from decodeloop.formats.hf_tokenizer import HFTokenizer, require
 from decodeloop.formats.tokenizer import StreamDecoder, check_tokenizer
-from decodeloop.models.base import MissingDependency
 
 SMOLLM2 = os.environ.get("DECODELOOP_SMOLLM2")
 
@@ -39,7 +39,7 @@ def tiny_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def bundle(tiny_dir):
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
 
     return load_model("hf:" + tiny_dir)
 
@@ -210,7 +210,7 @@ def _tool():
 
 
 def test_load_errors(tiny_dir, tmp_path):
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
 
     with pytest.raises(FileNotFoundError, match="no model at"):
         load_model("hf:" + str(tmp_path / "nope"))
@@ -333,7 +333,7 @@ def test_smollm2():
     import torch
 
     from decodeloop.decode.engine import LocalEngine
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
     from decodeloop.sampling import Sampler
 
     smol = load_model("hf:" + SMOLLM2, device="cpu")
@@ -435,12 +435,12 @@ def test_a_prompt_over_the_models_context_is_refused_naming_the_server(bundle, e
     # tools' descriptions fill more than that, each tool within its own caps
     from conftest import ROOT
 
+    from decodeloop.errors import ToolSurfaceError
     from decodeloop.harness import Harness
     from decodeloop.sampling import Sampler
     from decodeloop.tools.config import ServerSpec
     from decodeloop.tools.startup import start_servers
     from decodeloop.trust.policy import Policy
-    from decodeloop.trust.tool_budget import ToolSurfaceError
 
     assert bundle.context_length == 4096
     wide = [

@@ -91,7 +91,7 @@ def hits(log) -> list[tuple[int, int]]:
 
 @pytest.fixture(scope="module")
 def smol_bundle(server):
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
 
     url, _ = server
     return load_model("openai:" + url, model="smollm2", tokenizer_path=SMOLLM2, max_tokens=64, timeout=120)

@@ -17,12 +17,13 @@ import urllib.request
 import pytest
 from conftest import ROOT, WEATHER
 
+from decodeloop.decode.bundle import ModelBundle
+from decodeloop.errors import RemoteError
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness
-from decodeloop.models import ModelBundle
 from decodeloop.models.openai.engine import OpenAIEngine
-from decodeloop.models.openai.wire import Endpoint, RemoteError
+from decodeloop.models.openai.wire import Endpoint
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 
@@ -285,7 +286,8 @@ def test_the_trace_shows_each_request_and_what_the_server_cached(server):
 
 
 def test_a_config_file_s_engine_is_checked(tmp_path):
-    from decodeloop.tools.config import ConfigError, load_config, load_engine
+    from decodeloop.errors import ConfigError
+    from decodeloop.tools.config import load_config, load_engine
 
     path = tmp_path / "c.json"
     servers = {"mcpServers": {"weather": {"command": "python3"}}}

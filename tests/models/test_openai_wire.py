@@ -12,8 +12,9 @@ import threading
 
 import pytest
 
+from decodeloop.errors import RemoteError
 from decodeloop.models.openai import wire as openai_wire
-from decodeloop.models.openai.wire import Endpoint, RemoteError
+from decodeloop.models.openai.wire import Endpoint
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
 

@@ -77,7 +77,7 @@ def test_strict_prints_the_call_as_the_answer():
 
 def test_qwen_answers_from_a_result_with_the_call_forced():
     from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
     from decodeloop.sampling import Sampler
     from decodeloop.tools.startup import start_stdio_servers
     from decodeloop.trust.policy import Policy

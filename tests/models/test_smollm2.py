@@ -23,7 +23,7 @@ QUESTION = "What's the weather in Polson, MT?"
 
 @pytest.fixture(scope="module")
 def smol():
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
 
     return load_model("hf:" + SMOLLM2)
 

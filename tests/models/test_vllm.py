@@ -33,7 +33,7 @@ pytestmark = [
 
 
 def _bundle(max_tokens: int):
-    from decodeloop.models import load_model
+    from decodeloop.registry import load_model
 
     return load_model(
         "openai:" + VLLM, model="tiny", tokenizer_path=TOKENIZER, max_tokens=max_tokens, timeout=120, syntax="compact"

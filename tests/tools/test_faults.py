@@ -19,7 +19,8 @@ import tracemalloc
 import pytest
 from conftest import FAULTY
 
-from decodeloop.mcp import ConnectionClosed, McpClient, McpError, ProtocolError, RequestTimeout, StdioTransport
+from decodeloop.errors import ConnectionClosed, McpError, ProtocolError, RequestTimeout
+from decodeloop.mcp import McpClient, StdioTransport
 from decodeloop.tools.config import ServerSpec
 from decodeloop.tools.startup import start_servers, stdio_specs
 

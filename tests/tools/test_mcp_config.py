@@ -8,7 +8,8 @@ import sys
 import pytest
 from test_cli import ANSWER, run
 
-from decodeloop.tools.config import ConfigError, ServerSpec, load_config, parse_config, parse_header, url_spec
+from decodeloop.errors import ConfigError
+from decodeloop.tools.config import ServerSpec, load_config, parse_config, parse_header, url_spec
 from decodeloop.tools.router import namespaced
 
 

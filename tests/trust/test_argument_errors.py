@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from test_policy import HOSTILE, INJECTION, run_turn, sent_calls
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import ServerSpec
 from decodeloop.tools.startup import start_servers

@@ -19,10 +19,10 @@ from conftest import HTTP_ECHO, HttpServer, Recorder
 from test_auth import PROMPT, Cli
 from test_auth import AuthServer as LoginServer
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import url_spec
 from decodeloop.tools.startup import start_servers

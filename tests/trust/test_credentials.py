@@ -1,4 +1,4 @@
-"""trust/credentials.py: what is held, the forms a held secret is found in, cuts that never keep part of one,
+"""text/credentials.py: what is held, the forms a held secret is found in, cuts that never keep part of one,
 and the choke points that redact through it (the terminal escaping, the events' JSON form, cap_text, the HTTP
 error preview, the admission into the context). The end-to-end cases, real servers echoing real requests to
 the CLI, are in test_credential_echoes.py."""
@@ -16,11 +16,11 @@ from conftest import Recorder
 from decodeloop.events import Rpc, ToolResult
 from decodeloop.mcp.client import Tool
 from decodeloop.mcp.transports.httpbase import PREVIEW_CHARS, preview
-from decodeloop.trust import credentials
+from decodeloop.text import credentials
+from decodeloop.text.credentials import MIN_CHARS, Credentials, label
+from decodeloop.text.untrusted import cap_text, quoted, visible_line
 from decodeloop.trust.admit import admit_result, admit_tool
-from decodeloop.trust.credentials import MIN_CHARS, Credentials, label
 from decodeloop.trust.markers import Markers
-from decodeloop.trust.untrusted import cap_text, quoted, visible_line
 from decodeloop.ui.jsonl import JsonlView
 
 

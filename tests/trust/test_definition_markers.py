@@ -14,10 +14,10 @@ import sys
 import pytest
 from conftest import ROOT, Recorder
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.markers import escape, for_bundle

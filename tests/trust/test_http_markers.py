@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 from conftest import HttpServer, Recorder
 
+from decodeloop.decode.bundle import ModelBundle, lab_bundle
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.models import ModelBundle, lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import url_spec
 from decodeloop.tools.startup import start_servers

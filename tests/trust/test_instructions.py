@@ -11,13 +11,13 @@ import sys
 
 from conftest import ROOT
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
+from decodeloop.text.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS
 from decodeloop.tools.startup import start_stdio_servers
-from decodeloop.trust.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView
 

@@ -13,15 +13,15 @@ import sys
 
 from conftest import ROOT, Recorder
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
+from decodeloop.text.invisible import strip
+from decodeloop.text.untrusted import visible
 from decodeloop.tools.startup import start_stdio_servers
-from decodeloop.trust.invisible import strip
 from decodeloop.trust.policy import Policy
-from decodeloop.trust.untrusted import visible
 from decodeloop.ui.html import HtmlView
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView, label

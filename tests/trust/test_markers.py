@@ -12,13 +12,13 @@ from types import SimpleNamespace
 import pytest
 from conftest import ROOT
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.chat import ToolReply
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.markers import Markers, escape, fold, for_bundle

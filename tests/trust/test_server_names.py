@@ -11,10 +11,10 @@ import sys
 
 from conftest import ROOT
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import load_config
 from decodeloop.tools.startup import start_servers

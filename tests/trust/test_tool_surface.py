@@ -11,15 +11,15 @@ import sys
 import pytest
 from conftest import ROOT, WEATHER
 
+from decodeloop.decode.bundle import lab_bundle
+from decodeloop.errors import ToolSurfaceError
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import ServerSpec
 from decodeloop.tools.startup import start_servers
 from decodeloop.trust.policy import Policy
-from decodeloop.trust.tool_budget import ToolSurfaceError
 
 WIDE = [sys.executable, os.path.join(ROOT, "tests", "servers", "wide.py")]
 

@@ -15,10 +15,10 @@ import pytest
 from conftest import ROOT
 from test_viewer import QUESTION, assert_self_contained, cli, embedded
 
+from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
-from decodeloop.models import lab_bundle
 from decodeloop.sampling import Sampler
 from decodeloop.tools.startup import start_stdio_servers
 from decodeloop.trust.policy import Policy

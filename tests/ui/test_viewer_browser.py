@@ -23,7 +23,7 @@ from test_viewer import (
     tiny_hf_jsonl,
 )
 
-from decodeloop.trust.untrusted import visible
+from decodeloop.text.untrusted import visible
 from decodeloop.ui.html import HtmlView, page
 
 pytestmark = [
@@ -393,11 +393,11 @@ def test_an_elicitation_is_summarised_and_shown_as_text(browser, tmp_path):
 def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
     from conftest import FAULTY, WEATHER, Recorder
 
+    from decodeloop.decode.bundle import ModelBundle
     from decodeloop.formats.calls.json import JsonSyntax
     from decodeloop.formats.lab import CharTokenizer, LabChat
     from decodeloop.harness import Harness
     from decodeloop.lab.table import TableModel
-    from decodeloop.models import ModelBundle
     from decodeloop.sampling import Sampler
     from decodeloop.tools.startup import start_stdio_servers
     from decodeloop.trust.policy import Policy

@@ -17,9 +17,9 @@ only the cycle collector would otherwise free.
 
 from __future__ import annotations
 
-from decodeloop.constrain.grammar import charset as cs
-from decodeloop.constrain.grammar.charset import MAX_CP, TEXT
 from decodeloop.constrain.grammar.machines import Machine
+from decodeloop.patterns import charset as cs
+from decodeloop.patterns.charset import MAX_CP, TEXT
 
 # Code points no UTF-8 byte sequence spells: in a grammar each stands for one special token of the model's
 # vocabulary (a matcher maps it to the token's id), so only that token, never text, is read there. The first is

@@ -39,13 +39,12 @@ from fractions import Fraction
 from functools import partial
 from typing import Any, TypeGuard
 
-from decodeloop.constrain.grammar import charset as cs
-from decodeloop.constrain.grammar.charset import TEXT
 from decodeloop.constrain.grammar.machines import (
     BARE,
     CompactArgs,
     CompactCall,
     CompactValue,
+    Fields,
     JsonArray,
     JsonCall,
     JsonObject,
@@ -55,10 +54,12 @@ from decodeloop.constrain.grammar.machines import (
     Number,
     Text,
     Trie,
-    _Fields,
     union,
 )
-from decodeloop.constrain.grammar.regex import Dfa, Unsupported, compile_pattern
+from decodeloop.formats.calls.base import TOOL_NAME
+from decodeloop.patterns import charset as cs
+from decodeloop.patterns.charset import TEXT
+from decodeloop.patterns.regex import Dfa, Unsupported, compile_pattern
 from decodeloop.schema.arguments import ArgumentError, validate_arguments
 from decodeloop.schema.core import declared_types, numeric_bounds
 from decodeloop.schema.standard import check_value
@@ -74,7 +75,6 @@ _TYPE_KINDS = {
     "object": {"object"},
 }
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
-_NAME_RE = re.compile(r"[A-Za-z0-9_./-]+\Z")
 MAX_DEPTH = 32  # objects and arrays nest at most this deep in a call (the JSON reader allows 100)
 MAX_RECURSION = 3  # levels a recursive $ref is followed
 MAX_INT_DIGITS = 4000  # integers stay below 10**4000 (int() refuses more than 4300 digits)
@@ -546,7 +546,7 @@ class _Builder:
 
         return JsonArray(item, spec.min_items, spec.max_items, cap=len(positions))
 
-    def fields(self, spec: Spec, depth: int, value: Callable[[Any, int], Machine]) -> _Fields:
+    def fields(self, spec: Spec, depth: int, value: Callable[[Any, int], Machine]) -> Fields:
         values: dict[str, Callable[[], Machine]] = {}
         for key, alts in spec.props.items():
             if self.syntax == "compact" and not _KEY_RE.match(key):
@@ -556,8 +556,8 @@ class _Builder:
             values[key] = partial(value, alts, depth + 1)
         additional = None if spec.additional is None else (lambda: value(spec.additional, depth + 1))
         if self.syntax == "compact":
-            return _Fields(values, spec.required, additional, lambda key: bool(_KEY_RE.match(key)))
-        return _Fields(values, spec.required, additional)
+            return Fields(values, spec.required, additional, lambda key: bool(_KEY_RE.match(key)))
+        return Fields(values, spec.required, additional)
 
     def json_object(self, spec: Spec, depth: int) -> Machine:
         return JsonObject(self.fields(spec, depth, self.json_value))
@@ -654,7 +654,7 @@ def tool_arguments(tools, syntax: str) -> tuple[dict[str, Machine], list[str]]:
     args: dict[str, Machine] = {}
     for tool in tools:
         name = tool.name
-        if not _NAME_RE.match(name):
+        if not TOOL_NAME.match(name):
             problems.append(
                 f"{name}: a call cannot name this tool (a tool name uses only letters, digits, "
                 "_ . - and /); calls to it are not offered"

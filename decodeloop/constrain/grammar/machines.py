@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable
 from fractions import Fraction
 from typing import Any, ClassVar
 
-from decodeloop.constrain.grammar import charset as cs
-from decodeloop.constrain.grammar.charset import EMPTY, TEXT, Ranges
-from decodeloop.constrain.grammar.regex import Dfa
+from decodeloop.patterns import charset as cs
+from decodeloop.patterns.charset import EMPTY, TEXT, Ranges
+from decodeloop.patterns.regex import Dfa
 
 MAX_WS = 8
 WS = cs.of(" \t\n\r")
@@ -579,7 +579,7 @@ def _ws(ws: int) -> Ranges:
     return WS if ws < MAX_WS else EMPTY
 
 
-class _Fields:
+class Fields:
     """Declared fields and the rule for other keys, shared by JSON objects and compact arguments.
 
     `values` maps each declared key to a factory of its value machine;
@@ -646,7 +646,7 @@ class JsonObject(Machine):
 
     OPEN0, OPEN, KEY, COLON, PREVALUE, VALUE, AFTER, COMMA, CLOSED = range(9)
 
-    def __init__(self, fields: _Fields) -> None:
+    def __init__(self, fields: Fields) -> None:
         self.fields = fields
         self.start = (self.OPEN0, frozenset(), None, 0)
         self._empty: bool | None = None
@@ -832,7 +832,7 @@ class CompactArgs(Machine):
 
     START, SEP, KEY, VALUE, CLOSED = range(5)
 
-    def __init__(self, fields: _Fields) -> None:
+    def __init__(self, fields: Fields) -> None:
         self.fields = fields
         self.start = (self.START, frozenset(), None, 0)
         self._empty: bool | None = None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from decodeloop.constrain.grammar import charset as cs
 from decodeloop.constrain.grammar.bytes import SPECIAL
 from decodeloop.constrain.grammar.compile import CallGrammar, tool_arguments
 from decodeloop.constrain.grammar.machines import (
@@ -32,6 +31,7 @@ from decodeloop.constrain.grammar.machines import (
     union,
 )
 from decodeloop.formats.calls import form
+from decodeloop.patterns import charset as cs
 
 
 def template_grammar(tools, template: form.Template, specials: Mapping[str, int]) -> CallGrammar:

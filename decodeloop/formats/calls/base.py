@@ -9,9 +9,13 @@ the formats of model families that write calls their own way (Qwen's XML, GLM's)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+# the names a call may give a tool, in every syntax: what MCP allows, and what the grammar writes
+TOOL_NAME = re.compile(r"[A-Za-z0-9_./-]+\Z")
 
 
 @dataclass
@@ -50,6 +54,12 @@ class SpanText:
     text: str
 
 
+class CallScanner(Protocol):
+    """Finds where a call being written ends, fed one piece of text at a time (after the opener)."""
+
+    def feed(self, piece: str) -> int | None: ...  # the index in `piece` just past the end, or None
+
+
 @dataclass(frozen=True)
 class CallShape:
     """One way a format's calls are written: what opens the span, what may close it, how its end is found
@@ -62,7 +72,7 @@ class CallShape:
 
     name: str
     opener: str
-    scanner: Callable[[], Any]
+    scanner: Callable[[], CallScanner]
     read: Callable[[str, bool, Mapping[str, Any]], Sequence[ParsedCall | SpanText]]
     closer: str = ""
     message_start: bool = False
@@ -122,7 +132,7 @@ class CallSyntax(Protocol):
 
     def tool_schemas(self, tools: Iterable[Any]) -> list[dict]: ...  # the `tools=` a chat template takes
 
-    def scanner(self) -> Any: ...  # where a call being written ends: .feed(text) -> end or None
+    def scanner(self) -> CallScanner: ...  # where a call being written ends
 
 
 def tool_schema(tool: Any) -> dict:

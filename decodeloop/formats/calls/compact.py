@@ -37,11 +37,10 @@ import string
 from collections.abc import Iterable
 from typing import Any
 
-from decodeloop.formats.calls.base import Call, CallShape, ParseError, read_one, render_result, tool_schema
+from decodeloop.formats.calls.base import TOOL_NAME, Call, CallShape, ParseError, read_one, render_result, tool_schema
 from decodeloop.schema import describe_type, numeric_bounds
 
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-/")
-_NAME_RE = re.compile(r"[A-Za-z0-9_./-]+\Z")
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
 _NOT_BARE = frozenset('"[]=\\')  # besides whitespace
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
@@ -355,7 +354,7 @@ class CompactSyntax:
         return _Parser(text).parse()
 
     def render(self, call: Call) -> str:
-        if not _NAME_RE.match(call.name):
+        if not TOOL_NAME.match(call.name):
             raise ValueError(f"cannot write a call to {call.name!r}: not a valid tool name")
         parts = [self.opener + call.name]
         for key, value in call.arguments.items():

@@ -42,8 +42,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from decodeloop.formats.calls.base import Call, CallShape, ParseError, read_one, render_result, tool_schema
-from decodeloop.formats.calls.compact import _NAME_RE
+from decodeloop.formats.calls.base import TOOL_NAME, Call, CallShape, ParseError, read_one, render_result, tool_schema
 from decodeloop.formats.calls.shapes import ALTERNATES, CANONICAL
 from decodeloop.schema import did_you_mean
 
@@ -278,7 +277,7 @@ class _Reader:
             result[key] = value
             if record is not None:
                 record.append((key, key_pos, value_pos, pos, value))
-                if key == "name" and isinstance(value, str) and _NAME_RE.match(value):
+                if key == "name" and isinstance(value, str) and TOOL_NAME.match(value):
                     self.name = value
             pos = self.skip_ws(pos)
             if pos < self.limit and text[pos] == ",":
@@ -409,7 +408,7 @@ class _Reader:
             raise self.fail(f"the number {self.where(pos)} has too many digits{self.suffix()}", pos) from None
 
 
-def _read_arguments_string(value: str) -> dict:
+def read_arguments_string(value: str) -> dict:
     """The object a string holds, for "arguments" written as a JSON-encoded string."""
     reader = _Reader(value, len(value), closed=True, in_string=True)
     pos = reader.skip_ws(0)
@@ -505,7 +504,7 @@ class _CallParser:
                     arguments = value
                 elif isinstance(value, str):
                     try:
-                        arguments = _read_arguments_string(value)
+                        arguments = read_arguments_string(value)
                     except ParseError as e:
                         raise reader.fail(
                             f'"arguments" {where} is a string that does not hold a JSON object: '
@@ -543,9 +542,9 @@ class _CallParser:
             raise reader.fail(
                 f'"name" at column {pos + 1} is empty: it must name the tool to call{reader.suffix()}', pos
             )
-        if _NAME_RE.match(value):
+        if TOOL_NAME.match(value):
             return value
-        index, bad = next((i, ch) for i, ch in enumerate(value) if not _NAME_RE.match(ch))
+        index, bad = next((i, ch) for i, ch in enumerate(value) if not TOOL_NAME.match(ch))
         column = pos + 2 + index if self.text[pos + 1 : end - 1] == value else pos + 1  # exact when unescaped
         shown = _Reader(value, len(value), closed=True, in_string=True).found(index)
         if shown.startswith("'"):
@@ -672,7 +671,7 @@ class JsonSyntax:
         return _CallParser(text).parse()
 
     def render(self, call: Call) -> str:
-        if not isinstance(call.name, str) or not _NAME_RE.match(call.name):
+        if not isinstance(call.name, str) or not TOOL_NAME.match(call.name):
             raise ValueError(f"cannot write a call to {call.name!r}: not a valid tool name")
         if not isinstance(call.arguments, dict):
             raise ValueError(f"cannot write arguments {call.arguments!r}: they must be a dict")

@@ -33,7 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from decodeloop.formats.calls.compact import _NAME_RE, Call, ParseError
+from decodeloop.formats.calls.base import TOOL_NAME
+from decodeloop.formats.calls.compact import Call, ParseError
 
 CANONICAL = "tool_call"  # the JSON syntax's own shape, for the events
 _ARGUMENT_KEYS = ("arguments", "parameters")
@@ -195,8 +196,13 @@ def read(shape: Shape, span: str, known: Callable[[str], bool], closed: bool = T
     body = _body(shape, span, closed)
     if shape.named:
         name, _, arguments = body.partition(">")
-        return [(span, _call(shape, {"name": name, "arguments": _json(arguments, name if known(name) else "")}, known))]
-    value = _json(body)
+        return [
+            (
+                span,
+                _call(shape, {"name": name, "arguments": strict_json(arguments, name if known(name) else "")}, known),
+            )
+        ]
+    value = strict_json(body)
     items = value if isinstance(value, list) else [value]
     if not items:
         raise NotACall("an empty array")
@@ -214,7 +220,7 @@ def parse(shape_name: str, text: str) -> Call:
             raise NotACall(f"unknown call shape {shape_name!r}")
         if text.startswith(shape.opener):
             return read_call(shape, text)
-        return _call(shape, _json(text), lambda name: True)  # an element of an array
+        return _call(shape, strict_json(text), lambda name: True)  # an element of an array
     except NotACall as e:
         raise ParseError(f"not a call written as {DESCRIBED.get(shape_name, shape_name)}: {e}", 0) from None
 
@@ -224,8 +230,8 @@ def read_call(shape: Shape, span: str) -> Call:
     body = _body(shape, span)
     if shape.named:
         name, _, arguments = body.partition(">")
-        return _call(shape, {"name": name, "arguments": _json(arguments)}, lambda name: True)
-    value = _json(body)
+        return _call(shape, {"name": name, "arguments": strict_json(arguments)}, lambda name: True)
+    value = strict_json(body)
     if isinstance(value, list):
         if len(value) != 1:
             raise NotACall(f"{len(value)} calls where one was expected")
@@ -242,7 +248,7 @@ def _body(shape: Shape, span: str, closed: bool = True) -> str:
     return body
 
 
-def _json(text: str, name: str = "") -> Any:
+def strict_json(text: str, name: str = "") -> Any:
     """Strict JSON (no NaN, no key twice) with nothing after it but whitespace."""
 
     def pairs(items):
@@ -285,12 +291,12 @@ def _call(shape: Shape, item: Any, known: Callable[[str], bool]) -> Call:
     arguments = item[given[0]] if given else {}
     if isinstance(arguments, str):
         try:
-            arguments = _json(arguments)
+            arguments = strict_json(arguments)
         except NotACall:
             raise NotACall("arguments are a string that does not hold a JSON object", near) from None
     if not isinstance(arguments, dict):
         raise NotACall("arguments are not a JSON object", near)
-    if not _NAME_RE.match(name) or not known(name):
+    if not TOOL_NAME.match(name) or not known(name):
         raise NotACall(f"{name[:64]!r} is not a tool", "", unknown=name[:64])
     return Call(name, arguments)
 

@@ -18,8 +18,8 @@ import secrets
 import time
 from typing import TYPE_CHECKING
 
+from decodeloop.errors import AuthorizationError
 from decodeloop.mcp.auth.jwt import SigningKey
-from decodeloop.mcp.errors import AuthorizationError
 
 if TYPE_CHECKING:
     from decodeloop.mcp.auth.oauth import OAuth

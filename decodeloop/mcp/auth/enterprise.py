@@ -25,9 +25,9 @@ import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from decodeloop.errors import AuthorizationError
 from decodeloop.mcp.auth.oauth import JWT_BEARER, basic_authorization
-from decodeloop.mcp.errors import AuthorizationError
-from decodeloop.trust.credentials import hold_authorization, label
+from decodeloop.text.credentials import hold_authorization, label
 
 if TYPE_CHECKING:
     from decodeloop.mcp.auth.oauth import OAuth

@@ -17,8 +17,8 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from decodeloop.mcp.errors import AuthorizationError
-from decodeloop.trust.credentials import hold
+from decodeloop.errors import AuthorizationError
+from decodeloop.text.credentials import hold
 
 EXTRA_MESSAGE = (
     "signing a JWT (private_key_jwt, DPoP) needs the 'cryptography' package: "

@@ -45,7 +45,7 @@ callable: it gets the URL and returns the redirect URL the browser was sent
 back to (with `code` and `state`). Everything else is standard library HTTP,
 except signing (private_key_jwt, DPoP), which needs the `auth` extra (`jwt.py`).
 Tokens and secrets are never written to the log, and each is held for redaction
-(`hold_secret`, trust/credentials.py) as soon as it is configured, obtained or
+(`hold_secret`, text/credentials.py) as soon as it is configured, obtained or
 made: a server that echoes one shows `[redacted: access token of SERVER]`.
 """
 
@@ -62,9 +62,9 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from decodeloop.mcp.errors import AuthorizationError, McpError
+from decodeloop.errors import AuthorizationError, McpError
 from decodeloop.mcp.transports.httpbase import HttpClient, preview
-from decodeloop.trust.credentials import hold, hold_authorization, label
+from decodeloop.text.credentials import hold, hold_authorization, label
 
 if TYPE_CHECKING:
     from decodeloop.mcp.auth.dpop import DPoP

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from decodeloop.errors import AuthorizationError
 from decodeloop.mcp.auth.oauth import JWT_BEARER
-from decodeloop.mcp.errors import AuthorizationError
 
 if TYPE_CHECKING:
     from decodeloop.mcp.auth.oauth import OAuth

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from decodeloop.mcp.errors import McpError
+from decodeloop.errors import McpError
 
 # A JSON-RPC message, or a list of them (a batch from an older server).
 Message = dict | list

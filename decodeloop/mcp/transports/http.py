@@ -47,8 +47,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from decodeloop.mcp import framing
-from decodeloop.mcp.errors import (
+from decodeloop.errors import (
     AuthorizationError,
     ConnectionClosed,
     HttpRpcError,
@@ -58,6 +57,7 @@ from decodeloop.mcp.errors import (
     SessionExpired,
     TransportError,
 )
+from decodeloop.mcp import framing
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
 from decodeloop.mcp.headers import standard_headers
 from decodeloop.mcp.transports.base import Message, Transport

@@ -10,7 +10,7 @@ and the session id only to the origin that issued it (the transport names it
 with `bind_session` when it takes the id; no later response moves it): a
 redirect to another origin arrives without them. Every failure becomes a
 TransportError (or HttpStatusError) that says what happened and where. The
-caller's credential headers are held for redaction (trust/credentials.py), and an
+caller's credential headers are held for redaction (text/credentials.py), and an
 error's preview of a body never shows one, whole or cut.
 """
 
@@ -24,9 +24,9 @@ import threading
 import urllib.parse
 from collections.abc import Mapping
 
-from decodeloop.mcp.errors import HttpStatusError, TransportError
+from decodeloop.errors import HttpStatusError, TransportError
 from decodeloop.net.http import BadUrl, content_type, new_connection, shut, socket_of, split_http_url
-from decodeloop.trust.credentials import clip, hold_headers, redact
+from decodeloop.text.credentials import clip, hold_headers, redact
 
 MAX_REDIRECTS = 5
 PREVIEW_BYTES = 2048  # of an error response's body, read for the message

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from decodeloop.mcp.errors import ConnectionClosed
+from decodeloop.errors import ConnectionClosed
 from decodeloop.mcp.transports.base import Message, Transport
 
 _STOP = object()

@@ -24,8 +24,8 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from decodeloop.errors import ConnectionClosed, HttpStatusError, McpError, ProtocolError, TransportError
 from decodeloop.mcp import framing
-from decodeloop.mcp.errors import ConnectionClosed, HttpStatusError, McpError, ProtocolError, TransportError
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
 from decodeloop.mcp.transports.base import Message, Transport
 from decodeloop.mcp.transports.http import LATER_TIMEOUT, encode_message

@@ -38,8 +38,8 @@ import threading
 from collections.abc import Callable
 from typing import IO, Any, cast
 
+from decodeloop.errors import ConnectionClosed, McpError, ProtocolError
 from decodeloop.mcp import framing
-from decodeloop.mcp.errors import ConnectionClosed, McpError, ProtocolError
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
 from decodeloop.mcp.transports.base import Message, Transport
 

@@ -36,9 +36,10 @@ from collections.abc import Iterator
 from typing import Any, TypeGuard, TypeVar
 
 from decodeloop.decode.engine import Engine, Step
+from decodeloop.decode.model import common_prefix_len
+from decodeloop.errors import RemoteError
 from decodeloop.events import Notice, Request
-from decodeloop.models.base import common_prefix_len
-from decodeloop.models.openai.wire import Answered, Endpoint, RemoteError, Stream
+from decodeloop.models.openai.wire import Answered, Endpoint, Stream
 
 T = TypeVar("T")
 

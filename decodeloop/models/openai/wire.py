@@ -21,7 +21,7 @@ from typing import Any
 from decodeloop.errors import RemoteError
 from decodeloop.net.http import BadUrl, content_type, new_connection, shut, split_http_url
 from decodeloop.net.sse import SseNotAField, SseParser, SseTooLarge
-from decodeloop.trust.untrusted import cap_text, visible_line
+from decodeloop.text.untrusted import cap_text, visible_line
 
 MAX_LINE = 4 << 20  # one line of the event stream (one chunk with its top logprobs)
 READ_SIZE = 1 << 16  # what one read of the stream asks for: whatever has arrived, up to this

@@ -62,7 +62,7 @@ from decodeloop.formats.calls.families.spans import (
     tool_name,
 )
 from decodeloop.formats.calls.form import Arguments, CallForm, Name, Space, Template, Text, Token
-from decodeloop.formats.calls.shapes import NotACall, _json
+from decodeloop.formats.calls.shapes import NotACall, strict_json
 
 THINK = (("<think>", "</think>"),)
 
@@ -351,7 +351,7 @@ class _Dsml:
             arguments[key] = value
         else:
             try:
-                arguments[key] = _json(value)
+                arguments[key] = strict_json(value)
             except NotACall as e:
                 raise ParseError(
                     f'the value of {shown} is not JSON ({e}); with string="false" a value is a number, true, '

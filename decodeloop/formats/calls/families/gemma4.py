@@ -43,8 +43,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from decodeloop.formats.calls.base import Call, CallShape, ParseError, read_one, render_result, tool_schema
-from decodeloop.formats.calls.compact import _NAME_RE
+from decodeloop.formats.calls.base import TOOL_NAME, Call, CallShape, ParseError, read_one, render_result, tool_schema
 from decodeloop.formats.calls.scan import CloserScanner
 
 OPENER = "<|tool_call>"
@@ -132,8 +131,8 @@ class _Reader:
         name = text[start:end]
         if not name:
             raise self.fail(f"expected the tool's name after {CALL} at column {pos + 1}, found {self.found(pos)}", pos)
-        if not _NAME_RE.match(name):
-            bad = next(i for i, ch in enumerate(name) if not _NAME_RE.match(ch))
+        if not TOOL_NAME.match(name):
+            bad = next(i for i, ch in enumerate(name) if not TOOL_NAME.match(ch))
             at = start + bad
             if bad:  # a name, then something other than its arguments
                 raise self.fail(
@@ -348,7 +347,7 @@ class Gemma4Syntax:
         return parse(text)
 
     def render(self, call: Call) -> str:
-        if not isinstance(call.name, str) or not _NAME_RE.match(call.name):
+        if not isinstance(call.name, str) or not TOOL_NAME.match(call.name):
             raise ValueError(f"cannot write a call to {call.name!r}: not a valid tool name")
         if not isinstance(call.arguments, dict):
             raise ValueError(f"cannot write arguments {call.arguments!r}: they must be a dict")

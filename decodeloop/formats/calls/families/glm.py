@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from decodeloop.formats.calls.base import (
+    TOOL_NAME,
     Call,
     CallShape,
     ParsedCall,
@@ -43,7 +44,6 @@ from decodeloop.formats.calls.base import (
     render_result,
     tool_schema,
 )
-from decodeloop.formats.calls.compact import _NAME_RE
 from decodeloop.formats.calls.scan import CloserScanner
 from decodeloop.schema import text_value
 
@@ -148,7 +148,7 @@ def _parse(span: str, closed: bool, tools: Mapping[str, Any]) -> Call:
     name = span[pos:name_end].strip(_WS)
     if not name:
         raise _fail(f"the call names no tool: write the tool's name right after {OPENER}", pos)
-    if len(name) > _MAX_NAME or not _NAME_RE.match(name):
+    if len(name) > _MAX_NAME or not TOOL_NAME.match(name):
         raise _fail(
             f"{json.dumps(name[:40], ensure_ascii=False)} after {OPENER} is not a tool name: a tool name uses "
             "only letters, digits, _ . - and /",
@@ -235,7 +235,7 @@ class GlmSyntax:
         return _parse(text, text.rstrip(_WS).endswith(CLOSER), {})
 
     def render(self, call: Call) -> str:
-        if not isinstance(call.name, str) or not _NAME_RE.match(call.name):
+        if not isinstance(call.name, str) or not TOOL_NAME.match(call.name):
             raise ValueError(f"cannot write a call to {call.name!r}: not a valid tool name")
         if not isinstance(call.arguments, dict):
             raise ValueError(f"cannot write arguments {call.arguments!r}: they must be a dict")

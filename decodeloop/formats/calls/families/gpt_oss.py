@@ -45,10 +45,18 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from decodeloop.formats.calls.base import Call, CallShape, ParsedCall, ParseError, SpanText, render_result, tool_schema
-from decodeloop.formats.calls.compact import _NAME_RE
+from decodeloop.formats.calls.base import (
+    TOOL_NAME,
+    Call,
+    CallShape,
+    ParsedCall,
+    ParseError,
+    SpanText,
+    render_result,
+    tool_schema,
+)
 from decodeloop.formats.calls.form import Arguments, CallForm, Maybe, Name, OneOf, Space, Template, Text, Token
-from decodeloop.formats.calls.shapes import NotACall, _json
+from decodeloop.formats.calls.shapes import NotACall, strict_json
 
 START = "<|start|>"
 CHANNEL = "<|channel|>"
@@ -218,7 +226,7 @@ def _parse_call(span: str, header: str, recipient: str, at: int, closed: bool) -
             column,
         )
     name = recipient[len(FUNCTIONS) :]
-    if not _NAME_RE.match(name):
+    if not TOOL_NAME.match(name):
         shown = json.dumps(name[:40], ensure_ascii=False)
         raise ParseError(
             f"the recipient at column {column} names the tool {shown}: a tool's name uses only letters, digits, "
@@ -236,7 +244,7 @@ def _parse_call(span: str, header: str, recipient: str, at: int, closed: bool) -
     start = at + len(MESSAGE)
     body = _without_end(span[start:])
     try:
-        arguments = _json(body)
+        arguments = strict_json(body)
     except NotACall as e:
         raise ParseError(
             f"the arguments of the call to {name} at column {start + 1} are not one JSON object: {e}; write them "
@@ -323,7 +331,7 @@ class HarmonySyntax:
 
     def render(self, call: Call) -> str:
         """A call as the model generates it after `<|start|>assistant`, its stop token included."""
-        if not isinstance(call.name, str) or not _NAME_RE.match(call.name):
+        if not isinstance(call.name, str) or not TOOL_NAME.match(call.name):
             raise ValueError(f"cannot write a call to {call.name!r}: not a valid tool name")
         if not isinstance(call.arguments, dict):
             raise ValueError(f"cannot write arguments {call.arguments!r}: they must be a dict")

@@ -57,7 +57,7 @@ from decodeloop.formats.calls.families.spans import (
     tool_name,
 )
 from decodeloop.formats.calls.form import Arguments, CallForm, Name, Run, Space, Template, Text, Token
-from decodeloop.formats.calls.shapes import NotACall, _json
+from decodeloop.formats.calls.shapes import NotACall, strict_json
 
 
 @cache
@@ -246,7 +246,7 @@ def _k3_value(raw: str, kind: str | None, key: str, at: int) -> Any:
             at,
         )
     try:
-        value = _json(raw)
+        value = strict_json(raw)
     except NotACall as e:
         raise ParseError(f"the value of {shown} is not JSON ({e}); write a {kind} as JSON does", at) from None
     # true is not a number, though Python's bool is an int

@@ -40,8 +40,16 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from decodeloop.formats.calls.base import Call, CallShape, ParsedCall, ParseError, SpanText, render_result, tool_schema
-from decodeloop.formats.calls.compact import _NAME_RE
+from decodeloop.formats.calls.base import (
+    TOOL_NAME,
+    Call,
+    CallShape,
+    ParsedCall,
+    ParseError,
+    SpanText,
+    render_result,
+    tool_schema,
+)
 from decodeloop.formats.calls.families.jsonvalue import WHITESPACE, object_in, read_value, skip_space
 from decodeloop.formats.calls.form import CallForm, CallObject, Template, Token
 from decodeloop.formats.calls.scan import CloserScanner, ValueScanner, outside_strings
@@ -163,7 +171,7 @@ def json_call(value: Any, column: int) -> Call:
     name = value.get("name")
     if not isinstance(name, str) or not name:
         raise ParseError(f'the call {where} needs "name", a string that names the tool; {JSON_SHAPE}', column)
-    if not _NAME_RE.match(name):
+    if not TOOL_NAME.match(name):
         raise ParseError(
             f"the tool name {json.dumps(name, ensure_ascii=False)[:70]} {where} may use only letters, digits, "
             "_ . - and /",
@@ -290,7 +298,7 @@ def pythonic_call(node: ast.AST, source: str, base: int) -> Call:
     if not isinstance(node, ast.Call):
         raise ParseError(f"the list's item at column {column} is not a call; {LIST_SHAPE}", column)
     name = _dotted(node.func)
-    if name is None or not _NAME_RE.match(name):
+    if name is None or not TOOL_NAME.match(name):
         raise ParseError(f"the call at column {column} does not start with a tool's name; {LIST_SHAPE}", column)
     if node.args:
         at = _column(source, node.args[0], base)
@@ -362,7 +370,7 @@ BARE_LIST_SHAPE = CallShape("pythonic", "[", CallListScanner, read_bare_list, me
 
 
 def _checked(call: Call) -> None:
-    if not isinstance(call.name, str) or not _NAME_RE.match(call.name):
+    if not isinstance(call.name, str) or not TOOL_NAME.match(call.name):
         raise ValueError(f"cannot write a call to {call.name!r}: not a valid tool name")
     if not isinstance(call.arguments, dict):
         raise ValueError(f"cannot write arguments {call.arguments!r}: they must be a dict")

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from decodeloop.formats.calls.base import (
+    TOOL_NAME,
     Call,
     CallShape,
     ParsedCall,
@@ -37,7 +38,6 @@ from decodeloop.formats.calls.base import (
     render_result,
     tool_schema,
 )
-from decodeloop.formats.calls.compact import _NAME_RE
 from decodeloop.formats.calls.families.jsonvalue import WHITESPACE, object_in, read_value, skip_space
 from decodeloop.formats.calls.form import Arguments, CallForm, CallList, Maybe, Name, Run, Space, Template, Token
 from decodeloop.formats.calls.scan import ValueScanner
@@ -152,7 +152,7 @@ def _array_call(item: Any, column: int) -> Call:
     name = item.get("name")
     if not isinstance(name, str) or not name:
         raise ParseError(f'the call {where} needs "name", a string that names the tool; {ARRAY_SHAPE}', column)
-    if not _NAME_RE.match(name):
+    if not TOOL_NAME.match(name):
         shown = json.dumps(name, ensure_ascii=False)[:70]
         raise ParseError(f"the tool name {shown} {where} may use only letters, digits, _ . - and /", column)
     arguments = item.get("arguments", {})
@@ -206,7 +206,7 @@ ARRAY_FORM = CallForm({TOOL_CALLS: Template((Space(), CallList()))}, required=(T
 
 def _checked(call: Call) -> str:
     """The call's arguments as JSON, once the call can be written."""
-    if not isinstance(call.name, str) or not _NAME_RE.match(call.name):
+    if not isinstance(call.name, str) or not TOOL_NAME.match(call.name):
         raise ValueError(f"cannot write a call to {call.name!r}: not a valid tool name")
     if not isinstance(call.arguments, dict):
         raise ValueError(f"cannot write arguments {call.arguments!r}: they must be a dict")

@@ -47,6 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from decodeloop.formats.calls.base import (
+    TOOL_NAME,
     Call,
     CallShape,
     ParsedCall,
@@ -56,7 +57,6 @@ from decodeloop.formats.calls.base import (
     render_result,
     tool_schema,
 )
-from decodeloop.formats.calls.compact import _NAME_RE
 from decodeloop.formats.calls.scan import CloserScanner
 from decodeloop.schema import text_value
 
@@ -196,7 +196,7 @@ def _parse(span: str, start: int, closed: bool, tools: Mapping[str, Any]) -> tup
         raise _fail(f"expected {FUNCTION}NAME> at column {pos + 1}, found {_found(span, pos, limit)}", pos)
     name_at = _skip(span, pos + len(FUNCTION), limit)
     name, pos = _tag_name(span, pos, limit, FUNCTION, "tool")
-    if len(name) > _MAX_NAME or not _NAME_RE.match(name):
+    if len(name) > _MAX_NAME or not TOOL_NAME.match(name):
         raise _fail(
             f"{json.dumps(name[:40], ensure_ascii=False)} is not a tool name: a tool name uses only letters, "
             "digits, _ . - and /",
@@ -270,7 +270,7 @@ def _head(text: str, strict: bool = False) -> int | bool | None:
         pos += 1
     if pos == len(text):
         return None
-    if text[pos] != ">" or not _NAME_RE.match(text[len(FUNCTION) : pos].strip()):
+    if text[pos] != ">" or not TOOL_NAME.match(text[len(FUNCTION) : pos].strip()):
         return pos
     pos = _skip(text, pos + 1, len(text))
     if pos == len(text):
@@ -384,7 +384,7 @@ class QwenXmlSyntax:
         return first.call
 
     def render(self, call: Call) -> str:
-        if not isinstance(call.name, str) or not _NAME_RE.match(call.name):
+        if not isinstance(call.name, str) or not TOOL_NAME.match(call.name):
             raise ValueError(f"cannot write a call to {call.name!r}: not a valid tool name")
         if not isinstance(call.arguments, dict):
             raise ValueError(f"cannot write arguments {call.arguments!r}: they must be a dict")

@@ -18,9 +18,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from decodeloop.formats.calls.base import Call, ParsedCall, ParseError
-from decodeloop.formats.calls.compact import _NAME_RE
-from decodeloop.formats.calls.json import _read_arguments_string
+from decodeloop.formats.calls.base import TOOL_NAME, Call, ParsedCall, ParseError
+from decodeloop.formats.calls.json import read_arguments_string
 from decodeloop.formats.calls.scan import CloserScanner
 
 _ATTRIBUTE = re.compile(r'\s*([A-Za-z_][\w.-]*)\s*=\s*"([^"]*)"')
@@ -80,7 +79,7 @@ def json_object(text: str, at: int, form: str) -> dict:
     """The JSON object `text` holds (strict: no NaN, no key twice), which begins at index `at` of the call's text;
     ParseError with the reader's words, then `form` (how the call is written)."""
     try:
-        return _read_arguments_string(text)
+        return read_arguments_string(text)
     except ParseError as e:
         raise ParseError(f"the arguments are not a JSON object ({e}); {form}", at + e.column) from None
 
@@ -90,7 +89,7 @@ def tool_name(text: str, at: int, form: str) -> str:
     name = text.strip()
     if not name:
         raise ParseError(f"the call names no tool; {form}", at + 1)
-    if not _NAME_RE.match(name):
+    if not TOOL_NAME.match(name):
         shown = json.dumps(name[:64], ensure_ascii=False)
         raise ParseError(f"{shown} is not a tool's name: a name uses only letters, digits, _ . - and /; {form}", at + 1)
     return name
@@ -115,7 +114,7 @@ def attributes(tag: str, at: int, form: str) -> dict[str, str]:
 
 def dumped(call: Call) -> str:
     """A call's arguments as JSON text, for `render`; ValueError for a call no model could have written."""
-    if not isinstance(call.name, str) or not _NAME_RE.match(call.name):
+    if not isinstance(call.name, str) or not TOOL_NAME.match(call.name):
         raise ValueError(f"cannot write a call to {call.name!r}: not a valid tool name")
     if not isinstance(call.arguments, dict):
         raise ValueError(f"cannot write arguments {call.arguments!r}: they must be a dict")

@@ -35,10 +35,10 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from decodeloop.errors import ConnectionClosed, McpError, ProtocolError, RequestTimeout, RpcError
-from decodeloop.mcp.transports.base import Message, ReportsRequestErrors, SendsHeaders, Transport
+from decodeloop.mcp.transports.base import Message, Transport
 from decodeloop.text.credentials import clip
 
 METHOD_NOT_FOUND = -32601
@@ -149,12 +149,7 @@ class JsonRpcSession:
     def start(self) -> None:
         if not self._started:
             self._started = True
-            if self.transport.reports_request_errors:
-                cast(ReportsRequestErrors, self.transport).start(
-                    self._on_message, self._on_close, self._on_garbage, on_error=self._on_request_error
-                )
-            else:
-                self.transport.start(self._on_message, self._on_close, self._on_garbage)
+            self.transport.start(self._on_message, self._on_close, self._on_garbage, on_error=self._on_request_error)
 
     def close(self) -> None:
         with self._lock:
@@ -196,11 +191,7 @@ class JsonRpcSession:
         message = _message(method, params, request_id)
         self._trace("send", message)
         try:
-            if headers:
-                # only a caller on an HTTP wire has headers to add (a tool's Mcp-Param-*)
-                cast(SendsHeaders, self.transport).send(message, headers)
-            else:
-                self.transport.send(message)
+            self.transport.send(message, headers)
         except BaseException:
             self._drop(request_id)
             raise

@@ -28,7 +28,7 @@ class ScriptedTransport(Transport):
         self._inbox: queue.Queue = queue.Queue()
         self._closed = False
 
-    def start(self, on_message, on_close, on_garbage):
+    def start(self, on_message, on_close, on_garbage, on_error=None):
         handlers = {"message": on_message, "garbage": on_garbage, "close": on_close}
 
         def read():
@@ -43,7 +43,7 @@ class ScriptedTransport(Transport):
 
         threading.Thread(target=read, daemon=True).start()
 
-    def send(self, message):
+    def send(self, message, headers=None):
         if self._closed:
             raise ConnectionClosed("scripted server is gone")
         with self._sent_changed:

@@ -6,14 +6,14 @@ hands every parsed message to `on_message`, reports a line it could not parse to
 `on_close` exactly once. All three callbacks run on the transport's own reader
 thread, so they must be quick and must not block on a response.
 
-Some transports do more, and say so in the members `Transport` declares with
-their defaults (a transport subclasses it to take them): one with
-`reports_request_errors` set takes `on_error` too (a request that failed on the
-wire fails alone; the session goes on), `answers_or_refuses` says a request is
-never met with silence, `send_later` sends what may wait (a cancellation) without
-blocking, and `set_protocol_version` hears the negotiated revision. HTTP's `send`
-takes extra headers for its POST. The protocols below name those shapes, for
-the session to call them by.
+Every transport has the same members, so the session calls each the same way.
+`on_error` hears a request that failed on the wire alone ((request id, the
+error); the session goes on); `send` takes extra headers for the message, which
+only HTTP has a place for (a tool's `Mcp-Param-*`: the others send the message
+alone); `send_later` sends what may wait (a cancellation) without blocking;
+`set_protocol_version` hears the negotiated revision. `answers_or_refuses` is
+the one thing a transport says about its wire: a request is never met with
+silence (HTTP answers each with a status), so a probe can wait for its answer.
 """
 
 from __future__ import annotations
@@ -28,20 +28,20 @@ Message = dict | list
 
 
 class Transport(Protocol):
-    reports_request_errors: bool = False  # start() takes on_error (ReportsRequestErrors)
     answers_or_refuses: bool = False  # every request gets an answer or a refusal (an HTTP status), never silence
-    stateless: bool = False  # speaking the stateless 2026-07-28 wire (HTTP: no session, mirrored headers)
+    stateless: bool = False  # speaking the stateless 2026-07-28 wire (set by set_protocol_version; HTTP: no session)
 
     def start(
         self,
         on_message: Callable[[Message], None],
         on_close: Callable[[str], None],
         on_garbage: Callable[[str], None],
+        on_error: Callable[[Any, McpError], None] | None = None,
     ) -> None:
         """Open the connection and begin delivering incoming messages."""
 
-    def send(self, message: dict) -> None:
-        """Send one message; raises ConnectionClosed if the peer is gone."""
+    def send(self, message: dict, headers: dict[str, str] | None = None) -> None:
+        """Send one message (with `headers` where the wire has them); raises ConnectionClosed if the peer is gone."""
 
     def close(self) -> None:
         """Shut the connection down; safe to call more than once."""
@@ -54,23 +54,3 @@ class Transport(Protocol):
     def set_protocol_version(self, version: str | None, stateless: bool = False) -> None:
         """The revision the session negotiated (None before it is known); HTTP sends it as a header."""
         return None
-
-
-class ReportsRequestErrors(Transport, Protocol):
-    """A transport whose `start` takes `on_error`: (request id, the error) for a request that failed on the wire."""
-
-    reports_request_errors: bool
-
-    def start(
-        self,
-        on_message: Callable[[Message], None],
-        on_close: Callable[[str], None],
-        on_garbage: Callable[[str], None],
-        on_error: Callable[[Any, McpError], None] | None = None,
-    ) -> None: ...
-
-
-class SendsHeaders(Transport, Protocol):
-    """A transport whose `send` takes extra headers for the message (HTTP: a tool's `Mcp-Param-*`)."""
-
-    def send(self, message: dict, headers: dict[str, str] | None = None) -> None: ...

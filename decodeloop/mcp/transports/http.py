@@ -107,7 +107,6 @@ def answers(message: Any, request_id: Any) -> bool:
 
 
 class StreamableHttpTransport(Transport):
-    reports_request_errors = True  # start() takes on_error: a failed POST fails only its request
     answers_or_refuses = True  # every request gets an HTTP status: silence is never how a server refuses one
 
     def __init__(

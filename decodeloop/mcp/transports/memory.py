@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from decodeloop.errors import ConnectionClosed
+from decodeloop.errors import ConnectionClosed, McpError
 from decodeloop.mcp.transports.base import Message, Transport
 
 _STOP = object()
@@ -42,6 +42,7 @@ class MemoryTransport(Transport):
         on_message: Callable[[Message], None],
         on_close: Callable[[str], None],
         on_garbage: Callable[[str], None],
+        on_error: Callable[[Any, McpError], None] | None = None,
     ) -> None:
         if self._worker is not None:
             raise RuntimeError("MemoryTransport.start() called twice")
@@ -49,8 +50,8 @@ class MemoryTransport(Transport):
         self._worker = threading.Thread(target=self._serve, args=(on_message,), name="mcp-memory", daemon=True)
         self._worker.start()
 
-    def send(self, message: dict) -> None:
-        wire = _through_the_wire(message)
+    def send(self, message: dict, headers: dict[str, str] | None = None) -> None:
+        wire = _through_the_wire(message)  # no headers in memory: the message alone
         with self._lock:
             if self._closed:
                 raise ConnectionClosed("the in-memory connection is closed")

@@ -37,8 +37,6 @@ STREAM_TIMEOUT = 3600.0  # an idle stream is given up after this long; each requ
 
 
 class SseLegacyTransport(Transport):
-    reports_request_errors = True  # start() takes on_error: an unreadable answer fails its request alone
-
     def __init__(
         self,
         url: str,
@@ -107,7 +105,8 @@ class SseLegacyTransport(Transport):
             self.close()
             raise ProtocolError(self._problem or f"GET {self.url}: the stream ended before the endpoint event")
 
-    def send(self, message: dict) -> None:
+    def send(self, message: dict, headers: dict[str, str] | None = None) -> None:
+        # the 2024-11-05 wire has no per-message headers: the message alone
         if self._closing or self.endpoint is None:
             raise ConnectionClosed(self._problem or "the connection to the server is closed")
         response = self.http.request(

@@ -123,8 +123,6 @@ class StdioTransport(Transport):
     server (64 MB by default).
     """
 
-    reports_request_errors = True  # start() takes on_error: an unreadable response fails its request alone
-
     def __init__(
         self,
         command: list[str],
@@ -309,8 +307,8 @@ class StdioTransport(Transport):
 
     # -- sending -----------------------------------------------------------------
 
-    def send(self, message: dict) -> None:
-        data = encode_message(message)
+    def send(self, message: dict, headers: dict[str, str] | None = None) -> None:
+        data = encode_message(message)  # a pipe has no headers: the message alone
         with self._send_lock:
             if self._closed_reason is not None:
                 raise ConnectionClosed(self._closed_reason)

@@ -206,7 +206,7 @@ class Harness:
         check_tools(
             self.chat,
             tools,
-            self.router.owner,
+            {name: route.server for name, route in self.router.routes.items()},
             self.system,
             max_tool_tokens=self.config.max_tool_tokens,
             context_length=self.bundle.context_length,

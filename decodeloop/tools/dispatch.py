@@ -131,7 +131,8 @@ def _needs_evidence(parsed: ParsedCall, router: Router, view: TurnView) -> bool:
         return False
     if view.repeated(call_key(call.name, arguments)):
         return False
-    decision = view.check(call.name, router.owner[call.name], router.remote[call.name], tool, arguments)
+    route = router.routes[call.name]
+    decision = view.check(call.name, route.server, route.remote, tool, arguments)
     return decision is not None and decision.verdict == EVIDENCE
 
 
@@ -154,7 +155,7 @@ def _prepare(parsed: ParsedCall, router: Router, view: TurnView) -> _Prepared | 
     except ArgumentError as e:
         # it quotes the server's schema (property names, descriptions, enum values): the server's text, capped
         # like it and marked with the server, so the policy and the marker escape treat it as data
-        return failed(str(e), "arguments", call.name, router.owner[call.name], cut="error")
+        return failed(str(e), "arguments", call.name, router.routes[call.name].server, cut="error")
     key = call_key(call.name, arguments)
     if view.repeated(key):
         # the server is spared
@@ -165,8 +166,9 @@ def _prepare(parsed: ParsedCall, router: Router, view: TurnView) -> _Prepared | 
             call.name,
             key=key,
         )
-    server = router.owner[call.name]
-    decision = view.check(call.name, server, router.remote[call.name], tool, arguments)
+    route = router.routes[call.name]
+    server = route.server
+    decision = view.check(call.name, server, route.remote, tool, arguments)
     if decision is not None:
         view.emit(decision)
         if decision.verdict != "allow":  # the server never sees it; the model is told why

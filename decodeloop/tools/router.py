@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from decodeloop.errors import ConfigError, McpError
@@ -54,11 +55,20 @@ class UnknownTool(LookupError):
     pass
 
 
+@dataclass(frozen=True)
+class Route:
+    """Where an exposed tool name leads: the tool as the model is shown it (its .name is the exposed name),
+    the server that serves it, and its name on that server."""
+
+    tool: Tool
+    server: str
+    remote: str
+
+
 class Router:
     def __init__(self, emit: Emit | None = None) -> None:
-        self.tools: dict[str, Tool] = {}  # exposed name -> tool (its .name is the exposed name)
-        self.owner: dict[str, str] = {}  # exposed name -> server name
-        self.remote: dict[str, str] = {}  # exposed name -> the name on its server
+        self.routes: dict[str, Route] = {}  # exposed name -> its route, in the order the model is shown them
+        self.tools: dict[str, Tool] = {}  # exposed name -> tool: the routes' tools, for a quick lookup
         self.clients: dict[str, McpClient] = {}
         self.served: dict[str, list[Tool]] = {}  # server -> its tools as taken: capped, at their pinned definitions
         # (server, name) -> the definition pinned for it, kept while the server does not list it: a tool that
@@ -162,8 +172,7 @@ class Router:
     def _expose(self) -> None:
         """Exposed names: a name once given stays with its tool while the server lists it; a new tool gets
         its own name when that is free and not another server's prefix, else `server__tool`."""
-        exposed: dict[str, Tool] = {}
-        owner, remote = {}, {}
+        exposed: dict[str, Route] = {}
         listed = {(server, tool.name) for server, tools in self.served.items() for tool in tools}
         self._names = {key: name for key, name in self._names.items() if key in listed}
         held = set(self._names.values())
@@ -174,16 +183,16 @@ class Router:
                     name = self._new_name(server, tool.name, held)
                     self._names[(server, tool.name)] = name
                     held.add(name)
-                exposed[name] = tool if name == tool.name else dataclasses.replace(tool, name=name)
-                owner[name], remote[name] = server, tool.name
+                shown = tool if name == tool.name else dataclasses.replace(tool, name=name)
+                exposed[name] = Route(shown, server, tool.name)
         # keep the servers' order, and each server's listing order, in what the model is shown
         order = {
             key: n
             for n, key in enumerate((server, tool.name) for server, tools in self.served.items() for tool in tools)
         }
-        names = sorted(exposed, key=lambda name: order[(owner[name], remote[name])])
-        self.tools = {name: exposed[name] for name in names}
-        self.owner, self.remote = owner, remote
+        names = sorted(exposed, key=lambda name: order[(exposed[name].server, exposed[name].remote)])
+        self.routes = {name: exposed[name] for name in names}
+        self.tools = {name: route.tool for name, route in self.routes.items()}
         self.version += 1
 
     def _new_name(self, server: str, name: str, taken: set[str]) -> str:
@@ -201,7 +210,8 @@ class Router:
         if others:
             why = f"it starts with server {others[0]}'s prefix"
         else:
-            why = f"server {self.owner.get(name) or self._holder(name)} already offers it"
+            held_by = self.routes[name].server if name in self.routes else self._holder(name)
+            why = f"server {held_by} already offers it"
         self.emit(Notice(server, f"tool {name} is exposed as {exposed}: {why}"))
         return exposed
 
@@ -264,9 +274,10 @@ class Router:
 
     def approve(self, name: str) -> bool:
         """Put the held changed definition of exposed tool `name` in force; False when none is held."""
-        server, remote = self.owner.get(name), self.remote.get(name)
-        if server is None or remote is None:
+        route = self.routes.get(name)
+        if route is None:
             return False
+        server, remote = route.server, route.remote
         tool = self.pending.pop((server, remote), None)
         if tool is None:
             return False
@@ -287,7 +298,8 @@ class Router:
         return tool
 
     def call(self, name: str, arguments: dict[str, Any], timeout: float | None = None) -> ToolResult:
-        return self.clients[self.owner[name]].call_tool(self.remote[name], arguments, timeout=timeout)
+        route = self.routes[name]
+        return self.clients[route.server].call_tool(route.remote, arguments, timeout=timeout)
 
     def set_roots(self, paths: list[str]) -> None:
         """Offer these paths as every server's roots from now on (each must exist: ConfigError).

@@ -273,8 +273,9 @@ class ChatSession:
         elif name == "/tools":
             router = self.harness.router
             for tool in self.harness.tools:
-                server = router.owner.get(tool.name, "?")
-                held = (server, router.remote.get(tool.name)) in router.pending
+                route = router.routes.get(tool.name)
+                server = route.server if route is not None else "?"
+                held = route is not None and (route.server, route.remote) in router.pending
                 self._say(
                     f"{visible_line(tool.name)} ({visible_line(server)}): "
                     f"{_quoted(tool.description or '', 120)}"

@@ -341,7 +341,7 @@ def test_several_servers_from_a_config_file_through_the_harness(everything, serv
     with start_servers(load_config(str(config)), events, timeout=30) as router:
         # echo is offered by two servers: the first configured keeps the name, the other is namespaced
         assert {"echo", "sdk__echo", "tiny_image", "get-sum", "get_current_time"} <= set(router.tools)
-        assert router.owner["echo"] == "everything" and "everything__echo" not in router.tools
+        assert router.routes["echo"].server == "everything" and "everything__echo" not in router.tools
         result = Harness(
             lab_bundle(TableModel(tokenizer, table), tokenizer),
             Sampler(),

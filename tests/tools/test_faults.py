@@ -388,7 +388,9 @@ def test_servers_tools_and_events_keep_the_configs_order(events):
         assert list(router.clients) == ["faulty", "faulty2", "faulty3"]
         # the first configured keeps the shared names; the others get server__tool
         assert list(router.tools)[:3] == ["echo", "crash", "hang"] and "faulty3__echo" in router.tools
-        assert [router.owner[name] for name in router.tools] == sorted(router.owner[n] for n in router.tools)
+        assert [router.routes[name].server for name in router.tools] == sorted(
+            router.routes[n].server for n in router.tools
+        )
         assert router.call("faulty2__echo", {"text": "two"}).text() == "two"
     ready = [e.server for e in events.of("server")]
     assert ready == ["faulty", "faulty2", "faulty3"]

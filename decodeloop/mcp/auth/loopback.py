@@ -43,7 +43,7 @@ class LoopbackRedirect:
                 if parts.path != owner.path or not ("code" in query or "error" in query):
                     self._page(404, "Not the authorization redirect.")
                     return
-                taken = owner._take(owner.redirect_uri + "?" + parts.query)
+                taken = owner.land(owner.redirect_uri + "?" + parts.query)
                 if not taken:
                     text = "A redirect already arrived; this one was not used."
                 elif "error" in query:
@@ -67,7 +67,8 @@ class LoopbackRedirect:
         self._thread = threading.Thread(target=self._server.serve_forever, name="oauth-redirect", daemon=True)
         self._thread.start()
 
-    def _take(self, url: str) -> bool:
+    def land(self, url: str) -> bool:
+        """Keep the first redirect URL that arrives (from the browser or pasted); False for any later one."""
         with self._lock:
             if self._landed is not None:
                 return False
@@ -81,7 +82,7 @@ class LoopbackRedirect:
         query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(text).query))
         if not text.startswith(("http://", "https://")) or not ("code" in query or "error" in query):
             return False
-        return self._take(text)
+        return self.land(text)
 
     def wait(self, timeout: float | None = None) -> str | None:
         """The redirect URL the browser (or the user) brought back, or None when `timeout` seconds passed first."""

@@ -30,6 +30,7 @@ _EXPORTS = {
     "load_model": "decodeloop.registry",
     "ModelBundle": "decodeloop.decode.bundle",
     "start_servers": "decodeloop.tools.startup",
+    "ClientOptions": "decodeloop.tools.startup",
     "Router": "decodeloop.tools.router",
     "load_config": "decodeloop.tools.config",
     "ServerSpec": "decodeloop.tools.config",

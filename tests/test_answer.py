@@ -15,7 +15,7 @@ from decodeloop.formats.lab import ASSISTANT, EOS, TOOL, USER, CharTokenizer, La
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.sampling import Sampler
 from decodeloop.sampling.processors import ProcessorState
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 
 QUESTION = "What's the weather in Polson, MT?"
@@ -70,7 +70,7 @@ def turn(table, **config):
     model = TwoMinds(tokenizer, table)
     bundle = ModelBundle("two-minds", tokenizer, LabChat(tokenizer, syntax), syntax, model=model)
     events = Recorder()
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         harness = Harness(
             bundle,
             Sampler(),

@@ -13,7 +13,7 @@ from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 
 QUESTION = "What's the weather in Polson, MT?"
@@ -39,7 +39,7 @@ def test_a_conversation_keeps_its_context_and_the_cache(events):
         "<|tool|>" + RESULT + "<|assistant|>": "33°F and overcast.<|eos|>",
         "<|user|>And tomorrow?<|assistant|>": "I only know today.<|eos|>",
     }
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         h = harness(events, table, router)
         first = h.run(QUESTION)
         events.clear()
@@ -56,7 +56,7 @@ def test_a_conversation_keeps_its_context_and_the_cache(events):
 
 def test_reset_starts_a_new_conversation(events):
     table = {"<|user|>hi<|assistant|>": "Hello.<|eos|>"}
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         h = harness(events, table, router)
         one = h.run("hi")
         h.reset()
@@ -72,7 +72,7 @@ def test_a_repeated_call_is_not_sent_again_and_ends_the_turn_after_the_limit(eve
         "<|tool|>" + RESULT + "<|assistant|>": call,
         "result is above; answer the user from it, or call with other arguments<|assistant|>": call,
     }
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         result = harness(events, table, router, max_repeats=2, on_repeat="stop").run(QUESTION)
     assert result.reason == "repeated_call" and "2 calls repeated" in result.error
     sent = [e for e in events.of("rpc") if e.direction == "send" and e.message.get("method") == "tools/call"]
@@ -88,7 +88,7 @@ def test_provenance_spans_cover_the_context_and_name_the_tool(events):
         "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
         "<|tool|>" + RESULT + "<|assistant|>": "Done.<|eos|>",
     }
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         result = harness(events, table, router).run(QUESTION)
     [prompt], [inject] = events.of("prompt"), events.of("inject")
     assert [s[2] for s in prompt.spans] == ["chat", "system", "chat", "user", "chat"]
@@ -182,7 +182,7 @@ def test_parallel_calls_to_two_servers_run_and_come_back_in_order(events):
         "<|tool|>2 words<|assistant|>": "Both done.<|eos|>",
     }
     bundle = ModelBundle("table", tokenizer, LabChat(tokenizer, syntax), syntax, model=TableModel(tokenizer, table))
-    with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER, FAULTY], events, options=ClientOptions(timeout=10)) as router:
         result = Harness(bundle, Sampler(), router, events, policy=Policy.off()).run(QUESTION)
     assert result.answer == "Both done." and result.tool_calls == 2
     assert [c.name for c in events.of("tool_call")] == ["get_weather", "count_words"]
@@ -215,7 +215,7 @@ def test_json_calls_in_one_message_all_run_when_the_message_ends(events):
         "<|user|>" + QUESTION + "<|assistant|>": W + "\n" + C + "<|eos|>",
         "<|tool|>2 words<|assistant|>": "Both done.<|eos|>",
     }
-    with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER, FAULTY], events, options=ClientOptions(timeout=10)) as router:
         result = Harness(_json_bundle(table), Sampler(), router, events, policy=Policy.off()).run(QUESTION)
     assert result.answer == "Both done." and result.tool_calls == 2
     assert [c.arguments for c in events.of("tool_call")] == [{"city": "Polson", "state": "MT"}, {"text": "a b"}]
@@ -230,7 +230,7 @@ def test_json_calls_can_run_one_at_a_time(events):
         "<|tool|>" + RESULT + "<|assistant|>": C,
         "<|tool|>2 words<|assistant|>": "Both done.<|eos|>",
     }
-    with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER, FAULTY], events, options=ClientOptions(timeout=10)) as router:
         result = Harness(
             _json_bundle(table), Sampler(), router, events, config=TurnConfig(collect_calls=False), policy=Policy.off()
         ).run(QUESTION)
@@ -246,7 +246,7 @@ def test_a_malformed_json_call_gets_an_error_and_a_retry(events):
         "<|assistant|>": W + "<|eos|>",  # after the error message: the call again, well formed
         "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>",
     }
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         result = Harness(_json_bundle(table), Sampler(), router, events, policy=Policy.off()).run(QUESTION)
     [error] = events.of("tool_error")
     assert error.stage == "parse" and "invalid JSON" in error.message and "column" in error.message
@@ -277,7 +277,7 @@ def test_ctrl_c_ends_the_turn_and_the_conversation_goes_on(events):
     }
     tokenizer = CharTokenizer()
     model = _InterruptAt(TableModel(tokenizer, table), at=10)  # in the middle of writing the call
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         h = Harness(lab_bundle(model, tokenizer), Sampler(), router, events, policy=Policy.off())
         stopped = h.run(QUESTION)
         assert stopped.reason == "interrupted" and events.of("stop")[-1].reason == "interrupted"

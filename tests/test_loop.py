@@ -12,7 +12,7 @@ from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import get_weather
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 
 QUESTION = "What's the weather in Polson, MT?"
@@ -21,7 +21,9 @@ QUESTION = "What's the weather in Polson, MT?"
 def run_turn(events, table=None, servers=(WEATHER,), question=QUESTION, **config):
     tokenizer = CharTokenizer()
     model = TableModel(tokenizer, table)
-    with start_stdio_servers([list(s) for s in servers], events, timeout=config.pop("timeout", 10)) as router:
+    with start_stdio_servers(
+        [list(s) for s in servers], events, options=ClientOptions(timeout=config.pop("timeout", 10))
+    ) as router:
         harness = Harness(
             lab_bundle(model, tokenizer), Sampler(), router, events, config=TurnConfig(**config), policy=Policy.off()
         )
@@ -249,7 +251,7 @@ def test_tools_list_changed_routes_at_once_and_reaches_the_prompt_of_the_next_co
         "<|user|>again<|assistant|>": "Bye.<|eos|>",
     }
     tokenizer = CharTokenizer()
-    with start_stdio_servers([FAULTY], events, timeout=10) as router:
+    with start_stdio_servers([FAULTY], events, options=ClientOptions(timeout=10)) as router:
         harness = Harness(
             lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events, policy=Policy.off()
         )

@@ -20,7 +20,7 @@ from decodeloop.patterns import regex
 from decodeloop.sampling import Sampler
 from decodeloop.schema import MAX_SCHEMA_STEPS, check_value, validate_arguments
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
 SLOW_VALUE = "a" * 40 + "!"  # ^(a+)+$ against this takes Python's re about 2**40 steps
@@ -31,7 +31,7 @@ def run_call(events, call: str):
     tokenizer = CharTokenizer()
     table = {"<|user|>Go.<|assistant|>": call, "<|assistant|>": "Done.<|eos|>"}
     specs = [ServerSpec("hostile", command=HOSTILE, transport="stdio")]
-    with start_servers(specs, events, timeout=30) as router:
+    with start_servers(specs, events, options=ClientOptions(timeout=30)) as router:
         return Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events).run("Go.")
 
 

@@ -17,7 +17,7 @@ from decodeloop.formats.lab import ASSISTANT, EOS, TOOL, USER, CharTokenizer, La
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 
 QUESTION = "What's the weather in Polson, MT?"
@@ -51,7 +51,7 @@ def test_the_steps_taken_one_at_a_time_are_what_run_does():
     runs = []
     for by_steps in (False, True):
         events = Recorder()
-        with start_stdio_servers([WEATHER], events, timeout=10) as router:
+        with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
             events.clear()
             h = harness(events, router)
             if by_steps:
@@ -69,7 +69,7 @@ def test_the_steps_taken_one_at_a_time_are_what_run_does():
 
 
 def test_a_caller_sees_the_calls_before_any_server_does(events):
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         turn = harness(events, router).begin(QUESTION)
         verdict = turn.generate()
         assert verdict.reason == "tool_call"
@@ -81,7 +81,7 @@ def test_a_caller_sees_the_calls_before_any_server_does(events):
 
 
 def test_outcomes_changed_before_inject_are_what_the_model_reads(events):
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         turn = harness(events, router).begin(QUESTION)
         verdict = turn.generate()
         outcomes = [dataclasses.replace(o, text=OTHER) for o in turn.dispatch(verdict)]
@@ -93,7 +93,7 @@ def test_outcomes_changed_before_inject_are_what_the_model_reads(events):
 
 
 def test_rewound_to_where_the_calls_ended_the_turn_dispatches_them_again_and_computes_only_what_follows(events):
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         h = harness(events, router)
         turn = h.begin(QUESTION)
         first = turn.generate()
@@ -126,7 +126,7 @@ def test_rewound_to_where_the_calls_ended_the_turn_dispatches_them_again_and_com
 
 
 def test_rewound_into_a_call_the_stop_check_reads_it_again_and_the_model_finishes_it(events):
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         h = harness(events, router)
         turn = h.begin(QUESTION)
         start = len(h.context)
@@ -148,7 +148,7 @@ def test_rewound_into_a_call_the_stop_check_reads_it_again_and_the_model_finishe
 
 
 def test_a_rewind_outside_what_the_model_wrote_is_refused_with_the_positions(events):
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         h = harness(events, router)
         turn = h.begin(QUESTION)
         start = len(h.context)
@@ -177,7 +177,7 @@ def test_rewound_into_a_constrained_call_the_grammar_follows_it_again():
     tokenizer, syntax = CharTokenizer(), JsonSyntax()
     bundle = ModelBundle("two-minds", tokenizer, LabChat(tokenizer, syntax), syntax, model=TwoMinds(tokenizer, table))
     events = Recorder()
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         h = Harness(
             bundle, Sampler(), router, events, config=TurnConfig(constrain="calls", max_tokens=400), policy=None
         )
@@ -192,7 +192,7 @@ def test_rewound_into_a_constrained_call_the_grammar_follows_it_again():
 
 
 def test_a_paused_segment_goes_on_where_it_stopped(events):
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         h = harness(events, router)
         turn = h.begin(QUESTION)
         start = len(h.context)
@@ -220,7 +220,7 @@ def test_a_token_taken_by_hand_forks_the_turn_and_its_event_says_how_likely_it_w
     tokenizer, syntax = CharTokenizer(), JsonSyntax()
     bundle = ModelBundle("two-minds", tokenizer, LabChat(tokenizer, syntax), syntax, model=TwoMinds(tokenizer, table))
     events = Recorder()
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         h = Harness(bundle, Sampler(), router, events, config=TurnConfig(max_tokens=400), policy=None)
         turn = h.begin(QUESTION)
         start = len(h.context)
@@ -241,7 +241,7 @@ def test_a_token_taken_by_hand_forks_the_turn_and_its_event_says_how_likely_it_w
 
 
 def test_a_token_cannot_be_chosen_outside_the_vocabulary(events):
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         turn = harness(events, router).begin(QUESTION)
         with pytest.raises(ValueError, match="not in the vocabulary"):
             turn.take(10**6)

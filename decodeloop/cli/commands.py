@@ -24,8 +24,8 @@ from decodeloop.cli.options import (
     EXIT_USAGE,
     build_harness,
     checked,
+    client_options,
     load_bundle,
-    server_options,
     server_specs,
     started,
     user_terminal,
@@ -385,12 +385,4 @@ def _eval_servers(args, specs):
     """The servers of one eval worker (or of the one serial run), started with the command's options."""
     from decodeloop.tools.startup import start_servers
 
-    return start_servers(
-        specs,
-        None,
-        timeout=args.timeout,
-        protocol=getattr(args, "mcp_protocol", "auto"),
-        pin_store=args.pin_store,
-        max_tools=args.max_tools,
-        **server_options(args),
-    )
+    return start_servers(specs, None, client_options(args))

@@ -238,17 +238,7 @@ def started(args: argparse.Namespace, parser: argparse.ArgumentParser, emit, det
     # Ctrl-C, for a question asked on a server's reader thread
     interrupted = terminal.interrupted if terminal is not None else threading.Event()
     features = client_features(args, emit, interrupted, terminal)
-    with start_servers(
-        specs,
-        emit,
-        timeout=args.timeout,
-        verbose=getattr(args, "verbose", False),
-        protocol=getattr(args, "mcp_protocol", "auto"),
-        pin_store=args.pin_store,
-        max_tools=args.max_tools,
-        features=features,
-        **server_options(args),
-    ) as router:
+    with start_servers(specs, emit, client_options(args, features)) as router:
         with ctrl_c_noted(interrupted) if features.offer_elicitation else contextlib.nullcontext():
             yield bundle, router
 
@@ -266,16 +256,29 @@ def elicitation_answerer(args: argparse.Namespace, emit, interrupted: threading.
     return TerminalElicitation(terminal.read_line, terminal.write, emit, interrupted, hold=terminal.holding)
 
 
-def server_options(args: argparse.Namespace) -> dict:
-    """--root, --no-roots and --server-log-level as start_servers' roots and log_level; the token store of
-    `decodeloop auth login` (its default directory, or $DECODELOOP_TOKEN_DIR)."""
+def client_options(args: argparse.Namespace, features=None):
+    """The command's options as the client's (tools/startup.py ClientOptions): --timeout, --verbose,
+    --mcp-protocol, --pin-store, --max-tools, --root, --no-roots and --server-log-level; the token store of
+    `decodeloop auth login` (its default directory, or $DECODELOOP_TOKEN_DIR); `features`, what the client
+    offers the servers."""
     from decodeloop.mcp.auth.store import TokenStore
+    from decodeloop.tools.startup import ClientOptions
 
     if getattr(args, "no_roots", False):
         roots: list[str] | None = []
     else:
         roots = getattr(args, "root", None) or None  # None: the working directory
-    return {"roots": roots, "log_level": getattr(args, "server_log_level", None), "token_store": TokenStore()}
+    return ClientOptions(
+        timeout=args.timeout,
+        verbose=getattr(args, "verbose", False),
+        protocol=getattr(args, "mcp_protocol", "auto"),
+        pin_store=args.pin_store,
+        max_tools=args.max_tools,
+        roots=roots,
+        log_level=getattr(args, "server_log_level", None),
+        features=features,
+        token_store=TokenStore(),
+    )
 
 
 def client_features(args: argparse.Namespace, emit, interrupted: threading.Event, terminal=None):

@@ -141,10 +141,10 @@ def entry_server(entry: Entry, folder: str, *, timeout: float = 60.0, protocol: 
     """The router over a started BFCL server process serving `entry`'s functions (stopped on exit)."""
     from decodeloop.servers import command
     from decodeloop.tools.config import ServerSpec
-    from decodeloop.tools.startup import start_servers
+    from decodeloop.tools.startup import ClientOptions, start_servers
 
     spec = ServerSpec(name="bfcl", command=[*command("bfcl"), write_tools(entry, folder)], transport="stdio")
-    with start_servers([spec], None, timeout=timeout, protocol=protocol) as router:
+    with start_servers([spec], None, options=ClientOptions(timeout=timeout, protocol=protocol)) as router:
         yield router
 
 

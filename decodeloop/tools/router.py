@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +67,19 @@ class Route:
 
 
 class Router:
-    def __init__(self, emit: Emit | None = None) -> None:
+    def __init__(
+        self,
+        emit: Emit | None = None,
+        specs: Sequence[ServerSpec] = (),
+        *,
+        pin_store: PinStore | None = None,
+        max_tools: int = DEFAULT_MAX_TOOLS,
+        features: ClientFeatures | None = None,
+    ) -> None:
+        """`specs`: the servers the router will route to (the policy reads their rules; no server takes
+        another's name as its prefix); `pin_store` keeps tool definitions between runs (None: for this
+        session only); `max_tools` caps the tools taken from one server; `features` are what the servers
+        may ask of the client."""
         self.routes: dict[str, Route] = {}  # exposed name -> its route, in the order the model is shown them
         self.tools: dict[str, Tool] = {}  # exposed name -> tool: the routes' tools, for a quick lookup
         self.clients: dict[str, McpClient] = {}
@@ -75,17 +88,17 @@ class Router:
         # goes and comes back is compared with its pin, as a tool changed in place is
         self.pinned: dict[tuple[str, str], Tool] = {}
         self.pending: dict[tuple[str, str], Tool] = {}  # (server, name) -> a changed definition, held until approved
-        self.reserved: set[str] = set()  # every configured server's name: no other server may use its prefix
-        self.specs: list[ServerSpec] = []  # what start_servers started (the policy reads their rules)
-        self.features: ClientFeatures | None = None  # what the servers may ask of the client (start_servers)
-        self.pin_store: PinStore | None = None  # pins kept between runs (None: for this session only)
+        self.specs: list[ServerSpec] = list(specs)
+        self.reserved: set[str] = {spec.name for spec in self.specs}  # no other server may use their prefixes
+        self.features = features
+        self.pin_store = pin_store
         self._names: dict[tuple[str, str], str] = {}  # (server, name) -> its exposed name, kept while it is listed
         self.version = 0  # bumped whenever the exposed tools change
         self.emit = emit if emit is not None else (lambda event: None)
         # a server's text enters every prompt: each tool's description and schema text is capped
         self.max_description_chars = DEFAULT_MAX_DESCRIPTION_CHARS
         self.max_schema_chars = DEFAULT_MAX_SCHEMA_CHARS
-        self.max_tools = DEFAULT_MAX_TOOLS  # per server
+        self.max_tools = max_tools  # per server
         self._types_noted: set[tuple[str, str]] = set()  # (server, fingerprint): definitions whose types were noted
 
     def add_server(self, server: str, client: McpClient, tools: list[Tool]) -> None:

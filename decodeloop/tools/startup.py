@@ -44,17 +44,42 @@ PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath
 MAX_NOTICE_CHARS = 4_000  # a server's notification or log line, as a notice
 
 
-def start_stdio_servers(
-    commands: list[list[str]],
-    emit: Emit,
-    *,
-    timeout: float = 60.0,
-    verbose: bool = False,
-    stderr: Callable[[str], None] | None = None,
-    **options: Any,
-) -> Router:
+@dataclasses.dataclass(frozen=True)
+class ClientOptions:
+    """How the client treats every server a run starts (`start_servers`).
+
+    `timeout`: each request's, and the start-up's. `verbose`: every JSON-RPC message as an event.
+    `stderr`: where a stdio server's stderr lines go (None: kept for errors only). `max_message_bytes`
+    caps one message from a server; `reset_timeout_on_progress` and `max_total_timeout` let progress
+    notifications extend a call's timeout (see McpClient). `protocol` is the MCP revision for servers whose
+    spec pins none: "auto" (server/discover, then initialize) or a version (McpClient's `protocol`).
+    `pin_store` is a directory that keeps each server's tool definitions between runs (pins.PinStore).
+    `max_tools` caps the tools taken from one server. `roots` are the paths offered to every server as its
+    roots (None: the working directory; empty: no roots capability at all); each must exist (ConfigError);
+    a spec's own `roots` replace them for its server. `log_level` asks each server for its log messages
+    from that level up. `features` are the client features offered to every server (sampling,
+    elicitation), each server's requests answered as its own. `token_store` holds the tokens of
+    `decodeloop auth login` for the config's HTTP servers (see the module's docstring).
+    """
+
+    timeout: float = 60.0
+    verbose: bool = False
+    stderr: Callable[[str], None] | None = None
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    reset_timeout_on_progress: bool = False
+    max_total_timeout: float | None = None
+    protocol: str = "auto"
+    pin_store: str | None = None
+    max_tools: int = DEFAULT_MAX_TOOLS
+    roots: Sequence[str] | None = None
+    log_level: str | None = None
+    features: ClientFeatures | None = None
+    token_store: TokenStore | None = None
+
+
+def start_stdio_servers(commands: list[list[str]], emit: Emit, options: ClientOptions | None = None) -> Router:
     """Start each stdio server, initialize it, list its tools, and route to them."""
-    return start_servers(stdio_specs(commands), emit, timeout=timeout, verbose=verbose, stderr=stderr, **options)
+    return start_servers(stdio_specs(commands), emit, options)
 
 
 def stdio_specs(commands: list[list[str]]) -> list[ServerSpec]:
@@ -67,24 +92,7 @@ def stdio_specs(commands: list[list[str]]) -> list[ServerSpec]:
     return specs
 
 
-def start_servers(
-    specs: list[ServerSpec],
-    emit: Emit | None = None,
-    *,
-    timeout: float = 60.0,
-    verbose: bool = False,
-    stderr: Callable[[str], None] | None = None,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    reset_timeout_on_progress: bool = False,
-    max_total_timeout: float | None = None,
-    protocol: str = "auto",
-    pin_store: str | None = None,
-    max_tools: int = DEFAULT_MAX_TOOLS,
-    roots: Sequence[str] | None = None,
-    log_level: str | None = None,
-    features: ClientFeatures | None = None,
-    token_store: TokenStore | None = None,
-) -> Router:
+def start_servers(specs: list[ServerSpec], emit: Emit | None = None, options: ClientOptions | None = None) -> Router:
     """Connect to each server (stdio or HTTP), open its session, list its tools, and route to them.
 
     The servers start concurrently, one thread each, but everything that can be
@@ -95,37 +103,26 @@ def start_servers(
     failure or interruption every server started is shut down before the error
     propagates, so a bad configuration never leaves processes behind.
 
-    `max_message_bytes` caps one message from a server; `reset_timeout_on_progress`
-    and `max_total_timeout` let progress notifications extend a call's timeout
-    (see McpClient). `pin_store` is a directory that keeps each server's tool
-    definitions between runs (pins.PinStore). `max_tools` caps the tools taken from
-    one server. `protocol` is the MCP revision for servers whose spec pins none:
-    "auto" (server/discover, then initialize) or a version (McpClient's `protocol`);
-    the ServerReady event says which one each server speaks. `roots` are the paths
-    offered to every server as its roots (None: the working directory; empty: no
-    roots capability at all); each must exist (ConfigError). A spec's own `roots`
-    replace them for its server. `log_level` asks each
-    server for its log messages from that level up (McpClient's `log_level`).
-    `features` are the client features offered to every server (sampling,
-    elicitation: client_features/), each server's requests answered as its own.
-    `token_store` holds the tokens of `decodeloop auth login` for the config's HTTP
-    servers (see the module's docstring).
+    `options` say how the client treats every server (ClientOptions); the
+    ServerReady event says which revision each server speaks.
     """
     emit = emit if emit is not None else (lambda event: None)
-    offered = file_roots(roots) if roots is None or len(roots) else None  # checked before anything starts
-    router = Router(emit)
-    router.specs = unique_names(specs)
-    router.pin_store = PinStore(pin_store) if pin_store else None
-    router.max_tools = max_tools
-    router.features = features
-    router.reserved.update(spec.name for spec in router.specs)  # no server takes another's prefix
-    options = dict(
-        timeout=timeout,
-        reset_timeout_on_progress=reset_timeout_on_progress,
-        max_total_timeout=max_total_timeout,
-        protocol=protocol,
+    o = options if options is not None else ClientOptions()
+    offered = file_roots(o.roots) if o.roots is None or len(o.roots) else None  # checked before anything starts
+    router = Router(
+        emit,
+        unique_names(specs),
+        pin_store=PinStore(o.pin_store) if o.pin_store else None,
+        max_tools=o.max_tools,
+        features=o.features,
+    )
+    session = dict(
+        timeout=o.timeout,
+        reset_timeout_on_progress=o.reset_timeout_on_progress,
+        max_total_timeout=o.max_total_timeout,
+        protocol=o.protocol,
         roots=offered,
-        log_level=log_level,
+        log_level=o.log_level,
     )
     starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
     own_roots = {start.spec.name: _own_roots(start.spec) for start in starts if start.spec.roots is not None}
@@ -133,10 +130,18 @@ def start_servers(
 
     def run(start: _Start) -> None:
         name = start.spec.name
-        given = dict(options, roots=own_roots[name]) if name in own_roots else options
+        given = dict(session, roots=own_roots[name]) if name in own_roots else session
         try:
             client = _connect(
-                start.spec, start.emit, verbose, stderr, max_message_bytes, given, opened.add, features, token_store
+                start.spec,
+                start.emit,
+                o.verbose,
+                o.stderr,
+                o.max_message_bytes,
+                given,
+                opened.add,
+                o.features,
+                o.token_store,
             )
             start.tools = client.list_tools(client.startup)  # within the start-up's one timeout
             start.client = client

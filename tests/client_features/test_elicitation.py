@@ -30,7 +30,7 @@ from decodeloop.errors import RpcError
 from decodeloop.events import Elicitation
 from decodeloop.mcp.client_features import ClientFeatures
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 from decodeloop.ui.trace import TraceView
 
 ASKING = [sys.executable, os.path.join(ROOT, "tests", "servers", "asking.py")]
@@ -64,7 +64,9 @@ def elicit(wire: str, request: dict, terminal: Terminal, events: Recorder | None
     """The request asked by the asking server at `wire`, answered at `terminal`: what the server got back."""
     events = events if events is not None else Recorder()
     features = ClientFeatures(elicitation=TerminalElicitation(terminal.read, terminal.write, events))
-    with start_servers([ServerSpec("asking", ASKING, protocol=wire)], events, features=features) as router:
+    with start_servers(
+        [ServerSpec("asking", ASKING, protocol=wire)], events, options=ClientOptions(features=features)
+    ) as router:
         result = router.clients["asking"].call_tool("elicit", {"request": request})
     return json.loads(result.content[0]["text"])
 
@@ -322,7 +324,9 @@ def test_url_mode_shows_the_url_and_its_host_opens_nothing_and_accepts(wire, eve
 def test_url_mode_decline_and_the_servers_word_that_it_is_complete(wire, events, nothing_opens):
     terminal = Terminal("n")
     features = ClientFeatures(elicitation=TerminalElicitation(terminal.read, terminal.write, events))
-    with start_servers([ServerSpec("asking", ASKING, protocol=wire)], events, features=features) as router:
+    with start_servers(
+        [ServerSpec("asking", ASKING, protocol=wire)], events, options=ClientOptions(features=features)
+    ) as router:
         client = router.clients["asking"]
         answer = json.loads(client.call_tool("elicit", {"request": URL}).content[0]["text"])
         client.call_tool("complete", {"elicitationId": "e-1"})
@@ -461,7 +465,9 @@ def test_a_mode_this_client_does_not_offer_is_refused_as_invalid_params(wire, ev
 @pytest.mark.parametrize("wire", WIRES)
 def test_without_a_terminal_every_request_is_declined_with_an_event(wire, events):
     features = ClientFeatures(elicitation=Unattended(events, "stdin is not a terminal"))
-    with start_servers([ServerSpec("asking", ASKING, protocol=wire)], events, features=features) as router:
+    with start_servers(
+        [ServerSpec("asking", ASKING, protocol=wire)], events, options=ClientOptions(features=features)
+    ) as router:
         for request in (PERSON, URL):
             result = router.clients["asking"].call_tool("elicit", {"request": request})
             assert json.loads(result.content[0]["text"]) == {"result": {"action": "decline"}}

@@ -13,7 +13,7 @@ from conftest import ROOT, WIRES
 from decodeloop.errors import RpcError
 from decodeloop.mcp.client_features import ClientFeatures
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 
 ASKING = [sys.executable, os.path.join(ROOT, "tests", "servers", "asking.py")]
 FORM = {"message": "Your name?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}
@@ -41,7 +41,9 @@ def test_a_request_is_answered_as_its_servers_and_linked_to_the_call(wire):
         return {"action": "decline"}
 
     features = ClientFeatures(elicitation=elicitation)
-    with start_servers([ServerSpec("asking", ASKING, protocol=wire)], features=features) as router:
+    with start_servers(
+        [ServerSpec("asking", ASKING, protocol=wire)], options=ClientOptions(features=features)
+    ) as router:
         assert asked(router, "elicit", FORM) == {"result": {"action": "decline"}}
     assert seen == [("asking", "Your name?", ["elicit"])]
 
@@ -49,7 +51,9 @@ def test_a_request_is_answered_as_its_servers_and_linked_to_the_call(wire):
 @pytest.mark.parametrize("wire", WIRES)
 def test_a_feature_offered_but_unset_is_refused_with_an_error_the_server_reads(wire):
     features = ClientFeatures(offer_elicitation=True)
-    with start_servers([ServerSpec("asking", ASKING, protocol=wire)], features=features) as router:
+    with start_servers(
+        [ServerSpec("asking", ASKING, protocol=wire)], options=ClientOptions(features=features)
+    ) as router:
         if wire == "2025-11-25":
             answer = asked(router, "elicit", FORM)
             assert answer["error"]["code"] == -32601 and "no elicitation" in answer["error"]["message"]
@@ -67,5 +71,7 @@ def test_the_calls_timeout_waits_while_the_user_answers_the_servers_request():
         return {"action": "cancel"}
 
     features = ClientFeatures(elicitation=elicitation)
-    with start_servers([ServerSpec("asking", ASKING, protocol="2025-11-25")], features=features) as router:
+    with start_servers(
+        [ServerSpec("asking", ASKING, protocol="2025-11-25")], options=ClientOptions(features=features)
+    ) as router:
         assert asked(router, "elicit", FORM, timeout=0.5) == {"result": {"action": "cancel"}}

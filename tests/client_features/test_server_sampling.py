@@ -23,7 +23,7 @@ from decodeloop.mcp.client_features import ClientFeatures
 from decodeloop.registry import load_model
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 from decodeloop.trust.policy import Policy
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
@@ -57,7 +57,9 @@ class Asking:
             self.bundle, Sampler(), self.events, approve=None if approve is None else asked, **options
         )
         self.router = start_servers(
-            [ServerSpec("asking", ASKING, protocol=wire)], self.events, features=ClientFeatures(sampling)
+            [ServerSpec("asking", ASKING, protocol=wire)],
+            self.events,
+            options=ClientOptions(features=ClientFeatures(sampling)),
         )
 
     def sample(self, request: dict) -> dict:
@@ -202,7 +204,7 @@ def test_a_sampled_reply_is_the_servers_text_so_the_policy_treats_it_as_a_tool_r
         ServerSpec("asking", ASKING, protocol="2025-11-25"),
         ServerSpec("hostile", HOSTILE, allow=("send_money",)),
     ]
-    with start_servers(specs, events, features=features) as router:
+    with start_servers(specs, events, options=ClientOptions(features=features)) as router:
         policy = Policy("strict", specs, None)
         Harness(bundle, Sampler(), router, events, policy=policy, config=TurnConfig(max_tokens=1000)).run(question)
     assert [e.text for e in events.of("tool_result")][:1] == ["attacker"]

@@ -32,7 +32,7 @@ from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.sampling.processors import ProcessorState
 from decodeloop.schema import check_value, validate_arguments
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView
 
@@ -346,7 +346,7 @@ def test_off_adds_nothing(events):
         "<|user|>" + QUESTION + "<|assistant|>": "[call get_weather city=Polson state=MT]",
         "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>",
     }
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         h = harness(events, table, router)
         h.run(QUESTION)
     # no call grammar: the one processor is the hold of --on-repeat answer, which does nothing until a repeat
@@ -364,7 +364,7 @@ def test_a_call_the_mask_corrects_shows_what_the_model_wanted(events):
         "state=": "MT]",
         "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>",
     }
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         h = harness(events, table, router, constrain="calls")
         result = h.run(QUESTION)
     assert result.answer == "33°F." and not events.of("tool_error")
@@ -387,7 +387,7 @@ def test_required_opens_the_turn_with_a_call_then_leaves_the_model_free(events):
         "[call ": "get_weather city=Polson state=MT]",
         "<|tool|>" + RESULT + "<|assistant|>": "33°F.<|eos|>",
     }
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         free = harness(events, table, router).run(QUESTION)
         assert free.answer == "I do not know." and free.tool_calls == 0
         events.clear()
@@ -400,7 +400,7 @@ def test_required_opens_the_turn_with_a_call_then_leaves_the_model_free(events):
 
 
 def test_required_is_per_turn_and_a_bad_mode_is_refused(events):
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         with pytest.raises(ValueError, match="constrain"):
             harness(events, {"a": "b"}, router, constrain="sometimes")
 
@@ -450,7 +450,7 @@ def test_ngram_calls_under_the_constraint_always_parse(events):
     from decodeloop.registry import load_model
 
     bundle = load_model("ngram", order=4)
-    with start_stdio_servers(lab_server_commands(), events, timeout=10) as router:
+    with start_stdio_servers(lab_server_commands(), events, options=ClientOptions(timeout=10)) as router:
         h = Harness(bundle, Sampler(temperature=0.7, seed=2), router, events, config=TurnConfig(constrain="calls"))
         for question in (QUESTION, "Convert 12 km to mi.", "What time zone is Boise, ID in?"):
             h.reset()
@@ -469,7 +469,7 @@ def test_eval_counts_the_tokens_the_grammar_overrode():
         "<|tool|>" + RESULT + "<|assistant|>": "33°F and overcast.<|eos|>",
     }
     episode = Episode(QUESTION, "get_weather", {"city": "Polson", "state": "MT"}, "", RESULT, "", ["33°F"])
-    with start_stdio_servers([WEATHER], lambda e: None, timeout=10) as router:
+    with start_stdio_servers([WEATHER], lambda e: None, options=ClientOptions(timeout=10)) as router:
         for constrain, masked, well_formed in (("off", 0, 0.0), ("calls", 1, 1.0)):
             summary, [outcome] = evaluate(lambda emit: harness(emit, table, router, constrain=constrain), [episode])
             assert (summary.masked_tokens, outcome.masked, summary.well_formed_rate) == (masked, masked, well_formed)

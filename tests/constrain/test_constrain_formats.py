@@ -39,7 +39,7 @@ from decodeloop.harness import Harness, TurnConfig
 from decodeloop.sampling import Sampler
 from decodeloop.sampling.processors import ProcessorState
 from decodeloop.schema import check_value, validate_arguments
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 
 CONSTRAINED = [
     "mistral",
@@ -298,7 +298,7 @@ def test_a_transformers_model_with_the_formats_tokens_sends_valid_calls_to_the_w
 
     bundle = load_model("hf:" + tiny_model_dir, syntax=name)
     specials = bundle.tokenizer.special_tokens
-    with start_stdio_servers([WEATHER], events, timeout=30) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=30)) as router:
         for seed in range(2):
             events.clear()
             chat = Harness(
@@ -525,7 +525,7 @@ def test_a_harness_turn_with_random_logits_sends_a_valid_call_to_the_weather_ser
         syntax,
         model=RandomLogits(7, tokenizer.vocab_size, 3.0),
     )
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         harness = Harness(
             bundle,
             Sampler(temperature=1.0, seed=7),

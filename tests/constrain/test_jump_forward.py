@@ -17,14 +17,14 @@ from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.registry import load_model
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 
 QUESTION = "What's the weather in Polson, MT?"
 
 
 def turn(bundle, jump: bool, question: str = QUESTION, mode: str = "required", max_tokens: int = 120):
     events = []
-    with start_stdio_servers([WEATHER], events.append, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events.append, options=ClientOptions(timeout=10)) as router:
         harness = Harness(
             bundle, Sampler(), router, events.append, config=TurnConfig(constrain=mode, max_tokens=max_tokens)
         )

@@ -17,7 +17,7 @@ from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 
 QUESTION = "What's the weather in Polson, MT?"
 RESULT = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"
@@ -70,7 +70,7 @@ def test_an_engine_that_samples_for_itself_runs_the_whole_turn(events):
     bundle = ModelBundle(
         "streaming", tokenizer, LabChat(tokenizer, syntax), syntax, make_engine=lambda sampler, processors: engine
     )
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         result = Harness(bundle, Sampler(), router, events).run(QUESTION)
     assert result.answer == "It is 33°F in Polson." and result.reason == "eos"
     [call] = events.of("tool_call")

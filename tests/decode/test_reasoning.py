@@ -17,7 +17,7 @@ from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 from decodeloop.ui.trace import TraceView
 
@@ -32,7 +32,7 @@ def run(table: dict[str, str], **config) -> tuple[Recorder, object, Harness]:
     syntax = JsonSyntax(reasoning=THINK)
     bundle = ModelBundle("table", tokenizer, LabChat(tokenizer, syntax), syntax, model=TableModel(tokenizer, table))
     events = Recorder()
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         harness = Harness(bundle, Sampler(), router, events, config=TurnConfig(**config), policy=Policy.off())
         result = harness.run(QUESTION)
     return events, result, harness

@@ -22,7 +22,7 @@ import decodeloop.sampling.torch_backend as torch_backend
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.registry import load_model
 from decodeloop.sampling import Sampler, explain
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView
 
@@ -145,7 +145,7 @@ def test_settings_name_what_shapes_the_distribution():
 def run_ngram(sampler, emit):
     """The lab n-gram (order 4) on the weather question: a real turn with a real server."""
     bundle = load_model("ngram", order=4)
-    with start_stdio_servers([WEATHER], emit, timeout=10) as router:
+    with start_stdio_servers([WEATHER], emit, options=ClientOptions(timeout=10)) as router:
         return Harness(bundle, sampler, router, emit, config=TurnConfig(max_tokens=60)).run(
             "What's the weather in Polson, MT?"
         )

@@ -17,7 +17,7 @@ from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 
 TOOLS = {"get_weather", "math.factorial"}
 EOS = 0
@@ -208,7 +208,7 @@ def test_a_fenced_call_is_answered_like_any_other_and_the_events_name_its_shape(
         "<|user|>" + QUESTION + "<|assistant|>": "```json\n" + CALL + "\n```<|eos|>",
         "<|tool|>" + RESULT + "<|assistant|>": "It is 33°F and overcast.<|eos|>",
     }
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         result = Harness(_bundle(table), Sampler(), router, events, config=TurnConfig(call_shapes="lenient")).run(
             QUESTION
         )
@@ -221,7 +221,7 @@ def test_a_fenced_call_is_answered_like_any_other_and_the_events_name_its_shape(
 
 def test_strict_prints_the_same_fence_as_the_answer(events):
     table = {"<|user|>" + QUESTION + "<|assistant|>": "```json\n" + CALL + "\n```<|eos|>"}
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         result = Harness(_bundle(table), Sampler(), router, events, config=TurnConfig(call_shapes="strict")).run(
             QUESTION
         )
@@ -237,7 +237,7 @@ def test_a_repeat_in_another_shape_is_the_same_call_and_the_turn_ends_in_a_defin
         "<|tool|>" + RESULT + "<|assistant|>": CALL + "<|eos|>",
         "answer the user from it, or call with other arguments<|assistant|>": CALL + "<|eos|>",
     }
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         config = TurnConfig(call_shapes="lenient", on_repeat="stop")
         result = Harness(_bundle(table), Sampler(), router, events, config=config).run(QUESTION)
     assert result.reason == "repeated_call" and result.answer == ""
@@ -254,7 +254,7 @@ def test_calls_of_one_message_in_two_shapes_run_together(events):
         "<|user|>" + QUESTION + "<|assistant|>": text + "<|eos|>",
         "<|tool|>2 words<|assistant|>": "Both done.<|eos|>",
     }
-    with start_stdio_servers([WEATHER, FAULTY], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER, FAULTY], events, options=ClientOptions(timeout=10)) as router:
         result = Harness(_bundle(table), Sampler(), router, events, config=TurnConfig(call_shapes="lenient")).run(
             QUESTION
         )

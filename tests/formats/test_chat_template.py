@@ -515,7 +515,7 @@ def test_a_turn_writes_the_models_call_back_as_its_template_does(hf, tok, histor
     from decodeloop.decode.bundle import ModelBundle
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.startup import start_stdio_servers
+    from decodeloop.tools.startup import ClientOptions, start_stdio_servers
     from decodeloop.trust.policy import Policy
 
     question = "What's the weather in Polson, MT?"
@@ -531,7 +531,7 @@ def test_a_turn_writes_the_models_call_back_as_its_template_does(hf, tok, histor
     )
     bundle = ModelBundle("script", tok, chat, syntax, make_engine=lambda sampler, processors: engine)
     events = Recorder()
-    with start_stdio_servers([WEATHER], events, timeout=10) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=10)) as router:
         harness = Harness(bundle, Sampler(), router, events, config=TurnConfig(history=history), policy=Policy.off())
         turn = harness.run(question)
     assert turn.answer == "It is 33°F." and [c.shape for c in events.of("tool_call")] == ["fenced_json"]

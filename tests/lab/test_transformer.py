@@ -19,6 +19,7 @@ from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.lab.train import backprop
 from decodeloop.lab.transformer import Config, TransformerModel, init_params, load_weights, save_weights
+from decodeloop.tools.startup import ClientOptions
 
 TINY = Config(n_layer=2, n_head=2, d_model=8, window=5, lookback=4)
 
@@ -390,12 +391,12 @@ def test_shipped_weights_call_and_answer_a_held_out_question(events):
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.lab.corpus import episodes, lab_server_commands
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.startup import start_stdio_servers
+    from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 
     tokenizer = CharTokenizer()
     model = TransformerModel.load()
     held_out = [e for e in episodes(11, 20, "heldout") if e.tool == "get_weather"][:2]
-    with start_stdio_servers(lab_server_commands(), events, timeout=20) as router:
+    with start_stdio_servers(lab_server_commands(), events, options=ClientOptions(timeout=20)) as router:
         harness = Harness(lab_bundle(model, tokenizer), Sampler(), router, events, config=TurnConfig(max_tokens=300))
         for episode in held_out:
             events.clear()
@@ -423,7 +424,7 @@ def test_shipped_weights_copy_values_no_training_transcript_holds(events):
 
     model = TransformerModel.load()
     ood = [e for e in episodes(11, 40, "ood") if e.tool in ("get_weather", "get_time_zone")][:4]
-    with start_stdio_servers(lab_server_commands(ood=True), events, timeout=20) as router:
+    with start_stdio_servers(lab_server_commands(ood=True), events, options=ClientOptions(timeout=20)) as router:
         harness = Harness(
             lab_bundle(model, CharTokenizer()), Sampler(), router, events, config=TurnConfig(max_tokens=300)
         )

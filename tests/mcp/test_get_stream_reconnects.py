@@ -15,7 +15,7 @@ from conftest import Recorder
 
 from decodeloop.mcp.transports import http as http_transport
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 
 GUARD = 60  # seconds: only keeps a client that never gives up from hanging the suite
 
@@ -31,7 +31,7 @@ def test_a_get_stream_that_ends_at_once_with_retry_0_is_given_up_after_n_with_a_
     monkeypatch.setattr(http_transport, "reconnect_backoff", recorded)
     events = Recorder()
     spec = ServerSpec(name="flappy", url=server.url + "/mcp", protocol="2025-11-25")
-    with start_servers([spec], events, timeout=GUARD) as router:
+    with start_servers([spec], events, options=ClientOptions(timeout=GUARD)) as router:
         listener = router.clients["flappy"].transport._listener
         listener.join(GUARD)
         assert not listener.is_alive()  # it stopped reconnecting on its own

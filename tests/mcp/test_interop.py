@@ -42,7 +42,7 @@ from decodeloop.sampling import Sampler
 from decodeloop.schema import ArgumentError, validate_arguments
 from decodeloop.tools.config import load_config
 from decodeloop.tools.dispatch import output_problem
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 from decodeloop.trust.policy import Policy
 
 EVERYTHING_VERSION = "2026.8.31"
@@ -338,7 +338,7 @@ def test_several_servers_from_a_config_file_through_the_harness(everything, serv
         "<|assistant|>": "Here it is.<|eos|>",
     }
     tokenizer = CharTokenizer()
-    with start_servers(load_config(str(config)), events, timeout=30) as router:
+    with start_servers(load_config(str(config)), events, options=ClientOptions(timeout=30)) as router:
         # echo is offered by two servers: the first configured keeps the name, the other is namespaced
         assert {"echo", "sdk__echo", "tiny_image", "get-sum", "get_current_time"} <= set(router.tools)
         assert router.routes["echo"].server == "everything" and "everything__echo" not in router.tools

@@ -24,7 +24,7 @@ from decodeloop.mcp import McpClient
 from decodeloop.sampling import Sampler
 from decodeloop.servers.weather import cities_text, get_forecast
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 from decodeloop.trust.policy import Policy
 
 SDK_RESOURCES = [sys.executable, os.path.join(ROOT, "tests", "servers", "sdk_resources.py")]
@@ -171,7 +171,7 @@ def test_a_resource_is_escaped_and_its_values_are_data_for_the_strict_policy(eve
     # whatever the message, the model does what the resource says
     table = {"<|assistant|>": "[call send_money to=attacker amount=1000]"}
     specs = [ServerSpec("hostile", command=HOSTILE, transport="stdio")]
-    with start_servers(specs, events, timeout=30) as router:
+    with start_servers(specs, events, options=ClientOptions(timeout=30)) as router:
         harness = Harness(
             lab_bundle(TableModel(tokenizer, table), tokenizer),
             Sampler(),

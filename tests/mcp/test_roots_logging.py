@@ -14,7 +14,7 @@ from conftest import ROOT
 from decodeloop.errors import ConfigError
 from decodeloop.events import Notice, Progress
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView
 
@@ -25,7 +25,7 @@ META = "io.modelcontextprotocol/"
 
 def start(events, protocol, **options):
     spec = ServerSpec(name="rl", command=SERVER, transport="stdio")
-    return start_servers([spec], events, timeout=30, protocol=protocol, **options)
+    return start_servers([spec], events, ClientOptions(**{"timeout": 30, "protocol": protocol, **options}))
 
 
 def answer(router, tool: str):
@@ -103,7 +103,7 @@ def test_each_server_sees_the_roots_its_config_entry_names(events, protocol, tmp
         )
     )
     specs = load_config(str(config))
-    with start_servers(specs, events, timeout=30, roots=[str(tmp_path / "everyone")]) as router:
+    with start_servers(specs, events, options=ClientOptions(timeout=30, roots=[str(tmp_path / "everyone")])) as router:
         assert answer(router, "roots") == {"roots": [as_root(tmp_path / "alpha")]}
         assert answer(router, "b__roots") == {"roots": [as_root(tmp_path / "beta"), as_root(tmp_path / "alpha")]}
         assert answer(router, "global__roots") == {"roots": [as_root(tmp_path / "everyone")]}
@@ -120,7 +120,7 @@ def test_a_servers_own_root_that_does_not_exist_is_a_config_error_naming_it_befo
         ServerSpec(name="rl", command=SERVER, transport="stdio", roots=(str(tmp_path / "gone"),)),
     ]
     with pytest.raises(ConfigError, match="server 'rl': root '.*gone': no such file or directory"):
-        start_servers(specs, events, timeout=30)
+        start_servers(specs, events, options=ClientOptions(timeout=30))
     assert events == []
 
 
@@ -238,7 +238,7 @@ SDK_SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "sdk_roots_
 
 def start_sdk(events, protocol, **options):
     spec = ServerSpec(name="sdk", command=SDK_SERVER, transport="stdio", protocol=protocol)
-    return start_servers([spec], events, timeout=30, **options)
+    return start_servers([spec], events, ClientOptions(**{"timeout": 30, **options}))
 
 
 class Logs:

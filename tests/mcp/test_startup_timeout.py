@@ -23,7 +23,7 @@ from decodeloop.errors import RequestTimeout, TransportError
 from decodeloop.mcp import McpClient, StdioTransport
 from decodeloop.mcp import client as mcp_client
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 
 SILENT = os.path.join(ROOT, "tests", "servers", "silent.py")
 TIMEOUT = 2.0
@@ -79,7 +79,7 @@ def test_the_first_tools_list_waits_within_the_start_ups_timeout(tmp_path, event
     log = tmp_path / "received"
     spec = ServerSpec(name="mute", command=[sys.executable, SILENT, str(log), "--answers", "initialize"])
     with pytest.raises(RequestTimeout) as excinfo:
-        start_servers([spec], events, timeout=TIMEOUT)
+        start_servers([spec], events, options=ClientOptions(timeout=TIMEOUT))
     assert str(excinfo.value) == f"mute: no answer to server/discover or tools/list in {TIMEOUT:g}s, {WHOLE}"
     assert received(log) == ["server/discover", "initialize", "tools/list"]
 

@@ -18,7 +18,7 @@ from decodeloop.events import ServerReady
 from decodeloop.mcp import McpClient, MemoryTransport
 from decodeloop.mcp.headers import encode_value, header_params, header_problem, param_headers, standard_headers
 from decodeloop.tools.config import load_config, parse_config
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 
 META = "io.modelcontextprotocol/"
 
@@ -40,7 +40,7 @@ def test_config_pins_a_revision_per_server(tmp_path):
     specs = load_config(str(path))
     assert [spec.protocol for spec in specs] == ["2026-07-28", "2025-11-25", None]
     events: list = []
-    with start_servers(specs, events.append, timeout=30, protocol="2025-11-25") as router:
+    with start_servers(specs, events.append, options=ClientOptions(timeout=30, protocol="2025-11-25")) as router:
         assert sorted(router.tools) and len(router.tools) == 6
     ready = {e.server: e.protocol_version for e in events if isinstance(e, ServerReady)}
     # a server's own pin wins; the others take the command line's

@@ -26,7 +26,7 @@ from decodeloop.lab.evaluate import evaluate, evaluate_concurrently, serial_reas
 from decodeloop.models.openai.engine import OpenAIEngine
 from decodeloop.models.openai.wire import Endpoint
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 
 TOK = CharTokenizer()
 REPLIES = ["[call get_weather city=Polson state=MT]", "It is 33°F and overcast in Polson.<|eos|>"]
@@ -101,14 +101,14 @@ def test_episodes_against_a_remote_engine_stream_at_once_and_count_as_one_at_a_t
     with replay(tmp_path, delay=0.01) as url:
         bundle = bundle_at(url)
         assert serial_reason(bundle) is None
-        with start_stdio_servers([WEATHER], None, timeout=60) as router:
+        with start_stdio_servers([WEATHER], None, options=ClientOptions(timeout=60)) as router:
             one, serial = evaluate(lambda emit: Harness(bundle, Sampler(), router, emit), EPISODES)
         # one at a time, but a stream the harness hung up on (at the call's end) may still be finishing
         assert stats(url)["max_in_flight"] <= 2
 
         @contextlib.contextmanager
         def worker(emit):
-            with start_stdio_servers([WEATHER], None, timeout=60) as own:
+            with start_stdio_servers([WEATHER], None, options=ClientOptions(timeout=60)) as own:
                 yield Harness(bundle, Sampler(), own, emit)
 
         many, concurrent = evaluate_concurrently(worker, EPISODES, 4)

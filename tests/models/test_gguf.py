@@ -73,10 +73,10 @@ def test_greedy_tokens_equal_llama_cpp_s_own_greedy_generation(smol):
 def test_after_a_tool_call_only_the_inserted_span_is_computed(smol, events):
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.startup import start_stdio_servers
+    from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 
     smol.model.reset()
-    with start_stdio_servers([WEATHER], events, timeout=30) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=30)) as router:
         # the call grammar opens the turn with a call (SmolLM2-135M writes none of its own)
         result = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=80, constrain="required")).run(
             QUESTION

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from decodeloop.errors import MissingDependency
 from decodeloop.formats.hf_tokenizer import HFTokenizer, require
 from decodeloop.formats.tokenizer import StreamDecoder, check_tokenizer
+from decodeloop.tools.startup import ClientOptions
 
 SMOLLM2 = os.environ.get("DECODELOOP_SMOLLM2")
 
@@ -362,9 +363,9 @@ def test_constrained_calls_on_a_real_transformers_model(bundle, events):
     from decodeloop.constrain.token_matcher import TokenMatcher
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.startup import start_stdio_servers
+    from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 
-    with start_stdio_servers([WEATHER], events, timeout=30) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=30)) as router:
         for seed in range(3):
             events.clear()
             chat = Harness(
@@ -393,7 +394,7 @@ def test_a_masked_rerun_leaves_the_conversation_and_its_cache_as_they_were(bundl
     from decodeloop.trust.policy import MASKED_REQUEST
 
     question = "What's the weather in Polson, MT?"
-    with start_stdio_servers([WEATHER], events, timeout=30) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=30)) as router:
         runs = []
         for rerun in (False, True):
             events.clear()
@@ -451,7 +452,9 @@ def test_a_prompt_over_the_models_context_is_refused_naming_the_server(bundle, e
         "--description-chars",
         "1000",
     ]
-    with start_servers([ServerSpec("wide", command=wide, transport="stdio")], events, timeout=30) as router:
+    with start_servers(
+        [ServerSpec("wide", command=wide, transport="stdio")], events, options=ClientOptions(timeout=30)
+    ) as router:
         with pytest.raises(
             ToolSurfaceError,
             match=r"over the model's context of 4,096 tokens\. The tools take "

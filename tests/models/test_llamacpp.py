@@ -20,6 +20,8 @@ import urllib.request
 import pytest
 from conftest import WEATHER
 
+from decodeloop.tools.startup import ClientOptions
+
 PYTHON = os.environ.get("DECODELOOP_LLAMACPP_PYTHON")
 SMOLLM2 = os.environ.get("DECODELOOP_SMOLLM2")
 pytestmark = [
@@ -102,7 +104,7 @@ def call_turn(bundle, log, call: str, events):
     Returns the turn's result and the server's log lines of what its cache served, per request."""
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.startup import start_stdio_servers
+    from decodeloop.tools.startup import ClientOptions, start_stdio_servers
     from decodeloop.trust.policy import Policy
 
     before = len(hits(log))
@@ -113,7 +115,7 @@ def call_turn(bundle, log, call: str, events):
         if event.kind == "tool_result":  # the grammar wrote the call; the model writes the answer itself
             harness.engine.extra.pop("grammar", None)
 
-    with start_stdio_servers([WEATHER], emit, timeout=30) as router:
+    with start_stdio_servers([WEATHER], emit, options=ClientOptions(timeout=30)) as router:
         harness = Harness(bundle, Sampler(), router, emit, config=TurnConfig(max_tokens=64), policy=Policy.off())
         harness.engine.extra["grammar"] = gbnf(call)
         result = harness.run(QUESTION)
@@ -167,7 +169,7 @@ def test_a_conversation_turn_reuses_the_server_cache(server, smol_bundle, events
     from decodeloop.trust.policy import Policy
 
     _url, log = server
-    with start_stdio_servers([WEATHER], events, timeout=30) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=30)) as router:
         harness = Harness(smol_bundle, Sampler(), router, events, config=TurnConfig(max_tokens=24), policy=Policy.off())
         first = harness.run("Say hello.")
         before = len(hits(log))

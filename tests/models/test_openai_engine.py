@@ -25,7 +25,7 @@ from decodeloop.harness import Harness
 from decodeloop.models.openai.engine import OpenAIEngine
 from decodeloop.models.openai.wire import Endpoint
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 
 SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "openai_scripted.py")]
 QUESTION = "What's the weather in Polson, MT?"
@@ -71,7 +71,7 @@ def bundle_for(url: str, timeout: float = 30.0, **options) -> ModelBundle:
 
 
 def weather_turn(url: str, events, **options):
-    with start_stdio_servers([WEATHER], events, timeout=30) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=30)) as router:
         harness = Harness(bundle_for(url, **options), Sampler(), router, events)
         return harness, harness.run(QUESTION)
 
@@ -178,7 +178,7 @@ def test_a_misbehaving_server_is_a_clear_error(server, message, events):
 @pytest.mark.parametrize("server", ["hang"], indirect=True)
 def test_a_silent_server_times_out(server, events):
     with pytest.raises(RemoteError, match="sent nothing for 0.5s"):
-        with start_stdio_servers([WEATHER], events, timeout=30) as router:
+        with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=30)) as router:
             Harness(bundle_for(server.url, timeout=0.5), Sampler(), router, events).run(QUESTION)
 
 

@@ -79,12 +79,12 @@ def test_qwen_answers_from_a_result_with_the_call_forced():
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.registry import load_model
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.startup import start_stdio_servers
+    from decodeloop.tools.startup import ClientOptions, start_stdio_servers
     from decodeloop.trust.policy import Policy
 
     bundle = load_model("hf:" + QWEN)
     events = []
-    with start_stdio_servers([WEATHER], events.append, timeout=30) as router:
+    with start_stdio_servers([WEATHER], events.append, options=ClientOptions(timeout=30)) as router:
         result = Harness(
             bundle,
             Sampler(),

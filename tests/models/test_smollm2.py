@@ -13,6 +13,8 @@ import sys
 import pytest
 from conftest import ROOT, WEATHER
 
+from decodeloop.tools.startup import ClientOptions
+
 SMOLLM2 = os.environ.get("DECODELOOP_SMOLLM2")
 pytestmark = [
     pytest.mark.smollm2,
@@ -53,10 +55,10 @@ def test_greedy_tokens_equal_a_bare_torch_loop(smol):
 def test_a_conversation_prefills_only_each_new_turn(smol, events):
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.startup import start_stdio_servers
+    from decodeloop.tools.startup import ClientOptions, start_stdio_servers
     from decodeloop.trust.policy import Policy
 
-    with start_stdio_servers([WEATHER], events, timeout=30) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=30)) as router:
         chat = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=60), policy=Policy.off())
         first = chat.run(QUESTION)
         events.clear()
@@ -115,7 +117,7 @@ def test_constrained_required_makes_smollm2_call_the_tool_and_answer_from_the_re
     from decodeloop.tools.startup import start_stdio_servers
     from decodeloop.trust.policy import Policy
 
-    with start_stdio_servers([WEATHER], events, timeout=30) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=30)) as router:
         free = Harness(smol, Sampler(), router, events, config=TurnConfig(max_tokens=80), policy=Policy.off()).run(
             QUESTION
         )

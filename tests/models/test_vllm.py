@@ -61,10 +61,10 @@ def _complete(prompt: list[int], n: int) -> list[int]:
 def test_a_tool_call_goes_out_as_ids_comes_back_as_ids_and_the_cache_serves_the_prefix(events):
     from decodeloop.harness import Harness, TurnConfig
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.startup import start_stdio_servers
+    from decodeloop.tools.startup import ClientOptions, start_stdio_servers
     from decodeloop.trust.policy import Policy
 
-    with start_stdio_servers([WEATHER], events, timeout=60) as router:
+    with start_stdio_servers([WEATHER], events, options=ClientOptions(timeout=60)) as router:
         # a system prompt no earlier run sent: the server's cache holds nothing of this conversation yet
         system = f"You are a helpful assistant ({uuid.uuid4().hex})."
         harness = Harness(

@@ -22,7 +22,7 @@ from conftest import FAULTY
 from decodeloop.errors import ConnectionClosed, McpError, ProtocolError, RequestTimeout
 from decodeloop.mcp import McpClient, StdioTransport
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers, stdio_specs
+from decodeloop.tools.startup import ClientOptions, start_servers, stdio_specs
 
 TIMEOUT = 60  # the client's request timeout: a guard against a hang, never what a test waits for
 
@@ -376,7 +376,7 @@ def test_the_maximum_total_ends_a_call_whatever_its_progress(faulty):
 def test_servers_start_at_the_same_time(tmp_path, events):
     # each server waits, before it answers anything, until all six are running: one after another would never do
     specs = stdio_specs([[*FAULTY, "--barrier", str(tmp_path), "6"] for _ in range(6)])
-    with start_servers(specs, events, timeout=TIMEOUT) as router:
+    with start_servers(specs, events, options=ClientOptions(timeout=TIMEOUT)) as router:
         assert list(router.clients) == ["faulty", "faulty2", "faulty3", "faulty4", "faulty5", "faulty6"]
     assert len(os.listdir(tmp_path)) == 6
 
@@ -384,7 +384,7 @@ def test_servers_start_at_the_same_time(tmp_path, events):
 def test_servers_tools_and_events_keep_the_configs_order(events):
     # the first server is the slowest to start: it still comes first in everything
     specs = stdio_specs([[*FAULTY, "--start-delay", "0.5"], FAULTY, FAULTY])
-    with start_servers(specs, events, timeout=TIMEOUT) as router:
+    with start_servers(specs, events, options=ClientOptions(timeout=TIMEOUT)) as router:
         assert list(router.clients) == ["faulty", "faulty2", "faulty3"]
         # the first configured keeps the shared names; the others get server__tool
         assert list(router.tools)[:3] == ["echo", "crash", "hang"] and "faulty3__echo" in router.tools
@@ -408,7 +408,7 @@ def test_a_failed_start_names_the_first_failure_in_order_and_ends_every_server(t
         ServerSpec("last", [*FAULTY, "--start-delay", "0.5", "--pid-file", str(last)], transport="stdio"),
     ]
     with pytest.raises(ConnectionClosed) as excinfo:
-        start_servers(specs, events, timeout=TIMEOUT)
+        start_servers(specs, events, options=ClientOptions(timeout=TIMEOUT))
     message = str(excinfo.value)
     assert message.startswith("broken: server exited with code 5") and "exiting at start, as asked" in message
     assert [e.server for e in events.of("server")] == ["first"]

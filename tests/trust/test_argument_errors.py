@@ -13,7 +13,7 @@ from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 from decodeloop.trust.policy import Policy
 
 # the model writes an argument `forged` does not take; the error lists the ones it does, the injection
@@ -61,7 +61,7 @@ def test_a_long_quote_is_capped_like_a_result(events):
     specs = forged(text)
     tokenizer = CharTokenizer()
     table = {"<|user|>Q<|assistant|>": "[call forged x=1]"}
-    with start_servers(specs, events, timeout=30) as router:
+    with start_servers(specs, events, options=ClientOptions(timeout=30)) as router:
         Harness(
             lab_bundle(TableModel(tokenizer, table), tokenizer),
             Sampler(),

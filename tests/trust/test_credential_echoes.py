@@ -25,7 +25,7 @@ from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import url_spec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 
 SOURCES = ("header", "config", "oauth")
 
@@ -208,7 +208,7 @@ def test_the_model_never_reads_an_echoed_credential():
         events = Recorder()
         try:
             spec = url_spec(server.url + "/mcp", {"Authorization": f"Bearer {secret}"}, name="echo")
-            with start_servers([spec], events, timeout=30) as router:
+            with start_servers([spec], events, options=ClientOptions(timeout=30)) as router:
                 harness = Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, events)
                 result = harness.run("Go.")
         finally:

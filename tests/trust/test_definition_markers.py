@@ -19,7 +19,7 @@ from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.markers import escape, for_bundle
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
@@ -34,7 +34,9 @@ FORGED = (
 
 @pytest.fixture(scope="module")
 def forged():
-    with start_stdio_servers([[*HOSTILE, "--forged-definition", FORGED]], lambda event: None, timeout=30) as router:
+    with start_stdio_servers(
+        [[*HOSTILE, "--forged-definition", FORGED]], lambda event: None, options=ClientOptions(timeout=30)
+    ) as router:
         yield router
 
 
@@ -111,7 +113,9 @@ def test_hugging_face_templates_and_both_syntaxes(tiny_dir, forged, events, synt
 def test_long_schema_text_is_capped_in_the_prompt(events):
     tokenizer = CharTokenizer()
     bundle = lab_bundle(TableModel(tokenizer, {"<|assistant|>": "Ok.<|eos|>"}), tokenizer)
-    with start_stdio_servers([[*HOSTILE, "--schema-description-chars", "200000"]], events, timeout=30) as router:
+    with start_stdio_servers(
+        [[*HOSTILE, "--schema-description-chars", "200000"]], events, options=ClientOptions(timeout=30)
+    ) as router:
         ids, text = prompt_data(bundle, router, events, tools=("wordy_schema",))
     assert "description truncated: showing 4,000 of 200,000 characters" in text and len(ids) < 6_000
     assert any(

@@ -18,7 +18,7 @@ from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import url_spec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 from decodeloop.trust.markers import escape, for_bundle
 
 STOP = "Observation:"
@@ -96,7 +96,9 @@ def router():
     events = Recorder()
     try:
         with start_servers(
-            [url_spec(server.url + "/mcp", name="faulty")], events, timeout=60, protocol="2025-11-25"
+            [url_spec(server.url + "/mcp", name="faulty")],
+            events,
+            options=ClientOptions(timeout=60, protocol="2025-11-25"),
         ) as started:
             started.events = events
             yield started

@@ -17,7 +17,7 @@ from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.text.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.ui.jsonl import JsonlView
 from decodeloop.ui.trace import TraceView
 
@@ -38,7 +38,7 @@ def test_instructions_stay_out_of_the_context_and_are_capped_and_escaped_where_p
 
     tokenizer = CharTokenizer()
     server = [*HOSTILE, "--instructions", FORGED, "--instructions-chars", "100000"]
-    with start_stdio_servers([server], emit, timeout=30) as router:
+    with start_stdio_servers([server], emit, options=ClientOptions(timeout=30)) as router:
         [client] = router.clients.values()
         harness = Harness(
             lab_bundle(TableModel(tokenizer, {"<|assistant|>": "Ok.<|eos|>"}), tokenizer), Sampler(), router, emit

@@ -20,7 +20,7 @@ from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.text.invisible import strip
 from decodeloop.text.untrusted import visible
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 from decodeloop.ui.html import HtmlView
 from decodeloop.ui.jsonl import JsonlView
@@ -62,7 +62,7 @@ def turn(table: dict, user: str = "Weather?", *views):
             view(event)
 
     tokenizer = CharTokenizer()
-    with start_stdio_servers([SMUGGLER], emit, timeout=30) as router:
+    with start_stdio_servers([SMUGGLER], emit, options=ClientOptions(timeout=30)) as router:
         result = Harness(
             lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, emit, policy=Policy.off()
         ).run(user)

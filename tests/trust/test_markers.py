@@ -20,7 +20,7 @@ from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.markers import Markers, escape, fold, for_bundle
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
@@ -108,7 +108,7 @@ def test_escaping_leaves_plain_data_alone_and_is_cheap_to_skip():
 
 @pytest.fixture(scope="module")
 def hostile():
-    with start_stdio_servers([HOSTILE], lambda event: None, timeout=30) as router:
+    with start_stdio_servers([HOSTILE], lambda event: None, options=ClientOptions(timeout=30)) as router:
         yield router
 
 

@@ -16,7 +16,7 @@ from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 from decodeloop.trust.policy import Policy
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
@@ -40,7 +40,7 @@ def sent(events) -> list[str]:
 def test_a_tool_removed_and_listed_again_rewritten_is_held_at_its_pin(events):
     tokenizer = CharTokenizer()
     specs = [ServerSpec("hostile", command=HOSTILE, transport="stdio", allow=("remove", "relist"))]
-    with start_servers(specs, events, timeout=30) as router:
+    with start_servers(specs, events, options=ClientOptions(timeout=30)) as router:
         harness = Harness(
             lab_bundle(TableModel(tokenizer, RELIST), tokenizer),
             Sampler(),
@@ -66,7 +66,7 @@ def test_a_tool_removed_and_listed_again_rewritten_is_held_at_its_pin(events):
 def test_a_pin_store_keeps_the_pin_of_a_tool_not_listed_and_holds_its_return(events, tmp_path):
     store = str(tmp_path / "pins")
     specs = [ServerSpec("hostile", command=HOSTILE, transport="stdio")]
-    with start_servers(specs, events, timeout=30, pin_store=store) as router:
+    with start_servers(specs, events, options=ClientOptions(timeout=30, pin_store=store)) as router:
         router.call("remove", {"name": "send_money"})
         assert router.clients["hostile"].tools_stale.wait(30) and router.refresh()
         assert "send_money" not in router.tools
@@ -75,7 +75,7 @@ def test_a_pin_store_keeps_the_pin_of_a_tool_not_listed_and_holds_its_return(eve
     # the next run lists it again, now annotated read-only: held at the stored pin
     events.clear()
     lying = [ServerSpec("hostile", command=[*HOSTILE, "--read-only-hints"], transport="stdio")]
-    with start_servers(lying, events, timeout=30, pin_store=store) as router:
+    with start_servers(lying, events, options=ClientOptions(timeout=30, pin_store=store)) as router:
         assert not router.tools["send_money"].annotations
         assert router.pending[("hostile", "send_money")].annotations == {"readOnlyHint": True}
         notes = [n.message for n in events.of("notice") if "send_money changed since it was pinned" in n.message]

@@ -14,7 +14,7 @@ from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 from decodeloop.trust.policy import EVIDENCE, Policy
 
 HOSTILE = [sys.executable, os.path.join(ROOT, "tests", "servers", "hostile.py")]
@@ -31,7 +31,7 @@ OBEYS = {
 def run_turn(events, mode, specs=None, table=OBEYS, question=QUESTION, confirm=None):
     tokenizer = CharTokenizer()
     specs = specs or [ServerSpec("hostile", command=HOSTILE, transport="stdio")]
-    with start_servers(specs, events, timeout=30) as router:
+    with start_servers(specs, events, options=ClientOptions(timeout=30)) as router:
         harness = Harness(
             lab_bundle(TableModel(tokenizer, table), tokenizer),
             Sampler(),
@@ -305,7 +305,7 @@ def test_the_cli_tells_the_model_to_plan_under_the_plan_policy(events):
     tokenizer = CharTokenizer()
     bundle = lab_bundle(TableModel(tokenizer, OBEYS), tokenizer)
     specs = [ServerSpec("hostile", command=HOSTILE, transport="stdio")]
-    with start_servers(specs, events, timeout=30) as router:
+    with start_servers(specs, events, options=ClientOptions(timeout=30)) as router:
         plan = build_harness(
             parser.parse_args(["run", "--policy", "plan", "hi"]), bundle, router, events, Sampler(), (), None
         )
@@ -400,7 +400,7 @@ def test_masked_asks_for_the_rerun_and_decides_on_its_calls():
 def test_the_library_default_is_the_cli_s_confirm_and_running_everything_is_explicit(events):
     tokenizer = CharTokenizer()
     specs = [ServerSpec("hostile", command=HOSTILE, transport="stdio")]
-    with start_servers(specs, events, timeout=30) as router:
+    with start_servers(specs, events, options=ClientOptions(timeout=30)) as router:
         # no policy given: confirm with nobody to ask, so the injected send_money is denied
         Harness(lab_bundle(TableModel(tokenizer, OBEYS), tokenizer), Sampler(), router, events).run(QUESTION)
         assert sent_calls(events) == ["inbox"] and events.of("policy")[1].verdict == "deny"

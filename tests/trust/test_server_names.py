@@ -17,7 +17,7 @@ from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import load_config
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 from decodeloop.trust.policy import Policy
 from decodeloop.ui.trace import TraceView
 
@@ -45,7 +45,7 @@ def test_a_config_server_name_reaches_the_terminal_escaped_and_refused_names_are
 
     tokenizer = CharTokenizer()
     table = {"<|user|>Go.<|assistant|>": "[call add name=later]", "<|assistant|>": "Done.<|eos|>"}
-    with start_servers(load_config(str(config)), emit, timeout=30) as router:
+    with start_servers(load_config(str(config)), emit, options=ClientOptions(timeout=30)) as router:
         Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, emit, policy=Policy.off()).run(
             "Go."
         )

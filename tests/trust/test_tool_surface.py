@@ -18,7 +18,7 @@ from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.tools.config import ServerSpec
-from decodeloop.tools.startup import start_servers
+from decodeloop.tools.startup import ClientOptions, start_servers
 from decodeloop.trust.policy import Policy
 
 WIDE = [sys.executable, os.path.join(ROOT, "tests", "servers", "wide.py")]
@@ -41,19 +41,21 @@ def harness(router, events, table=None, **config):
 
 
 def test_a_server_offers_at_most_max_tools_tools(events):
-    with start_servers([wide("--description-chars", "40")], events, timeout=60) as router:
+    with start_servers([wide("--description-chars", "40")], events, options=ClientOptions(timeout=60)) as router:
         assert list(router.tools) == [f"tool{n:04d}" for n in range(128)]
         assert [n.message for n in events.of("notice")] == [
             "lists 3,000 tools; the first 128 it could offer are taken, the other 2,872 are not (--max-tools 128)"
         ]
     events.clear()
-    with start_servers([wide("--tools", "20", "--description-chars", "40")], events, timeout=60, max_tools=5) as router:
+    with start_servers(
+        [wide("--tools", "20", "--description-chars", "40")], events, options=ClientOptions(timeout=60, max_tools=5)
+    ) as router:
         assert len(router.tools) == 5 and "the other 15 are not (--max-tools 5)" in events.of("notice")[0].message
 
 
 def test_tools_over_the_token_cap_are_refused_naming_the_servers(events):
     specs = [ServerSpec("weather", command=WEATHER, transport="stdio"), wide()]
-    with start_servers(specs, events, timeout=60) as router:
+    with start_servers(specs, events, options=ClientOptions(timeout=60)) as router:
         with pytest.raises(ToolSurfaceError) as refused:
             harness(router, events)
     message = str(refused.value)
@@ -66,7 +68,9 @@ def test_tools_over_the_token_cap_are_refused_naming_the_servers(events):
 
 
 def test_within_the_caps_the_tools_are_rendered(events):
-    with start_servers([wide("--tools", "3", "--description-chars", "100")], events, timeout=60) as router:
+    with start_servers(
+        [wide("--tools", "3", "--description-chars", "100")], events, options=ClientOptions(timeout=60)
+    ) as router:
         h = harness(router, events, table={"<|user|>Q<|assistant|>": "A<|eos|>"}, max_tool_tokens=1_000)
         assert h.run("Q").answer == "A" and len(h.tools) == 3
         with pytest.raises(ToolSurfaceError, match="take 728 tokens of the prompt, over the cap of 300 "):
@@ -74,7 +78,9 @@ def test_within_the_caps_the_tools_are_rendered(events):
 
 
 def test_a_prompt_that_cannot_fit_the_models_context_is_refused(events):
-    with start_servers([wide("--tools", "5", "--description-chars", "200")], events, timeout=60) as router:
+    with start_servers(
+        [wide("--tools", "5", "--description-chars", "200")], events, options=ClientOptions(timeout=60)
+    ) as router:
         tokenizer = CharTokenizer()
         bundle = lab_bundle(TableModel(tokenizer, {}), tokenizer)
         bundle.context_length = 1_000
@@ -94,7 +100,7 @@ def test_tools_that_grow_past_the_cap_mid_session_are_refused_for_the_next_conve
         "<|user|>Q<|assistant|>": "A<|eos|>",
     }
     spec = wide("--tools", "2", "--description-chars", "100", "--grow-to", "100")
-    with start_servers([spec], events, timeout=60) as router:
+    with start_servers([spec], events, options=ClientOptions(timeout=60)) as router:
         h = harness(router, events, table=table, max_tool_tokens=2_000)
         assert h.run("grow").answer == "grown"
         h.reset()

@@ -18,7 +18,7 @@ from decodeloop.lab.table import TableModel
 from decodeloop.mcp.client import Tool
 from decodeloop.sampling import Sampler
 from decodeloop.text.untrusted import cap_strings, cap_tool, quoted, visible
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 from decodeloop.ui.jsonl import JsonlView
 
@@ -28,7 +28,7 @@ QUESTION = "Go."
 
 def run_turn(events, table, servers=(HOSTILE,), **config):
     tokenizer = CharTokenizer()
-    with start_stdio_servers([list(s) for s in servers], events, timeout=30) as router:
+    with start_stdio_servers([list(s) for s in servers], events, options=ClientOptions(timeout=30)) as router:
         harness = Harness(
             lab_bundle(TableModel(tokenizer, table), tokenizer),
             Sampler(),
@@ -234,7 +234,7 @@ def test_a_stdio_server_gets_a_minimal_environment_and_what_the_config_names(eve
     config.write_text(
         json.dumps({"mcpServers": {"hostile": {"command": HOSTILE[0], "args": HOSTILE[1:], "env": {"GIVEN": "yes"}}}})
     )
-    with start_servers(load_config(str(config)), events, timeout=30) as router:
+    with start_servers(load_config(str(config)), events, options=ClientOptions(timeout=30)) as router:
         seen = {
             name: router.call("env", {"name": name}).text()
             for name in ("DECODELOOP_TEST_SECRET", "HOME", "GIVEN", "PATH")
@@ -303,7 +303,7 @@ def test_a_changed_definition_is_held_at_the_pinned_one_reported_and_applied_onl
         "<|assistant|>": "Ok.<|eos|>",
     }
     tokenizer = CharTokenizer()
-    with start_stdio_servers([[*HOSTILE, "--name", "get_weather"]], both, timeout=30) as router:
+    with start_stdio_servers([[*HOSTILE, "--name", "get_weather"]], both, options=ClientOptions(timeout=30)) as router:
         harness = Harness(
             lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, both, policy=Policy.off()
         )
@@ -390,7 +390,7 @@ def test_chat_shows_a_held_change_and_approve_puts_it_in_force(events):
     tokenizer = CharTokenizer()
     out = io.StringIO()
     view = ChatView(out, color=False)
-    with start_stdio_servers([[*HOSTILE, "--name", "get_weather"]], view, timeout=30) as router:
+    with start_stdio_servers([[*HOSTILE, "--name", "get_weather"]], view, options=ClientOptions(timeout=30)) as router:
         harness = Harness(
             lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, view, policy=Policy.off()
         )
@@ -432,7 +432,9 @@ def test_pins_kept_between_runs_hold_a_definition_changed_in_between(events, tmp
 
     def start(*flags):
         events.clear()
-        return start_servers(stdio_specs([[*HOSTILE, *flags]]), events, timeout=30, pin_store=store)
+        return start_servers(
+            stdio_specs([[*HOSTILE, *flags]]), events, options=ClientOptions(timeout=30, pin_store=store)
+        )
 
     with start() as router:
         assert router.tools["echo"].description == "Return the text unchanged."

@@ -15,7 +15,7 @@ from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 from decodeloop.ui.jsonl import JsonlView
 
@@ -28,7 +28,7 @@ def test_line_and_paragraph_separators_are_escaped_in_json_lines():
     view = JsonlView(out)
     tokenizer = CharTokenizer()
     table = {"<|user|>Go.<|assistant|>": f"[call say hex={TEXT.encode().hex()}]", "<|assistant|>": "Ok.<|eos|>"}
-    with start_stdio_servers([HOSTILE], view, timeout=30) as router:
+    with start_stdio_servers([HOSTILE], view, options=ClientOptions(timeout=30)) as router:
         Harness(lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, view, policy=Policy.off()).run(
             "Go."
         )

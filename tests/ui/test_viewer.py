@@ -21,7 +21,7 @@ from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 from decodeloop.ui.html import JS, MAX_STRING, HtmlView, embed, page, read_jsonl
 
@@ -51,7 +51,9 @@ def embedded(html: str) -> dict:
 def library_turn(table: dict, servers=(FAULTY,), question: str = QUESTION, **config) -> Recorder:
     events = Recorder()
     tokenizer = CharTokenizer()
-    with start_stdio_servers([list(s) for s in servers], events, timeout=config.pop("timeout", 20)) as router:
+    with start_stdio_servers(
+        [list(s) for s in servers], events, options=ClientOptions(timeout=config.pop("timeout", 20))
+    ) as router:
         Harness(
             lab_bundle(TableModel(tokenizer, table), tokenizer),
             Sampler(),

@@ -20,7 +20,7 @@ from decodeloop.formats.lab import CharTokenizer
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 from decodeloop.ui.html import HtmlView
 from decodeloop.ui.page_events import FLOOD_FIRST, FLOOD_LAST, MAX_EVENT_BYTES, embed
@@ -118,7 +118,7 @@ def test_the_page_is_cut_at_its_cap_with_a_marker_and_ends_with_the_turn(tmp_pat
     cap, tail = 1_000_000, 5
     view = HtmlView(str(tmp_path / "cut.html"), max_page_bytes=cap, page_tail=tail)
     tokenizer = CharTokenizer()
-    with start_stdio_servers([FLOODING + ["--log-messages", "500"]], view, timeout=30) as router:
+    with start_stdio_servers([FLOODING + ["--log-messages", "500"]], view, options=ClientOptions(timeout=30)) as router:
         Harness(
             lab_bundle(TableModel(tokenizer, table), tokenizer),
             Sampler(),

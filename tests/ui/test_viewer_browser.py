@@ -399,7 +399,7 @@ def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
     from decodeloop.harness import Harness
     from decodeloop.lab.table import TableModel
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.startup import start_stdio_servers
+    from decodeloop.tools.startup import ClientOptions, start_stdio_servers
     from decodeloop.trust.policy import Policy
 
     weather = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}\n</tool_call>'
@@ -410,7 +410,7 @@ def test_calls_to_two_servers_in_one_message_are_one_round(browser, tmp_path):
     }
     tokenizer, syntax, events = CharTokenizer(), JsonSyntax(), Recorder()
     bundle = ModelBundle("table", tokenizer, LabChat(tokenizer, syntax), syntax, model=TableModel(tokenizer, table))
-    with start_stdio_servers([WEATHER, FAULTY], events, timeout=20) as router:
+    with start_stdio_servers([WEATHER, FAULTY], events, options=ClientOptions(timeout=20)) as router:
         assert Harness(bundle, Sampler(), router, events, policy=Policy.off()).run(QUESTION).tool_calls == 2
     browser.events.clear()
     browser.open(write(events, tmp_path / "two.html"))

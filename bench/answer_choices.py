@@ -67,7 +67,7 @@ def main() -> None:
     from decodeloop.lab.evaluate import evaluate
     from decodeloop.registry import load_model
     from decodeloop.sampling import Sampler
-    from decodeloop.tools.startup import start_stdio_servers
+    from decodeloop.tools.startup import ClientOptions, start_stdio_servers
     from decodeloop.trust.policy import Policy
 
     print(provenance.header())
@@ -89,7 +89,9 @@ def main() -> None:
         prompt = PREAMBLE if system == "plain" else None
         started = time.perf_counter()
         with contextlib.ExitStack() as stack:
-            servers = start_stdio_servers(lab_server_commands(False), lambda event: None, timeout=60)
+            servers = start_stdio_servers(
+                lab_server_commands(False), lambda event: None, options=ClientOptions(timeout=60)
+            )
             router = stack.enter_context(servers)
 
             def make(emit, router=router, config=config, prompt=prompt):  # the lab's own servers: every call runs

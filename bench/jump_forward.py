@@ -27,7 +27,7 @@ from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.corpus import episodes
 from decodeloop.registry import default_servers, load_model
 from decodeloop.sampling import Sampler
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 
 
@@ -41,7 +41,7 @@ def run(bundle, questions, jump: bool, servers, max_tokens: int):
             events.append(event)
             stamps.append(time.perf_counter())
 
-        with start_stdio_servers(servers, lambda e: None, timeout=60) as router:
+        with start_stdio_servers(servers, lambda e: None, options=ClientOptions(timeout=60)) as router:
             # policy off: the calls run, as the CLI runs the bundled servers' read-only tools (it trusts them)
             harness = Harness(
                 bundle,

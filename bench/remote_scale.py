@@ -51,7 +51,7 @@ from decodeloop.models.openai.engine import OpenAIEngine
 from decodeloop.models.openai.wire import Endpoint
 from decodeloop.sampling import Sampler
 from decodeloop.servers import command
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 
 REPLAY = os.path.join(ROOT, "tests", "servers", "openai_replay.py")
@@ -106,7 +106,10 @@ def lab_bundle_at(url: str) -> ModelBundle:
 def workers(bundle, k: int, servers: list[list[str]], max_tokens: int = 4096):
     """k harnesses, each with its own MCP servers, started before the clock; yields open_worker for evaluate."""
     with contextlib.ExitStack() as stack:
-        routers = [stack.enter_context(start_stdio_servers(servers, None, timeout=120)) for _ in range(k)]
+        routers = [
+            stack.enter_context(start_stdio_servers(servers, None, options=ClientOptions(timeout=120)))
+            for _ in range(k)
+        ]
         free = list(routers)
 
         @contextlib.contextmanager

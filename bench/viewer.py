@@ -33,7 +33,7 @@ from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.servers import command
 from decodeloop.servers.weather import get_weather
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.ui.html import HtmlView
 
 QUESTION = "What's the weather in Polson, MT?"
@@ -57,7 +57,7 @@ def trace(path: str, tokens: int) -> tuple[int, float]:
         "<|tool|>" + get_weather("Polson", "MT")[0] + "<|assistant|>": answer + "<|eos|>",
     }
     view = HtmlView(path, {"title": f"bench: a {tokens:,}-token turn", "model": "table", "temperature": 0})
-    with start_stdio_servers([command("weather")], view, timeout=30) as router:
+    with start_stdio_servers([command("weather")], view, options=ClientOptions(timeout=30)) as router:
         result = Harness(
             lab_bundle(TableModel(tokenizer, table), tokenizer),
             Sampler(),

@@ -33,13 +33,12 @@ from decodeloop.tools.router import Router
 from decodeloop.tools.turn import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS
 from decodeloop.trust.admit import admit_result
 from decodeloop.trust.markers import for_bundle
-from decodeloop.trust.policy import MASKED_REQUEST, Policy
+from decodeloop.trust.policy import DEFAULT, MASKED_REQUEST, Policy
 from decodeloop.trust.tool_budget import DEFAULT_MAX_TOOL_TOKENS, check_tools
 from decodeloop.turn import Turn, TurnResult
 from decodeloop.turn import run as run_turn
 
 # Harness's `policy` when none is given: confirm mode over the router's server rules, nobody to ask
-DEFAULT_POLICY = object()
 
 
 @dataclass
@@ -101,15 +100,13 @@ class Harness:
         system: str | None = None,
         processors=(),
         engine=None,
-        policy: Policy | object | None = DEFAULT_POLICY,
+        policy: Policy | None = DEFAULT,
     ) -> None:
         self.bundle, self.router, self.emit = bundle, router, emit
         self.tokenizer, self.chat, self.syntax = bundle.tokenizer, bundle.chat, bundle.syntax
         self.config = config or TurnConfig()
         self.markers = for_bundle(bundle, self.config.stop_strings)  # what data may not spell (markers.py)
-        if policy is DEFAULT_POLICY:  # as the CLI: confirm, and with nobody to ask, a confirmation is a denial
-            policy = Policy("confirm", router.specs, None)
-        elif not isinstance(policy, Policy) or policy.mode == "off":
+        if policy is None or policy.mode == "off":
             emit(
                 Notice(
                     "policy",
@@ -117,7 +114,9 @@ class Harness:
                     "for (policy=None or Policy.off() was given)",
                 )
             )
-        self.policy = policy if isinstance(policy, Policy) and policy.mode != "off" else None
+        elif policy.rules is None:  # the rules of the servers routed to
+            policy = policy.for_servers(router.specs)
+        self.policy = policy if policy is not None and policy.mode != "off" else None
         self.system = system  # the system prompt's preamble; None: the chat format's own
         names = list(router.tools) if tools is None else tools
         unroutable = [name for name in names if name not in router.tools]

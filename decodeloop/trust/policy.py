@@ -12,7 +12,7 @@ side-effecting (an untrusted server's hints are not believed).
 
 Modes:
 - `off`: every call runs; no decisions are made.
-- `confirm` (the default of the CLI and of `Harness`): a read-only call runs. A side-effecting call runs
+- `confirm` (the default of the CLI and of `Harness`, `DEFAULT`): a read-only call runs. A side-effecting call runs
   freely until the context holds untrusted content (any tool result that came
   from a server); after that it runs only if the config allows it (`allow`) or
   the user confirms it at a terminal; with no terminal to ask, it is denied.
@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from decodeloop.events import PolicyDecision
@@ -69,22 +70,29 @@ READ_ONLY, SIDE_EFFECTING = "read-only", "side-effecting"
 
 class Policy:
     def __init__(
-        self, mode: str = "confirm", specs: Iterable[Any] = (), confirm: Callable[[str], bool] | None = None
+        self, mode: str = "confirm", specs: Iterable[Any] | None = None, confirm: Callable[[str], bool] | None = None
     ) -> None:
+        """`specs`: the servers' rules (ServerSpecs: trusted, readOnly, ... per server); None: those of the
+        servers the harness routes to, bound by `Harness` (`for_servers`). `confirm` asks the user; None:
+        nobody to ask, so a confirmation is a denial."""
         if mode not in MODES:
             raise ValueError(f"policy mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.mode = mode
-        self.rules = {spec.name: spec for spec in specs}  # ServerSpecs: trusted, read_only, ... per server
-        self.confirm = confirm  # asks the user; None: nobody to ask, so a confirmation is a denial
+        self.rules = None if specs is None else {spec.name: spec for spec in specs}
+        self.confirm = confirm
 
     @classmethod
     def off(cls) -> Policy:
         """No decisions: every call runs (what `Harness(..., policy=Policy.off())` asks for explicitly)."""
         return cls("off")
 
+    def for_servers(self, specs: Iterable[Any]) -> Policy:
+        """This policy with the rules of these servers."""
+        return Policy(self.mode, specs, self.confirm)
+
     def classify(self, server: str, remote: str, tool: Tool) -> tuple[str, str]:
         """The tool's class and why."""
-        rules = self.rules.get(server)
+        rules = (self.rules or {}).get(server)
         if rules is not None and _names(rules.side_effects, remote):
             return SIDE_EFFECTING, "the config lists it under sideEffects"
         if rules is not None and _names(rules.read_only, remote):
@@ -109,80 +117,131 @@ class Policy:
         """The decision on one call; `context` gives the provenance when it is needed, `masked` (for the
         `masked` mode) the calls, (tool, arguments), the model makes with the user's request masked. Where the
         `masked` mode needs them and has none, the decision is EVIDENCE: run the masked re-run (the harness's
-        step) and ask again."""
+        step) and ask again. What every mode shares is decided here; the rest by the mode's own function."""
         kind, why = self.classify(server, remote, tool)
-
-        def decide(verdict: str, reason: str) -> PolicyDecision:
-            return PolicyDecision(name, server, arguments, kind, verdict, reason)
-
-        rules = self.rules.get(server)
-        if rules is not None and _names(rules.deny, remote):
-            return decide("deny", "the config denies this tool")
+        call = _Call(name, server, remote, arguments, kind, why, (self.rules or {}).get(server))
+        if call.listed("deny"):
+            return call.decide("deny", "the config denies this tool")
         if kind == READ_ONLY:
-            return decide("allow", why)
+            return call.decide("allow", why)
         seen = context()
         if not seen.untrusted:
-            return decide("allow", f"{why}; no tool result is in the context yet")
-        if self.mode in ("plan", "masked"):
-            if not (rules is not None and _names(rules.allow, remote)) and not in_plan(seen.planned, name, remote):
-                return decide(
-                    "deny",
-                    f"plan: {name} is not named in what the model wrote before the first tool "
-                    "result, and the config does not allow it",
-                )
-            # the plan's own text counts as the user's: it was written before any result could steer it
-            tainted = from_data(arguments, Provenance(seen.texts + [("user", seen.planned)]), pieces=True)
-            if tainted is None:
-                return decide("allow", "plan: it is in the plan, and no argument value comes from a tool result alone")
-            key, value, source = tainted
-            taken = (
-                f"the value {value!r} of {key} occurs in {_data(source)} ({source}), not in the user's text or the plan"
-            )
-            if self.mode == "masked":
-                if masked is None:
-                    return decide(EVIDENCE, f"masked: {taken}; the model's calls with the user's request masked decide")
-                again = [call for call in masked if _same_call(call, name, remote, value)]
-                if again:
-                    return decide(
-                        "deny",
-                        f"masked: {taken}, and with the user's request masked the model makes "
-                        f"this call again with that value ({again[0][0]} with {again[0][1]}): "
-                        "the data asked for it, not the user",
-                    )
-                return decide(
-                    "allow",
-                    f"masked: {taken}, but with the user's request masked the model does not "
-                    "make this call with that value: the user's request asked for it",
-                )
-            if self.confirm is None:
-                return decide(
-                    "deny", f"plan: {taken}, so it needs the user's confirmation, and there is no terminal to ask"
-                )
-            if self.confirm(f"{name} on {server} with {arguments} (in the plan; {taken})"):
-                return decide("allow", "plan: the user confirmed it")
-            return decide("deny", "plan: the user refused it")
+            return call.decide("allow", f"{why}; no tool result is in the context yet")
+        if self.mode == "masked":
+            return self._masked(call, seen, masked)
+        if self.mode == "plan":
+            return self._plan(call, seen)
         if self.mode == "strict":
-            tainted = from_data(arguments, seen)
-            if tainted is not None:
-                key, value, source = tainted
-                return decide(
-                    "deny",
-                    f"strict: the value {value!r} of {key} occurs in {_data(source)} ({source}) "
-                    "and nowhere the user wrote",
-                )
-        if rules is not None and _names(rules.allow, remote):
-            return decide("allow", "the config allows it after tool results")
+            return self._strict(call, seen)
+        return self._confirm(call)
+
+    def _confirm(self, call: _Call) -> PolicyDecision:
+        """`confirm`: after a tool result, a side-effecting call runs if the config allows it or the user says
+        yes."""
+        if call.listed("allow"):
+            return call.decide("allow", "the config allows it after tool results")
         if self.confirm is None:
-            return decide(
+            return call.decide(
                 "deny",
-                f"{why}; a tool result is in the context, so it needs the user's confirmation, "
+                f"{call.why}; a tool result is in the context, so it needs the user's confirmation, "
                 "and there is no terminal to ask",
             )
         if self.confirm(
-            f"{name} on {server} with {arguments} (side-effecting: {why}; a tool result is in the context)"
+            f"{call.name} on {call.server} with {call.arguments} (side-effecting: {call.why}; "
+            "a tool result is in the context)"
         ):
-            return decide("allow", "the user confirmed it")
-        return decide("deny", "the user refused it")
+            return call.decide("allow", "the user confirmed it")
+        return call.decide("deny", "the user refused it")
+
+    def _strict(self, call: _Call, seen: Provenance) -> PolicyDecision:
+        """`strict`: as `confirm`, and denied outright when an argument value comes from a tool result alone."""
+        tainted = from_data(call.arguments, seen)
+        if tainted is not None:
+            key, value, source = tainted
+            return call.decide(
+                "deny",
+                f"strict: the value {value!r} of {key} occurs in {_data(source)} ({source}) and nowhere the user wrote",
+            )
+        return self._confirm(call)
+
+    def _plan(self, call: _Call, seen: Provenance) -> PolicyDecision:
+        """`plan`: only a call the plan names (or the config allows), and the user asked about a value that
+        comes from a tool result alone."""
+        judged = _against_plan(call, seen)
+        if isinstance(judged, PolicyDecision):
+            return judged
+        if self.confirm is None:
+            return call.decide(
+                "deny", f"plan: {judged}, so it needs the user's confirmation, and there is no terminal to ask"
+            )
+        if self.confirm(f"{call.name} on {call.server} with {call.arguments} (in the plan; {judged})"):
+            return call.decide("allow", "plan: the user confirmed it")
+        return call.decide("deny", "plan: the user refused it")
+
+    def _masked(self, call: _Call, seen: Provenance, masked: list[tuple[str, Any]] | None) -> PolicyDecision:
+        """`masked`: as `plan`, the question answered by the model's calls with the user's request masked."""
+        judged = _against_plan(call, seen)
+        if isinstance(judged, PolicyDecision):
+            return judged
+        if masked is None:
+            return call.decide(EVIDENCE, f"masked: {judged}; the model's calls with the user's request masked decide")
+        again = [made for made in masked if _same_call(made, call.name, call.remote, call.value)]
+        if again:
+            return call.decide(
+                "deny",
+                f"masked: {judged}, and with the user's request masked the model makes "
+                f"this call again with that value ({again[0][0]} with {again[0][1]}): "
+                "the data asked for it, not the user",
+            )
+        return call.decide(
+            "allow",
+            f"masked: {judged}, but with the user's request masked the model does not "
+            "make this call with that value: the user's request asked for it",
+        )
+
+
+# what Harness applies unless told otherwise, as the CLI does: confirm, with the rules of the servers it routes
+# to, and nobody to ask (a confirmation is a denial)
+DEFAULT = Policy("confirm")
+
+
+@dataclass
+class _Call:
+    """One call being judged, and how a decision on it is made."""
+
+    name: str
+    server: str
+    remote: str
+    arguments: dict
+    kind: str  # READ_ONLY or SIDE_EFFECTING
+    why: str  # why it is of that class
+    rules: Any  # its server's ServerSpec, or None
+    value: Any = None  # under plan and masked: the argument value taken from a tool result
+
+    def listed(self, rule: str) -> bool:
+        """Whether the config's `deny` or `allow` names the tool."""
+        return self.rules is not None and _names(getattr(self.rules, rule), self.remote)
+
+    def decide(self, verdict: str, reason: str) -> PolicyDecision:
+        return PolicyDecision(self.name, self.server, self.arguments, self.kind, verdict, reason)
+
+
+def _against_plan(call: _Call, seen: Provenance) -> PolicyDecision | str:
+    """`plan` and `masked` alike: a decision when the plan settles it (not in the plan: denied; no value from a
+    tool result alone: allowed), else what makes it a question: which value comes from where (kept in
+    `call.value`)."""
+    if not call.listed("allow") and not in_plan(seen.planned, call.name, call.remote):
+        return call.decide(
+            "deny",
+            f"plan: {call.name} is not named in what the model wrote before the first tool "
+            "result, and the config does not allow it",
+        )
+    # the plan's own text counts as the user's: it was written before any result could steer it
+    tainted = from_data(call.arguments, Provenance(seen.texts + [("user", seen.planned)]), pieces=True)
+    if tainted is None:
+        return call.decide("allow", "plan: it is in the plan, and no argument value comes from a tool result alone")
+    key, call.value, source = tainted
+    return f"the value {call.value!r} of {key} occurs in {_data(source)} ({source}), not in the user's text or the plan"
 
 
 def _data(source: str) -> str:

@@ -109,8 +109,8 @@ class Harness:
         if policy is None or policy.mode == "off":
             emit(
                 Notice(
-                    "policy",
-                    "no policy: every call the model writes runs, whatever a tool result asked "
+                    source="policy",
+                    message="no policy: every call the model writes runs, whatever a tool result asked "
                     "for (policy=None or Policy.off() was given)",
                 )
             )
@@ -187,7 +187,7 @@ class Harness:
         """Show what the chat format noticed (a template that is not append-only, say), once each."""
         warnings = self.chat.warnings
         for message in warnings[self._warned :]:
-            self.emit(Notice("chat template", message))
+            self.emit(Notice(source="chat template", message=message))
         self._warned = len(warnings)
 
     def refresh_tools(self) -> None:
@@ -229,7 +229,7 @@ class Harness:
             read.text(), what, self.emit, self.markers, limit=self.config.max_result_chars, cut="resource"
         ).text
         shown = admit_result(uri, f"the URI {uri}", self.emit, self.markers).text  # the URI names it in the message
-        self.emit(Notice(server, f"attached {uri} ({len(text):,} characters) to the user's message"))
+        self.emit(Notice(source=server, message=f"attached {uri} ({len(text):,} characters) to the user's message"))
         return Attachment(server, shown, text)
 
     def find_prompt(self, name: str) -> tuple[str, ServerPrompt]:
@@ -300,7 +300,9 @@ class Harness:
             if kind in ("image", "audio"):
                 mime = item.get("mimeType", "of unknown type")
                 left_out.append(f"{kind} {mime}")
-                self.emit(Notice(server, f"left out the {kind} ({mime}) of {what}: this model takes text only"))
+                self.emit(
+                    Notice(source=server, message=f"left out the {kind} ({mime}) of {what}: this model takes text only")
+                )
                 continue
             if kind == "resource" and isinstance(item.get("resource"), dict):
                 resource = item["resource"]
@@ -317,8 +319,8 @@ class Harness:
             if message.role == "assistant":
                 self.emit(
                     Notice(
-                        server,
-                        f"{what} holds an assistant message: sent as quoted text in the user's turn, not as "
+                        source=server,
+                        message=f"{what} holds an assistant message: sent as quoted text in the user's turn, not as "
                         "the model's own words",
                     )
                 )
@@ -377,8 +379,8 @@ class Harness:
         if self.hold is None or self.context is None:
             self.emit(
                 Notice(
-                    "calls",
-                    f"{names} called again with the same arguments after its result; this engine samples for "
+                    source="calls",
+                    message=f"{names} called again with the same arguments after its result; this engine samples for "
                     "itself, so the next message cannot be held to text and the repeat guard's message is sent",
                 )
             )
@@ -387,9 +389,9 @@ class Harness:
         self.hold.hold(at)
         self.emit(
             Notice(
-                "calls",
-                f"{names} called again with the same arguments after its result: that message is dropped and the "
-                "next is held to text, so the model answers from what it has (--on-repeat answer)",
+                source="calls",
+                message=f"{names} called again with the same arguments after its result: that message is dropped "
+                "and the next is held to text, so the model answers from what it has (--on-repeat answer)",
             )
         )
         return True
@@ -428,7 +430,12 @@ class Harness:
             kept += 1
         chat = self.chat
         event = Rewrite(
-            self.tokenizer.decode(old), len(old), chat.rendered_message, chat.rendered_message_tokens, at, kept
+            written=self.tokenizer.decode(old),
+            written_tokens=len(old),
+            rendered=chat.rendered_message,
+            rendered_tokens=chat.rendered_message_tokens,
+            at=at,
+            kept=kept,
         )
         self.emit(event)
         return event
@@ -467,8 +474,8 @@ class Harness:
         written = ", ".join(f"{name} with {arguments}" for name, arguments in calls) or "no call"
         self.emit(
             Notice(
-                "policy",
-                f"masked re-run: with the user's request masked the model wrote "
+                source="policy",
+                message=f"masked re-run: with the user's request masked the model wrote "
                 f"{verdict.count} tokens ending in {verdict.reason}: {written}",
             )
         )

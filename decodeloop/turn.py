@@ -120,11 +120,11 @@ class Turn:
         harness.chat_warnings()
         emit(
             Prompt(
-                harness.tokenizer.decode(context.ids[at:]),
-                len(context) - at,
-                [t.name for t in harness.tools],
-                len(context),
-                [s.to_json() for s in context.spans(at)],
+                text=harness.tokenizer.decode(context.ids[at:]),
+                tokens=len(context) - at,
+                tools=[t.name for t in harness.tools],
+                context=len(context),
+                spans=[s.to_json() for s in context.spans(at)],
             )
         )
         self.segment = harness.segment(context)
@@ -172,7 +172,7 @@ class Turn:
             harness.hold.release()
         mark.end = len(context)
         self._ended(verdict)
-        harness.emit(Stop(self.reason))
+        harness.emit(Stop(reason=self.reason))
         if self.reason == "tool_call":
             self._describe(verdict)
         return verdict
@@ -197,8 +197,8 @@ class Turn:
             if shape in DESCRIBED:
                 self.harness.emit(
                     Notice(
-                        "calls",
-                        f"read {DESCRIBED[shape]} as a call ({shape}): it names a tool that "
+                        source="calls",
+                        message=f"read {DESCRIBED[shape]} as a call ({shape}): it names a tool that "
                         "exists and its arguments parse (--call-shapes lenient)",
                     )
                 )
@@ -254,7 +254,7 @@ class Turn:
             else:
                 self.reason, what = "max_retries", f"{view.failures} consecutive failed tool calls"
             self.error = f"gave up after {what}; last error: {outcomes[-1].text}"
-            emit(Stop(self.reason))
+            emit(Stop(reason=self.reason))
             self.over = True
             harness.ended = False
             return False
@@ -279,11 +279,11 @@ class Turn:
         segment.again()
         emit(
             Inject(
-                harness.tokenizer.decode(context.ids[at:]),
-                len(context) - at,
-                len(context),
-                [s.to_json() for s in context.spans(at)],
-                None if rewrite is None else len(context) - rewrite.at - rewrite.kept,
+                text=harness.tokenizer.decode(context.ids[at:]),
+                tokens=len(context) - at,
+                context=len(context),
+                spans=[s.to_json() for s in context.spans(at)],
+                computed=None if rewrite is None else len(context) - rewrite.at - rewrite.kept,
             )
         )
         return True
@@ -324,7 +324,9 @@ class Turn:
         segment.again()
         segment.stops.count = mark.tokens
         self.harness.rewound(mark.start, mark.held)
-        self.harness.emit(Notice("turn", f"rewound to position {position}: {cut:,} token(s) cut from the context"))
+        self.harness.emit(
+            Notice(source="turn", message=f"rewound to position {position}: {cut:,} token(s) cut from the context")
+        )
         verdict = segment.replay(context.ids[mark.start : position], self.answer, self.reasoning)
         self.settled, self.tokens, self.segment_at = position, segment.stops.count, mark.start
         self._shown, self._thought = mark.answer, mark.reasoning
@@ -346,7 +348,7 @@ class Turn:
         self.reason, self.error = "interrupted", "interrupted by the user"
         harness.ended = False
         self.over = True
-        harness.emit(Stop("interrupted"))
+        harness.emit(Stop(reason="interrupted"))
 
     def finish(self) -> TurnResult:
         """The turn's Done event and result."""
@@ -354,7 +356,17 @@ class Turn:
         reasoning = "".join(self.reasoning).strip()
         seconds = round(time.perf_counter() - self.started, 4)
         harness = self.harness
-        harness.emit(Done(text, self.reason, self.tokens, self.calls, self.error, seconds, reasoning))
+        harness.emit(
+            Done(
+                answer=text,
+                reason=self.reason,
+                tokens=self.tokens,
+                tool_calls=self.calls,
+                error=self.error,
+                seconds=seconds,
+                reasoning=reasoning,
+            )
+        )
         ids = list(harness.context.ids) if harness.context is not None else []
         return TurnResult(text, self.reason, self.tokens, self.calls, self.error, ids)
 

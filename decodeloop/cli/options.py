@@ -169,14 +169,14 @@ def _announce(bundle, emit, detail: bool = True) -> None:
     if detail and bundle.name == "ngram":
         from decodeloop.ui.legend import ngram_cache_note
 
-        emit(Notice("ngram", ngram_cache_note(bundle.model.order)))
+        emit(Notice(source="ngram", message=ngram_cache_note(bundle.model.order)))
     if bundle.info:
         details = ", ".join(
             f"{key} { ({True: 'yes', False: 'no'}.get(value, value)) }" for key, value in bundle.info.items()
         )
         if "call format" not in bundle.info:
             details += f"; calls in the {bundle.syntax.name} syntax"
-        emit(Notice(bundle.name, details))
+        emit(Notice(source=bundle.name, message=details))
 
 
 def server_specs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list:

@@ -231,7 +231,9 @@ class TerminalElicitation:
         mode = params.get("mode", "form")
         message = params.get("message")
         message = cap_text(message, MAX_MESSAGE_CHARS, "message") if isinstance(message, str) else ""
-        record = Elicitation(server, mode if isinstance(mode, str) else repr(mode), message, "", "")
+        record = Elicitation(
+            server=server, mode=mode if isinstance(mode, str) else repr(mode), message=message, action="", reason=""
+        )
         if mode not in ("form", "url"):
             record.action, record.reason = "error", "an elicitation mode this client does not offer"
             self.emit(record)
@@ -435,11 +437,11 @@ class Unattended:
         mode, message = params.get("mode", "form"), params.get("message")
         self.emit(
             Elicitation(
-                server,
-                mode if isinstance(mode, str) else repr(mode),
-                cap_text(message, MAX_MESSAGE_CHARS, "message") if isinstance(message, str) else "",
-                "decline",
-                f"nobody to ask: {self.why}",
+                server=server,
+                mode=mode if isinstance(mode, str) else repr(mode),
+                message=cap_text(message, MAX_MESSAGE_CHARS, "message") if isinstance(message, str) else "",
+                action="decline",
+                reason=f"nobody to ask: {self.why}",
                 url=cap_text(params["url"], MAX_URL_CHARS, "URL") if isinstance(params.get("url"), str) else None,
             )
         )

@@ -216,11 +216,22 @@ class LocalSampling:
         try:
             request = read_request(params, self.max_tokens, self.with_tools)
         except RpcError as e:
-            self.emit(Sampling(n, server, calls, "failed", e.message))
+            self.emit(Sampling(id=n, server=server, calls=calls, phase="failed", text=e.message))
             raise
-        nested: Emit = lambda event: self.emit(Nested(n, server, event))  # noqa: E731
+        nested: Emit = lambda event: self.emit(Nested(sampling=n, server=server, event=event))  # noqa: E731
         context, shown = self._context(server, request, nested)
-        self.emit(Sampling(n, server, calls, "request", shown, request.max_tokens, request.mapped, request.ignored))
+        self.emit(
+            Sampling(
+                id=n,
+                server=server,
+                calls=calls,
+                phase="request",
+                text=shown,
+                max_tokens=request.max_tokens,
+                mapped=request.mapped,
+                ignored=request.ignored,
+            )
+        )
         asking = f" (for its call {', '.join(calls)})" if calls else ""
         report = "; ".join(request.mapped + [f"ignored {what}" for what in request.ignored])
         question = (
@@ -233,16 +244,16 @@ class LocalSampling:
                 answer, reason, called = self._generate(request, context, nested)
         except Exception as e:  # the model failed: the server reads why, the conversation goes on
             why = f"the model could not answer: {type(e).__name__}: {e}"
-            self.emit(Sampling(n, server, calls, "failed", why))
+            self.emit(Sampling(id=n, server=server, calls=calls, phase="failed", text=why))
             raise RpcError(INTERNAL_ERROR, why) from None
         stop_reason = STOP_REASONS.get(reason, "endTurn")
         reply = answer if not called else answer + "".join(f"\n[tool_use {c['name']} {c['input']}]" for c in called)
-        self.emit(Sampling(n, server, calls, "reply", reply, stop_reason=stop_reason))
+        self.emit(Sampling(id=n, server=server, calls=calls, phase="reply", text=reply, stop_reason=stop_reason))
         self._decide(n, server, calls, f"the model's reply:\n{MARGIN}{quoted(reply)}\nsend it to {server} (#{n})")
         content: Any = {"type": "text", "text": answer}
         if called:
             content = ([{"type": "text", "text": answer}] if answer else []) + called
-        self.emit(Sampling(n, server, calls, "sent", reply, stop_reason=stop_reason))
+        self.emit(Sampling(id=n, server=server, calls=calls, phase="sent", text=reply, stop_reason=stop_reason))
         return {"role": "assistant", "content": content, "model": self.bundle.name, "stopReason": stop_reason}
 
     def _decide(self, n: int, server: str, calls: list[str], question: str) -> None:
@@ -253,7 +264,7 @@ class LocalSampling:
             if self.approve(question):
                 return
             why = "the user said no"
-        self.emit(Sampling(n, server, calls, "denied", why))
+        self.emit(Sampling(id=n, server=server, calls=calls, phase="denied", text=why))
         raise RpcError(USER_REJECTED, f"User rejected sampling request: {why}")
 
     def _context(self, server: str, request: SamplingRequest, nested: Emit) -> tuple[Context, str]:
@@ -283,7 +294,11 @@ class LocalSampling:
                 elif kind == "tool_result" and request.tools and role == "user":
                     results.append(item)
                 else:
-                    nested(Notice(server, f"left out a {kind!r} block of {what}: this model reads text only"))
+                    nested(
+                        Notice(
+                            source=server, message=f"left out a {kind!r} block of {what}: this model reads text only"
+                        )
+                    )
             text = "\n".join(texts)
             if role == "assistant":
                 written = text + "".join(syntax.render(_call(use)) for use in uses)
@@ -335,20 +350,32 @@ class LocalSampling:
         schemas = {tool.name: tool.input_schema for tool in request.tools}
         # the reply is the answer alone, never the reasoning (the segment keeps reasoning apart)
         segment = Segment(tokenizer, bundle.chat, syntax, settings, context, tools=schemas)
-        nested(Prompt(tokenizer.decode(context.ids), len(context), sorted(names), len(context), _spans(context)))
+        nested(
+            Prompt(
+                text=tokenizer.decode(context.ids),
+                tokens=len(context),
+                tools=sorted(names),
+                context=len(context),
+                spans=_spans(context),
+            )
+        )
         shown: list[str] = []
         verdict = segment.run(engine, context, nested, shown)
         reason = verdict.reason or "eos"
-        nested(Stop(reason))
+        nested(Stop(reason=reason))
         used: list[dict] = []
         for k, parsed in enumerate(verdict.parsed if reason == "tool_call" else ()):
             call = parsed.call
             if call is None:
-                nested(Notice("sampling", f"a call the model wrote does not parse, left out: {parsed.error}"))
+                nested(
+                    Notice(
+                        source="sampling", message=f"a call the model wrote does not parse, left out: {parsed.error}"
+                    )
+                )
                 continue
             used.append({"type": "tool_use", "id": f"call_{k + 1}", "name": call.name, "input": call.arguments})
         answer = "".join(shown).strip()
-        nested(Done(answer, reason, verdict.count, len(used)))
+        nested(Done(answer=answer, reason=reason, tokens=verdict.count, tool_calls=len(used)))
         return answer, reason if used or reason != "tool_call" else "eos", used
 
 

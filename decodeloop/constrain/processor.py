@@ -170,21 +170,21 @@ class CallConstraint:
         self._release_templates()
         problems = self.matcher.start(tools, self._main_syntax())
         for problem in problems:
-            self._emit(Notice(SOURCE, problem))
+            self._emit(Notice(source=SOURCE, message=problem))
         callable_tools = self.matcher.tools
         if callable_tools:
             self._emit(
                 Notice(
-                    SOURCE,
-                    f"{self.mode}: calls in the {self.syntax.name} syntax are constrained to "
+                    source=SOURCE,
+                    message=f"{self.mode}: calls in the {self.syntax.name} syntax are constrained to "
                     f"{', '.join(callable_tools)} and their inputSchema",
                 )
             )
         else:
             self._emit(
                 Notice(
-                    SOURCE,
-                    "no tool can be called validly, so calls are not constrained"
+                    source=SOURCE,
+                    message="no tool can be called validly, so calls are not constrained"
                     + (" and none is required" if self.mode == "required" else ""),
                 )
             )

@@ -79,19 +79,19 @@ def generate(
             else:
                 prob = top = None
             event = Token(
-                verdict.count,
-                token,
-                label(token),
-                prob,
-                top,
-                step.computed,
-                step.cached,
-                len(ids),
-                verdict.delta,
-                verdict.held,
-                verdict.in_call,
-                conditions,
-                verdict.reason,
+                index=verdict.count,
+                id=token,
+                text=label(token),
+                prob=prob,
+                top=top,
+                computed=step.computed,
+                cached=step.cached,
+                context=len(ids),
+                delta=verdict.delta,
+                held=verdict.held,
+                in_call=verdict.in_call,
+                checks=conditions,
+                stop=verdict.reason,
             )
             masked = step.masked
             if masked is not None:  # --constrain: the grammar ruled out the model's first choice
@@ -108,9 +108,9 @@ def generate(
             if verdict.delta:
                 shown.append(verdict.delta)
             if verdict.notice is not None:  # text that looked like a call in another shape, and why it is not
-                emit(Notice("near_miss", verdict.notice))
+                emit(Notice(source="near_miss", message=verdict.notice))
             for warning in verdict.warnings:  # a call cut off, a call written inside reasoning, ...
-                emit(Notice("calls", warning))
+                emit(Notice(source="calls", message=warning))
             left -= 1
             if verdict.reason is not None or left == 0:
                 return verdict

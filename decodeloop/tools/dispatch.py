@@ -173,7 +173,16 @@ def _prepare(parsed: ParsedCall, router: Router, view: TurnView) -> _Prepared | 
         view.emit(decision)
         if decision.verdict != "allow":  # the server never sees it; the model is told why
             return failed(denial(decision), "policy", call.name)
-    view.emit(ToolCall(call.name, arguments, server, call_text, view.origins(arguments), shape))
+    view.emit(
+        ToolCall(
+            name=call.name,
+            arguments=arguments,
+            server=server,
+            text=call_text,
+            origins=view.origins(arguments),
+            shape=shape,
+        )
+    )
     return _Prepared(call_text, call.name, tool, arguments, server, key, shape)
 
 
@@ -200,7 +209,7 @@ def _finish(p: _Prepared, result, view: TurnView) -> Outcome:
         )
     what = f"the {'error for' if result.is_error else 'result of'} {p.name}"
     sent, text = view.admit(result.text(), what, server_text=True, cut="result")
-    view.emit(ToolResult(p.name, result.content, result.is_error, sent))
+    view.emit(ToolResult(name=p.name, content=result.content, is_error=result.is_error, text=sent))
     return Outcome(text, result.is_error, p.name, p.server, "call" if result.is_error else None, p.key)
 
 
@@ -230,5 +239,5 @@ def _failed(
 ) -> Outcome:
     """An error Outcome; its text admitted as the server's when it carries a server's words (`server`)."""
     sent, text = view.admit(message, f"the error for {name or 'a call'}", server_text=server is not None, cut=cut)
-    view.emit(ToolError(sent, call_text, stage, name, shape, arguments))
+    view.emit(ToolError(message=sent, text=call_text, stage=stage, name=name, shape=shape, arguments=arguments))
     return Outcome(text, True, name, server, stage, key)

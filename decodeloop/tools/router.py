@@ -118,8 +118,8 @@ class Router:
                     taken[n] = dataclasses.replace(old, header_params=tool.header_params)
                     self.emit(
                         Notice(
-                            server,
-                            f"tool {tool.name} changed since it was pinned ({self.pin_store.path(server)})"
+                            source=server,
+                            message=f"tool {tool.name} changed since it was pinned ({self.pin_store.path(server)})"
                             f"; held at the pinned definition until approved: " + "; ".join(changes(old, tool)),
                         )
                     )
@@ -143,8 +143,8 @@ class Router:
             if len(kept) >= self.max_tools:
                 self.emit(
                     Notice(
-                        server,
-                        f"lists {len(tools):,} tools; the first {self.max_tools:,} it could offer "
+                        source=server,
+                        message=f"lists {len(tools):,} tools; the first {self.max_tools:,} it could offer "
                         f"are taken, the other {len(tools) - n:,} are not (--max-tools "
                         f"{self.max_tools})",
                     )
@@ -153,19 +153,19 @@ class Router:
             if not _NAME_CHARS.match(tool.name) or len(tool.name) > MAX_TOOL_NAME:
                 self.emit(
                     Notice(
-                        server,
-                        f"tool name {visible_line(repr(tool.name))} refused: not 1-{MAX_TOOL_NAME} "
+                        source=server,
+                        message=f"tool name {visible_line(repr(tool.name))} refused: not 1-{MAX_TOOL_NAME} "
                         "of the MCP tool-name characters A-Z a-z 0-9 _ - .",
                     )
                 )
                 continue
             if tool.name in seen:
-                self.emit(Notice(server, f"tool {tool.name} is listed twice; the first is kept"))
+                self.emit(Notice(source=server, message=f"tool {tool.name} is listed twice; the first is kept"))
                 continue
             seen.add(tool.name)
             capped, note = cap_tool(tool, self.max_description_chars, self.max_schema_chars)
             if note is not None:
-                self.emit(Notice(server, note))
+                self.emit(Notice(source=server, message=note))
             if capped is not None:
                 kept.append(capped)
                 self._note_types(server, capped)
@@ -180,7 +180,7 @@ class Router:
             lines = [*type_notes(tool.input_schema), *pattern_notes(tool.input_schema)]
             lines += [f"in its outputSchema, {line}" for line in pattern_notes(tool.output_schema)]
             for line in lines:
-                self.emit(Notice(server, f"tool {tool.name}: {line}"))
+                self.emit(Notice(source=server, message=f"tool {tool.name}: {line}"))
 
     def _expose(self) -> None:
         """Exposed names: a name once given stays with its tool while the server lists it; a new tool gets
@@ -225,7 +225,7 @@ class Router:
         else:
             held_by = self.routes[name].server if name in self.routes else self._holder(name)
             why = f"server {held_by} already offers it"
-        self.emit(Notice(server, f"tool {name} is exposed as {exposed}: {why}"))
+        self.emit(Notice(source=server, message=f"tool {name} is exposed as {exposed}: {why}"))
         return exposed
 
     def _holder(self, exposed: str) -> str:
@@ -245,7 +245,7 @@ class Router:
             try:
                 tools = client.list_tools()
             except McpError as exc:
-                self.emit(Notice(server, f"could not list the changed tools: {exc}"))
+                self.emit(Notice(source=server, message=f"could not list the changed tools: {exc}"))
                 continue
             before = set(self.tools)
             kept: list[Tool] = []
@@ -273,13 +273,13 @@ class Router:
             declared = _object(client.capabilities.get("tools")).get("listChanged") is True
             self.emit(
                 ToolsChanged(
-                    server,
-                    sorted(after - before),
-                    sorted(before - after),
-                    list(self.tools),
-                    [self._names[key] for key in held],
-                    details,
-                    declared,
+                    server=server,
+                    added=sorted(after - before),
+                    removed=sorted(before - after),
+                    tools=list(self.tools),
+                    held=[self._names[key] for key in held],
+                    changes=details,
+                    declared=declared,
                 )
             )
             changed = True
@@ -298,7 +298,7 @@ class Router:
         self.pinned[(server, remote)] = tool
         self._save_pins(server)
         self._expose()
-        self.emit(Notice(server, f"approved the changed definition of {name} ({fingerprint(tool)})"))
+        self.emit(Notice(source=server, message=f"approved the changed definition of {name} ({fingerprint(tool)})"))
         return True
 
     def resolve(self, name: str) -> Tool:

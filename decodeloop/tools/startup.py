@@ -167,10 +167,10 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, options: Cl
             info = client.server_info or {}
             emit(
                 ServerReady(
-                    start.spec.name,
-                    client.protocol_version or "",
-                    str(info.get("name", start.spec.name)),
-                    [t.name for t in router.served[start.spec.name]],
+                    server=start.spec.name,
+                    protocol_version=client.protocol_version or "",
+                    server_name=str(info.get("name", start.spec.name)),
+                    tools=[t.name for t in router.served[start.spec.name]],
                 )
             )  # refused names left out
     except BaseException:
@@ -276,12 +276,14 @@ def _connect(
         options,
         name=server,
         protocol=spec.protocol or options.get("protocol", "auto"),
-        on_traffic=lambda direction, message: emit(Rpc(server, direction, message)),
+        on_traffic=lambda direction, message: emit(Rpc(server=server, direction=direction, message=message)),
         # a notice is a server's text too: capped like the rest
         on_notification=lambda method, params: emit(
-            Notice(server, cap_text(describe_notification(method, params), MAX_NOTICE_CHARS, "notice"))
+            Notice(source=server, message=cap_text(describe_notification(method, params), MAX_NOTICE_CHARS, "notice"))
         ),
-        log=lambda text: emit(Notice(server, cap_text(text.removeprefix(f"{server}: "), MAX_NOTICE_CHARS, "notice"))),
+        log=lambda text: emit(
+            Notice(source=server, message=cap_text(text.removeprefix(f"{server}: "), MAX_NOTICE_CHARS, "notice"))
+        ),
         on_progress=lambda tool, params: emit(progress_event(server, tool, params)),
     )
     if spec.url is not None:
@@ -329,9 +331,9 @@ def progress_event(server: str, tool: str | None, params: dict) -> Progress | No
     progress, total, message = params.get("progress"), params.get("total"), params.get("message")
     if not isinstance(progress, (int, float)) or not (total is None or _number(total)) or not _number(progress):
         notice = describe_notification("notifications/progress", params)
-        return Notice(server, cap_text(notice, MAX_NOTICE_CHARS, "notice"))
+        return Notice(source=server, message=cap_text(notice, MAX_NOTICE_CHARS, "notice"))
     text = cap_text(message, MAX_NOTICE_CHARS, "progress message") if isinstance(message, str) else None
-    return Progress(server, tool, progress, total, text)
+    return Progress(server=server, tool=tool, progress=progress, total=total, message=text)
 
 
 def _number(value: Any) -> bool:

@@ -55,8 +55,8 @@ class TurnView:
         if self.limit < self.max_result_chars and budget < self.max_turn_result_chars:  # spent in part
             self.emit(
                 Notice(
-                    "harness",
-                    f"the turn's budget for tool results ({self.max_turn_result_chars:,} "
+                    source="harness",
+                    message=f"the turn's budget for tool results ({self.max_turn_result_chars:,} "
                     f"characters) has {max(budget, 0):,} left: results are cut to {self.limit:,}",
                 )
             )

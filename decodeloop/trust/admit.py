@@ -39,15 +39,20 @@ def admit_result(
     sent = cap_text(text, limit, cut) if limit is not None else text
     text, removed = invisible.strip(sent)
     if removed:
-        emit(Notice("harness", invisible.notice(removed, what)))
+        emit(Notice(source="harness", message=invisible.notice(removed, what)))
         text, more = credentials.redact_counted(text)  # a secret the invisible characters split
         redacted += more
     if redacted:
-        emit(Notice("harness", redacted_notice(redacted, what)))
+        emit(Notice(source="harness", message=redacted_notice(redacted, what)))
     if markers is not None:
         text, found = markers.neutralize(text)
         if found:
-            emit(Notice("harness", f"escaped {len(found)} marker(s) in {what}: {', '.join(sorted(set(found)))}"))
+            emit(
+                Notice(
+                    source="harness",
+                    message=f"escaped {len(found)} marker(s) in {what}: {', '.join(sorted(set(found)))}",
+                )
+            )
     return Admitted(sent, text)
 
 
@@ -57,10 +62,14 @@ def admit_tool(tool: Any, emit: Emit, markers: Markers) -> Any:
     tool = _redact_tool(tool, emit, what)
     tool, removed = invisible.strip_tool(tool)
     if removed:
-        emit(Notice("harness", invisible.notice(removed, what)))
+        emit(Notice(source="harness", message=invisible.notice(removed, what)))
     tool, found = markers.neutralize_tool(tool)
     if found:
-        emit(Notice("harness", f"escaped {len(found)} marker(s) in {what}: {', '.join(sorted(set(found)))}"))
+        emit(
+            Notice(
+                source="harness", message=f"escaped {len(found)} marker(s) in {what}: {', '.join(sorted(set(found)))}"
+            )
+        )
     return tool
 
 
@@ -86,5 +95,5 @@ def _redact_tool(tool: Any, emit: Emit, what: str) -> Any:
     schema = invisible.map_strings(tool.input_schema, text)
     if not found:
         return tool
-    emit(Notice("harness", redacted_notice(found, what)))
+    emit(Notice(source="harness", message=redacted_notice(found, what)))
     return dataclasses.replace(tool, title=title, description=description, input_schema=schema)

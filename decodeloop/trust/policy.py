@@ -223,7 +223,14 @@ class _Call:
         return self.rules is not None and _names(getattr(self.rules, rule), self.remote)
 
     def decide(self, verdict: str, reason: str) -> PolicyDecision:
-        return PolicyDecision(self.name, self.server, self.arguments, self.kind, verdict, reason)
+        return PolicyDecision(
+            name=self.name,
+            server=self.server,
+            arguments=self.arguments,
+            tool_class=self.kind,
+            verdict=verdict,
+            reason=reason,
+        )
 
 
 def _against_plan(call: _Call, seen: Provenance) -> PolicyDecision | str:

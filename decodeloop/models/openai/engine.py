@@ -220,7 +220,16 @@ class OpenAIEngine(Engine):
         self._last = list(context)
         self._seen = self._last  # what the server computed: the prompt, then each token
         self._finish_reason = None
-        self._current = Request(self.endpoint.url, shape, len(context), None, checked, 0, "", 0.0)
+        self._current = Request(
+            url=self.endpoint.url,
+            sent=shape,
+            prompt=len(context),
+            cached=None,
+            server_prompt=checked,
+            generated=0,
+            finish="",
+            seconds=0.0,
+        )
         self._started = started
         self._counts = [0, 0]  # (ids this stream gave, tokens the server said it sent)
         self._counted = False  # the server said how many tokens some chunk held
@@ -440,7 +449,7 @@ class OpenAIEngine(Engine):
 
     def _note(self, message: str) -> None:
         if self.emit is not None:
-            self.emit(Notice("openai", message))
+            self.emit(Notice(source="openai", message=message))
 
 
 def _number(value: Any) -> TypeGuard[int | float]:

@@ -42,7 +42,7 @@ class ServerReady(Event):
 
 
 @dataclass(slots=True)
-class Prompt(Event):
+class PromptAppended(Event):
     """What a user turn appends to the context: the whole prompt on a conversation's first turn."""
 
     kind = "prompt"
@@ -161,7 +161,7 @@ class Rpc(Event):
 
 
 @dataclass(slots=True)
-class ToolResult(Event):
+class ToolReturned(Event):
     """What a tool returned, and the text that goes into the model's context."""
 
     kind = "tool_result"
@@ -261,8 +261,8 @@ class Request(Event):
 
 
 @dataclass(slots=True)
-class Sampling(Event):
-    """A server's sampling/createMessage, step by step (client_features/sampling.py).
+class SamplingStep(Event):
+    """A server's sampling/createMessage, step by step (client_features/local_sampling.py).
 
     `phase`: "request" (what the server asks; `text` its messages as the model will read them), "denied"
     (by the user, or nobody to ask; `text` why), "reply" (the model's reply, before the user lets it go),
@@ -288,7 +288,7 @@ class Nested(Event):
     its context is not the conversation's, and nothing in it enters the conversation's."""
 
     kind = "nested"
-    sampling: int  # the Sampling event's id
+    sampling: int  # the SamplingStep event's id
     server: str
     event: Event
 

@@ -27,8 +27,7 @@ from decodeloop.decode.stops import DEFAULT_MAX_CALL_CHARS
 from decodeloop.errors import ConfigError, RpcError
 from decodeloop.events import Emit, Notice, Rewrite
 from decodeloop.formats.chat import Attachment, ToolReply, WrittenCalls
-from decodeloop.mcp.content import Prompt as ServerPrompt
-from decodeloop.mcp.content import ResourceContents, ToolResult
+from decodeloop.mcp.content import Prompt, ResourceContents, ToolResult
 from decodeloop.tools.router import Router
 from decodeloop.tools.turn import DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_TURN_RESULT_CHARS
 from decodeloop.trust.admit import admit_result
@@ -37,8 +36,6 @@ from decodeloop.trust.policy import DEFAULT, MASKED_REQUEST, Policy
 from decodeloop.trust.tool_budget import DEFAULT_MAX_TOOL_TOKENS, check_tools
 from decodeloop.turn import Turn, TurnResult
 from decodeloop.turn import run as run_turn
-
-# Harness's `policy` when none is given: confirm mode over the router's server rules, nobody to ask
 
 
 @dataclass
@@ -232,7 +229,7 @@ class Harness:
         self.emit(Notice(source=server, message=f"attached {uri} ({len(text):,} characters) to the user's message"))
         return Attachment(server, shown, text)
 
-    def find_prompt(self, name: str) -> tuple[str, ServerPrompt]:
+    def find_prompt(self, name: str) -> tuple[str, Prompt]:
         """The server and the prompt `name` names: `NAME`, or `SERVER:NAME` when two servers offer it.
         ConfigError when no server offers it or when more than one does."""
         clients = self.router.clients

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING
 from decodeloop.decode.context import Context
 from decodeloop.decode.segment import Segment
 from decodeloop.decode.stops import Verdict
-from decodeloop.events import Done, Inject, Notice, Prompt, Stop
+from decodeloop.events import Done, Inject, Notice, PromptAppended, Stop
 from decodeloop.formats.calls.shapes import DESCRIBED
 from decodeloop.formats.chat import Attachment, ToolReply, WrittenCalls
 from decodeloop.tools.dispatch import NEEDS_EVIDENCE, Outcome, dispatch_all
-from decodeloop.tools.turn import TurnView
+from decodeloop.tools.turn import DispatchState
 from decodeloop.trust.admit import admit_result, admit_tool
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class _Mark:
     answer: int  # len(Turn.answer) before it
     reasoning: int  # len(Turn.reasoning) before it (and before the line break that opens its reasoning)
     calls: int
-    view: tuple  # TurnView.snapshot()
+    state: tuple  # DispatchState.snapshot()
     held: bool  # held to text (--on-repeat answer)
     end: int | None = None  # where its message ended, once it did
 
@@ -84,7 +84,7 @@ class Turn:
         self.segment_at = 0  # where the last segment began in the context
         self._shown = self._thought = 0  # where the last segment's answer and reasoning began
         self.segment: Segment | None = None
-        self.view: TurnView | None = None
+        self.state: DispatchState | None = None
         self._held = False  # the last segment was held to text (--on-repeat answer)
         self._marks: list[_Mark] = []  # each segment's start, in order
         self._resume = False  # rewound into a segment: the next `generate` goes on with it
@@ -119,7 +119,7 @@ class Turn:
         self.settled = len(context)
         harness.chat_warnings()
         emit(
-            Prompt(
+            PromptAppended(
                 text=harness.tokenizer.decode(context.ids[at:]),
                 tokens=len(context) - at,
                 tools=[t.name for t in harness.tools],
@@ -129,7 +129,7 @@ class Turn:
         )
         self.segment = harness.segment(context)
         config = harness.config
-        self.view = TurnView(
+        self.state = DispatchState(
             context,
             harness.tokenizer,
             emit,
@@ -146,8 +146,8 @@ class Turn:
         """The model writes from the context's end until a stop fires (the Stop event says which), or for at
         most `limit` tokens: then, unless a stop fired, the verdict's reason is None (paused) and the next
         `generate` goes on with the same message."""
-        harness, segment, context, view = self.harness, self.segment, self.context, self.view
-        assert segment is not None and view is not None  # rendered
+        harness, segment, context, state = self.harness, self.segment, self.context, self.state
+        assert segment is not None and state is not None  # rendered
         if self.over:
             raise ValueError(f"the turn is over ({self.reason}): rewind it to go on")
         self._held = harness.hold is not None and harness.hold.active
@@ -155,7 +155,7 @@ class Turn:
             if self._marks and self._marks[-1].start == len(context):  # the same start again (held to text)
                 self._marks.pop()
             answer, reasoning = len(self.answer), len(self.reasoning)
-            mark = _Mark(len(context), self.tokens, answer, reasoning, self.calls, view.snapshot(), self._held)
+            mark = _Mark(len(context), self.tokens, answer, reasoning, self.calls, state.snapshot(), self._held)
             self._marks.append(mark)
             self._open_reasoning()
         self._resume = False
@@ -218,16 +218,16 @@ class Turn:
     def dispatch(self, verdict: Verdict) -> list[Outcome]:
         """The message's calls through the policy and to their servers, each an outcome (a result or an error).
         Where the policy's masked mode asks for it, the harness's masked re-run runs first (`masked_evidence`)."""
-        harness, view = self.harness, self.view
-        assert view is not None  # rendered
-        view.round(len(verdict.calls))
+        harness, state = self.harness, self.state
+        assert state is not None  # rendered
+        state.round(len(verdict.calls))
         timeout = harness.config.timeout
-        outcomes = dispatch_all(list(verdict.parsed), harness.router, view, timeout=timeout)
+        outcomes = dispatch_all(list(verdict.parsed), harness.router, state, timeout=timeout)
         if outcomes is NEEDS_EVIDENCE:
-            view.masked = harness.masked_evidence()
-            outcomes = dispatch_all(list(verdict.parsed), harness.router, view, timeout=timeout)
+            state.masked = harness.masked_evidence()
+            outcomes = dispatch_all(list(verdict.parsed), harness.router, state, timeout=timeout)
         assert isinstance(outcomes, list)  # the evidence is in: every call decided
-        view.record(outcomes)
+        state.record(outcomes)
         harness.router.refresh()  # route the next call to a server's changed tools
         return outcomes
 
@@ -238,21 +238,21 @@ class Turn:
         template renders its calls, where it can), ready for the next segment; or, after a call repeated once
         its result was in, that message dropped and the next held to text (--on-repeat answer). False when the
         turn gives up instead (the repeat guard, or too many failed rounds)."""
-        harness, view, segment, context = self.harness, self.view, self.segment, self.context
-        assert view is not None and segment is not None  # rendered
+        harness, state, segment, context = self.harness, self.state, self.segment, self.context
+        assert state is not None and segment is not None  # rendered
         config, emit, chat = harness.config, harness.emit, harness.chat
         repeated = [o.name or "a tool" for o in outcomes if o.stage == "repeat"]
-        hold = repeated and config.on_repeat == "answer" and view.repeats > config.answer_after and not self._held
+        hold = repeated and config.on_repeat == "answer" and state.repeats > config.answer_after and not self._held
         if hold and harness.hold_to_text(self.segment_at, repeated):
             del self.answer[self._shown :], self.reasoning[self._thought :]
             segment.again()
             self.settled = len(context)
             return True
-        if view.repeats >= config.max_repeats or view.failures >= config.max_retries:
-            if view.repeats >= config.max_repeats:
-                self.reason, what = "repeated_call", f"{view.repeats} calls repeated after their result"
+        if state.repeats >= config.max_repeats or state.failures >= config.max_retries:
+            if state.repeats >= config.max_repeats:
+                self.reason, what = "repeated_call", f"{state.repeats} calls repeated after their result"
             else:
-                self.reason, what = "max_retries", f"{view.failures} consecutive failed tool calls"
+                self.reason, what = "max_retries", f"{state.failures} consecutive failed tool calls"
             self.error = f"gave up after {what}; last error: {outcomes[-1].text}"
             emit(Stop(reason=self.reason))
             self.over = True
@@ -300,8 +300,8 @@ class Turn:
         them, or anything else: the turn is over there); None when the next `generate` goes on writing.
         ValueError for a position before the turn's first segment, past the context's end, or inside a message
         the harness injected (rewind to its start, or to the next segment's)."""
-        segment, view, context = self.segment, self.view, self.context
-        assert segment is not None and view is not None  # rendered
+        segment, state, context = self.segment, self.state, self.context
+        assert segment is not None and state is not None  # rendered
         first = self._marks[0].start if self._marks else len(context)
         if not first <= position <= len(context):
             raise ValueError(f"a turn rewinds within itself: position {position} is outside {first}..{len(context)}")
@@ -317,7 +317,7 @@ class Turn:
         del self._marks[self._marks.index(mark) + 1 :]
         cut = len(context) - position
         context.truncate(position)
-        view.restore(mark.view)
+        state.restore(mark.state)
         del self.answer[mark.answer :], self.reasoning[mark.reasoning :]
         self._open_reasoning()
         self.calls, self.error, self.over = mark.calls, None, False

@@ -295,7 +295,7 @@ def client_features(args: argparse.Namespace, emit, interrupted: threading.Event
 def local_sampling(args: argparse.Namespace, bundle, emit, sampler, config, terminal=None):
     """The servers' sampling requests answered by --sampling-model, or the run's own model, asking at the
     terminal when there is one."""
-    from decodeloop.client_features.sampling import LocalSampling
+    from decodeloop.client_features.local_sampling import LocalSampling
     from decodeloop.registry import load_model
 
     sampling_bundle = bundle

@@ -6,7 +6,7 @@ needs beside the engine and the context: the stop check (`Stops.for_turn`: the c
 stop ids and reasoning, the tokenizer's special tokens, the turn's settings), the stream decoder and the
 logits processors' state. `run` is `generate` (loop.py) once; `again` readies the next segment of the same
 turn. The conversation (harness.py), the policy's masked re-run and a server's sampling request (a nested
-turn, client_features/sampling.py) all build their segments here.
+turn, client_features/local_sampling.py) all build their segments here.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from decodeloop.events import Done, Event, Stop, Token, ToolCall, ToolError, ToolResult
+from decodeloop.events import Done, Event, Stop, Token, ToolCall, ToolError, ToolReturned
 from decodeloop.harness import Harness
 
 
@@ -120,7 +120,7 @@ def score_episode(episode, events: list[Event]) -> EpisodeOutcome:
             out.well_formed += 1
             out.correct_tool += event.name == episode.tool
             out.correct_arguments += event.name == episode.tool and event.arguments == episode.arguments
-        elif isinstance(event, ToolResult):
+        elif isinstance(event, ToolReturned):
             last_failed = event.is_error
         elif isinstance(event, Done):
             out.answer, out.tokens, out.seconds = event.answer, event.tokens, event.seconds

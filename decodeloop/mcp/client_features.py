@@ -31,7 +31,7 @@ Answer = Callable[[str, dict, list[str]], dict]
 
 
 class Sampling(Protocol):
-    """Answers sampling/createMessage (client_features/sampling.py)."""
+    """Answers sampling/createMessage (client_features/local_sampling.py)."""
 
     with_tools: bool  # declares sampling.tools: tool definitions in a request are used, not refused
 

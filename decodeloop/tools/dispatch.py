@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from decodeloop.errors import McpError, RequestTimeout
-from decodeloop.events import ToolCall, ToolError, ToolResult
+from decodeloop.events import ToolCall, ToolError, ToolReturned
 from decodeloop.formats.calls import shapes as call_shapes
 from decodeloop.formats.calls.base import ParsedCall
 from decodeloop.schema.arguments import ArgumentError, validate_arguments
 from decodeloop.schema.standard import check_value
 from decodeloop.tools.router import Router, UnknownTool
-from decodeloop.tools.turn import (  # the caps are the view's; named here too, where callers look for them
+from decodeloop.tools.turn import (  # the caps are the state's; named here too, where callers look for them
     DEFAULT_MAX_RESULT_CHARS,
     DEFAULT_MAX_TURN_RESULT_CHARS,
     MIN_RESULT_CHARS,
-    TurnView,
+    DispatchState,
 )
 from decodeloop.trust.policy import EVIDENCE, denial
 
@@ -71,7 +71,7 @@ class _Prepared:
 
 class NeedsEvidence:
     """What dispatch_all answers, having done nothing, when the policy's masked mode must see the model's calls
-    with the user's request masked before it decides: the harness runs that re-run (`view.masked`) and
+    with the user's request masked before it decides: the harness runs that re-run (`state.masked`) and
     dispatches again. Nothing below the harness runs the model."""
 
     def __repr__(self) -> str:
@@ -84,19 +84,19 @@ NEEDS_EVIDENCE = NeedsEvidence()
 def dispatch_all(
     calls: list[ParsedCall],
     router: Router,
-    view: TurnView,
+    state: DispatchState,
     *,
     timeout: float | None = None,
 ) -> list[Outcome] | NeedsEvidence:
     """Every call of one message, in the order written, as the stop check read them (each a call, or the error
-    it failed to parse with); `view` is the turn they belong to (tools/turn.py). NEEDS_EVIDENCE, before
-    anything is done, when the policy needs the masked re-run's calls and `view.masked` has none yet.
+    it failed to parse with); `state` is the turn they belong to (tools/turn.py). NEEDS_EVIDENCE, before
+    anything is done, when the policy needs the masked re-run's calls and `state.masked` has none yet.
 
-    The caller starts the round (view.round) and records its outcomes (view.record).
+    The caller starts the round (state.round) and records its outcomes (state.record).
     """
-    if view.masked is None and any(_needs_evidence(parsed, router, view) for parsed in calls):
+    if state.masked is None and any(_needs_evidence(parsed, router, state) for parsed in calls):
         return NEEDS_EVIDENCE
-    prepared: list[_Prepared | Outcome] = [_prepare(parsed, router, view) for parsed in calls]
+    prepared: list[_Prepared | Outcome] = [_prepare(parsed, router, state) for parsed in calls]
     runnable = [p for p in prepared if isinstance(p, _Prepared)]
     servers = {p.server for p in runnable}
     if len(servers) > 1:
@@ -110,7 +110,7 @@ def dispatch_all(
         results = {id(p): r for server, calls in by_server.items() for p, r in zip(calls, done[server])}
     else:
         results = {id(p): _call(p, router, timeout) for p in runnable}
-    return [p if isinstance(p, Outcome) else _finish(p, results[id(p)], view) for p in prepared]
+    return [p if isinstance(p, Outcome) else _finish(p, results[id(p)], state) for p in prepared]
 
 
 def call_key(name: str, arguments: dict) -> str:
@@ -118,30 +118,30 @@ def call_key(name: str, arguments: dict) -> str:
     return name + " " + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _needs_evidence(parsed: ParsedCall, router: Router, view: TurnView) -> bool:
+def _needs_evidence(parsed: ParsedCall, router: Router, state: DispatchState) -> bool:
     """Whether the policy's decision on this call waits for the masked re-run: the steps before the policy
     taken quietly (a call that fails one of them never reaches it)."""
     call = parsed.call
-    if view.policy is None or view.policy.mode != "masked" or call is None or call.name not in router.tools:
+    if state.policy is None or state.policy.mode != "masked" or call is None or call.name not in router.tools:
         return False
     tool = router.resolve(call.name)
     try:
         arguments = validate_arguments(call.name, call.arguments, tool.input_schema)
     except ArgumentError:
         return False
-    if view.repeated(call_key(call.name, arguments)):
+    if state.repeated(call_key(call.name, arguments)):
         return False
     route = router.routes[call.name]
-    decision = view.check(call.name, route.server, route.remote, tool, arguments)
+    decision = state.check(call.name, route.server, route.remote, tool, arguments)
     return decision is not None and decision.verdict == EVIDENCE
 
 
-def _prepare(parsed: ParsedCall, router: Router, view: TurnView) -> _Prepared | Outcome:
+def _prepare(parsed: ParsedCall, router: Router, state: DispatchState) -> _Prepared | Outcome:
     call_text, shape, call = parsed.text, parsed.shape, parsed.call
 
     def failed(message: str, stage: str, name=None, server=None, key=None, cut=None) -> Outcome:
         arguments = call.arguments if call is not None else None
-        return _failed(view, message, call_text, stage, name, server, key, shape, cut, arguments)
+        return _failed(state, message, call_text, stage, name, server, key, shape, cut, arguments)
 
     if call is None:
         return failed(str(parsed.error) if parsed.error is not None else "the call could not be read", "parse")
@@ -157,7 +157,7 @@ def _prepare(parsed: ParsedCall, router: Router, view: TurnView) -> _Prepared | 
         # like it and marked with the server, so the policy and the marker escape treat it as data
         return failed(str(e), "arguments", call.name, router.routes[call.name].server, cut="error")
     key = call_key(call.name, arguments)
-    if view.repeated(key):
+    if state.repeated(key):
         # the server is spared
         return failed(
             f"{call.name} was already called with these arguments in this turn and its "
@@ -168,18 +168,18 @@ def _prepare(parsed: ParsedCall, router: Router, view: TurnView) -> _Prepared | 
         )
     route = router.routes[call.name]
     server = route.server
-    decision = view.check(call.name, server, route.remote, tool, arguments)
+    decision = state.check(call.name, server, route.remote, tool, arguments)
     if decision is not None:
-        view.emit(decision)
+        state.emit(decision)
         if decision.verdict != "allow":  # the server never sees it; the model is told why
             return failed(denial(decision), "policy", call.name)
-    view.emit(
+    state.emit(
         ToolCall(
             name=call.name,
             arguments=arguments,
             server=server,
             text=call_text,
-            origins=view.origins(arguments),
+            origins=state.origins(arguments),
             shape=shape,
         )
     )
@@ -194,7 +194,7 @@ def _call(p: _Prepared, router: Router, timeout: float | None):
         return e
 
 
-def _finish(p: _Prepared, result, view: TurnView) -> Outcome:
+def _finish(p: _Prepared, result, state: DispatchState) -> Outcome:
     # an error's text is the server's as much as a result's: the same cap holds
     message: str | None
     if isinstance(result, RequestTimeout):
@@ -205,11 +205,11 @@ def _finish(p: _Prepared, result, view: TurnView) -> Outcome:
         message = output_problem(p.tool, result)  # the server answered, but not what it promised: a failed call
     if message is not None:
         return _failed(
-            view, message, p.text, "call", p.name, p.server, shape=p.shape, cut="error", arguments=p.arguments
+            state, message, p.text, "call", p.name, p.server, shape=p.shape, cut="error", arguments=p.arguments
         )
     what = f"the {'error for' if result.is_error else 'result of'} {p.name}"
-    sent, text = view.admit(result.text(), what, server_text=True, cut="result")
-    view.emit(ToolResult(name=p.name, content=result.content, is_error=result.is_error, text=sent))
+    sent, text = state.admit(result.text(), what, server_text=True, cut="result")
+    state.emit(ToolReturned(name=p.name, content=result.content, is_error=result.is_error, text=sent))
     return Outcome(text, result.is_error, p.name, p.server, "call" if result.is_error else None, p.key)
 
 
@@ -226,7 +226,7 @@ def output_problem(tool, result) -> str | None:
 
 
 def _failed(
-    view: TurnView,
+    state: DispatchState,
     message: str,
     call_text: str,
     stage: str,
@@ -238,6 +238,6 @@ def _failed(
     arguments: dict | None = None,
 ) -> Outcome:
     """An error Outcome; its text admitted as the server's when it carries a server's words (`server`)."""
-    sent, text = view.admit(message, f"the error for {name or 'a call'}", server_text=server is not None, cut=cut)
-    view.emit(ToolError(message=sent, text=call_text, stage=stage, name=name, shape=shape, arguments=arguments))
+    sent, text = state.admit(message, f"the error for {name or 'a call'}", server_text=server is not None, cut=cut)
+    state.emit(ToolError(message=sent, text=call_text, stage=stage, name=name, shape=shape, arguments=arguments))
     return Outcome(text, True, name, server, stage, key)

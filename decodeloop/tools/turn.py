@@ -1,6 +1,6 @@
-"""What dispatch knows of the turn it serves: `TurnView`.
+"""What dispatch knows of the turn it serves: `DispatchState`.
 
-One view per user turn, made by the harness. For each round of calls (one message's calls) it decodes the
+One dispatch state per user turn, made by the harness. For each round of calls (one message's calls) it decodes the
 context's provenance at most once: the policy and the ToolCall event's origins read the same decoding. It
 holds the repeat guard (the keys of calls answered this turn, and how many calls came again after their
 result), the run of rounds in which every call failed, and the turn's budget for tool-result text, shared
@@ -27,7 +27,10 @@ MIN_RESULT_CHARS = 200  # what a result keeps once the turn's budget is spent
 
 
 @dataclass
-class TurnView:
+class DispatchState:
+    """What dispatch reads and keeps across one turn's rounds: the context and its provenance, the policy, the
+    calls answered, the repeats and failures, and the budget for tool-result text."""
+
     context: Context
     tokenizer: Tokenizer
     emit: Emit
@@ -90,7 +93,7 @@ class TurnView:
 
     def snapshot(self) -> tuple:
         """What the rounds so far have done (the calls answered, the repeats, the failures, the budget spent):
-        `restore` takes the view back to it when the turn is rewound."""
+        `restore` takes the state back to it when the turn is rewound."""
         return frozenset(self.answered), self.repeats, self.failures, self._budget, self.limit
 
     def restore(self, snapshot: tuple) -> None:

@@ -28,15 +28,15 @@ from decodeloop.events import (
     Notice,
     PolicyDecision,
     Progress,
-    Prompt,
+    PromptAppended,
     Rpc,
-    Sampling,
+    SamplingStep,
     ServerReady,
     Stop,
     Token,
     ToolCall,
     ToolError,
-    ToolResult,
+    ToolReturned,
     ToolsChanged,
 )
 from decodeloop.formats.calls.shapes import DESCRIBED
@@ -81,7 +81,7 @@ SAMPLING_PHASES = {
 }
 
 
-def sampling_head(e: Sampling) -> str:
+def sampling_head(e: SamplingStep) -> str:
     """A Sampling event's first line: which request, from which server, for which call, at which step."""
     call = f" (call {names(e.calls)})" if e.calls else ""
     stop = f", {e.stop_reason}" if e.stop_reason and e.phase == "reply" else ""
@@ -125,7 +125,7 @@ class TraceView:
             f"{show(e.server_name)}, tools: {names(e.tools) or 'none'}"
         )
 
-    def on_prompt(self, e: Prompt) -> str:
+    def on_prompt(self, e: PromptAppended) -> str:
         s = self.style
         body = _MARKER.sub("\n<|", e.text).lstrip("\n")  # each role marker on a line of its own
         body = MARGIN + quoted(body)  # it holds the servers' tool descriptions
@@ -257,7 +257,7 @@ class TraceView:
         text = visible(text)
         return self.style(f"  {arrow} {visible_line(e.server)} ", "magenta") + text
 
-    def on_tool_result(self, e: ToolResult) -> str:
+    def on_tool_result(self, e: ToolReturned) -> str:
         label = "✗ error result: " if e.is_error else "✓ result: "
         return self.style(label, "red" if e.is_error else "green") + quoted(e.text)
 
@@ -315,7 +315,7 @@ class TraceView:
         call = f"/{visible_line(e.tool)}" if e.tool is not None else " (no call in flight)"
         return self.style(f"· {visible_line(e.server)}{call}: {progress_text(e)}", "dim")
 
-    def on_sampling(self, e: Sampling) -> str:
+    def on_sampling(self, e: SamplingStep) -> str:
         s = self.style
         colour = "red" if e.phase in ("denied", "failed") else "magenta"
         lines = [s("⇄ " + sampling_head(e), colour, "bold")]

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, WIRES, Recorder
 from test_features import ASKING
 
-from decodeloop.client_features.sampling import LocalSampling
+from decodeloop.client_features.local_sampling import LocalSampling
 from decodeloop.decode.bundle import ModelBundle
 from decodeloop.errors import RpcError
 from decodeloop.formats.calls.base import Call

@@ -13,7 +13,7 @@ import urllib.parse
 
 from conftest import Recorder
 
-from decodeloop.events import Rpc, ToolResult
+from decodeloop.events import Rpc, ToolReturned
 from decodeloop.mcp.client import Tool
 from decodeloop.mcp.transports.httpbase import PREVIEW_CHARS, preview
 from decodeloop.text import credentials
@@ -136,7 +136,7 @@ def test_every_choke_point_redacts_what_the_process_holds():
     assert event.message["error"]["message"] == echoed  # the event itself keeps what was sent
 
     out = io.StringIO()
-    JsonlView(out)(ToolResult("get_weather", [{"type": "text", "text": echoed}], False, echoed))
+    JsonlView(out)(ToolReturned("get_weather", [{"type": "text", "text": echoed}], False, echoed))
     assert secret not in out.getvalue() and out.getvalue().count(mark) == 2
     # cuts: the result cap and the HTTP error preview, each cutting inside the secret
     at = len("Your request: Authorization: Bearer ") + 10

@@ -42,7 +42,7 @@ from typing import Any
 from decodeloop.decode.context import Context
 from decodeloop.decode.segment import Segment, SegmentSettings
 from decodeloop.errors import RpcError
-from decodeloop.events import Done, Emit, Nested, Notice, Prompt, Sampling, Stop
+from decodeloop.events import Done, Emit, Nested, Notice, PromptAppended, SamplingStep, Stop
 from decodeloop.formats.calls.base import Call
 from decodeloop.formats.chat import Attachment, ToolReply
 from decodeloop.mcp.client import Tool
@@ -216,12 +216,12 @@ class LocalSampling:
         try:
             request = read_request(params, self.max_tokens, self.with_tools)
         except RpcError as e:
-            self.emit(Sampling(id=n, server=server, calls=calls, phase="failed", text=e.message))
+            self.emit(SamplingStep(id=n, server=server, calls=calls, phase="failed", text=e.message))
             raise
         nested: Emit = lambda event: self.emit(Nested(sampling=n, server=server, event=event))  # noqa: E731
         context, shown = self._context(server, request, nested)
         self.emit(
-            Sampling(
+            SamplingStep(
                 id=n,
                 server=server,
                 calls=calls,
@@ -244,16 +244,16 @@ class LocalSampling:
                 answer, reason, called = self._generate(request, context, nested)
         except Exception as e:  # the model failed: the server reads why, the conversation goes on
             why = f"the model could not answer: {type(e).__name__}: {e}"
-            self.emit(Sampling(id=n, server=server, calls=calls, phase="failed", text=why))
+            self.emit(SamplingStep(id=n, server=server, calls=calls, phase="failed", text=why))
             raise RpcError(INTERNAL_ERROR, why) from None
         stop_reason = STOP_REASONS.get(reason, "endTurn")
         reply = answer if not called else answer + "".join(f"\n[tool_use {c['name']} {c['input']}]" for c in called)
-        self.emit(Sampling(id=n, server=server, calls=calls, phase="reply", text=reply, stop_reason=stop_reason))
+        self.emit(SamplingStep(id=n, server=server, calls=calls, phase="reply", text=reply, stop_reason=stop_reason))
         self._decide(n, server, calls, f"the model's reply:\n{MARGIN}{quoted(reply)}\nsend it to {server} (#{n})")
         content: Any = {"type": "text", "text": answer}
         if called:
             content = ([{"type": "text", "text": answer}] if answer else []) + called
-        self.emit(Sampling(id=n, server=server, calls=calls, phase="sent", text=reply, stop_reason=stop_reason))
+        self.emit(SamplingStep(id=n, server=server, calls=calls, phase="sent", text=reply, stop_reason=stop_reason))
         return {"role": "assistant", "content": content, "model": self.bundle.name, "stopReason": stop_reason}
 
     def _decide(self, n: int, server: str, calls: list[str], question: str) -> None:
@@ -264,7 +264,7 @@ class LocalSampling:
             if self.approve(question):
                 return
             why = "the user said no"
-        self.emit(Sampling(id=n, server=server, calls=calls, phase="denied", text=why))
+        self.emit(SamplingStep(id=n, server=server, calls=calls, phase="denied", text=why))
         raise RpcError(USER_REJECTED, f"User rejected sampling request: {why}")
 
     def _context(self, server: str, request: SamplingRequest, nested: Emit) -> tuple[Context, str]:
@@ -351,7 +351,7 @@ class LocalSampling:
         # the reply is the answer alone, never the reasoning (the segment keeps reasoning apart)
         segment = Segment(tokenizer, bundle.chat, syntax, settings, context, tools=schemas)
         nested(
-            Prompt(
+            PromptAppended(
                 text=tokenizer.decode(context.ids),
                 tokens=len(context),
                 tools=sorted(names),

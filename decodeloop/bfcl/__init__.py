@@ -7,7 +7,9 @@ wheel, downloaded alone (never installed) into the cache (docs/bfcl.md):
     entries.py   a category's entries and possible answers, checked as they are read
     tools.py     BFCL's function documents as MCP tools (its schema dialect to JSON Schema)
     checker.py   BFCL's own ast_checker, imported from the wheel without the package's dependencies
-    suite.py     each entry as one turn through `Harness` against its own server process, scored from the events
+
+Each entry as one turn through `Harness`, against its own server process and scored from the events, is
+decodeloop/lab/bfcl_suite.py, beside the lab's eval: it stands above the harness, this package below it.
 
 `decodeloop eval --suite bfcl:CATEGORY[,CATEGORY...]` is the command line's way in (cli/commands.py).
 """

@@ -2,10 +2,9 @@
 
 Layers, bottom up:
 
-    charset.py    sets of characters as code point ranges
-    regex.py      a schema `pattern` as a DFA (a subset of what re.search accepts; what
-                  it cannot enforce it names), and `search`, re.search's answer in linear
-                  time, which decodeloop/schema/ checks values with
+    patterns/     (a leaf of its own) charset.py, sets of characters as code point ranges,
+                  and regex.py, a schema `pattern` as a DFA and `search`, re.search's
+                  answer in linear time, which decodeloop/schema/ checks values with too
     machines.py   character machines: strings (length, pattern, enum), numbers within
                   bounds, JSON strings, objects, arrays, compact values and arguments,
                   the two call syntaxes after their openers; none ever leads into a dead end
@@ -17,6 +16,6 @@ Layers, bottom up:
 decodeloop/constrain/processor.py puts them behind the logits-processor hook and documents the
 matcher interface a BPE engine (llguidance, later) would implement. Standard library only.
 
-The package itself imports nothing, so decodeloop/schema/ can use regex.py while compile.py uses it:
-import the module you need (`from decodeloop.constrain.grammar.compile import call_grammar`).
+The package itself imports nothing: import the module you need
+(`from decodeloop.constrain.grammar.compile import call_grammar`).
 """

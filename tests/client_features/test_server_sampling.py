@@ -55,7 +55,11 @@ class Asking:
         self.bundle = bundle or load_model("ngram")
         sampling = LocalSampling(
             # seeded: a request with a temperature draws, and the test must draw the same every run
-            self.bundle, Sampler(seed=1), self.events, approve=None if approve is None else asked, **options
+            self.bundle,
+            Sampler(seed=1),
+            self.events,
+            approve=None if approve is None else asked,
+            **options,
         )
         self.router = start_servers(
             [ServerSpec("asking", ASKING, protocol=wire)],

@@ -1,4 +1,5 @@
-"""Conversations, parallel calls, the repeat guard and provenance: real table models, real servers."""
+"""Harness, the conversation: its context and cache across turns, reset, the repeat guard, provenance, the
+calls of one message, Ctrl-C; the lab's table model and real server processes."""
 
 from __future__ import annotations
 

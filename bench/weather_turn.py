@@ -55,13 +55,13 @@ sys.path.insert(0, sys.argv[3])
 from decodeloop.decode.parse import parse_output
 from decodeloop.formats.chat_template import TOOL_INSTRUCTION
 from decodeloop.formats.calls.base import tool_schema
-from decodeloop.models import default_servers
-from decodeloop.tools.startup import start_stdio_servers
+from decodeloop.registry import default_servers
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from llama_cpp import Llama
 
 model, question = sys.argv[1], sys.argv[2]
 out = {}
-with start_stdio_servers(default_servers("gguf:" + model), lambda event: None, timeout=60) as router:
+with start_stdio_servers(default_servers("gguf:" + model), lambda event: None, ClientOptions(timeout=60)) as router:
     tools = [tool_schema(t) for t in router.tools.values()]
     llm = Llama(model_path=model, n_ctx=4096, verbose=False)
     out["loaded"] = time.monotonic() - t0

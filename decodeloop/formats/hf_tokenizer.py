@@ -131,6 +131,17 @@ def _no_prefix(node: dict | None) -> dict | None:
     return node
 
 
+def backend_of(hf_tokenizer: Any) -> Any:
+    """The `tokenizers.Tokenizer` behind a transformers tokenizer; a ValueError when it is not a fast one."""
+    backend = getattr(hf_tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError(
+            f"{type(hf_tokenizer).__name__} is not a fast tokenizer (no tokenizer.json); "
+            "decodeloop needs the `tokenizers` backend"
+        )
+    return backend
+
+
 def _is_control(content: str) -> bool:
     """An added token is a control token unless it is whitespace (see the module docstring)."""
     return bool(content) and not content.isspace()
@@ -200,12 +211,7 @@ class HFTokenizer:
         cls, hf_tokenizer: Any, *, vocab_size: int | None = None, eos_id: int | None = None
     ) -> HFTokenizer:
         """Wrap a transformers fast tokenizer (its `backend_tokenizer`)."""
-        backend = getattr(hf_tokenizer, "backend_tokenizer", None)
-        if backend is None:
-            raise ValueError(
-                f"{type(hf_tokenizer).__name__} is not a fast tokenizer (no tokenizer.json); "
-                "decodeloop needs the `tokenizers` backend"
-            )
+        backend = backend_of(hf_tokenizer)
         eos = hf_tokenizer.eos_token_id if eos_id is None else eos_id
         if eos is None:
             raise ValueError("the tokenizer names no end-of-sequence token")

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from decodeloop.decode.model import PrefixCachedModel
-from decodeloop.formats.hf_tokenizer import HF_EXTRA, require
+from decodeloop.formats.hf_tokenizer import HF_EXTRA, backend_of, require
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -166,17 +166,6 @@ def _template_chat(source, facts: dict, path: str, call_syntax):
     return tokenizer, chat
 
 
-def _backend(hf_tok):
-    """The `tokenizers.Tokenizer` behind a transformers tokenizer; a ValueError when it is not a fast one."""
-    backend = getattr(hf_tok, "backend_tokenizer", None)
-    if backend is None:
-        raise ValueError(
-            f"{type(hf_tok).__name__} is not a fast tokenizer (no tokenizer.json); "
-            "decodeloop needs the `tokenizers` backend"
-        )
-    return backend
-
-
 def _installed(gguf: str | None, torch: bool = True) -> None:
     """MissingDependency, naming what to install, for an `hf` package that is not there, found without
     importing torch (seconds): a missing extra is reported at once."""
@@ -263,7 +252,7 @@ def load_tokenizer(path: str, syntax: str | None = None):
     stops = stops or _ids(getattr(config, "eos_token_id", None))
     whole = os.path.abspath(os.path.expanduser(path))
     facts = tokenizer_cache.facts_of(hf_tok, whole, stops, getattr(config, "vocab_size", None))
-    bundle = _tokenizer_bundle(path, syntax, _backend(hf_tok), facts, cached)
+    bundle = _tokenizer_bundle(path, syntax, backend_of(hf_tok), facts, cached)
     if sha is not None:  # kept for the next load: the facts beside what was read, or the GGUF's tokenizer
         prepared = bundle.tokenizer.prepared()
         if kept:
@@ -380,7 +369,7 @@ def load_hf(path: str, device: str | None = None, dtype: str | None = None, synt
     stops = _ids(getattr(generation, "eos_token_id", None)) or _ids(model.config.eos_token_id)
     facts = tokenizer_cache.facts_of(hf_tok, os.path.abspath(os.path.expanduser(path)), stops, embedding)
     call_syntax, why = _call_format(syntax, facts)
-    tokenizer, chat = _template_chat(_backend(hf_tok), facts, path, call_syntax)
+    tokenizer, chat = _template_chat(backend_of(hf_tok), facts, path, call_syntax)
     name = os.path.basename(os.path.normpath(path))
     specials = tokenizer.special_tokens
     info = {"path": os.path.abspath(os.path.expanduser(path)), "call format": f"{call_syntax.name} ({why})"}

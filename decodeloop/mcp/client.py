@@ -126,6 +126,7 @@ class McpClient(ServerFeatures):
     def __init__(
         self,
         transport: Transport,
+        *,
         name: str = "server",
         timeout: float = 60.0,
         on_traffic: Callable[[str, dict], None] | None = None,
@@ -398,7 +399,7 @@ class McpClient(ServerFeatures):
             left = startup.left()
             cap = (
                 None
-                if patient or self.transport.answers_or_refuses
+                if patient or self.transport.wire == "http"
                 else (DISCOVER_PROBE_TIMEOUT if left is None else min(DISCOVER_PROBE_TIMEOUT, left / 2))
             )
             try:
@@ -696,7 +697,8 @@ class McpClient(ServerFeatures):
         )
 
     def _http_stateless(self) -> bool:
-        return self.stateless and self.transport.stateless
+        # Streamable HTTP's own rules on the 2026-07-28 wire: Mcp-Param-* headers, HeaderMismatch
+        return self.stateless and self.transport.wire == "http"
 
     def call_tool(self, name: str, arguments: dict, timeout: float | None = None) -> ToolResult:
         """Call a tool. A failing tool gives `is_error=True`; a failing server raises an McpError.

@@ -164,7 +164,7 @@ def test_session_and_version_headers_and_custom_headers(http_server):
 def test_a_legacy_server_refuses_the_discover_probe_and_is_initialized(http_server):
     server = http_server()
     with connect(server, protocol="auto") as client:
-        assert client.protocol_version == "2025-11-25" and not client.transport.stateless
+        assert client.protocol_version == "2025-11-25"
         assert client.call_tool("echo", {"text": "old wire"}).text() == "old wire"
     probe, initialize = [r for r in server.seen() if r["method"] == "POST"][:2]
     assert json.loads(probe["body"])["method"] == "server/discover"
@@ -174,6 +174,9 @@ def test_a_legacy_server_refuses_the_discover_probe_and_is_initialized(http_serv
     # the fallback is a plain 2025-11-25 initialize: no version header, no mirrored method
     assert json.loads(initialize["body"])["method"] == "initialize"
     assert "MCP-Protocol-Version" not in initialize["headers"] and "Mcp-Method" not in initialize["headers"]
+    # and the legacy wire stays: the call carries the negotiated version and no mirrored headers
+    [call] = [r for r in server.seen() if r["method"] == "POST" and json.loads(r["body"]).get("method") == "tools/call"]
+    assert call["headers"]["MCP-Protocol-Version"] == "2025-11-25" and "Mcp-Method" not in call["headers"]
     assert any("using initialize" in line for line in client.logs)
 
 

@@ -11,15 +11,19 @@ Every transport has the same members, so the session calls each the same way.
 error); the session goes on); `send` takes extra headers for the message, which
 only HTTP has a place for (a tool's `Mcp-Param-*`: the others send the message
 alone); `send_later` sends what may wait (a cancellation) without blocking;
-`set_protocol_version` hears the negotiated revision. `answers_or_refuses` is
-the one thing a transport says about its wire: a request is never met with
-silence (HTTP answers each with a status), so a probe can wait for its answer.
+`set_protocol_version` hears the negotiated revision.
+
+`wire` names the wire, the one thing a transport says about itself: the spec
+ties a few rules to Streamable HTTP alone (every request is answered or refused
+with a status, so a probe can wait for its answer; a tool with bad `x-mcp-header`
+marks is dropped, and the marked arguments travel as `Mcp-Param-*` headers), and
+the session applies them where `wire == "http"`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from decodeloop.errors import McpError
 
@@ -27,9 +31,11 @@ from decodeloop.errors import McpError
 Message = dict | list
 
 
+Wire = Literal["stdio", "http", "sse", "memory"]
+
+
 class Transport(Protocol):
-    answers_or_refuses: bool = False  # every request gets an answer or a refusal (an HTTP status), never silence
-    stateless: bool = False  # speaking the stateless 2026-07-28 wire (set by set_protocol_version; HTTP: no session)
+    wire: Wire  # which wire this is: "http" is Streamable HTTP, whose own rules the session applies
 
     def start(
         self,

@@ -60,7 +60,7 @@ from decodeloop.errors import (
 from decodeloop.mcp import framing
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
 from decodeloop.mcp.headers import standard_headers
-from decodeloop.mcp.transports.base import Message, Transport
+from decodeloop.mcp.transports.base import Message, Transport, Wire
 from decodeloop.mcp.transports.httpbase import BodyTooLarge, HttpClient, Response, check_url, preview
 from decodeloop.net.http import shut
 from decodeloop.net.sse import SseError, SseParser
@@ -107,7 +107,7 @@ def answers(message: Any, request_id: Any) -> bool:
 
 
 class StreamableHttpTransport(Transport):
-    answers_or_refuses = True  # every request gets an HTTP status: silence is never how a server refuses one
+    wire: Wire = "http"
 
     def __init__(
         self,
@@ -136,7 +136,7 @@ class StreamableHttpTransport(Transport):
         self.http = HttpClient(url, headers, connect_timeout=connect_timeout, read_timeout=timeout)
         self.session_id: str | None = None
         self.protocol_version: str | None = None
-        self.stateless = False  # the 2026-07-28 wire: no session, no GET stream, mirrored headers
+        self._stateless = False  # the 2026-07-28 wire: no session, no GET stream, mirrored headers
         self._streams: dict[Any, Response] = {}  # request id -> its answer being read (stateless wire)
         self._abandoned: set[Any] = set()  # ids the caller gave up on: their streams are shut
         self._on_message: Callable[[Message], None] = lambda m: None
@@ -178,7 +178,7 @@ class StreamableHttpTransport(Transport):
         None when it falls back to initialize, which goes out without the header.
         """
         self.protocol_version = version
-        self.stateless = stateless
+        self._stateless = stateless
         if stateless or version is None:
             return
         with self._lock:
@@ -221,7 +221,7 @@ class StreamableHttpTransport(Transport):
         if self._stop.is_set():
             raise ConnectionClosed("the connection to the server is closed")
         body = encode_message(message)
-        extra = standard_headers(message) if self.stateless else {}
+        extra = standard_headers(message) if self._stateless else {}
         if headers:
             extra.update(headers)
         if "method" in message and "id" in message:
@@ -242,12 +242,12 @@ class StreamableHttpTransport(Transport):
         """POST a notification from a thread of its own, with a short timeout; failures are only logged."""
         if self._stop.is_set():
             raise ConnectionClosed("the connection to the server is closed")
-        if self.stateless and message.get("method") == "notifications/cancelled":
+        if self._stateless and message.get("method") == "notifications/cancelled":
             # 2026-07-28 has no cancellation message over HTTP: the server sees the stream close
             self._abandon((message.get("params") or {}).get("requestId"))
             return
         body = encode_message(message)
-        extra = standard_headers(message) if self.stateless else {}
+        extra = standard_headers(message) if self._stateless else {}
 
         def post() -> None:
             try:
@@ -287,13 +287,13 @@ class StreamableHttpTransport(Transport):
     def _request(
         self, body: bytes, request_id: Any, extra: dict[str, str] | None = None, read_timeout: float | None = None
     ) -> None:
-        if self.stateless:
+        if self._stateless:
             with self._lock:
                 if request_id in self._abandoned:  # given up on while it waited for a worker: never sent
                     self._abandoned.discard(request_id)
                     return
         response = self._post(body, read_timeout=read_timeout, extra=extra)
-        if not self.stateless:
+        if not self._stateless:
             self._read_response(response, request_id)
             return
         with self._lock:
@@ -364,7 +364,7 @@ class StreamableHttpTransport(Transport):
                 raise AuthorizationError(f"POST {self.url}: HTTP {status} and authorization did not succeed")
             break
         if 200 <= status < 300:
-            if not self.stateless:
+            if not self._stateless:
                 self._capture_session(response)
             return response
         if 400 <= status < 500 and status not in (401, 403) and response.content_type == "application/json":
@@ -450,7 +450,7 @@ class StreamableHttpTransport(Transport):
         while not self._consume(response, parser, request_id)[0]:
             if self._stop.is_set():
                 return
-            if self.stateless:
+            if self._stateless:
                 raise TransportError(
                     f"POST {self.url}: the event stream ended before the response to "
                     f"request {request_id} (streams of this protocol version cannot resume)"

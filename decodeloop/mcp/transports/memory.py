@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from decodeloop.errors import ConnectionClosed, McpError
-from decodeloop.mcp.transports.base import Message, Transport
+from decodeloop.mcp.transports.base import Message, Transport, Wire
 
 _STOP = object()
 
@@ -29,6 +29,8 @@ def _through_the_wire(message: Any) -> Any:
 
 
 class MemoryTransport(Transport):
+    wire: Wire = "memory"
+
     def __init__(self, server: Handler) -> None:
         self.server = server
         self._inbox: queue.Queue = queue.Queue()

@@ -27,7 +27,7 @@ from typing import Any
 from decodeloop.errors import ConnectionClosed, HttpStatusError, McpError, ProtocolError, TransportError
 from decodeloop.mcp import framing
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
-from decodeloop.mcp.transports.base import Message, Transport
+from decodeloop.mcp.transports.base import Message, Transport, Wire
 from decodeloop.mcp.transports.http import LATER_TIMEOUT, encode_message
 from decodeloop.mcp.transports.httpbase import HttpClient, Response, check_url, origin
 from decodeloop.net.sse import SseError, SseParser
@@ -37,6 +37,8 @@ STREAM_TIMEOUT = 3600.0  # an idle stream is given up after this long; each requ
 
 
 class SseLegacyTransport(Transport):
+    wire: Wire = "sse"
+
     def __init__(
         self,
         url: str,

@@ -41,7 +41,7 @@ from typing import IO, Any, cast
 from decodeloop.errors import ConnectionClosed, McpError, ProtocolError
 from decodeloop.mcp import framing
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
-from decodeloop.mcp.transports.base import Message, Transport
+from decodeloop.mcp.transports.base import Message, Transport, Wire
 
 READ_SIZE = 1 << 20  # the most one read takes from the pipe
 PIPE_SIZE = 1 << 20  # asked of the kernel for the stdout pipe (Linux), so a large message takes fewer reads
@@ -122,6 +122,8 @@ class StdioTransport(Transport):
     line from the drain thread. `max_message_bytes` caps one message from the
     server (64 MB by default).
     """
+
+    wire: Wire = "stdio"
 
     def __init__(
         self,

@@ -12,7 +12,10 @@ every logits processor, --constrain included, works as with any local model.
 through the hf loader (`load_tokenizer`: transformers reads the file's
 tokenizer the first time, the `tokenizers` package alone reads what was kept of
 it after that; the weights are never loaded by torch) and the weights through
-llama.cpp, on a thread of their own meanwhile.
+llama.cpp, on a thread of their own meanwhile. For the length of that load,
+llama.cpp logs through its own C logger into a silenced stderr
+(`_logging_in_c`): llama-cpp-python's Python callback takes the GIL for each of
+the ~2,000 lines a load logs, so with it the two loads ran one after the other.
 
 Needs the `llamacpp` extra (and `hf` for the tokenizer): pip install -e '.[hf,llamacpp]'.
 llama-cpp-python compiles llama.cpp from source when installed: about 17-20
@@ -21,8 +24,13 @@ minutes on 2 cores.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import io
 import os
+import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from decodeloop.decode.model import PrefixCachedModel
@@ -40,6 +48,40 @@ def _llama_cpp():
     except ImportError as e:
         raise MissingDependency(f"{LLAMACPP_EXTRA}; import failed: {e}") from None
     return llama_cpp
+
+
+@contextlib.contextmanager
+def _logging_in_c(lib: Any) -> Iterator[None]:
+    """llama.cpp's own C logger, writing to a stderr pointed at /dev/null, in place of llama-cpp-python's
+    Python callback, until the block ends.
+
+    The callback takes the GIL for every line llama.cpp logs (about 2,000 for a load), so a load on one thread
+    waits, line after line, on C code that holds the GIL on another (reading the tokenizer): 1.6 s for the
+    1.5B's two loads side by side, 1.0 s with the lines written in C. With `verbose=False` llama-cpp-python
+    silences that stderr itself, but only around part of the load. What Python writes to stderr meanwhile is
+    kept and written once the block ends.
+    """
+    python_logger = getattr(getattr(lib, "_logger", None), "llama_log_callback", None)
+    if python_logger is None:  # a llama-cpp-python laid out otherwise: its own logging, as it is
+        yield
+        return
+    sys.stderr.flush()
+    saved_fd, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    saved_stderr, held = sys.stderr, io.StringIO()
+    os.dup2(devnull, 2)
+    sys.stderr = held
+    lib.llama_log_set(lib.llama_log_callback(), ctypes.c_void_p(0))  # a NULL callback: llama.cpp logs in C
+    try:
+        yield
+    finally:
+        lib.llama_log_set(python_logger, ctypes.c_void_p(0))
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd)
+        os.close(devnull)
+        sys.stderr = saved_stderr
+        if held.getvalue():
+            saved_stderr.write(held.getvalue())
+            saved_stderr.flush()
 
 
 class LlamaCppModel(PrefixCachedModel):
@@ -84,7 +126,7 @@ def load_gguf(path: str, syntax: str | None = None, n_ctx: int = 4096, threads: 
     check_call_format(syntax)  # a bad name is reported before anything loads
     lib = _llama_cpp()
     # llama.cpp maps the weights on a thread of its own (ctypes lets go of the GIL) while the tokenizer
-    # loads here: the two take about as long, and a start is one of them, not both
+    # loads here: the two take about as long, and a start is one of them, not both (see _logging_in_c)
     loaded: dict[str, Any] = {}
 
     def load_weights() -> None:
@@ -99,12 +141,13 @@ def load_gguf(path: str, syntax: str | None = None, n_ctx: int = 4096, threads: 
         except BaseException as e:  # given to the caller's thread below
             loaded["error"] = e
 
-    weights = threading.Thread(target=load_weights, name="llama.cpp load", daemon=True)
-    weights.start()
-    try:
-        bundle = load_tokenizer(path, syntax=syntax)
-    finally:
-        weights.join()
+    with _logging_in_c(lib):
+        weights = threading.Thread(target=load_weights, name="llama.cpp load", daemon=True)
+        weights.start()
+        try:
+            bundle = load_tokenizer(path, syntax=syntax)
+        finally:
+            weights.join()
     error = loaded.get("error")
     if isinstance(error, (OSError, ValueError, RuntimeError)):
         raise ValueError(f"llama.cpp cannot load {path!r}: {error}") from error

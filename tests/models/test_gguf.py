@@ -90,3 +90,24 @@ def test_after_a_tool_call_only_the_inserted_span_is_computed(smol, events):
     # token sampled before it (sampled, not yet evaluated), nothing else
     assert (after.computed, after.cached) == (inject.tokens + 1, inject.context - inject.tokens - 1)
     assert result.tokens > 0
+
+
+@tier
+def test_a_load_leaves_stderr_quiet_and_keeps_what_python_wrote_meanwhile(capfd):
+    """llama.cpp logs the load in C into a silenced stderr; Python's lines of the same moment come out after it,
+    and llama-cpp-python's own logger is back afterwards: a context made later logs nothing either."""
+    import sys
+
+    import llama_cpp
+
+    from decodeloop.models.llamacpp import _logging_in_c, load_gguf
+
+    load_gguf(SMOLLM2, n_ctx=512)
+    assert capfd.readouterr().err == ""  # the context's own lines (llama_context: n_ctx = ...) went nowhere
+    with _logging_in_c(llama_cpp):
+        print("said while loading", file=sys.stderr)
+        os.write(2, b"llama.cpp's C logger writes here\n")
+        assert capfd.readouterr().err == ""
+    assert capfd.readouterr().err == "said while loading\n"
+    llama_cpp.Llama(model_path=SMOLLM2, n_ctx=256, verbose=False)  # a context outside the block
+    assert capfd.readouterr().err == ""

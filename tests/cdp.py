@@ -190,12 +190,21 @@ class Browser:
 
     def open(self, path: str) -> None:
         """Load a file and wait until the page has rendered (it sets data-ready on its body)."""
-        self.call("Page.navigate", url="file://" + os.path.abspath(path))
+        self.visit("file://" + os.path.abspath(path))
+
+    def visit(self, url: str) -> None:
+        """Load a URL and wait until the page has rendered (it sets data-ready on its body)."""
+        self.call("Page.navigate", url=url)
+        self.wait_for("!!(document.body && document.body.dataset.ready)")
+
+    def wait_for(self, expression: str):
+        """Evaluate `expression` until it is truthy; its value."""
         deadline = time.monotonic() + GUARD
-        while self.evaluate("!!(document.body && document.body.dataset.ready)") is not True:
+        while not (value := self.evaluate(expression)):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the page did not get ready: {self.errors()}")
+                raise RuntimeError(f"waited in vain for {expression[:80]}: {self.errors()}")
             time.sleep(0.02)
+        return value
 
     def key(self, key: str) -> None:
         code = KEYS.get(key, ord(key.upper()) if len(key) == 1 else 0)

@@ -29,6 +29,7 @@ LAYERS = [  # lowest first: a module may import from its own layer and the ones 
     ["decodeloop.lab", "decodeloop.models"],  # the lab's models and what runs them; the engines of real models
     ["decodeloop.registry"],  # a model spec to a bundle
     ["decodeloop.ui"],
+    ["decodeloop.studio"],  # the live studio: a conversation driven from the browser
     ["decodeloop.cli", "decodeloop.__main__"],  # the commands and main()
 ]
 

@@ -159,6 +159,37 @@ def chat_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         return ChatSession(harness, quiet=args.json, terminal=terminal).loop()
 
 
+def studio_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """`decodeloop studio`: the page and one conversation on 127.0.0.1 until Ctrl-C (studio/)."""
+    from decodeloop.studio.server import StudioServer
+    from decodeloop.studio.session import EventLog, StudioSession
+
+    sampler, processors, config = checked(args, parser)
+    try:  # the port first: one in use is said before a model loads
+        studio = StudioServer(port=args.port)
+    except OSError as e:
+        print(f"decodeloop: cannot listen on 127.0.0.1:{args.port}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_ERROR
+    log = EventLog()
+    try:
+        # nobody at this terminal answers a server's question: elicitation is declined, with an event saying so
+        with started(args, parser, log, config.detail, None) as (bundle, router):
+            harness = build_harness(args, bundle, router, log, sampler, processors, config, None)
+            print(f"decodeloop studio: {studio.url}", flush=True)
+            print("  (the address holds the studio's secret: share it with nobody; Ctrl-C stops)", flush=True)
+            if args.open:
+                import webbrowser
+
+                webbrowser.open(studio.url)
+            try:
+                studio.serve_forever(StudioSession(harness, log))
+            except KeyboardInterrupt:
+                print("\nstopped.", file=sys.stderr)
+    finally:
+        studio.shutdown()
+    return EXIT_OK
+
+
 def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from decodeloop.lab.corpus import episodes
     from decodeloop.lab.evaluate import ProgressBar, evaluate, summary_json
@@ -376,6 +407,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]
     "eval": eval_command,
     "train": train_command,
     "view": view_command,
+    "studio": studio_command,
     "fetch": fetch_command,
     "auth": auth_command,
 }

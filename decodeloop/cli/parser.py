@@ -39,6 +39,12 @@ examples:
   decodeloop eval --suite bfcl:simple_python --model hf:models/SmolLM2-135M-Instruct.Q4_1.gguf \
       --entries 10 --constrain required
 """
+STUDIO_EXAMPLES = """\
+examples:
+  decodeloop studio --open
+  decodeloop studio --model ngram --order 6 --port 8765
+  decodeloop studio --model gguf:models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf --mcp-config servers.json
+"""
 AUTH_EXAMPLES = """\
 examples:
   decodeloop auth login search --mcp-config servers.json
@@ -112,6 +118,7 @@ MIN_P = Number("a number from 0 (off) to 1", False, 0.0, 1.0)
 PENALTY = Number("a finite number above 0 (1 is off)", False, 0.0, above=True, invertible=True)
 POSITIVE = Number("a finite number above 0", False, 0.0, above=True)
 SECONDS = Number(f"seconds above 0, at most {SECONDS_MAX:,}", False, 0.0, SECONDS_MAX, above=True)
+PORT = Number("a port from 0 (any free one) to 65535", True, 0, 65535)
 
 
 def _shown(text: str) -> str:
@@ -328,6 +335,7 @@ def build_parser(
         default=None,
         help="the sampling temperature of the run, to state on a page whose token events do not record it",
     )
+    _studio_parser(commands, default_model)
     _fetch_parser(commands)
     for sub in commands.choices.values():  # usage errors found after parsing show the command's usage
         sub.set_defaults(command_parser=sub)
@@ -335,6 +343,29 @@ def build_parser(
     _auth_parser(commands)  # after: each of its actions shows its own usage
     _text_values(parser)
     return parser
+
+
+def _studio_parser(commands: argparse._SubParsersAction, default_model: str) -> None:
+    studio = commands.add_parser(
+        "studio",
+        help="drive the loop from a browser, a step at a time",
+        epilog=STUDIO_EXAMPLES,
+        description="Serve the live studio on 127.0.0.1: a page where you ask, let the model write one token "
+        "or up to the next stop, see each call held before it is sent, and send it. It prints a URL that "
+        "holds a secret token (every request needs it); Ctrl-C stops it and its MCP servers. See "
+        "docs/studio.md.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _model_options(studio, default_model)
+    _sampling_options(studio, seed=None)
+    _turn_options(studio, max_tokens=256)
+    studio.add_argument("--verbose", "-v", action="store_true", help="show the MCP servers' stderr")
+    studio.add_argument(
+        "--port", type=PORT, default=0, metavar="N", help="the port on 127.0.0.1 (default: any free one)"
+    )
+    studio.add_argument("--open", action="store_true", help="open the page in the default browser")
+    _mcp_server_options(studio)
+    _client_feature_options(studio)
 
 
 def _attachment(text: str) -> tuple[str, str]:

@@ -203,7 +203,12 @@ def _viewer_file(name: str) -> str:
 
 TEMPLATE = _viewer_file("page.html")
 CSS = _viewer_file("viewer.css")
-# the characters the views spell as escapes, as a JavaScript class: the one list is untrusted.UNSAFE_RANGES
-JS = _viewer_file("viewer.js").replace(
-    "__UNSAFE__", "[" + "".join(f"\\u{{{a:x}}}" + ("" if a == b else f"-\\u{{{b:x}}}") for a, b in UNSAFE_RANGES) + "]"
-)
+
+
+def unsafe_class() -> str:
+    """The characters the views spell as escapes, as a JavaScript regex class: the one list is
+    untrusted.UNSAFE_RANGES (the viewer's and the studio's scripts hold `__UNSAFE__` where it goes)."""
+    return "[" + "".join(f"\\u{{{a:x}}}" + ("" if a == b else f"-\\u{{{b:x}}}") for a, b in UNSAFE_RANGES) + "]"
+
+
+JS = _viewer_file("viewer.js").replace("__UNSAFE__", unsafe_class())

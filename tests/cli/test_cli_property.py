@@ -4,8 +4,9 @@ missing their value) never make a traceback, and always end with a status of doc
 
 main() runs in process, with stdin a pipe at its end, in a fresh folder, with the token store there. Nothing
 can reach the network or start an expensive job: no generated value is a URL, a known model to fetch or a
-config file that exists; `train` always ends with `--steps 0` and `eval` with `--model table --episodes 1`
-(the last of an option wins), so the most an example runs is one turn of the table model."""
+config file that exists; `train` always ends with `--steps 0`, `eval` with `--model table --episodes 1` and `studio` with
+`--port` of a port this module holds (the last of an option wins: it stops before anything loads), so the
+most an example runs is one turn of the table model."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import argparse
 import contextlib
 import io
 import os
+import socket
 import sys
 
 from hypothesis import HealthCheck, given, settings
@@ -46,7 +48,12 @@ VALUES = NUMBERS + TEXT + BENIGN
 # the positional arguments each command needs, drawn from the values: a real prompt, or hostile text
 POSITIONALS = {("run",): 1, ("train",): 1, ("view",): 1, ("fetch",): 1, ("auth", "login"): 1, ("auth", "logout"): 1}
 # what keeps each example cheap, appended: the last value of an option is the one taken
-BRAKES = {("train",): ["--steps", "0"], ("eval",): ["--model", "table", "--episodes", "1"]}
+BUSY = socket.create_server(("127.0.0.1", 0))  # held open for the module: studio cannot listen there
+BRAKES = {
+    ("train",): ["--steps", "0"],
+    ("eval",): ["--model", "table", "--episodes", "1"],
+    ("studio",): ["--port", str(BUSY.getsockname()[1])],
+}
 assert not set(VALUES) & set(MODELS) and not any("://" in v for v in VALUES)  # no download, no network
 
 

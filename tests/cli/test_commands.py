@@ -12,7 +12,11 @@ def test_every_command_the_parser_offers_has_a_function_that_runs_it():
     parser = build_parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     # a parser without an entry would parse, then end with exit status 2 and no message
-    assert sorted(commands.choices) == sorted(COMMANDS) == ["auth", "chat", "eval", "fetch", "run", "train", "view"]
+    assert (
+        sorted(commands.choices)
+        == sorted(COMMANDS)
+        == ["auth", "chat", "eval", "fetch", "run", "studio", "train", "view"]
+    )
 
 
 def test_every_auth_action_has_a_function_and_its_own_usage():

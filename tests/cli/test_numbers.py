@@ -18,6 +18,7 @@ NEEDS = {
     ("eval",): [],
     ("train",): ["transformer"],
     ("view",): ["trace.jsonl", "-o", "page.html"],
+    ("studio",): [],
     ("fetch",): ["smollm2"],
     ("auth", "login"): ["svc"],
     ("auth", "logout"): ["svc"],
@@ -28,7 +29,7 @@ VALUES = ["inf", "-inf", "nan", "-1", "0", "1e400", "ten", "", HUGE, "1"]
 # what is taken besides 1: zero where it means something (greedy, off, a seed), and a huge finite number
 # where nothing bounds it above (a temperature that flattens, a penalty, a learning rate)
 TAKEN = {
-    "0": {"--temperature", "--top-k", "--min-p", "--seed"},
+    "0": {"--temperature", "--top-k", "--min-p", "--seed", "--port"},
     HUGE: {"--temperature", "--repetition-penalty", "--lr"},
 }
 
@@ -51,11 +52,12 @@ OPTIONS = numeric_options()
 def test_the_options_found_are_every_numeric_one_and_every_command_is_driven():
     assert {path for path, _ in commands(build_parser())} == set(NEEDS)
     flags = {flag for _, flag, _ in OPTIONS}
-    assert len(OPTIONS) == 60 and flags == {  # 16 each in run and chat, 19 in eval, 5 train, 1 view, 3 auth
+    # 16 each in run and chat, 17 in studio (--port), 19 in eval, 5 train, 1 view, 3 auth
+    assert len(OPTIONS) == 77 and flags == {
         *("--timeout", "--max-tokens", "--max-retries", "--max-repeats", "--max-result-chars"),
         *("--max-turn-result-chars", "--max-tool-tokens", "--max-tools", "--temperature", "--top-p", "--top-k"),
         *("--min-p", "--repetition-penalty", "--seed", "--order", "--episodes", "--concurrency", "--entries"),
-        *("--steps", "--batch-size", "--lr", "--threads", "--wait", "--max-call-chars"),
+        *("--steps", "--batch-size", "--lr", "--threads", "--wait", "--max-call-chars", "--port"),
     }
 
 

@@ -1,0 +1,139 @@
+'use strict';
+// The studio page: actions are POSTs to the session, events arrive on one server-sent event stream.
+// Every string from the model or a server is shown with textContent, its invisible characters spelled out.
+const $ = id => document.getElementById(id);
+const UNSAFE = /__UNSAFE__/gu;  // untrusted.UNSAFE_RANGES, filled in by the server
+function hex(n, width) { return n.toString(16).padStart(width, '0'); }
+function vis(s) {
+  return String(s).replace(UNSAFE, c => {
+    const n = c.codePointAt(0);
+    if (c === '\r') return '\\r';
+    return n < 0x100 ? '\\x' + hex(n, 2) : n < 0x10000 ? '\\u' + hex(n, 4) : '\\U' + hex(n, 8);
+  });
+}
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = vis(text);
+  return e;
+}
+function clip(s, n) { s = String(s); return s.length > n ? s.slice(0, n) + '\u2026' : s; }
+
+let busy = false;
+async function act(path, body) {
+  if (busy) return;
+  busy = true;
+  $('error').textContent = '';
+  buttons();
+  try {
+    const r = await fetch(path, {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                 body: JSON.stringify(body || {})});
+    const data = await r.json();
+    if (!r.ok) $('error').textContent = vis(data.error || ('HTTP ' + r.status));
+    else showState(data);
+  } catch (e) {
+    $('error').textContent = 'the studio did not answer: ' + e;
+  } finally {
+    busy = false;
+    buttons();
+  }
+}
+
+let phase = 'idle';
+function buttons() {
+  const writing = phase === 'writing', held = phase === 'held';
+  $('b-ask').disabled = busy;
+  $('b-step').disabled = $('b-step10').disabled = $('b-stop').disabled = busy || !writing;
+  $('b-send').disabled = busy || !held;
+  $('b-end').disabled = busy || !(writing || held);
+}
+
+let callsShownAt = -1;  // the context length at which the held calls' text was last added to the written text
+function showState(s) {
+  phase = s.phase;
+  if (s.phase === 'held' && callsShownAt !== s.context) {
+    callsShownAt = s.context;
+    for (const c of s.held) $('written').append(el('span', 'call', c.text));
+  }
+  const where = {idle: 'no turn yet: ask something', writing: 'the model is writing',
+                 held: 'a message ended in calls: held before dispatch', over: 'the turn is over (' + s.reason + ')'};
+  $('status').textContent = where[s.phase] + ' \u00b7 context ' + s.context + ' tokens';
+  const held = $('held');
+  held.replaceChildren();
+  if (!s.held.length) held.append(el('p', 'quiet', 'no call held'));
+  for (const c of s.held) {
+    held.append(el('div', null, c.name !== undefined ? 'call ' + c.name + ' (' + c.shape + ')' : 'a call that does not parse (' + c.shape + ')'));
+    held.append(el('pre', 'box', c.name !== undefined ? JSON.stringify(c.arguments, null, 2) : c.error));
+  }
+  buttons();
+}
+
+function summary(e) {
+  switch (e.event) {
+    case 'token': return '#' + e.index + ' ' + JSON.stringify(e.text) + ' p=' + (typeof e.prob === 'number' ? e.prob.toFixed(3) : '-') +
+                         ' computed ' + e.computed + ', cached ' + e.cached + (e.stop ? ' stop: ' + e.stop : '');
+    case 'prompt': return e.tokens + ' tokens, context ' + e.context;
+    case 'inject': return e.tokens + ' tokens, context ' + e.context;
+    case 'tool_call': return e.name + ' ' + JSON.stringify(e.arguments);
+    case 'tool_result': return clip(JSON.stringify(e.content), 300);
+    case 'stop': return e.reason;
+    case 'done': return e.reason + ': ' + clip(e.answer, 300);
+    case 'rpc': return e.server + ' ' + e.direction + ' ' + clip(JSON.stringify(e.message), 200);
+    default: { const r = Object.assign({}, e); delete r.event; return clip(JSON.stringify(r), 300); }
+  }
+}
+
+function lastToken(e) {
+  const box = $('token');
+  box.replaceChildren();
+  box.append(el('div', null, 'token #' + e.index + ': forward computed ' + e.computed + ' position(s), ' + e.cached + ' served from the cache'));
+  for (const [text, p] of (e.top || [])) {
+    const row = el('div', 'bar' + (text === e.text ? ' chosen' : ''));
+    const fill = el('div', 'fill');
+    fill.style.width = Math.round(100 * p) + '%';
+    const track = el('div');
+    track.append(fill);
+    row.append(el('span', null, JSON.stringify(text)), track, el('span', null, p.toFixed(3)));
+    box.append(row);
+  }
+  box.append(el('div', 'quiet', 'stop check: ' + (e.checks || []).join(', ') + (e.held ? ' \u00b7 held back: ' + JSON.stringify(e.held) : '') +
+                (e.stop ? ' \u00b7 stop: ' + e.stop : '')));
+}
+
+function onEvent(e) {
+  const li = el('li');
+  li.append(el('span', 'kind', e.event), el('span', null, summary(e)));
+  $('events').append(li);
+  const written = $('written');
+  if (e.event === 'prompt') written.append(el('span', 'prompt', e.text));
+  else if (e.event === 'inject') written.append(el('span', 'inject', e.text));
+  else if (e.event === 'token') {
+    // the text released to the user (a token may be part of a character, or held back a while); a call's
+    // text is shown once the call closes (showState)
+    if (e.delta) written.append(el('span', null, e.delta));
+    if (e.reasoning) written.append(el('span', 'reasoning', e.reasoning));
+    lastToken(e);
+  }
+  if (e.event === 'done' || e.event === 'stop') refresh();
+}
+
+async function refresh() {
+  const r = await fetch('/api/state');
+  if (r.ok) showState(await r.json());
+  document.body.dataset.ready = '1';
+}
+
+$('b-ask').addEventListener('click', () => {
+  $('written').replaceChildren();
+  act('/api/ask', {prompt: $('prompt').value});
+});
+$('b-step').addEventListener('click', () => act('/api/step', {tokens: 1}));
+$('b-step10').addEventListener('click', () => act('/api/step', {tokens: 10}));
+$('b-stop').addEventListener('click', () => act('/api/to-stop'));
+$('b-send').addEventListener('click', () => act('/api/send'));
+$('b-end').addEventListener('click', () => act('/api/to-end'));
+
+const stream = new EventSource('/events?from=0');
+stream.onmessage = m => onEvent(JSON.parse(m.data));
+stream.onerror = () => { $('status').textContent = 'the studio is not answering (stopped?)'; };
+refresh();

@@ -1,0 +1,210 @@
+"""A studio session: one conversation whose turns the page drives a step at a time, and the events it made.
+
+The session holds a `Harness` and the `Turn` in progress (turn.py), and takes the same steps `Harness.run`
+takes, one per request: `ask` renders a message, `step` lets the model write a few tokens, `to_stop` lets it
+write until a stop fires and holds a message that ended in calls before they are dispatched, `send` dispatches
+the held calls and injects their results, `to_end` takes every step until the turn is over. Nothing here
+samples, parses, decides or calls a server: the harness's own steps do, exactly as in `decodeloop run`.
+
+`EventLog` is the harness's emit: each event in its JSON form (a server's raw text capped as in JSON Lines),
+numbered, kept up to a bound (the oldest go first, with a count of how many went), for the page to read from
+any number onwards, waiting for new ones.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+from decodeloop.events import Event
+from decodeloop.text.untrusted import cap_strings
+
+MAX_EVENTS = 20_000  # events a session keeps for the page; older ones are dropped (and counted)
+MAX_EVENT_CHARS = 16_000  # a server's raw text in an rpc or tool_result event, as JSON Lines caps it
+MAX_TOKENS_A_STEP = 4_096  # `step`'s tokens at most, per request
+CAPPED = {"rpc": "message", "tool_result": "content"}
+
+
+class StudioError(ValueError):
+    """A step the session cannot take now (no turn, a turn that is over, a call not held): said to the page."""
+
+
+class EventLog:
+    """The harness's emit: every event numbered and kept (bounded) for readers that wait for the next ones."""
+
+    def __init__(self, max_events: int = MAX_EVENTS, max_chars: int = MAX_EVENT_CHARS) -> None:
+        self.max_chars = max_chars
+        self._events: deque[tuple[int, dict]] = deque(maxlen=max_events)
+        self._next = 0
+        self._changed = threading.Condition()
+        self.closed = False
+
+    def __call__(self, event: Event) -> None:
+        data = event.to_json()
+        field = CAPPED.get(event.kind)
+        if field is not None:
+            data[field] = cap_strings(data[field], self.max_chars)
+        with self._changed:
+            self._events.append((self._next, data))
+            self._next += 1
+            self._changed.notify_all()
+
+    @property
+    def dropped(self) -> int:
+        """How many of the oldest events are no longer kept."""
+        with self._changed:
+            return self._events[0][0] if self._events else self._next
+
+    def since(self, first: int, wait: float = 0.0) -> list[tuple[int, dict]]:
+        """The events numbered `first` on (those still kept), waiting up to `wait` seconds for one if none is
+        there yet; [] on a timeout or once the log is closed."""
+        with self._changed:
+            if wait > 0 and self._next <= first and not self.closed:
+                self._changed.wait_for(lambda: self._next > first or self.closed, timeout=wait)
+            return [(n, data) for n, data in self._events if n >= first]
+
+    def close(self) -> None:
+        """Wake every reader: the studio is shutting down."""
+        with self._changed:
+            self.closed = True
+            self._changed.notify_all()
+
+
+class StudioSession:
+    """One conversation driven step by step (see the module docstring). One step runs at a time; a request for
+    another while one runs is refused with StudioError."""
+
+    def __init__(self, harness: Any, log: EventLog) -> None:
+        self.harness, self.log = harness, log
+        self.turn: Any = None  # the Turn in progress, or the last one
+        self.verdict: Any = None  # the held message's verdict (calls not yet dispatched)
+        self._busy = threading.Lock()
+
+    # -- what the page reads ----------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """Where the conversation stands: its phase, the context's length and, when calls are held, each as
+        parsed (its tool and arguments, or the error the model will be told)."""
+        turn = self.turn
+        if turn is None:
+            phase = "idle"
+        elif turn.over:
+            phase = "over"
+        elif self.verdict is not None:
+            phase = "held"
+        else:
+            phase = "writing"
+        context = self.harness.context
+        held = []
+        if self.verdict is not None:
+            for parsed in self.verdict.parsed:
+                call = parsed.call
+                held.append(
+                    {"text": parsed.text, "shape": parsed.shape}
+                    | (
+                        {"name": call.name, "arguments": call.arguments}
+                        if call is not None
+                        else {"error": str(parsed.error)}
+                    )
+                )
+        return {
+            "phase": phase,
+            "context": 0 if context is None else len(context),
+            "reason": turn.reason if phase in ("held", "over") else None,
+            "held": held,
+            "answer": "" if turn is None else "".join(turn.answer).strip(),
+        }
+
+    # -- the steps ----------------------------------------------------------------------------------------------
+
+    def ask(self, prompt: Any) -> dict[str, Any]:
+        """A new user message. The conversation goes on; a turn still in progress ends first, as Ctrl-C ends one
+        (cut back to its last whole state: held calls are dropped, never sent)."""
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise StudioError("the message is empty")
+        with self._step():
+            if self.turn is not None and not self.turn.over:
+                self.turn.interrupt()
+                self.turn.finish()
+            self.verdict = None
+            self.turn = self.harness.begin(prompt)
+            return self.state()
+
+    def step(self, tokens: int = 1) -> dict[str, Any]:
+        """The model writes `tokens` more tokens at most (a stop may end the message first)."""
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= MAX_TOKENS_A_STEP:
+            raise StudioError(f"tokens: a whole number from 1 to {MAX_TOKENS_A_STEP}")
+        with self._step():
+            self._generate(tokens)
+            return self.state()
+
+    def to_stop(self) -> dict[str, Any]:
+        """The model writes until a stop fires: a message that ended in calls is held before dispatch."""
+        with self._step():
+            self._generate(None)
+            return self.state()
+
+    def send(self) -> dict[str, Any]:
+        """The held calls through the policy to their servers, and the results into the context."""
+        with self._step():
+            self._send()
+            return self.state()
+
+    def to_end(self) -> dict[str, Any]:
+        """Every step until the turn is over (held calls are sent first)."""
+        with self._step():
+            while True:
+                if self.verdict is not None:
+                    self._send()
+                if self.turn.over:
+                    return self.state()
+                self._generate(None)
+
+    # -- inside -------------------------------------------------------------------------------------------------
+
+    def _step(self) -> _Busy:
+        return _Busy(self._busy)
+
+    def _writing(self) -> Any:
+        turn = self.turn
+        if turn is None:
+            raise StudioError("no turn yet: ask something first")
+        if turn.over:
+            raise StudioError(f"the turn is over ({turn.reason}): ask something else")
+        return turn
+
+    def _generate(self, limit: int | None) -> None:
+        turn = self._writing()
+        if self.verdict is not None:
+            raise StudioError("the message's calls are held: send them first")
+        verdict = turn.generate(limit)
+        if verdict.reason == "tool_call":
+            self.verdict = verdict
+        elif turn.over:
+            turn.finish()
+
+    def _send(self) -> None:
+        turn, verdict = self._writing(), self.verdict
+        if verdict is None:
+            raise StudioError("no calls are held: the model has not closed a call")
+        self.verdict = None
+        if not turn.inject(verdict, turn.dispatch(verdict)):
+            turn.finish()  # the turn gave up (the repeat guard, or too many failed calls)
+
+
+class _Busy:
+    """The session's one step at a time: a second request while a step runs is refused, not queued."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            raise StudioError("a step is running: wait for it to end")
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+__all__ = ["EventLog", "StudioError", "StudioSession"]

@@ -1,0 +1,133 @@
+"""The studio's session (studio/session.py): a turn driven a step at a time as the page drives it, with the real
+lab table model (its cache counts positions as a transformer's does) and the real weather server."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from conftest import WEATHER
+
+from decodeloop.decode.bundle import lab_bundle
+from decodeloop.formats.lab import ASSISTANT, EOS, TOOL, USER, CharTokenizer
+from decodeloop.harness import Harness, TurnConfig
+from decodeloop.lab.table import TableModel
+from decodeloop.sampling import Sampler
+from decodeloop.studio.session import EventLog, StudioError, StudioSession
+from decodeloop.tools.startup import ClientOptions, start_stdio_servers
+from decodeloop.trust.policy import Policy
+
+QUESTION = "What's the weather in Polson, MT?"
+RESULT = "Polson, MT: 33°F, overcast, humidity 53%, wind 21 mph SE"
+CALL = "[call get_weather city=Polson state=MT]"
+TABLE = {
+    USER + QUESTION + ASSISTANT: "Let me look. " + CALL,
+    TOOL + RESULT + ASSISTANT: "It is 33°F and overcast." + EOS,
+}
+
+
+@pytest.fixture
+def studio():
+    log = EventLog()
+    with start_stdio_servers([WEATHER], log, options=ClientOptions(timeout=10)) as router:
+        tokenizer = CharTokenizer()
+        bundle = lab_bundle(TableModel(tokenizer, TABLE), tokenizer)
+        harness = Harness(bundle, Sampler(), router, log, config=TurnConfig(), policy=Policy.off())
+        yield StudioSession(harness, log)
+
+
+def kinds(log: EventLog, first: int = 0) -> list[str]:
+    return [data["event"] for _, data in log.since(first)]
+
+
+def test_a_turn_a_step_at_a_time_holds_the_call_then_answers_from_its_result(studio):
+    log = studio.log
+    assert studio.state()["phase"] == "idle"
+    asked = studio.ask(QUESTION)
+    assert asked["phase"] == "writing" and asked["reason"] is None
+    prompt_tokens = asked["context"]
+    seen = len(log.since(0))
+    one = studio.step(1)
+    assert one["context"] == prompt_tokens + 1
+    [token] = [data for _, data in log.since(seen) if data["event"] == "token"]
+    assert (token["computed"], token["cached"], token["text"]) == (prompt_tokens, 0, "L")  # the prompt's one prefill
+    seen = len(log.since(0))
+    three = studio.step(3)
+    tokens = [data for _, data in log.since(seen) if data["event"] == "token"]
+    assert three["context"] == prompt_tokens + 4 and [t["computed"] for t in tokens] == [1, 1, 1]
+    held = studio.to_stop()
+    assert held["phase"] == "held" and held["reason"] == "tool_call"
+    assert held["held"] == [
+        {"text": CALL, "shape": "compact", "name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}
+    ]
+    assert "tool_call" not in kinds(log)  # held: nothing was dispatched
+    sent = studio.send()
+    assert sent["phase"] == "writing" and sent["held"] == []
+    assert kinds(log).count("tool_call") == 1 and "inject" in kinds(log)
+    over = studio.to_end()
+    assert (
+        over["phase"] == "over"
+        and over["reason"] == "eos"
+        and over["answer"] == "Let me look. It is 33°F and overcast."
+    )
+    assert kinds(log)[-1] == "done"
+
+
+def test_steps_that_cannot_be_taken_now_are_refused_and_change_nothing(studio):
+    with pytest.raises(StudioError, match="ask something first"):
+        studio.step(1)
+    with pytest.raises(StudioError, match="empty"):
+        studio.ask("   ")
+    studio.ask(QUESTION)
+    for bad in (0, -1, True, 1.5, "2", 10**6):
+        with pytest.raises(StudioError, match="tokens: a whole number"):
+            studio.step(bad)
+    with pytest.raises(StudioError, match="no calls are held"):
+        studio.send()
+    at = studio.state()["context"]
+    studio.to_stop()
+    with pytest.raises(StudioError, match="held: send them first"):
+        studio.step(1)
+    assert studio.state()["context"] == at + len("Let me look. " + CALL)
+    studio.to_end()
+    with pytest.raises(StudioError, match=r"the turn is over \(eos\)"):
+        studio.to_stop()
+
+
+def test_asking_again_mid_turn_ends_that_turn_without_sending_its_held_call(studio):
+    studio.ask(QUESTION)
+    studio.to_stop()
+    studio.ask(QUESTION)
+    [done] = [data for _, data in studio.log.since(0) if data["event"] == "done"]
+    assert done["reason"] == "interrupted"
+    assert "tool_call" not in kinds(studio.log)  # the held call was never sent
+    assert studio.state()["phase"] == "writing"
+
+
+def test_one_step_at_a_time_a_second_request_meanwhile_is_refused(studio):
+    studio.ask(QUESTION)
+    studio._busy.acquire()  # a step in progress (the page's request on another thread)
+    try:
+        with pytest.raises(StudioError, match="a step is running"):
+            studio.step(1)
+    finally:
+        studio._busy.release()
+    assert studio.step(1)["phase"] == "writing"
+
+
+def test_the_event_log_is_bounded_numbered_and_wakes_its_readers():
+    from decodeloop.events import Notice
+
+    log = EventLog(max_events=3)
+    got: list = []
+    reader = threading.Thread(target=lambda: got.extend(log.since(0, wait=30)))
+    reader.start()
+    log(Notice(source="t", message="first"))
+    reader.join(30)
+    assert [n for n, _ in got] == [0]
+    for n in range(4):
+        log(Notice(source="t", message=str(n)))
+    assert [n for n, _ in log.since(0)] == [2, 3, 4] and log.dropped == 2
+    assert log.since(5) == [] and log.since(5, wait=0.01) == []
+    log.close()
+    assert log.since(99, wait=30) == []  # closed: no wait

@@ -1,0 +1,90 @@
+"""The studio in a real browser: headless Chromium over the DevTools protocol (tests/cdp.py), driving a live
+session with the lab table model and the real weather server: the token's URL, each step's button, the call
+held before dispatch, the answer, and no console error."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from cdp import Browser
+from test_session import QUESTION, studio  # noqa: F401  (the fixture)
+
+from decodeloop.studio.server import StudioServer
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not os.environ.get("DECODELOOP_CHROMIUM"),
+        reason="the browser tier: set DECODELOOP_CHROMIUM to a Chromium binary, or run .ci/browser",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser(os.environ["DECODELOOP_CHROMIUM"]) as b:
+        yield b
+
+
+@pytest.fixture
+def server(studio):  # noqa: F811
+    server = StudioServer()
+    server.start(studio)
+    yield server
+    server.shutdown()
+
+
+def text(b, element_id: str) -> str:
+    return b.evaluate(f"document.getElementById({json.dumps(element_id)}).textContent")
+
+
+def kinds(b) -> list[str]:
+    """The kinds of the events the page lists, in order."""
+    return b.evaluate("[...document.querySelectorAll('#events .kind')].map(k => k.textContent)")
+
+
+def click(b, element_id: str) -> None:
+    b.wait_for(f"!document.getElementById({json.dumps(element_id)}).disabled")
+    b.evaluate(f"document.getElementById({json.dumps(element_id)}).click()")
+
+
+def test_a_turn_driven_from_the_page_step_by_step(browser, server):
+    browser.events.clear()
+    browser.visit(server.url)
+    assert browser.evaluate("location.search") == ""  # the token left the address bar for a cookie
+    assert "no turn yet" in text(browser, "status")
+    browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(QUESTION)}")
+    click(browser, "b-ask")
+    browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
+    click(browser, "b-step")
+    browser.wait_for("document.getElementById('token').textContent.includes('token #1')")
+    assert "served from the cache" in text(browser, "token")
+    assert text(browser, "written").endswith("L")  # the prompt, then the one token
+    click(browser, "b-stop")
+    browser.wait_for("document.getElementById('status').textContent.includes('held before dispatch')")
+    assert "call get_weather" in text(browser, "held") and '"city": "Polson"' in text(browser, "held")
+    assert browser.evaluate("document.getElementById('b-step').disabled") is True
+    shots = os.environ.get("DECODELOOP_SCREENSHOTS")  # a folder: docs/studio.md's picture is made here
+    if shots:
+        browser.screenshot(os.path.join(shots, "studio-held.png"))
+    assert "tool_call" not in kinds(browser)  # held: not sent
+    click(browser, "b-send")
+    browser.wait_for("[...document.querySelectorAll('#events .kind')].some(k => k.textContent === 'inject')")
+    assert kinds(browser).count("tool_call") == 1
+    click(browser, "b-end")
+    browser.wait_for("document.getElementById('status').textContent.includes('the turn is over (eos)')")
+    assert text(browser, "written").endswith("It is 33°F and overcast.")
+    assert kinds(browser)[-1] == "done"
+    assert browser.errors() == []
+
+
+def test_a_step_refused_by_the_session_is_said_on_the_page(browser, server):
+    browser.events.clear()
+    browser.visit(server.url)
+    # the buttons keep the order of the steps; a request made anyway gets the session's reason
+    browser.evaluate("act('/api/send')")
+    browser.wait_for("document.getElementById('error').textContent.length > 0")
+    assert "ask something first" in text(browser, "error")
+    assert [e for e in browser.errors() if "409 (Conflict)" not in e] == []  # the refusal's own status only

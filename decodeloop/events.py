@@ -84,9 +84,12 @@ class Token(Event):
     min_p: float | None = None
     reasoning: str = ""  # reasoning text released at this step (never part of the answer)
     in_reasoning: bool = False  # the model is writing a reasoning block
+    top_ids: list[int] | None = None  # the ids of `top`'s tokens, in its order (a fork takes one of them)
 
     def to_json(self) -> dict[str, Any]:
         out = Event.to_json(self)
+        if self.top_ids is None:
+            del out["top_ids"]
         if self.masked is None:  # only tokens the grammar changed carry the three fields
             del out["masked"], out["masked_id"], out["allowed"]
         if not self.forced:

@@ -73,11 +73,12 @@ def generate(
                 state.in_call = verdict.in_call
                 state.alternate = stops.alternate
                 state.call = stops.call_span
+            top: list | None = None
+            top_ids: list[int] | None = None
+            prob = None
             if detail:
-                prob, top = engine.explain(step, 3)
-                top = [[label(t), p] for t, p in top]
-            else:
-                prob = top = None
+                prob, ranked = engine.explain(step, 3)
+                top, top_ids = [[label(t), p] for t, p in ranked], [t for t, _ in ranked]
             event = Token(
                 index=verdict.count,
                 id=token,
@@ -92,6 +93,7 @@ def generate(
                 in_call=verdict.in_call,
                 checks=conditions,
                 stop=verdict.reason,
+                top_ids=top_ids,
             )
             masked = step.masked
             if masked is not None:  # --constrain: the grammar ruled out the model's first choice

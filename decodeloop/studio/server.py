@@ -20,6 +20,7 @@ Content-Security-Policy that allows only them (no inline script, no other origin
     POST /api/to-stop     {}  (a message that ends in calls is held before dispatch)
     POST /api/send        {}  (the held calls, dispatched, and their results injected)
     POST /api/to-end      {}
+    POST /api/fork        {"at": POSITION, "token": ID}  (another candidate at a token of this turn)
 
 An action answers with the state (200), or {"error": ...} with 409 for a step that cannot be taken now, 400
 for a body that is not what the action takes.
@@ -129,6 +130,7 @@ ACTIONS: dict[str, Callable[[StudioSession, dict], dict]] = {
     "/api/to-stop": lambda session, body: session.to_stop(),
     "/api/send": lambda session, body: session.send(),
     "/api/to-end": lambda session, body: session.to_end(),
+    "/api/fork": lambda session, body: session.fork(body.get("at"), body.get("token")),
 }
 
 

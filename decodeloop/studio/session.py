@@ -3,8 +3,10 @@
 The session holds a `Harness` and the `Turn` in progress (turn.py), and takes the same steps `Harness.run`
 takes, one per request: `ask` renders a message, `step` lets the model write a few tokens, `to_stop` lets it
 write until a stop fires and holds a message that ended in calls before they are dispatched, `send` dispatches
-the held calls and injects their results, `to_end` takes every step until the turn is over. Nothing here
-samples, parses, decides or calls a server: the harness's own steps do, exactly as in `decodeloop run`.
+the held calls and injects their results, `to_end` takes every step until the turn is over, and `fork` goes back
+to a token the model wrote this turn and takes another of its candidates instead (the context and every
+engine's cache rewound to it: only what follows is computed again). Nothing here samples, parses, decides or
+calls a server: the harness's own steps do, exactly as in `decodeloop run`.
 
 `EventLog` is the harness's emit: each event in its JSON form (a server's raw text capped as in JSON Lines),
 numbered, kept up to a bound (the oldest go first, with a count of how many went), for the page to read from
@@ -161,6 +163,34 @@ class StudioSession:
                     return self.state()
                 self._generate(None)
 
+    def fork(self, at: Any, token: Any) -> dict[str, Any]:
+        """Go back to context position `at` (where a token of this turn was appended) and append `token` there
+        instead: the turn as those tokens left it, the stop check read again, the cache rewound; held calls
+        past `at` are dropped. A call the fork closes is held, as the model's would be."""
+        for name, value in (("at", at), ("token", token)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise StudioError(f"{name}: a whole number, 0 or more")
+        harness = self.harness
+        if getattr(harness.engine, "choose", None) is None:
+            raise StudioError("this engine samples for itself: a token cannot be chosen for it")
+        if token >= harness.tokenizer.vocab_size:
+            raise StudioError(f"token {token} is not in the vocabulary (0..{harness.tokenizer.vocab_size - 1})")
+        with self._step():
+            turn = self.turn
+            if turn is None:
+                raise StudioError("no turn yet: ask something first")
+            try:
+                turn.rewind(at)
+            except ValueError as e:  # outside this turn, or inside what the harness injected
+                raise StudioError(str(e)) from None
+            self.verdict = None
+            try:
+                verdict = turn.take(token)
+            except ValueError as e:  # not in the vocabulary, or an engine that samples for itself
+                raise StudioError(str(e)) from None
+            self._verdict(verdict)
+            return self.state()
+
     # -- inside -------------------------------------------------------------------------------------------------
 
     def _step(self) -> _Busy:
@@ -178,11 +208,14 @@ class StudioSession:
         turn = self._writing()
         if self.verdict is not None:
             raise StudioError("the message's calls are held: send them first")
-        verdict = turn.generate(limit)
+        self._verdict(turn.generate(limit))
+
+    def _verdict(self, verdict: Any) -> None:
+        """A segment's verdict: calls held, a turn that is over finished, a pause left as it is."""
         if verdict.reason == "tool_call":
             self.verdict = verdict
-        elif turn.over:
-            turn.finish()
+        elif self.turn.over:
+            self.turn.finish()
 
     def _send(self) -> None:
         turn, verdict = self._writing(), self.verdict

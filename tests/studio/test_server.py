@@ -130,6 +130,8 @@ def test_bodies_that_are_not_what_an_action_takes_get_a_clear_error(server):
     assert response.status == 413
     response, body = request(server, "POST", "/api/ask", {"prompt": 5})
     assert response.status == 409 and "empty" in json.loads(body)["error"]
+    response, body = request(server, "POST", "/api/fork", {"at": "x", "token": 1})
+    assert response.status == 409 and "at: a whole number" in json.loads(body)["error"]
     response, _ = request(server, "POST", "/api/nothing", {})
     assert response.status == 404
     response, _ = request(server, "POST", "/api/ask", {"prompt": QUESTION}, headers={"Content-Type": "text/plain"})

@@ -131,3 +131,41 @@ def test_the_event_log_is_bounded_numbered_and_wakes_its_readers():
     assert log.since(5) == [] and log.since(5, wait=0.01) == []
     log.close()
     assert log.since(99, wait=30) == []  # closed: no wait
+
+
+def tokens_since(log: EventLog, first: int) -> list[dict]:
+    return [data for _, data in log.since(first) if data["event"] == "token"]
+
+
+def test_a_fork_takes_another_candidate_and_recomputes_only_what_follows(studio):
+    log = studio.log
+    prompt_tokens = studio.ask(QUESTION)["context"]
+    studio.step(3)  # "L", "e", "t"
+    second = tokens_since(log, 0)[1]
+    assert second["text"] == "e" and second["context"] == prompt_tokens + 2
+    other = next(i for i, (text, _) in zip(second["top_ids"], second["top"]) if text != "e")
+    other_text = next(text for text, _ in second["top"] if text != "e")
+    seen = len(log.since(0))
+    forked = studio.fork(second["context"] - 1, other)
+    assert forked["context"] == prompt_tokens + 2  # "L", then the other candidate
+    [token] = tokens_since(log, seen)
+    assert (token["id"], token["text"]) == (other, other_text)
+    # the cache was rewound to the fork: as for any next token, the forward computed "L" and served the prompt
+    assert (token["computed"], token["cached"]) == (1, prompt_tokens)
+    assert any(d["event"] == "notice" and "rewound to position" in d["message"] for _, d in log.since(seen))
+
+
+def test_a_fork_that_is_not_a_token_of_this_turn_is_refused_and_changes_nothing(studio):
+    prompt_tokens = studio.ask(QUESTION)["context"]
+    studio.step(2)
+    for at, token, why in (
+        (prompt_tokens - 5, 65, "rewinds within itself"),  # inside the prompt
+        (prompt_tokens + 9, 65, "outside"),  # past the context's end
+        (prompt_tokens, 10**9, "not in the vocabulary"),
+        (-1, 65, "at: a whole number"),
+        (prompt_tokens, "A", "token: a whole number"),
+    ):
+        with pytest.raises(StudioError, match=why):
+            studio.fork(at, token)
+    assert studio.state()["context"] == prompt_tokens + 2  # nothing was cut
+    assert studio.step(1)["phase"] == "writing"

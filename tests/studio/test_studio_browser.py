@@ -88,3 +88,28 @@ def test_a_step_refused_by_the_session_is_said_on_the_page(browser, server):
     browser.wait_for("document.getElementById('error').textContent.length > 0")
     assert "ask something first" in text(browser, "error")
     assert [e for e in browser.errors() if "409 (Conflict)" not in e] == []  # the refusal's own status only
+
+
+def test_a_candidate_clicked_forks_the_turn_there(browser, server):
+    browser.events.clear()
+    browser.visit(server.url)
+    browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(QUESTION)}")
+    click(browser, "b-ask")
+    browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
+    click(browser, "b-step10")
+    browser.wait_for("document.getElementById('token').textContent.includes('token #10')")
+    assert text(browser, "written").endswith("Let me loo")
+    # the last token's candidates: the one taken is not a button to press; another is
+    taken = browser.evaluate("[...document.querySelectorAll('#token button.cand')].filter(b => b.disabled).length")
+    assert taken == 1
+    other = browser.evaluate(
+        "(() => { const b = [...document.querySelectorAll('#token button.cand')].find(b => !b.disabled);"
+        " const t = JSON.parse(b.textContent); b.click(); return t; })()"
+    )
+    browser.wait_for("[...document.querySelectorAll('#events li')].some(li => li.textContent.includes('rewound'))")
+    browser.wait_for("!document.getElementById('b-ask').disabled")  # the fork's answer is in
+    written = text(browser, "written")
+    assert not written.endswith("Let me loo") and "Let me lo" in written[-12:]
+    last = [data for _, data in server.session.log.since(0) if data["event"] == "token"][-1]
+    assert (last["index"], last["text"], last["context"]) == (10, other, server.session.state()["context"])
+    assert browser.errors() == []

@@ -20,7 +20,7 @@ function el(tag, cls, text) {
 function clip(s, n) { s = String(s); return s.length > n ? s.slice(0, n) + '\u2026' : s; }
 
 let busy = false;
-async function act(path, body) {
+async function act(path, body, done) {
   if (busy) return;
   busy = true;
   $('error').textContent = '';
@@ -30,7 +30,10 @@ async function act(path, body) {
                                  body: JSON.stringify(body || {})});
     const data = await r.json();
     if (!r.ok) $('error').textContent = vis(data.error || ('HTTP ' + r.status));
-    else showState(data);
+    else {
+      if (done) done();
+      showState(data);
+    }
   } catch (e) {
     $('error').textContent = 'the studio did not answer: ' + e;
   } finally {
@@ -46,14 +49,22 @@ function buttons() {
   $('b-step').disabled = $('b-step10').disabled = $('b-stop').disabled = busy || !writing;
   $('b-send').disabled = busy || !held;
   $('b-end').disabled = busy || !(writing || held);
+  for (const b of document.querySelectorAll('#token button.cand')) b.disabled = busy || !!b.dataset.fixed;
 }
 
 let callsShownAt = -1;  // the context length at which the held calls' text was last added to the written text
+let callAt = null;  // where the message's calls began: the position of its first token inside a call
+function write(cls, text, at) {
+  const span = el('span', cls, text);
+  span.dataset.at = at;  // the context position the text starts at: a fork cuts from there on
+  $('written').append(span);
+}
+function from(at) { return [...$('written').children].filter(span => Number(span.dataset.at) >= at); }
 function showState(s) {
   phase = s.phase;
   if (s.phase === 'held' && callsShownAt !== s.context) {
     callsShownAt = s.context;
-    for (const c of s.held) $('written').append(el('span', 'call', c.text));
+    for (const c of s.held) write('call', c.text, callAt === null ? s.context : callAt);
   }
   const where = {idle: 'no turn yet: ask something', writing: 'the model is writing',
                  held: 'a message ended in calls: held before dispatch', over: 'the turn is over (' + s.reason + ')'};
@@ -86,18 +97,37 @@ function summary(e) {
 function lastToken(e) {
   const box = $('token');
   box.replaceChildren();
-  box.append(el('div', null, 'token #' + e.index + ': forward computed ' + e.computed + ' position(s), ' + e.cached + ' served from the cache'));
-  for (const [text, p] of (e.top || [])) {
-    const row = el('div', 'bar' + (text === e.text ? ' chosen' : ''));
+  box.append(el('div', null, 'token #' + e.index + ' at position ' + (e.context - 1) + ': forward computed ' + e.computed +
+                ' position(s), ' + e.cached + ' served from the cache'));
+  const ids = e.top_ids || [];
+  (e.top || []).forEach(([text, p], n) => {
+    const chosen = text === e.text;
+    const row = el('div', 'bar' + (chosen ? ' chosen' : ''));
     const fill = el('div', 'fill');
     fill.style.width = Math.round(100 * p) + '%';
     const track = el('div');
     track.append(fill);
-    row.append(el('span', null, JSON.stringify(text)), track, el('span', null, p.toFixed(3)));
+    const name = el('button', 'cand', JSON.stringify(text));
+    name.title = chosen ? 'the token taken' : 'take this token here instead: the turn forks at position ' + (e.context - 1);
+    name.dataset.fixed = chosen || ids[n] === undefined ? '1' : '';  // never pressable: taken, or no id
+    name.disabled = !!name.dataset.fixed || busy;
+    name.addEventListener('click', () => fork(e.context - 1, ids[n]));
+    row.append(name, track, el('span', null, p.toFixed(3)));
     box.append(row);
-  }
+  });
   box.append(el('div', 'quiet', 'stop check: ' + (e.checks || []).join(', ') + (e.held ? ' \u00b7 held back: ' + JSON.stringify(e.held) : '') +
                 (e.stop ? ' \u00b7 stop: ' + e.stop : '')));
+}
+
+async function fork(at, token) {
+  // what the fork cuts is what was written from `at` on before it: the fork's own token may arrive on the
+  // event stream before the answer does
+  const stale = from(at);
+  await act('/api/fork', {at: at, token: token}, () => {
+    stale.forEach(span => span.remove());
+    if (callAt !== null && callAt >= at) callAt = null;
+    callsShownAt = -1;
+  });
 }
 
 function onEvent(e) {
@@ -105,15 +135,19 @@ function onEvent(e) {
   li.append(el('span', 'kind', e.event), el('span', null, summary(e)));
   $('events').append(li);
   const written = $('written');
-  if (e.event === 'prompt') written.append(el('span', 'prompt', e.text));
-  else if (e.event === 'inject') written.append(el('span', 'inject', e.text));
+  if (e.event === 'prompt' || e.event === 'inject') write(e.event, e.text, e.context - e.tokens);
   else if (e.event === 'token') {
     // the text released to the user (a token may be part of a character, or held back a while); a call's
     // text is shown once the call closes (showState)
-    if (e.delta) written.append(el('span', null, e.delta));
-    if (e.reasoning) written.append(el('span', 'reasoning', e.reasoning));
+    const at = e.context - 1;
+    if (e.in_call && callAt === null) callAt = at;
+    if (e.delta) write(null, e.delta, at);
+    if (e.reasoning) write('reasoning', e.reasoning, at);
+    li.classList.add('pick');
+    li.addEventListener('click', () => lastToken(e));
     lastToken(e);
   }
+  if (e.event === 'stop' || e.event === 'inject') callAt = null;
   if (e.event === 'done' || e.event === 'stop') refresh();
 }
 

@@ -208,6 +208,18 @@ class Rewrite(Event):
 
 
 @dataclass(slots=True)
+class Edited(Event):
+    """A person changed what the model wrote before the harness used it: a held call's arguments (the studio),
+    before it went through the policy and the schema. `before` is the model's, `after` the person's."""
+
+    kind = "edit"
+    what: str  # "arguments"
+    tool: str
+    before: Any
+    after: Any
+
+
+@dataclass(slots=True)
 class Notice(Event):
     """Something worth a line that is not part of the turn: server notifications, warnings."""
 

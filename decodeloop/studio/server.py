@@ -18,7 +18,7 @@ Content-Security-Policy that allows only them (no inline script, no other origin
     POST /api/ask         {"prompt": "..."}
     POST /api/step        {"tokens": N}
     POST /api/to-stop     {}  (a message that ends in calls is held before dispatch)
-    POST /api/send        {}  (the held calls, dispatched, and their results injected)
+    POST /api/send        {} or {"arguments": [...]}  (the held calls, edited or not, dispatched; results injected)
     POST /api/to-end      {}
     POST /api/fork        {"at": POSITION, "token": ID}  (another candidate at a token of this turn)
 
@@ -128,7 +128,7 @@ ACTIONS: dict[str, Callable[[StudioSession, dict], dict]] = {
     "/api/ask": lambda session, body: session.ask(body.get("prompt")),
     "/api/step": lambda session, body: session.step(body.get("tokens", 1)),
     "/api/to-stop": lambda session, body: session.to_stop(),
-    "/api/send": lambda session, body: session.send(),
+    "/api/send": lambda session, body: session.send(body.get("arguments")),
     "/api/to-end": lambda session, body: session.to_end(),
     "/api/fork": lambda session, body: session.fork(body.get("at"), body.get("token")),
 }

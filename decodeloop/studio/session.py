@@ -15,11 +15,13 @@ any number onwards, waiting for new ones.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import deque
 from typing import Any
 
-from decodeloop.events import Event
+from decodeloop.events import Edited, Event
+from decodeloop.formats.calls.base import Call
 from decodeloop.text.untrusted import cap_strings
 
 MAX_EVENTS = 20_000  # events a session keeps for the page; older ones are dropped (and counted)
@@ -147,9 +149,15 @@ class StudioSession:
             self._generate(None)
             return self.state()
 
-    def send(self) -> dict[str, Any]:
-        """The held calls through the policy to their servers, and the results into the context."""
+    def send(self, arguments: Any = None) -> dict[str, Any]:
+        """The held calls through the policy to their servers, and the results into the context.
+
+        `arguments`: for each held call in order, its arguments as the person edited them, or None to send
+        the model's. An edited call goes through the schema and the policy as the model's would (arguments the
+        schema refuses come back to the model as its error); an `edit` event says what changed."""
         with self._step():
+            if arguments is not None:
+                self._edit(arguments)
             self._send()
             return self.state()
 
@@ -216,6 +224,27 @@ class StudioSession:
             self.verdict = verdict
         elif self.turn.over:
             self.turn.finish()
+
+    def _edit(self, arguments: Any) -> None:
+        verdict = self.verdict
+        if verdict is None:
+            raise StudioError("no calls are held: the model has not closed a call")
+        if not isinstance(arguments, list) or len(arguments) != len(verdict.parsed):
+            raise StudioError(f"arguments: a list of {len(verdict.parsed)} (one per held call, null to keep one)")
+        parsed = list(verdict.parsed)
+        for n, (held, edited) in enumerate(zip(parsed, arguments)):
+            if edited is None:
+                continue
+            if held.call is None:
+                raise StudioError(f"call {n + 1} does not parse: it goes back to the model as its error, unedited")
+            if not isinstance(edited, dict):
+                raise StudioError(f"call {n + 1}'s arguments: a JSON object")
+            if edited != held.call.arguments:
+                self.harness.emit(
+                    Edited(what="arguments", tool=held.call.name, before=held.call.arguments, after=edited)
+                )
+                parsed[n] = dataclasses.replace(held, call=Call(held.call.name, edited))
+        self.verdict = dataclasses.replace(verdict, parsed=tuple(parsed))
 
     def _send(self) -> None:
         turn, verdict = self._writing(), self.verdict

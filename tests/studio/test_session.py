@@ -3,6 +3,7 @@ lab table model (its cache counts positions as a transformer's does) and the rea
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -169,3 +170,50 @@ def test_a_fork_that_is_not_a_token_of_this_turn_is_refused_and_changes_nothing(
             studio.fork(at, token)
     assert studio.state()["context"] == prompt_tokens + 2  # nothing was cut
     assert studio.step(1)["phase"] == "writing"
+
+
+def test_an_edited_call_is_sent_as_edited_and_marked_as_the_person_s(studio):
+    log = studio.log
+    studio.ask(QUESTION)
+    studio.to_stop()
+    seen = len(log.since(0))
+    for bad, why in (
+        ({"city": "Boise"}, "a list of 1"),
+        ([{"city": "Boise"}, None], "a list of 1"),
+        (["Boise"], "arguments: a JSON object"),
+    ):
+        with pytest.raises(StudioError, match=why):
+            studio.send(bad)
+    assert studio.state()["phase"] == "held" and len(log.since(seen)) == 0  # refused: nothing sent, nothing said
+    studio.send([{"city": "Boise", "state": "ID"}])
+    events = [data for _, data in log.since(seen)]
+    [edit] = [e for e in events if e["event"] == "edit"]
+    assert edit == {
+        "event": "edit",
+        "what": "arguments",
+        "tool": "get_weather",
+        "before": {"city": "Polson", "state": "MT"},
+        "after": {"city": "Boise", "state": "ID"},
+    }
+    [call] = [e for e in events if e["event"] == "tool_call"]
+    assert call["arguments"] == {"city": "Boise", "state": "ID"}
+    [result] = [e for e in events if e["event"] == "tool_result"]
+    assert "Boise, ID" in json.dumps(result["content"])
+    assert [e["event"] for e in events].index("edit") < [e["event"] for e in events].index("tool_call")
+
+
+def test_arguments_the_schema_refuses_go_back_to_the_model_as_its_error(studio):
+    studio.ask(QUESTION)
+    studio.to_stop()
+    studio.send([{"city": 5}])
+    events = [data for _, data in studio.log.since(0)]
+    [error] = [e for e in events if e["event"] == "tool_error"]
+    assert error["stage"] == "arguments" and "tool_call" not in [e["event"] for e in events]
+    assert studio.state()["phase"] == "writing"  # the error is the model's to answer
+
+
+def test_the_model_s_arguments_sent_unchanged_make_no_edit_event(studio):
+    studio.ask(QUESTION)
+    studio.to_stop()
+    studio.send([{"city": "Polson", "state": "MT"}])
+    assert "edit" not in kinds(studio.log) and "tool_call" in kinds(studio.log)

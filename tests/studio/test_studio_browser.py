@@ -64,7 +64,8 @@ def test_a_turn_driven_from_the_page_step_by_step(browser, server):
     assert text(browser, "written").endswith("L")  # the prompt, then the one token
     click(browser, "b-stop")
     browser.wait_for("document.getElementById('status').textContent.includes('held before dispatch')")
-    assert "call get_weather" in text(browser, "held") and '"city": "Polson"' in text(browser, "held")
+    assert "call get_weather" in text(browser, "held")
+    assert '"city": "Polson"' in browser.evaluate("document.querySelector('#held textarea.args').value")
     assert browser.evaluate("document.getElementById('b-step').disabled") is True
     shots = os.environ.get("DECODELOOP_SCREENSHOTS")  # a folder: docs/studio.md's picture is made here
     if shots:
@@ -112,4 +113,26 @@ def test_a_candidate_clicked_forks_the_turn_there(browser, server):
     assert not written.endswith("Let me loo") and "Let me lo" in written[-12:]
     last = [data for _, data in server.session.log.since(0) if data["event"] == "token"][-1]
     assert (last["index"], last["text"], last["context"]) == (10, other, server.session.state()["context"])
+    assert browser.errors() == []
+
+
+def test_a_held_call_edited_on_the_page_is_sent_as_edited(browser, server):
+    browser.events.clear()
+    browser.visit(server.url)
+    browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(QUESTION)}")
+    click(browser, "b-ask")
+    browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
+    click(browser, "b-stop")
+    browser.wait_for("!!document.querySelector('#held textarea.args')")
+    browser.evaluate("document.querySelector('#held textarea.args').value = '{\"city\": '")
+    click(browser, "b-send")
+    assert "the arguments are not JSON" in text(browser, "error")
+    assert server.session.state()["phase"] == "held"  # not sent
+    browser.evaluate('document.querySelector(\'#held textarea.args\').value = \'{"city": "Boise", "state": "ID"}\'')
+    click(browser, "b-send")
+    browser.wait_for("[...document.querySelectorAll('#events .kind')].some(k => k.textContent === 'tool_call')")
+    assert kinds(browser).index("edit") < kinds(browser).index("tool_call")
+    assert "Boise" in browser.evaluate(
+        "[...document.querySelectorAll('#events li')].find(li => li.textContent.startsWith('tool_call')).textContent"
+    )
     assert browser.errors() == []

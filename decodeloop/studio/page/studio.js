@@ -72,10 +72,21 @@ function showState(s) {
   const held = $('held');
   held.replaceChildren();
   if (!s.held.length) held.append(el('p', 'quiet', 'no call held'));
-  for (const c of s.held) {
-    held.append(el('div', null, c.name !== undefined ? 'call ' + c.name + ' (' + c.shape + ')' : 'a call that does not parse (' + c.shape + ')'));
-    held.append(el('pre', 'box', c.name !== undefined ? JSON.stringify(c.arguments, null, 2) : c.error));
-  }
+  s.held.forEach((c, n) => {
+    if (c.name === undefined) {
+      held.append(el('div', null, 'a call that does not parse (' + c.shape + '): it goes back to the model as its error'));
+      held.append(el('pre', 'box', c.error));
+      return;
+    }
+    held.append(el('div', null, 'call ' + c.name + ' (' + c.shape + '): its arguments, yours to edit before it is sent'));
+    const box = el('textarea', 'args');
+    box.value = JSON.stringify(c.arguments, null, 2);
+    box.dataset.n = n;
+    box.dataset.model = box.value;
+    box.rows = Math.min(12, box.value.split('\n').length + 1);
+    box.spellcheck = false;
+    held.append(box);
+  });
   buttons();
 }
 
@@ -88,6 +99,7 @@ function summary(e) {
     case 'tool_call': return e.name + ' ' + JSON.stringify(e.arguments);
     case 'tool_result': return clip(JSON.stringify(e.content), 300);
     case 'stop': return e.reason;
+    case 'edit': return 'yours: ' + e.tool + ' ' + JSON.stringify(e.before) + ' \u2192 ' + JSON.stringify(e.after);
     case 'done': return e.reason + ': ' + clip(e.answer, 300);
     case 'rpc': return e.server + ' ' + e.direction + ' ' + clip(JSON.stringify(e.message), 200);
     default: { const r = Object.assign({}, e); delete r.event; return clip(JSON.stringify(r), 300); }
@@ -164,7 +176,21 @@ $('b-ask').addEventListener('click', () => {
 $('b-step').addEventListener('click', () => act('/api/step', {tokens: 1}));
 $('b-step10').addEventListener('click', () => act('/api/step', {tokens: 10}));
 $('b-stop').addEventListener('click', () => act('/api/to-stop'));
-$('b-send').addEventListener('click', () => act('/api/send'));
+$('b-send').addEventListener('click', () => {
+  // the arguments as edited (null: as the model wrote them); JSON that does not parse is not sent
+  const boxes = [...document.querySelectorAll('#held textarea.args')];
+  const edits = new Array(document.querySelectorAll('#held > div').length).fill(null);
+  for (const box of boxes) {
+    if (box.value === box.dataset.model) continue;
+    try {
+      edits[Number(box.dataset.n)] = JSON.parse(box.value);
+    } catch (e) {
+      $('error').textContent = 'the arguments are not JSON: ' + e.message;
+      return;
+    }
+  }
+  act('/api/send', edits.some(e => e !== null) ? {arguments: edits} : {});
+});
 $('b-end').addEventListener('click', () => act('/api/to-end'));
 
 const stream = new EventSource('/events?from=0');

@@ -136,3 +136,62 @@ def test_a_held_call_edited_on_the_page_is_sent_as_edited(browser, server):
         "[...document.querySelectorAll('#events li')].find(li => li.textContent.startsWith('tool_call')).textContent"
     )
     assert browser.errors() == []
+
+
+HOSTILE = '</script><img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>\x1b[31m\u202e'
+HOSTILE_QUESTION = "<b>Echo</b> </script><script>window.__pwned=3</script>"
+
+
+@pytest.fixture
+def hostile_server():
+    """A studio whose question, call, tool result (from a real server's echo) and answer carry markup, script,
+    a terminal escape and a bidi override."""
+    from conftest import FAULTY
+
+    from decodeloop.decode.bundle import lab_bundle
+    from decodeloop.formats.lab import CharTokenizer
+    from decodeloop.harness import Harness, TurnConfig
+    from decodeloop.lab.table import TableModel
+    from decodeloop.sampling import Sampler
+    from decodeloop.studio.session import EventLog, StudioSession
+    from decodeloop.tools.startup import ClientOptions, start_stdio_servers
+    from decodeloop.trust.policy import Policy
+
+    call = '[call echo text="' + HOSTILE.replace('"', '\\"') + '"]'
+    table = {"<|user|>" + HOSTILE_QUESTION + "<|assistant|>": call, "<|assistant|>": HOSTILE + "<|eos|>"}
+    log = EventLog()
+    with start_stdio_servers([FAULTY], log, options=ClientOptions(timeout=20)) as router:
+        tokenizer = CharTokenizer()
+        harness = Harness(
+            lab_bundle(TableModel(tokenizer, table), tokenizer),
+            Sampler(),
+            router,
+            log,
+            config=TurnConfig(),
+            policy=Policy.off(),
+        )
+        server = StudioServer()
+        server.start(StudioSession(harness, log))
+        yield server
+        server.shutdown()
+
+
+def test_hostile_text_from_the_model_and_a_server_is_inert_on_the_page(browser, hostile_server):
+    browser.events.clear()
+    browser.visit(hostile_server.url)
+    browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(HOSTILE_QUESTION)}")
+    click(browser, "b-ask")
+    browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
+    click(browser, "b-stop")
+    browser.wait_for("!!document.querySelector('#held textarea.args')")
+    click(browser, "b-send")
+    browser.wait_for("!document.getElementById('b-end').disabled")
+    click(browser, "b-end")
+    browser.wait_for("document.getElementById('status').textContent.includes('the turn is over')")
+    assert browser.evaluate("window.__pwned === undefined") is True
+    assert browser.evaluate("document.querySelectorAll('img, b, #written script, #events script').length") == 0
+    written = text(browser, "written")
+    assert "<b>Echo</b>" in written and 'onerror="window.__pwned=1"' in written
+    assert "\\x1b[31m" in written and "\\u202e" in written and "\x1b" not in written  # spelled, not raw
+    assert "tool_result" in kinds(browser)
+    assert browser.errors() == []

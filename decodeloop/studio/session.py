@@ -22,7 +22,11 @@ from typing import Any
 
 from decodeloop.events import Edited, Event
 from decodeloop.formats.calls.base import Call
+from decodeloop.schema.arguments import ArgumentError, validate_arguments
 from decodeloop.text.untrusted import cap_strings
+from decodeloop.tools.dispatch import call_key
+from decodeloop.tools.router import UnknownTool
+from decodeloop.trust.policy import EVIDENCE
 
 MAX_EVENTS = 20_000  # events a session keeps for the page; older ones are dropped (and counted)
 MAX_EVENT_CHARS = 16_000  # a server's raw text in an rpc or tool_result event, as JSON Lines caps it
@@ -107,7 +111,7 @@ class StudioSession:
                 held.append(
                     {"text": parsed.text, "shape": parsed.shape}
                     | (
-                        {"name": call.name, "arguments": call.arguments}
+                        {"name": call.name, "arguments": call.arguments, "handoff": self._handoff(call)}
                         if call is not None
                         else {"error": str(parsed.error)}
                     )
@@ -224,6 +228,37 @@ class StudioSession:
             self.verdict = verdict
         elif self.turn.over:
             self.turn.finish()
+
+    def _handoff(self, call: Call) -> dict[str, Any]:
+        """What dispatch will do with a held call, found as it finds it and changing nothing: the schema's
+        verdict, the repeat guard's, the policy's decision with its reason, and the JSON-RPC request the server
+        would get. Where the decision cannot be known yet (the masked mode's re-run, a question to the user),
+        it says so; the decision that counts is made when the call is sent."""
+        router, state = self.harness.router, self.turn.state
+        try:
+            tool = router.resolve(call.name)
+        except UnknownTool as e:
+            return {"refused": "route", "why": str(e)}
+        try:
+            arguments = validate_arguments(call.name, call.arguments, tool.input_schema)
+        except ArgumentError as e:
+            return {"refused": "arguments", "why": str(e)}
+        if state.repeated(call_key(call.name, arguments)):
+            return {"refused": "repeat", "why": f"{call.name} was already called with these arguments in this turn"}
+        route = router.routes[call.name]
+        request = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": route.remote, "arguments": arguments}}
+        policy = state.policy
+        if policy is None or policy.mode == "off":
+            decision = {"verdict": "allow", "reason": "no policy: every call runs"}
+        elif policy.mode == "confirm" and policy.confirm is not None:  # asking now would ask for nothing
+            decision = {"verdict": "ask", "reason": "a side-effecting call after a tool result is put to you"}
+        else:
+            made = state.check(call.name, route.server, route.remote, tool, arguments)
+            if made is None or made.verdict == EVIDENCE:
+                decision = {"verdict": "later", "reason": "the masked mode decides after a masked re-run, on send"}
+            else:
+                decision = {"verdict": made.verdict, "reason": made.reason, "class": made.tool_class}
+        return {"server": route.server, "policy": decision, "request": request}
 
     def _edit(self, arguments: Any) -> None:
         verdict = self.verdict

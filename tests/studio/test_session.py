@@ -3,6 +3,7 @@ lab table model (its cache counts positions as a transformer's does) and the rea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 
@@ -27,14 +28,20 @@ TABLE = {
 }
 
 
-@pytest.fixture
-def studio():
+@contextlib.contextmanager
+def session(table=TABLE, policy=None):
     log = EventLog()
     with start_stdio_servers([WEATHER], log, options=ClientOptions(timeout=10)) as router:
         tokenizer = CharTokenizer()
-        bundle = lab_bundle(TableModel(tokenizer, TABLE), tokenizer)
-        harness = Harness(bundle, Sampler(), router, log, config=TurnConfig(), policy=Policy.off())
+        bundle = lab_bundle(TableModel(tokenizer, table), tokenizer)
+        harness = Harness(bundle, Sampler(), router, log, config=TurnConfig(), policy=policy or Policy.off())
         yield StudioSession(harness, log)
+
+
+@pytest.fixture
+def studio():
+    with session() as studio:
+        yield studio
 
 
 def kinds(log: EventLog, first: int = 0) -> list[str]:
@@ -58,8 +65,23 @@ def test_a_turn_a_step_at_a_time_holds_the_call_then_answers_from_its_result(stu
     assert three["context"] == prompt_tokens + 4 and [t["computed"] for t in tokens] == [1, 1, 1]
     held = studio.to_stop()
     assert held["phase"] == "held" and held["reason"] == "tool_call"
+    polson = {"city": "Polson", "state": "MT"}
     assert held["held"] == [
-        {"text": CALL, "shape": "compact", "name": "get_weather", "arguments": {"city": "Polson", "state": "MT"}}
+        {
+            "text": CALL,
+            "shape": "compact",
+            "name": "get_weather",
+            "arguments": polson,
+            "handoff": {  # what dispatch will do, found without doing it
+                "server": "weather",
+                "policy": {"verdict": "allow", "reason": "no policy: every call runs"},
+                "request": {
+                    "jsonrpc": "2.0",
+                    "method": "tools/call",
+                    "params": {"name": "get_weather", "arguments": polson},
+                },
+            },
+        }
     ]
     assert "tool_call" not in kinds(log)  # held: nothing was dispatched
     sent = studio.send()
@@ -217,3 +239,21 @@ def test_the_model_s_arguments_sent_unchanged_make_no_edit_event(studio):
     studio.to_stop()
     studio.send([{"city": "Polson", "state": "MT"}])
     assert "edit" not in kinds(studio.log) and "tool_call" in kinds(studio.log)
+
+
+def test_the_handoff_says_the_policy_s_decision_and_what_the_schema_refuses_before_anything_is_sent():
+    with session(policy=Policy()) as studio:  # confirm, with nobody to ask: the CLI's default
+        studio.ask(QUESTION)
+        [held] = studio.to_stop()["held"]
+        policy = held["handoff"]["policy"]
+        assert policy["verdict"] == "allow" and "no tool result is in the context yet" in policy["reason"], policy
+        assert "policy" not in kinds(studio.log)  # previewed, not decided: the decision comes on send
+        studio.send()
+        [decided] = [data for _, data in studio.log.since(0) if data["event"] == "policy"]
+        assert (decided["verdict"], decided["reason"]) == (policy["verdict"], policy["reason"])
+    table = {USER + QUESTION + ASSISTANT: "[call get_weather city=Polson]"}
+    with session(table) as studio:
+        studio.ask(QUESTION)
+        [held] = studio.to_stop()["held"]
+        assert held["handoff"]["refused"] == "arguments" and "state" in held["handoff"]["why"]
+        assert "tool_error" not in kinds(studio.log)

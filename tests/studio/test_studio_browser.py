@@ -36,6 +36,15 @@ def server(studio):  # noqa: F811
     server.shutdown()
 
 
+def opened(b, server) -> None:
+    """The studio's page, and nothing before it on record: the last test's page (its server gone, its event
+    stream retrying) is left for a blank one first."""
+    b.call("Page.navigate", url="about:blank")
+    b.wait_for("location.href === 'about:blank'")
+    b.events.clear()
+    b.visit(server.url)
+
+
 def text(b, element_id: str) -> str:
     return b.evaluate(f"document.getElementById({json.dumps(element_id)}).textContent")
 
@@ -51,8 +60,7 @@ def click(b, element_id: str) -> None:
 
 
 def test_a_turn_driven_from_the_page_step_by_step(browser, server):
-    browser.events.clear()
-    browser.visit(server.url)
+    opened(browser, server)
     assert browser.evaluate("location.search") == ""  # the token left the address bar for a cookie
     assert "no turn yet" in text(browser, "status")
     browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(QUESTION)}")
@@ -66,6 +74,8 @@ def test_a_turn_driven_from_the_page_step_by_step(browser, server):
     browser.wait_for("document.getElementById('status').textContent.includes('held before dispatch')")
     assert "call get_weather" in text(browser, "held")
     assert '"city": "Polson"' in browser.evaluate("document.querySelector('#held textarea.args').value")
+    assert "policy: allow: no policy: every call runs" in text(browser, "held")
+    assert '"method": "tools/call"' in text(browser, "held")  # the request the server would get
     assert browser.evaluate("document.getElementById('b-step').disabled") is True
     shots = os.environ.get("DECODELOOP_SCREENSHOTS")  # a folder: docs/studio.md's picture is made here
     if shots:
@@ -82,8 +92,7 @@ def test_a_turn_driven_from_the_page_step_by_step(browser, server):
 
 
 def test_a_step_refused_by_the_session_is_said_on_the_page(browser, server):
-    browser.events.clear()
-    browser.visit(server.url)
+    opened(browser, server)
     # the buttons keep the order of the steps; a request made anyway gets the session's reason
     browser.evaluate("act('/api/send')")
     browser.wait_for("document.getElementById('error').textContent.length > 0")
@@ -92,8 +101,7 @@ def test_a_step_refused_by_the_session_is_said_on_the_page(browser, server):
 
 
 def test_a_candidate_clicked_forks_the_turn_there(browser, server):
-    browser.events.clear()
-    browser.visit(server.url)
+    opened(browser, server)
     browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(QUESTION)}")
     click(browser, "b-ask")
     browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
@@ -117,8 +125,7 @@ def test_a_candidate_clicked_forks_the_turn_there(browser, server):
 
 
 def test_a_held_call_edited_on_the_page_is_sent_as_edited(browser, server):
-    browser.events.clear()
-    browser.visit(server.url)
+    opened(browser, server)
     browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(QUESTION)}")
     click(browser, "b-ask")
     browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
@@ -177,8 +184,7 @@ def hostile_server():
 
 
 def test_hostile_text_from_the_model_and_a_server_is_inert_on_the_page(browser, hostile_server):
-    browser.events.clear()
-    browser.visit(hostile_server.url)
+    opened(browser, hostile_server)
     browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(HOSTILE_QUESTION)}")
     click(browser, "b-ask")
     browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")

@@ -74,11 +74,20 @@ function showState(s) {
   if (!s.held.length) held.append(el('p', 'quiet', 'no call held'));
   s.held.forEach((c, n) => {
     if (c.name === undefined) {
-      held.append(el('div', null, 'a call that does not parse (' + c.shape + '): it goes back to the model as its error'));
+      held.append(el('div', 'held-call', 'a call that does not parse (' + c.shape + '): it goes back to the model as its error'));
       held.append(el('pre', 'box', c.error));
       return;
     }
-    held.append(el('div', null, 'call ' + c.name + ' (' + c.shape + '): its arguments, yours to edit before it is sent'));
+    held.append(el('div', 'held-call', 'call ' + c.name + ' (' + c.shape + '): its arguments, yours to edit before it is sent'));
+    const h = c.handoff || {};
+    if (h.refused) held.append(el('p', 'refused', 'on send: refused (' + h.refused + '): ' + h.why));
+    else if (h.policy) {
+      held.append(el('p', 'policy ' + h.policy.verdict, 'policy: ' + h.policy.verdict + (h.policy.class ? ' (' + h.policy.class + ')' : '') +
+                     ': ' + h.policy.reason));
+      const rpc = el('details');
+      rpc.append(el('summary', null, 'the JSON-RPC request to ' + h.server), el('pre', 'box', JSON.stringify(h.request, null, 2)));
+      held.append(rpc);
+    }
     const box = el('textarea', 'args');
     box.value = JSON.stringify(c.arguments, null, 2);
     box.dataset.n = n;
@@ -179,7 +188,7 @@ $('b-stop').addEventListener('click', () => act('/api/to-stop'));
 $('b-send').addEventListener('click', () => {
   // the arguments as edited (null: as the model wrote them); JSON that does not parse is not sent
   const boxes = [...document.querySelectorAll('#held textarea.args')];
-  const edits = new Array(document.querySelectorAll('#held > div').length).fill(null);
+  const edits = new Array(document.querySelectorAll('#held .held-call').length).fill(null);
   for (const box of boxes) {
     if (box.value === box.dataset.model) continue;
     try {

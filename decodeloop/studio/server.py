@@ -18,7 +18,8 @@ Content-Security-Policy that allows only them (no inline script, no other origin
     POST /api/ask         {"prompt": "..."}
     POST /api/step        {"tokens": N}
     POST /api/to-stop     {}  (a message that ends in calls is held before dispatch)
-    POST /api/send        {} or {"arguments": [...]}  (the held calls, edited or not, dispatched; results injected)
+    POST /api/send        {} or {"arguments": [...]}  (the held calls, edited or not, dispatched; results held)
+    POST /api/inject      {} or {"results": [...]}  (the held results, edited or not, into the context)
     POST /api/to-end      {}
     POST /api/fork        {"at": POSITION, "token": ID}  (another candidate at a token of this turn)
 
@@ -55,7 +56,7 @@ FILES = {  # path -> (the file from page/, its type), read once
     "/studio.js": (_page_file("studio.js"), "text/javascript"),
     "/studio.css": (_page_file("studio.css"), "text/css"),
 }
-MAX_BODY = 64 * 1024
+MAX_BODY = 1024 * 1024  # an edited result may be longer than the result cap, to see it cut
 KEEPALIVE = 15.0  # seconds between comments on a quiet event stream (a closed tab is noticed then)
 COOKIE = "decodeloop_studio"
 CSP = (
@@ -130,6 +131,7 @@ ACTIONS: dict[str, Callable[[StudioSession, dict], dict]] = {
     "/api/to-stop": lambda session, body: session.to_stop(),
     "/api/send": lambda session, body: session.send(body.get("arguments")),
     "/api/to-end": lambda session, body: session.to_end(),
+    "/api/inject": lambda session, body: session.inject(body.get("results")),
     "/api/fork": lambda session, body: session.fork(body.get("at"), body.get("token")),
 }
 

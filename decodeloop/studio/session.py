@@ -3,7 +3,9 @@
 The session holds a `Harness` and the `Turn` in progress (turn.py), and takes the same steps `Harness.run`
 takes, one per request: `ask` renders a message, `step` lets the model write a few tokens, `to_stop` lets it
 write until a stop fires and holds a message that ended in calls before they are dispatched, `send` dispatches
-the held calls and injects their results, `to_end` takes every step until the turn is over, and `fork` goes back
+the held calls and holds their results before they are injected, `inject` puts them into the context (a
+result a person edited goes through the trust boundary again, as the server's did), `to_end` takes every step
+until the turn is over, and `fork` goes back
 to a token the model wrote this turn and takes another of its candidates instead (the context and every
 engine's cache rewound to it: only what follows is computed again). Nothing here samples, parses, decides or
 calls a server: the harness's own steps do, exactly as in `decodeloop run`.
@@ -86,7 +88,8 @@ class StudioSession:
     def __init__(self, harness: Any, log: EventLog) -> None:
         self.harness, self.log = harness, log
         self.turn: Any = None  # the Turn in progress, or the last one
-        self.verdict: Any = None  # the held message's verdict (calls not yet dispatched)
+        self.verdict: Any = None  # the held message's verdict (calls not yet dispatched, or their results held)
+        self.outcomes: list | None = None  # the held calls' outcomes, not yet injected
         self._busy = threading.Lock()
 
     # -- what the page reads ----------------------------------------------------------------------------------
@@ -99,13 +102,15 @@ class StudioSession:
             phase = "idle"
         elif turn.over:
             phase = "over"
+        elif self.outcomes is not None:
+            phase = "results"
         elif self.verdict is not None:
             phase = "held"
         else:
             phase = "writing"
         context = self.harness.context
         held = []
-        if self.verdict is not None:
+        if self.verdict is not None and self.outcomes is None:
             for parsed in self.verdict.parsed:
                 call = parsed.call
                 held.append(
@@ -121,6 +126,18 @@ class StudioSession:
             "context": 0 if context is None else len(context),
             "reason": turn.reason if phase in ("held", "over") else None,
             "held": held,
+            "results": [
+                {
+                    "name": o.name,
+                    "server": o.server,
+                    "is_error": o.is_error,
+                    "stage": o.stage,
+                    "text": o.text,
+                    "editable": _editable(o),
+                }
+                for o in self.outcomes or ()
+            ],
+            "result_cap": None if turn is None or turn.state is None else turn.state.limit,
             "answer": "" if turn is None else "".join(turn.answer).strip(),
         }
 
@@ -154,7 +171,8 @@ class StudioSession:
             return self.state()
 
     def send(self, arguments: Any = None) -> dict[str, Any]:
-        """The held calls through the policy to their servers, and the results into the context.
+        """The held calls through the policy to their servers; their outcomes (results, or errors for the
+        model) are held before they are injected.
 
         `arguments`: for each held call in order, its arguments as the person edited them, or None to send
         the model's. An edited call goes through the schema and the policy as the model's would (arguments the
@@ -162,15 +180,31 @@ class StudioSession:
         with self._step():
             if arguments is not None:
                 self._edit(arguments)
-            self._send()
+            self._dispatch()
+            return self.state()
+
+    def inject(self, results: Any = None) -> dict[str, Any]:
+        """The held outcomes into the context, and the model writes on from there at the next step.
+
+        `results`: for each outcome in order, the text a person wants the server to have answered, or None to
+        keep it. An edited result is admitted as the server's was (invisible characters removed, the chat
+        format's markers escaped, cut to the result cap, each with a notice), and an `edit` event says what
+        changed; only a server's answer can be edited, not the harness's own errors."""
+        with self._step():
+            if results is not None:
+                self._edit_results(results)
+            self._inject()
             return self.state()
 
     def to_end(self) -> dict[str, Any]:
         """Every step until the turn is over (held calls are sent first)."""
         with self._step():
+            self._writing()
             while True:
-                if self.verdict is not None:
-                    self._send()
+                if self.verdict is not None and self.outcomes is None:
+                    self._dispatch()
+                if self.outcomes is not None:
+                    self._inject()
                 if self.turn.over:
                     return self.state()
                 self._generate(None)
@@ -195,7 +229,7 @@ class StudioSession:
                 turn.rewind(at)
             except ValueError as e:  # outside this turn, or inside what the harness injected
                 raise StudioError(str(e)) from None
-            self.verdict = None
+            self.verdict = self.outcomes = None
             try:
                 verdict = turn.take(token)
             except ValueError as e:  # not in the vocabulary, or an engine that samples for itself
@@ -218,6 +252,8 @@ class StudioSession:
 
     def _generate(self, limit: int | None) -> None:
         turn = self._writing()
+        if self.outcomes is not None:
+            raise StudioError("the results are held: inject them first")
         if self.verdict is not None:
             raise StudioError("the message's calls are held: send them first")
         self._verdict(turn.generate(limit))
@@ -281,13 +317,49 @@ class StudioSession:
                 parsed[n] = dataclasses.replace(held, call=Call(held.call.name, edited))
         self.verdict = dataclasses.replace(verdict, parsed=tuple(parsed))
 
-    def _send(self) -> None:
+    def _dispatch(self) -> None:
         turn, verdict = self._writing(), self.verdict
+        if self.outcomes is not None:
+            raise StudioError("the results are held: inject them first")
         if verdict is None:
             raise StudioError("no calls are held: the model has not closed a call")
-        self.verdict = None
-        if not turn.inject(verdict, turn.dispatch(verdict)):
+        self.outcomes = turn.dispatch(verdict)
+
+    def _edit_results(self, results: Any) -> None:
+        outcomes, state = self.outcomes, self.turn.state
+        if outcomes is None:
+            raise StudioError("no results are held: send the calls first")
+        if not isinstance(results, list) or len(results) != len(outcomes):
+            raise StudioError(f"results: a list of {len(outcomes)} (one per result, null to keep one)")
+        for n, (outcome, text) in enumerate(zip(outcomes, results)):
+            if text is None or text == outcome.text:
+                continue
+            if not isinstance(text, str):
+                raise StudioError(f"result {n + 1}: a string")
+            if not _editable(outcome):
+                raise StudioError(f"result {n + 1} is the harness's own error ({outcome.stage}), not a server's answer")
+        for n, (outcome, text) in enumerate(zip(outcomes, results)):
+            if text is None or text == outcome.text:
+                continue
+            name = outcome.name or "a tool"
+            self.harness.emit(Edited(what="result", tool=name, before=outcome.text, after=text))
+            what = f"the {'error for' if outcome.is_error else 'result of'} {name} (edited)"
+            _, admitted = state.admit(text, what, server_text=True, cut="result")
+            outcomes[n] = dataclasses.replace(outcome, text=admitted)
+
+    def _inject(self) -> None:
+        turn, verdict, outcomes = self._writing(), self.verdict, self.outcomes
+        if outcomes is None:
+            raise StudioError("no results are held: send the calls first")
+        self.verdict = self.outcomes = None
+        if not turn.inject(verdict, outcomes):
             turn.finish()  # the turn gave up (the repeat guard, or too many failed calls)
+
+
+def _editable(outcome: Any) -> bool:
+    """A server's answer (a result, or the error it answered with), which a person may change; not the
+    harness's own refusals (a call that did not parse, route, validate or pass the policy)."""
+    return outcome.server is not None and outcome.stage in (None, "call")
 
 
 class _Busy:

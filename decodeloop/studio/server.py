@@ -15,6 +15,8 @@ Content-Security-Policy that allows only them (no inline script, no other origin
     GET  /                the page (studio.html; /studio.js, /studio.css beside it)
     GET  /events?from=N   the events from number N on, as text/event-stream (`id:` is the number)
     GET  /api/state       where the conversation stands (StudioSession.state)
+    GET  /api/questions   the lab's questions to start from
+    GET  /api/export.jsonl, /api/export.html   the session's events as JSON Lines, or as the viewer's page
     POST /api/ask         {"prompt": "..."}
     POST /api/step        {"tokens": N}
     POST /api/to-stop     {}  (a message that ends in calls is held before dispatch)
@@ -39,9 +41,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from decodeloop.studio.session import StudioError, StudioSession
-from decodeloop.text.untrusted import visible
-from decodeloop.ui.html import unsafe_class
+from decodeloop.studio.session import EventLog, StudioError, StudioSession
+from decodeloop.text.untrusted import json_escaped, visible
+from decodeloop.ui.html import page, unsafe_class
 
 PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "page")  # package data
 
@@ -125,6 +127,36 @@ def _cookie(header: str) -> str | None:
     return None
 
 
+def _jsonl(log: EventLog) -> bytes:
+    """The session's events as JSON Lines, as `--json` writes them (escapes and all)."""
+    return "".join(json_escaped(json.dumps(data, ensure_ascii=False)) + "\n" for _, data in log.since(0)).encode()
+
+
+def _html(log: EventLog) -> bytes:
+    """The session's events as the viewer's page (ui/html.py), to keep or share."""
+    meta = (
+        {"title": "decodeloop studio session", "dropped": log.dropped}
+        if log.dropped
+        else {"title": "decodeloop studio session"}
+    )
+    return page([data for _, data in log.since(0)], meta).encode()
+
+
+EXPORTS = {  # path -> (type, the file's name, what it holds)
+    "/api/export.jsonl": ("application/x-ndjson", "decodeloop-studio.jsonl", _jsonl),
+    "/api/export.html": ("text/html", "decodeloop-studio.html", _html),
+}
+
+
+def lab_questions() -> list[str]:
+    """Questions to start from: the lab's first one, then the corpus's held-out ones (places no training
+    episode names), each once."""
+    from decodeloop.lab.corpus import episodes
+
+    asked = ["What's the weather in Polson, MT?", *(e.user for e in episodes(0, 24, "heldout"))]
+    return list(dict.fromkeys(asked))[:12]
+
+
 ACTIONS: dict[str, Callable[[StudioSession, dict], dict]] = {
     "/api/ask": lambda session, body: session.ask(body.get("prompt")),
     "/api/step": lambda session, body: session.step(body.get("tokens", 1)),
@@ -183,6 +215,12 @@ def _handler(studio: StudioServer) -> type[BaseHTTPRequestHandler]:
                 return self._send(204, b"", "text/plain")
             if url.path == "/api/state":
                 return self._json(200, session().state())
+            if url.path == "/api/questions":
+                return self._json(200, {"questions": lab_questions()})
+            if url.path in EXPORTS:
+                content_type, name, export = EXPORTS[url.path]
+                attachment = {"Content-Disposition": f'attachment; filename="{name}"'}
+                return self._send(200, export(session().log), content_type, attachment)
             if url.path == "/events":
                 last = self.headers.get("Last-Event-ID")  # a reconnecting EventSource: the one after it
                 return self._events(_number(last) + 1 if last else _number(query.get("from", ["0"])[0]))

@@ -138,3 +138,27 @@ def test_bodies_that_are_not_what_an_action_takes_get_a_clear_error(server):
     response, _ = request(server, "POST", "/api/ask", {"prompt": QUESTION}, headers={"Content-Type": "text/plain"})
     assert response.status == 415
     assert server.session.state()["phase"] == "idle"
+
+
+def test_a_session_saves_as_json_lines_and_as_the_viewer_s_page(server):
+    request(server, "POST", "/api/ask", {"prompt": QUESTION})
+    request(server, "POST", "/api/to-end", {})
+    response, body = request(server, "GET", "/api/export.jsonl")
+    assert response.status == 200 and "attachment" in response.getheader("Content-Disposition")
+    lines = [json.loads(line) for line in body.decode().splitlines()]
+    assert [e["event"] for e in lines] == [d["event"] for _, d in server.session.log.since(0)]
+    assert lines[-1]["event"] == "done" and lines[-1]["answer"].endswith("It is 33°F and overcast.")
+    response, body = request(server, "GET", "/api/export.html")
+    html = body.decode()
+    assert response.status == 200 and html.startswith("<!DOCTYPE html>") and "decodeloop studio session" in html
+    assert '"event":"done"' in html.replace(" ", "")
+    response, _ = request(server, "GET", "/api/export.jsonl", token=False)
+    assert response.status == 403
+
+
+def test_the_lab_s_questions_to_start_from(server):
+    response, body = request(server, "GET", "/api/questions")
+    assert response.status == 200
+    questions = json.loads(body)["questions"]
+    assert questions[0] == QUESTION and len(questions) == len(set(questions)) > 3
+    assert all(isinstance(q, str) and q.endswith(("?", ".")) for q in questions)

@@ -63,7 +63,13 @@ def test_a_turn_driven_from_the_page_step_by_step(browser, server):
     opened(browser, server)
     assert browser.evaluate("location.search") == ""  # the token left the address bar for a cookie
     assert "no turn yet" in text(browser, "status")
-    browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(QUESTION)}")
+    # a lab question picked from the list fills the message
+    browser.wait_for("document.querySelectorAll('#questions option').length > 3")
+    browser.evaluate(
+        "(() => { const s = document.getElementById('questions'); s.selectedIndex = 1;"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    assert browser.evaluate("document.getElementById('prompt').value") == QUESTION
     click(browser, "b-ask")
     browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
     click(browser, "b-step")

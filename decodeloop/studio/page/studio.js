@@ -255,6 +255,17 @@ $('b-inject').addEventListener('click', () => {
   act('/api/inject', edits.some(e => e !== null) ? {results: edits} : {});
 });
 
+$('questions').addEventListener('change', () => {
+  if ($('questions').value) $('prompt').value = $('questions').value;
+});
+fetch('/api/questions').then(r => r.json()).then(data => {
+  for (const q of data.questions) {
+    const option = el('option', null, q);
+    option.value = q;
+    $('questions').append(option);
+  }
+});
+
 const stream = new EventSource('/events?from=0');
 stream.onmessage = m => onEvent(JSON.parse(m.data));
 stream.onerror = () => { $('status').textContent = 'the studio is not answering (stopped?)'; };

@@ -181,13 +181,29 @@ def studio_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
                 import webbrowser
 
                 webbrowser.open(studio.url)
+            others = _studio_models(args, router, log, sampler, processors, config)
             try:
-                studio.serve_forever(StudioSession(harness, log))
+                studio.serve_forever(StudioSession(harness, log, model=args.model, others=others))
             except KeyboardInterrupt:
                 print("\nstopped.", file=sys.stderr)
     finally:
         studio.shutdown()
     return EXIT_OK
+
+
+def _studio_models(args, router, log, sampler, processors, config) -> dict[str, Callable[[], object]]:
+    """The lab's other models, which the studio's page may choose: each loaded (and its harness built with the
+    command's options) the first time it is chosen."""
+    from decodeloop.registry import LAB_MODELS, load_model
+
+    def maker(name: str) -> Callable[[], object]:
+        def make() -> object:
+            bundle = load_model(name, order=args.order, weights=args.weights if name == "transformer" else None)
+            return build_harness(args, bundle, router, log, sampler, processors, config, None)
+
+        return make
+
+    return {name: maker(name) for name in LAB_MODELS if name != args.model}
 
 
 def eval_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -17,6 +17,7 @@ Content-Security-Policy that allows only them (no inline script, no other origin
     GET  /api/state       where the conversation stands (StudioSession.state)
     GET  /api/questions   the lab's questions to start from
     GET  /api/export.jsonl, /api/export.html   the session's events as JSON Lines, or as the viewer's page
+    POST /api/model       {"model": NAME}  (another model, in a conversation of its own)
     POST /api/ask         {"prompt": "..."}
     POST /api/step        {"tokens": N}
     POST /api/to-stop     {}  (a message that ends in calls is held before dispatch)
@@ -158,6 +159,7 @@ def lab_questions() -> list[str]:
 
 
 ACTIONS: dict[str, Callable[[StudioSession, dict], dict]] = {
+    "/api/model": lambda session, body: session.use(body.get("model")),
     "/api/ask": lambda session, body: session.ask(body.get("prompt")),
     "/api/step": lambda session, body: session.step(body.get("tokens", 1)),
     "/api/to-stop": lambda session, body: session.to_stop(),

@@ -20,9 +20,11 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import deque
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from decodeloop.events import Edited, Event
+from decodeloop.errors import MissingDependency
+from decodeloop.events import Edited, Event, Notice
 from decodeloop.formats.calls.base import Call
 from decodeloop.schema.arguments import ArgumentError, validate_arguments
 from decodeloop.text.untrusted import cap_strings
@@ -85,8 +87,19 @@ class StudioSession:
     """One conversation driven step by step (see the module docstring). One step runs at a time; a request for
     another while one runs is refused with StudioError."""
 
-    def __init__(self, harness: Any, log: EventLog) -> None:
-        self.harness, self.log = harness, log
+    def __init__(
+        self,
+        harness: Any,
+        log: EventLog,
+        *,
+        model: str = "model",
+        others: Mapping[str, Callable[[], Any]] | None = None,
+    ) -> None:
+        """`harness` runs the conversation of `model`; `others` make the harness of each other model the page
+        may choose (`use`), loaded the first time it is chosen."""
+        self.harness, self.log, self.model = harness, log, model
+        self._harnesses: dict[str, Any] = {model: harness}
+        self._makers = dict(others or {})
         self.turn: Any = None  # the Turn in progress, or the last one
         self.verdict: Any = None  # the held message's verdict (calls not yet dispatched, or their results held)
         self.outcomes: list | None = None  # the held calls' outcomes, not yet injected
@@ -138,6 +151,8 @@ class StudioSession:
                 for o in self.outcomes or ()
             ],
             "result_cap": None if turn is None or turn.state is None else turn.state.limit,
+            "model": self.model,
+            "models": [*self._harnesses, *(name for name in self._makers if name not in self._harnesses)],
             "answer": "" if turn is None else "".join(turn.answer).strip(),
         }
 
@@ -154,6 +169,29 @@ class StudioSession:
                 self.turn.finish()
             self.verdict = None
             self.turn = self.harness.begin(prompt)
+            return self.state()
+
+    def use(self, model: Any) -> dict[str, Any]:
+        """Another model, in a conversation of its own (its harness is kept: choosing a model again goes on
+        with its conversation). A turn still in progress ends first, as with `ask`."""
+        if model == self.model:
+            return self.state()
+        if not isinstance(model, str) or (model not in self._harnesses and model not in self._makers):
+            raise StudioError(f"model: one of {', '.join(self.state()['models'])}")
+        with self._step():
+            harness = self._harnesses.get(model)
+            if harness is None:
+                try:
+                    harness = self._makers[model]()
+                except (ValueError, OSError, MissingDependency) as e:  # a model that does not load here
+                    raise StudioError(f"{model} does not load: {e}") from None
+                self._harnesses[model] = harness
+            if self.turn is not None and not self.turn.over:
+                self.turn.interrupt()
+                self.turn.finish()
+            self.harness, self.model, self.turn = harness, model, None
+            self.verdict = self.outcomes = None
+            self.log(Notice(source="studio", message=f"model: {model}"))
             return self.state()
 
     def step(self, tokens: int = 1) -> dict[str, Any]:

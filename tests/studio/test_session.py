@@ -29,13 +29,14 @@ TABLE = {
 
 
 @contextlib.contextmanager
-def session(table=TABLE, policy=None):
+def session(table=TABLE, policy=None, others=None):
+    """A studio session on the table model; `others(harness)` gives the other models' makers."""
     log = EventLog()
     with start_stdio_servers([WEATHER], log, options=ClientOptions(timeout=10)) as router:
         tokenizer = CharTokenizer()
         bundle = lab_bundle(TableModel(tokenizer, table), tokenizer)
         harness = Harness(bundle, Sampler(), router, log, config=TurnConfig(), policy=policy or Policy.off())
-        yield StudioSession(harness, log)
+        yield StudioSession(harness, log, model="table", others=others(harness) if others else None)
 
 
 @pytest.fixture
@@ -300,3 +301,39 @@ def test_a_result_over_the_cap_is_cut_as_the_server_s_would_be(studio):
     studio.inject(["x" * (cap + 5_000)])
     [inject] = [data for _, data in studio.log.since(0) if data["event"] == "inject"]
     assert inject["text"].count("x") == cap and f"showing {cap:,} of {cap + 5_000:,} characters" in inject["text"]
+
+
+def test_another_model_has_a_conversation_of_its_own_loaded_when_first_chosen():
+    from decodeloop.registry import load_model
+
+    made: list[str] = []
+
+    def ngram(harness):
+        def make():
+            made.append("ngram")
+            bundle = load_model("ngram", order=4)
+            return Harness(bundle, Sampler(), harness.router, harness.emit, config=TurnConfig(), policy=Policy.off())
+
+        return make
+
+    def broken():
+        raise ValueError("no such weights")
+
+    with session(others=lambda harness: {"ngram": ngram(harness), "transformer": broken}) as studio:
+        assert studio.state()["models"] == ["table", "ngram", "transformer"] and made == []
+        studio.ask(QUESTION)
+        table_context = studio.step(2)["context"]
+        switched = studio.use("ngram")
+        assert (switched["model"], switched["phase"], switched["context"], made) == ("ngram", "idle", 0, ["ngram"])
+        assert [d["reason"] for _, d in studio.log.since(0) if d["event"] == "done"] == ["interrupted"]
+        asked = studio.ask(QUESTION)
+        assert asked["phase"] == "writing" and asked["context"] > 0
+        back = studio.use("table")  # the table's conversation, where it was left (its turn ended)
+        assert back["model"] == "table" and back["context"] == table_context
+        studio.use("ngram")
+        assert made == ["ngram"]  # loaded once
+        with pytest.raises(StudioError, match="transformer does not load: no such weights"):
+            studio.use("transformer")
+        with pytest.raises(StudioError, match="model: one of table, ngram, transformer"):
+            studio.use("bogus")
+        assert studio.state()["model"] == "ngram"

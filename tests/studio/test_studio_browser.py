@@ -233,3 +233,42 @@ def test_a_canned_attack_in_place_of_the_result_is_escaped_by_the_trust_boundary
     injected = [d for _, d in server.session.log.since(0) if d["event"] == "inject"][-1]["text"]
     assert "<|assistant|>[call send_money" not in injected  # data, not a turn and a call
     assert browser.errors() == []
+
+
+def test_another_model_chosen_on_the_page_starts_a_conversation_of_its_own(browser):
+    from test_session import session
+
+    from decodeloop.harness import Harness, TurnConfig
+    from decodeloop.registry import load_model
+    from decodeloop.sampling import Sampler
+    from decodeloop.trust.policy import Policy
+
+    def others(harness):
+        def ngram():
+            bundle = load_model("ngram", order=4)
+            return Harness(bundle, Sampler(), harness.router, harness.emit, config=TurnConfig(), policy=Policy.off())
+
+        return {"ngram": ngram}
+
+    with session(others=others) as chooser:
+        server = StudioServer()
+        server.start(chooser)
+        try:
+            opened(browser, server)
+            assert browser.evaluate("[...document.getElementById('model').options].map(o => o.value)") == [
+                "table",
+                "ngram",
+            ]
+            browser.evaluate(
+                "(() => { const s = document.getElementById('model'); s.value = 'ngram';"
+                " s.dispatchEvent(new Event('change')); })()"
+            )
+            browser.wait_for("document.getElementById('status').textContent.startsWith('ngram: no turn yet')")
+            browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(QUESTION)}")
+            click(browser, "b-ask")
+            browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
+            click(browser, "b-step10")
+            browser.wait_for("document.getElementById('token').textContent.includes('token #10')")
+            assert server.session.model == "ngram" and browser.errors() == []
+        finally:
+            server.shutdown()

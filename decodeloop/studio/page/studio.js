@@ -45,7 +45,7 @@ async function act(path, body, done) {
 let phase = 'idle';
 function buttons() {
   const writing = phase === 'writing', held = phase === 'held';
-  $('b-ask').disabled = busy;
+  $('b-ask').disabled = $('model').disabled = busy;
   $('b-step').disabled = $('b-step10').disabled = $('b-stop').disabled = busy || !writing;
   $('b-send').disabled = busy || !held;
   $('b-inject').disabled = busy || phase !== 'results';
@@ -54,8 +54,8 @@ function buttons() {
 }
 
 let callsShownAt = -1;  // the context length at which the held calls' text was last added to the written text
-let callAt = null;
-let heldShown = '';  // the phase and context length the held panel was drawn for  // where the message's calls began: the position of its first token inside a call
+let callAt = null;  // where the message's calls began: the position of its first token inside a call
+let heldShown = '';  // the phase and context length the held panel was drawn for
 function write(cls, text, at) {
   const span = el('span', cls, text);
   span.dataset.at = at;  // the context position the text starts at: a fork cuts from there on
@@ -72,7 +72,17 @@ function showState(s) {
                  held: 'a message ended in calls: held before dispatch',
                  results: 'the calls were sent: their results are held before they go into the context',
                  over: 'the turn is over (' + s.reason + ')'};
-  $('status').textContent = where[s.phase] + ' \u00b7 context ' + s.context + ' tokens';
+  $('status').textContent = s.model + ': ' + where[s.phase] + ' \u00b7 context ' + s.context + ' tokens';
+  const models = $('model');
+  if (models.options.length !== s.models.length) {
+    models.replaceChildren();
+    for (const name of s.models) {
+      const option = el('option', null, name);
+      option.value = name;
+      models.append(option);
+    }
+  }
+  models.value = s.model;
   // the panel is drawn again only when what it shows changed: a refresh must not undo an edit being typed
   const shown = s.phase + ':' + s.context;
   if (shown === heldShown) return buttons();
@@ -255,6 +265,14 @@ $('b-inject').addEventListener('click', () => {
   act('/api/inject', edits.some(e => e !== null) ? {results: edits} : {});
 });
 
+$('model').addEventListener('change', () => {
+  const chosen = $('model').value;
+  act('/api/model', {model: chosen}, () => {
+    $('written').replaceChildren();  // that model's conversation: its text is in its own events
+    $('token').replaceChildren(el('p', 'quiet', 'no token yet'));
+    heldShown = '';
+  });
+});
 $('questions').addEventListener('change', () => {
   if ($('questions').value) $('prompt').value = $('questions').value;
 });

@@ -151,6 +151,7 @@ class StudioSession:
                 for o in self.outcomes or ()
             ],
             "result_cap": None if turn is None or turn.state is None else turn.state.limit,
+            "spans": [] if context is None else [span.to_json() for span in context.spans()],
             "model": self.model,
             "models": [*self._harnesses, *(name for name in self._makers if name not in self._harnesses)],
             "answer": "" if turn is None else "".join(turn.answer).strip(),

@@ -97,6 +97,15 @@ def test_a_turn_driven_from_the_page_step_by_step(browser, server):
     browser.wait_for("document.getElementById('status').textContent.includes('the turn is over (eos)')")
     assert text(browser, "written").endswith("It is 33°F and overcast.")
     assert kinds(browser)[-1] == "done"
+    # the context bar: every span by its source, the weather server's result among them
+    sources = browser.evaluate("[...document.querySelectorAll('#bar .span')].map(s => s.dataset.source)")
+    assert sources[:2] == ["chat", "system"] and "tool:weather/get_weather" in sources and "model" in sources
+    spans = server.session.state()["spans"]
+    assert [source for _, _, source in spans] == sources
+    # and the last forward: positions served from the cache, and those computed
+    forward = browser.evaluate("[...document.querySelectorAll('#forward > div')].map(d => Number(d.style.flexGrow))")
+    last = [d for _, d in server.session.log.since(0) if d["event"] == "token"][-1]
+    assert forward[:2] == [last["cached"], last["computed"]]
     assert browser.errors() == []
 
 

@@ -72,6 +72,7 @@ function showState(s) {
                  held: 'a message ended in calls: held before dispatch',
                  results: 'the calls were sent: their results are held before they go into the context',
                  over: 'the turn is over (' + s.reason + ')'};
+  drawContext(s);
   $('status').textContent = s.model + ': ' + where[s.phase] + ' \u00b7 context ' + s.context + ' tokens';
   const models = $('model');
   if (models.options.length !== s.models.length) {
@@ -148,12 +149,54 @@ function showResults(s, box) {
     const attacks = el('div', 'attacks', 'or a hostile server\'s answer: ');
     for (const [name, make] of Object.entries(ATTACKS)) {
       const b = el('button', 'attack', name);
-      b.addEventListener('click', () => { area.value = make(r.text, s.result_cap); });
+      b.addEventListener('click', () => {
+        area.value = make(r.text, s.result_cap);
+        area.rows = Math.min(10, area.value.split('\n').length + 1);
+      });
       attacks.append(b);
     }
     box.append(area, attacks);
   });
   buttons();
+}
+
+// the context bar: each span of the context by where its tokens came from (the harness's provenance), and
+// under it the last forward pass: the positions served from the cache and those computed
+function kindOf(source) { return source.startsWith('tool:') ? 'tool' : source; }
+let contextLength = 0;
+function drawContext(s) {
+  contextLength = s.context;
+  const bar = $('bar');
+  bar.replaceChildren();
+  const seen = new Map();
+  for (const [start, end, source] of s.spans) {
+    const part = el('div', 'span ' + kindOf(source));
+    part.style.flexGrow = String(end - start);
+    part.title = source + ': positions ' + start + '..' + (end - 1) + ' (' + (end - start) + ' tokens)';
+    part.dataset.source = source;
+    bar.append(part);
+    seen.set(source, (seen.get(source) || 0) + end - start);
+  }
+  const sources = $('sources');
+  sources.replaceChildren();
+  for (const [source, n] of seen) {
+    const key = el('span', 'key');
+    key.append(el('span', 'swatch span ' + kindOf(source)), el('span', null, source + ' ' + n));
+    sources.append(key);
+  }
+}
+function drawForward(e) {
+  // the forward that produced token e: `cached` positions served, `computed` ones run
+  const box = $('forward');
+  box.replaceChildren();
+  const total = Math.max(e.context, 1);
+  const served = el('div', 'served'), computed = el('div', 'computed'), rest = el('div');
+  served.style.flexGrow = String(e.cached);
+  computed.style.flexGrow = String(Math.max(e.computed, 0));
+  rest.style.flexGrow = String(Math.max(total - e.cached - e.computed, 0));
+  served.title = e.cached + ' positions served from the cache';
+  computed.title = e.computed + ' positions computed by this forward';
+  box.append(served, computed, rest);
 }
 
 function summary(e) {
@@ -222,11 +265,12 @@ function onEvent(e) {
     if (e.delta) write(null, e.delta, at);
     if (e.reasoning) write('reasoning', e.reasoning, at);
     li.classList.add('pick');
-    li.addEventListener('click', () => lastToken(e));
+    li.addEventListener('click', () => { lastToken(e); drawForward(e); });
     lastToken(e);
+    drawForward(e);
   }
   if (e.event === 'stop' || e.event === 'inject') callAt = null;
-  if (e.event === 'done' || e.event === 'stop') refresh();
+  if (e.event === 'done' || e.event === 'stop' || e.event === 'inject' || e.event === 'prompt') refresh();
 }
 
 async function refresh() {

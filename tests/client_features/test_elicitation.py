@@ -559,10 +559,14 @@ def test_a_ctrl_c_before_the_question_does_not_cancel_it():
 
 def test_ctrl_c_is_noted_and_still_interrupts_the_main_thread():
     interrupted = threading.Event()
-    before = signal.getsignal(signal.SIGINT)
-    with pytest.raises(KeyboardInterrupt), ctrl_c_noted(interrupted):
-        signal.raise_signal(signal.SIGINT)
-    assert interrupted.is_set() and signal.getsignal(signal.SIGINT) is before
+    # Python's own handler, whatever this process inherited (a shell's background job starts with SIGINT ignored)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), ctrl_c_noted(interrupted):
+            signal.raise_signal(signal.SIGINT)
+        assert interrupted.is_set() and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 @pytest.mark.parametrize("wire", WIRES)

@@ -31,6 +31,7 @@ from decodeloop.text.untrusted import cap_strings
 from decodeloop.tools.dispatch import call_key
 from decodeloop.tools.router import UnknownTool
 from decodeloop.trust.policy import EVIDENCE
+from decodeloop.trust.provenance import origins, provenance
 
 MAX_EVENTS = 20_000  # events a session keeps for the page; older ones are dropped (and counted)
 MAX_EVENT_CHARS = 16_000  # a server's raw text in an rpc or tool_result event, as JSON Lines caps it
@@ -322,18 +323,21 @@ class StudioSession:
             return {"refused": "repeat", "why": f"{call.name} was already called with these arguments in this turn"}
         route = router.routes[call.name]
         request = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": route.remote, "arguments": arguments}}
+        seen = provenance(state.context, state.tokenizer)  # the context as it is now (dispatch reads it anew too)
         policy = state.policy
         if policy is None or policy.mode == "off":
             decision = {"verdict": "allow", "reason": "no policy: every call runs"}
         elif policy.mode == "confirm" and policy.confirm is not None:  # asking now would ask for nothing
             decision = {"verdict": "ask", "reason": "a side-effecting call after a tool result is put to you"}
         else:
-            made = state.check(call.name, route.server, route.remote, tool, arguments)
-            if made is None or made.verdict == EVIDENCE:
+            made = policy.check(call.name, route.server, route.remote, tool, arguments, lambda: seen, state.masked)
+            if made.verdict == EVIDENCE:
                 decision = {"verdict": "later", "reason": "the masked mode decides after a masked re-run, on send"}
             else:
                 decision = {"verdict": made.verdict, "reason": made.reason, "class": made.tool_class}
-        return {"server": route.server, "policy": decision, "request": request}
+        # where each argument's value occurs in the context: the user's message, a tool's result (an edited one
+        # included), or nowhere (the model wrote it itself): what the policy reads after a tool result
+        return {"server": route.server, "policy": decision, "request": request, "origins": origins(arguments, seen)}
 
     def _edit(self, arguments: Any) -> None:
         verdict = self.verdict

@@ -81,6 +81,7 @@ def test_a_turn_driven_from_the_page_step_by_step(browser, server):
     assert "call get_weather" in text(browser, "held")
     assert '"city": "Polson"' in browser.evaluate("document.querySelector('#held textarea.args').value")
     assert "policy: allow: no policy: every call runs" in text(browser, "held")
+    assert "where the values come from: city \u2190 system, user; state \u2190 system, user" in text(browser, "held")
     assert '"method": "tools/call"' in text(browser, "held")  # the request the server would get
     assert browser.evaluate("document.getElementById('b-step').disabled") is True
     shots = os.environ.get("DECODELOOP_SCREENSHOTS")  # a folder: docs/studio.md's picture is made here

@@ -105,6 +105,9 @@ function showState(s) {
     else if (h.policy) {
       held.append(el('p', 'policy ' + h.policy.verdict, 'policy: ' + h.policy.verdict + (h.policy.class ? ' (' + h.policy.class + ')' : '') +
                      ': ' + h.policy.reason));
+      const from = Object.entries(h.origins || {}).map(([path, sources]) =>
+        path + ' \u2190 ' + (sources.length ? sources.join(', ') : 'the model itself'));
+      if (from.length) held.append(el('p', 'origins', 'where the values come from: ' + from.join('; ')));
       const rpc = el('details');
       rpc.append(el('summary', null, 'the JSON-RPC request to ' + h.server), el('pre', 'box', JSON.stringify(h.request, null, 2)));
       held.append(rpc);

@@ -44,20 +44,20 @@ from urllib.parse import parse_qs, urlsplit
 
 from decodeloop.studio.session import EventLog, StudioError, StudioSession
 from decodeloop.text.untrusted import json_escaped, visible
-from decodeloop.ui.html import page, unsafe_class
+from decodeloop.ui.html import TEXT_JS, page
 
 PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "page")  # package data
 
 
-def _page_file(name: str) -> bytes:
+def _page_file(name: str) -> str:
     with open(os.path.join(PAGE, name), encoding="utf-8") as f:
-        return f.read().replace("__UNSAFE__", unsafe_class()).encode("utf-8")
+        return f.read()
 
 
-FILES = {  # path -> (the file from page/, its type), read once
-    "/": (_page_file("studio.html"), "text/html"),
-    "/studio.js": (_page_file("studio.js"), "text/javascript"),
-    "/studio.css": (_page_file("studio.css"), "text/css"),
+FILES = {  # path -> (the file from page/, its type), read once; the script starts with the viewer's text.js
+    "/": (_page_file("studio.html").encode(), "text/html"),
+    "/studio.js": ((TEXT_JS + _page_file("studio.js")).encode(), "text/javascript"),
+    "/studio.css": (_page_file("studio.css").encode(), "text/css"),
 }
 MAX_BODY = 1024 * 1024  # an edited result may be longer than the result cap, to see it cut
 KEEPALIVE = 15.0  # seconds between comments on a quiet event stream (a closed tab is noticed then)

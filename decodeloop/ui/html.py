@@ -211,4 +211,5 @@ def unsafe_class() -> str:
     return "[" + "".join(f"\\u{{{a:x}}}" + ("" if a == b else f"-\\u{{{b:x}}}") for a, b in UNSAFE_RANGES) + "]"
 
 
-JS = _viewer_file("viewer.js").replace("__UNSAFE__", unsafe_class())
+TEXT_JS = _viewer_file("text.js").replace("__UNSAFE__", unsafe_class())  # first in every page's script
+JS = TEXT_JS + _viewer_file("viewer.js")

@@ -1,22 +1,6 @@
-'use strict';
-// The studio page: actions are POSTs to the session, events arrive on one server-sent event stream.
-// Every string from the model or a server is shown with textContent, its invisible characters spelled out.
-const $ = id => document.getElementById(id);
-const UNSAFE = /__UNSAFE__/gu;  // untrusted.UNSAFE_RANGES, filled in by the server
-function hex(n, width) { return n.toString(16).padStart(width, '0'); }
-function vis(s) {
-  return String(s).replace(UNSAFE, c => {
-    const n = c.codePointAt(0);
-    if (c === '\r') return '\\r';
-    return n < 0x100 ? '\\x' + hex(n, 2) : n < 0x10000 ? '\\u' + hex(n, 4) : '\\U' + hex(n, 8);
-  });
-}
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined && text !== null) e.textContent = vis(text);
-  return e;
-}
+// The studio page: actions are POSTs to the session, events arrive on one server-sent event stream. It comes
+// after text.js (ui/viewer/text.js: 'use strict', $, vis, el): every string from the model or a server is put
+// with el(), as text, its invisible characters spelled out.
 function clip(s, n) { s = String(s); return s.length > n ? s.slice(0, n) + '\u2026' : s; }
 
 let busy = false;

@@ -1,25 +1,8 @@
 
-'use strict';
+// after text.js (ui/viewer/text.js: 'use strict', $, vis, el), which the page puts first
 const DATA = JSON.parse(document.getElementById('data').textContent);
 const META = DATA.meta || {}, EV = DATA.events || [];
 const N = EV.length, ROW = 20;
-const $ = id => document.getElementById(id);
-// control, format and invisible characters (untrusted.UNSAFE_RANGES), spelled as the terminal spells them
-const UNSAFE = /__UNSAFE__/gu;
-function hex(n, width) { return n.toString(16).padStart(width, '0'); }
-function vis(s) {
-  return String(s).replace(UNSAFE, c => {
-    const n = c.codePointAt(0);
-    if (c === '\r') return '\\r';
-    return n < 0x100 ? '\\x' + hex(n, 2) : n < 0x10000 ? '\\u' + hex(n, 4) : '\\U' + hex(n, 8);
-  });
-}
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined && text !== null) e.textContent = vis(text);
-  return e;
-}
 function textNode(s) { return document.createTextNode(vis(s)); }
 function show(s) { return JSON.stringify(s === undefined || s === null ? '' : String(s)); }
 function label(s) { return "'" + s + "'"; }

@@ -18,6 +18,7 @@ any number onwards, waiting for new ones.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -36,6 +37,7 @@ from decodeloop.trust.provenance import origins, provenance
 MAX_EVENTS = 20_000  # events a session keeps for the page; older ones are dropped (and counted)
 MAX_EVENT_CHARS = 16_000  # a server's raw text in an rpc or tool_result event, as JSON Lines caps it
 MAX_TOKENS_A_STEP = 4_096  # `step`'s tokens at most, per request
+DISTRIBUTION_TOP = 40  # the most likely tokens `distribution` gives the page to reshape
 CAPPED = {"rpc": "message", "tool_result": "content"}
 
 
@@ -276,6 +278,31 @@ class StudioSession:
                 raise StudioError(str(e)) from None
             self._verdict(verdict)
             return self.state()
+
+    def distribution(self, at: Any, n: Any = DISTRIBUTION_TOP) -> dict[str, Any]:
+        """The model's own distribution for the token at context position `at` (after the context before it):
+        the `n` most likely tokens with their logits, before any logits processor and any sampling setting, for
+        the page to reshape with a temperature, top-k and top-p. It runs the model over the context up to `at`:
+        the cache keeps what that shares with the rest, and the next token computes the rest again (its event
+        says so)."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= DISTRIBUTION_TOP:
+            raise StudioError(f"n: a whole number from 1 to {DISTRIBUTION_TOP}")
+        if isinstance(at, bool) or not isinstance(at, int):
+            raise StudioError("at: a whole number")
+        harness = self.harness
+        if getattr(harness.engine, "choose", None) is None:
+            raise StudioError("this engine samples for itself: its distribution is not here to show")
+        with self._step():
+            context = harness.context
+            if context is None or not 1 <= at <= len(context):
+                raise StudioError(f"at: a position from 1 to {0 if context is None else len(context)}")
+            logits = harness.bundle.model.forward(context.ids[:at])
+            values = logits.tolist() if hasattr(logits, "tolist") else list(logits)
+            if values and isinstance(values[0], list):  # a batch of one
+                values = values[0]
+            best = heapq.nlargest(n, range(len(values)), key=values.__getitem__)
+            label = harness.tokenizer.token_text
+            return {"at": at, "top": [[label(i), i, float(values[i])] for i in best]}
 
     # -- inside -------------------------------------------------------------------------------------------------
 

@@ -366,3 +366,30 @@ def calls_sent(log: EventLog) -> int:
         for _, d in log.since(0)
         if d["event"] == "rpc" and d["direction"] == "send" and "tools/call" in str(d["message"])
     )
+
+
+def test_the_distribution_at_a_token_is_the_model_s_own_and_the_cache_recomputes_only_after_it(studio):
+    log = studio.log
+    prompt_tokens = studio.ask(QUESTION)["context"]
+    studio.step(3)
+    second = tokens_since(log, 0)[1]
+    at = second["context"] - 1  # where "e" was appended
+    shown = studio.distribution(at)
+    assert shown["at"] == at and len(shown["top"]) == 40
+    assert shown["top"][0][:2] == ["e", second["id"]]  # the model's most likely token there is the one taken
+    logits = [logit for _, _, logit in shown["top"]]
+    assert logits == sorted(logits, reverse=True)
+    assert studio.distribution(at, 3)["top"] == shown["top"][:3]
+    for at_, n, why in (
+        (0, 5, "at: a position"),
+        (10**6, 5, "at: a position"),
+        (at, 0, "n: a whole number"),
+        ("1", 5, "at: a whole"),
+    ):
+        with pytest.raises(StudioError, match=why):
+            studio.distribution(at_, n)
+    seen = len(log.since(0))
+    studio.step(1)
+    [token] = tokens_since(log, seen)
+    # the model ran over the context up to `at`: the next forward serves that and computes the rest
+    assert (token["cached"], token["computed"]) == (at, prompt_tokens + 3 - at)

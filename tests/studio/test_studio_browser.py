@@ -282,3 +282,28 @@ def test_another_model_chosen_on_the_page_starts_a_conversation_of_its_own(brows
             assert server.session.model == "ngram" and browser.errors() == []
         finally:
             server.shutdown()
+
+
+def test_the_distribution_reshaped_by_the_sliders_says_what_each_setting_takes(browser, server):
+    opened(browser, server)
+    browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(QUESTION)}")
+    click(browser, "b-ask")
+    browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
+    click(browser, "b-step")
+    browser.wait_for("!!document.querySelector('#token details.reshape')")
+    browser.evaluate("(() => { const d = document.querySelector('#token details.reshape'); d.open = true; })()")
+    browser.wait_for("!!document.querySelector('#token .reshaped .verdict')")
+
+    def setting(name, value):
+        browser.evaluate(
+            f"(() => {{ const i = document.querySelector('#token input[data-name={json.dumps(name)}]');"
+            f" i.value = {json.dumps(str(value))}; i.dispatchEvent(new Event('input')); }})()"
+        )
+        return browser.evaluate("document.querySelector('#token .reshaped .verdict').textContent")
+
+    assert setting("temperature", 0) == 'temperature 0 (greedy) takes "L"'
+    setting("temperature", 1)
+    assert setting("top-k", 1).startswith('the draw is among 1 token(s): "L" 1.000')
+    many = setting("top-k", 0)
+    assert many.startswith('the draw is among 40 token(s): "L"')
+    assert browser.errors() == []

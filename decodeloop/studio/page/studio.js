@@ -225,6 +225,81 @@ function lastToken(e) {
   });
   box.append(el('div', 'quiet', 'stop check: ' + (e.checks || []).join(', ') + (e.held ? ' \u00b7 held back: ' + JSON.stringify(e.held) : '') +
                 (e.stop ? ' \u00b7 stop: ' + e.stop : '')));
+  box.append(reshaper(e.context - 1));
+}
+
+// the model's own distribution at a position (its 40 most likely tokens, fetched when opened), reshaped here
+// by a temperature, top-k and top-p as the sampler would, saying what each setting would take
+function reshaper(at) {
+  const panel = el('details', 'reshape');
+  panel.append(el('summary', null, 'the distribution at position ' + at + ', reshaped'));
+  const controls = el('div', 'sliders'), out = el('div', 'reshaped');
+  const sliders = {};
+  for (const [name, min, max, step, value] of [['temperature', 0, 2, 0.05, 0.7], ['top-k', 0, 40, 1, 0],
+                                                ['top-p', 0.05, 1, 0.05, 1]]) {
+    const input = el('input');
+    Object.assign(input, {type: 'range', min: min, max: max, step: step, value: value});
+    input.dataset.name = name;
+    const shown = el('span', 'value', String(value));
+    input.addEventListener('input', () => { shown.textContent = input.value; draw(); });
+    const label = el('label', null, name + ' ');
+    label.append(input, shown);
+    controls.append(label);
+    sliders[name] = input;
+  }
+  panel.append(controls, out);
+  let top = null;
+  function draw() {
+    if (!top) return;
+    out.replaceChildren();
+    const t = Number(sliders['temperature'].value), k = Number(sliders['top-k'].value), p = Number(sliders['top-p'].value);
+    const probs = reshaped(top, t, k, p);
+    const kept = probs.filter(x => x.p > 0);
+    out.append(el('p', 'verdict', t === 0
+      ? 'temperature 0 (greedy) takes ' + JSON.stringify(top[0][0])
+      : 'the draw is among ' + kept.length + ' token(s): ' + kept.slice(0, 5).map(x => JSON.stringify(x.text) + ' ' + x.p.toFixed(3)).join(', ') +
+        (kept.length > 5 ? ', \u2026' : '')));
+    for (const x of probs.slice(0, 10)) {
+      const row = el('div', 'bar');
+      const fill = el('div', 'fill');
+      fill.style.width = Math.round(100 * x.p) + '%';
+      const track = el('div');
+      track.append(fill);
+      row.append(el('span', null, JSON.stringify(x.text)), track, el('span', null, x.p.toFixed(3)));
+      out.append(row);
+    }
+  }
+  panel.addEventListener('toggle', async () => {
+    if (!panel.open || top) return;
+    const r = await fetch('/api/distribution', {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                                body: JSON.stringify({at: at})});
+    const data = await r.json();
+    if (!r.ok) { out.replaceChildren(el('p', 'refused', data.error)); return; }
+    top = data.top;
+    draw();
+  });
+  return panel;
+}
+
+// softmax at temperature t over the model's top tokens, then top-k and top-p, renormalised: what the sampler
+// keeps (at 0, greedy: the first token, certain)
+function reshaped(top, t, k, p) {
+  let probs;
+  if (t === 0) probs = top.map((x, i) => ({text: x[0], p: i === 0 ? 1 : 0}));
+  else {
+    const m = top[0][2];
+    const w = top.map(x => Math.exp((x[2] - m) / t));
+    const sum = w.reduce((a, b) => a + b, 0);
+    probs = top.map((x, i) => ({text: x[0], p: w[i] / sum}));
+  }
+  if (k > 0) probs.forEach((x, i) => { if (i >= k) x.p = 0; });
+  if (p < 1) {
+    let mass = 0;
+    probs.forEach(x => { if (mass >= p) x.p = 0; else mass += x.p; });
+  }
+  const total = probs.reduce((a, x) => a + x.p, 0);
+  probs.forEach(x => { x.p = total > 0 ? x.p / total : 0; });
+  return probs;
 }
 
 async function fork(at, token) {

@@ -26,6 +26,7 @@ Content-Security-Policy that allows only them (no inline script, no other origin
     POST /api/to-end      {}
     POST /api/fork        {"at": POSITION, "token": ID}  (another candidate at a token of this turn)
     POST /api/distribution  {"at": POSITION}  (the model's top 40 logits there, for the page to reshape)
+    POST /api/attention   {"at": POSITION}  (the numpy transformer's heads from the position that chose it)
 
 An action answers with the state (200), or {"error": ...} with 409 for a step that cannot be taken now, 400
 for a body that is not what the action takes.
@@ -169,6 +170,7 @@ ACTIONS: dict[str, Callable[[StudioSession, dict], dict]] = {
     "/api/inject": lambda session, body: session.inject(body.get("results")),
     "/api/fork": lambda session, body: session.fork(body.get("at"), body.get("token")),
     "/api/distribution": lambda session, body: session.distribution(body.get("at"), body.get("n", 40)),
+    "/api/attention": lambda session, body: session.attention(body.get("at")),
 }
 
 

@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from decodeloop.decode.model import RecordsAttention
 from decodeloop.errors import MissingDependency
 from decodeloop.events import Edited, Event, Notice
 from decodeloop.formats.calls.base import Call
@@ -33,6 +34,7 @@ from decodeloop.tools.dispatch import call_key
 from decodeloop.tools.router import UnknownTool
 from decodeloop.trust.policy import EVIDENCE
 from decodeloop.trust.provenance import origins, provenance
+from decodeloop.ui.html import add_attention
 
 MAX_EVENTS = 20_000  # events a session keeps for the page; older ones are dropped (and counted)
 MAX_EVENT_CHARS = 16_000  # a server's raw text in an rpc or tool_result event, as JSON Lines caps it
@@ -101,6 +103,7 @@ class StudioSession:
         """`harness` runs the conversation of `model`; `others` make the harness of each other model the page
         may choose (`use`), loaded the first time it is chosen."""
         self.harness, self.log, self.model = harness, log, model
+        _record_attention(harness)
         self._harnesses: dict[str, Any] = {model: harness}
         self._makers = dict(others or {})
         self.turn: Any = None  # the Turn in progress, or the last one
@@ -156,6 +159,7 @@ class StudioSession:
             "result_cap": None if turn is None or turn.state is None else turn.state.limit,
             "spans": [] if context is None else [span.to_json() for span in context.spans()],
             "model": self.model,
+            "attention": isinstance(self.harness.bundle.model, RecordsAttention),
             "models": [*self._harnesses, *(name for name in self._makers if name not in self._harnesses)],
             "answer": "" if turn is None else "".join(turn.answer).strip(),
         }
@@ -189,6 +193,7 @@ class StudioSession:
                     harness = self._makers[model]()
                 except (ValueError, OSError, MissingDependency) as e:  # a model that does not load here
                     raise StudioError(f"{model} does not load: {e}") from None
+                _record_attention(harness)
                 self._harnesses[model] = harness
             if self.turn is not None and not self.turn.over:
                 self.turn.interrupt()
@@ -303,6 +308,28 @@ class StudioSession:
             best = heapq.nlargest(n, range(len(values)), key=values.__getitem__)
             label = harness.tokenizer.token_text
             return {"at": at, "top": [[label(i), i, float(values[i])] for i in best]}
+
+    def attention(self, at: Any) -> dict[str, Any]:
+        """For a model that keeps its attention maps (the numpy transformer): every head's weights from the
+        position that chose the token at context position `at`, over the keys in its window, and which head
+        copied most from tool results this conversation (the copy head), as the viewer's page shows them
+        (ui/html.py's `add_attention`, the data `attention_peek.py` draws)."""
+        if isinstance(at, bool) or not isinstance(at, int):
+            raise StudioError("at: a whole number")
+        harness = self.harness
+        if not isinstance(harness.bundle.model, RecordsAttention):
+            raise StudioError(f"{self.model} keeps no attention maps: the numpy transformer does")
+        with self._step():
+            events = [data for _, data in self.log.since(0) if data["event"] in ("prompt", "inject", "token")]
+            chosen = [e for e in events if e["event"] == "token" and e["context"] == at + 1]
+            if not chosen:
+                raise StudioError(f"at: no token of this conversation was appended at position {at}")
+            events = [dict(e) for e in events]  # the log's own stay as they were emitted
+            add_attention(events, harness.bundle.model, harness.tokenizer)
+            found = [e for e in events if e["event"] == "token" and e["context"] == at + 1][-1].get("attention")
+            if found is None:
+                raise StudioError(f"the model no longer holds the maps of position {at - 1} (the cache moved on)")
+            return {"at": at, **found}
 
     # -- inside -------------------------------------------------------------------------------------------------
 
@@ -424,6 +451,13 @@ class StudioSession:
         self.verdict = self.outcomes = None
         if not turn.inject(verdict, outcomes):
             turn.finish()  # the turn gave up (the repeat guard, or too many failed calls)
+
+
+def _record_attention(harness: Any) -> None:
+    """A model that can keep its attention maps keeps them, for `attention`."""
+    model = harness.bundle.model
+    if isinstance(model, RecordsAttention):
+        model.record_attention = True
 
 
 def _editable(outcome: Any) -> bool:

@@ -393,3 +393,30 @@ def test_the_distribution_at_a_token_is_the_model_s_own_and_the_cache_recomputes
     [token] = tokens_since(log, seen)
     # the model ran over the context up to `at`: the next forward serves that and computes the rest
     assert (token["cached"], token["computed"]) == (at, prompt_tokens + 3 - at)
+
+
+def test_the_transformer_s_attention_at_a_token_names_the_copy_head(studio):
+    from decodeloop.registry import load_model
+
+    harness = Harness(
+        load_model("transformer"),
+        Sampler(),
+        studio.harness.router,
+        studio.log,
+        config=TurnConfig(),
+        policy=Policy.off(),
+    )
+    with pytest.raises(StudioError, match="table keeps no attention maps"):
+        StudioSession(studio.harness, studio.log, model="table").attention(5)
+    session = StudioSession(harness, studio.log, model="transformer")
+    session.ask(QUESTION)
+    assert session.to_end()["phase"] == "over"
+    events = [d for _, d in session.log.since(0)]
+    injected = max(i for i, d in enumerate(events) if d["event"] == "inject")
+    answer = [d for d in events[injected:] if d["event"] == "token"]
+    shown = session.attention(answer[0]["context"] - 1)
+    heads = shown["heads"]
+    assert len(heads) > 1 and all(len(h["weights"]) == len(shown["keys"]) for h in heads)
+    assert sum(1 for h in heads if h.get("copy")) == 1  # the head that copies from the result
+    with pytest.raises(StudioError, match="no token of this conversation"):
+        session.attention(3)

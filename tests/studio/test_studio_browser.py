@@ -307,3 +307,46 @@ def test_the_distribution_reshaped_by_the_sliders_says_what_each_setting_takes(b
     many = setting("top-k", 0)
     assert many.startswith('the draw is among 40 token(s): "L"')
     assert browser.errors() == []
+
+
+def test_the_transformer_s_copy_head_on_the_page(browser, studio):  # noqa: F811
+    from decodeloop.harness import Harness, TurnConfig
+    from decodeloop.registry import load_model
+    from decodeloop.sampling import Sampler
+    from decodeloop.studio.session import StudioSession
+    from decodeloop.trust.policy import Policy
+
+    harness = Harness(
+        load_model("transformer"),
+        Sampler(),
+        studio.harness.router,
+        studio.log,
+        config=TurnConfig(),
+        policy=Policy.off(),
+    )
+    session = StudioSession(harness, studio.log, model="transformer")
+    server = StudioServer()
+    server.start(session)
+    try:
+        opened(browser, server)
+        browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(QUESTION)}")
+        click(browser, "b-ask")
+        browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
+        click(browser, "b-end")
+        browser.wait_for("document.getElementById('status').textContent.includes('the turn is over')")
+        # the answer's first token, chosen in the events list, then its attention opened
+        browser.evaluate(
+            "(() => { const rows = [...document.querySelectorAll('#events li')];"
+            " const after = rows.findIndex(li => li.textContent.startsWith('inject'));"
+            " rows.slice(after).find(li => li.classList.contains('pick')).click(); })()"
+        )
+        browser.wait_for("!!document.querySelector('#token details.attention')")
+        browser.evaluate("document.querySelector('#token details.attention').open = true")
+        browser.wait_for("document.querySelectorAll('#token details.attention .bar').length > 0")
+        chosen = browser.evaluate(
+            "(() => { const s = document.querySelector('#token details.attention select');"
+            " return s.options[s.selectedIndex].textContent; })()"
+        )
+        assert chosen.endswith("(the copy head)") and browser.errors() == []
+    finally:
+        server.shutdown()

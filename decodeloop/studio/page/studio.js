@@ -48,6 +48,7 @@ function write(cls, text, at) {
 function from(at) { return [...$('written').children].filter(span => Number(span.dataset.at) >= at); }
 function showState(s) {
   phase = s.phase;
+  attentionKept = !!s.attention;
   if (s.phase === 'held' && callsShownAt !== s.context) {
     callsShownAt = s.context;
     for (const c of s.held) write('call', c.text, callAt === null ? s.context : callAt);
@@ -226,6 +227,50 @@ function lastToken(e) {
   box.append(el('div', 'quiet', 'stop check: ' + (e.checks || []).join(', ') + (e.held ? ' \u00b7 held back: ' + JSON.stringify(e.held) : '') +
                 (e.stop ? ' \u00b7 stop: ' + e.stop : '')));
   box.append(reshaper(e.context - 1));
+  if (attentionKept) box.append(attentionOf(e.context - 1));
+}
+
+// the numpy transformer's heads from the position that chose the token (fetched when opened): the keys one
+// head weighs most, the copy head first
+let attentionKept = false;
+function attentionOf(at) {
+  const panel = el('details', 'attention');
+  panel.append(el('summary', null, 'attention from the position that chose it'));
+  const pick = el('select'), out = el('div');
+  panel.append(pick, out);
+  let shown = null;
+  function draw() {
+    out.replaceChildren();
+    const head = shown.heads[Number(pick.value)];
+    const ranked = head.weights.map((w, i) => [w, i]).sort((a, b) => b[0] - a[0]).slice(0, 12);
+    for (const [w, i] of ranked) {
+      const row = el('div', 'bar');
+      const fill = el('div', 'fill');
+      fill.style.width = Math.round(100 * w) + '%';
+      const track = el('div');
+      track.append(fill);
+      row.append(el('span', null, (shown.start + i) + ' ' + JSON.stringify(shown.keys[i])), track, el('span', null, w.toFixed(3)));
+      out.append(row);
+    }
+  }
+  pick.addEventListener('change', draw);
+  panel.addEventListener('toggle', async () => {
+    if (!panel.open || shown) return;
+    const r = await fetch('/api/attention', {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                             body: JSON.stringify({at: at})});
+    const data = await r.json();
+    if (!r.ok) { out.replaceChildren(el('p', 'refused', data.error)); return; }
+    shown = data;
+    data.heads.forEach((h, n) => {
+      const option = el('option', null, 'layer ' + h.layer + ', head ' + h.head + (h.copy ? ' (the copy head)' : ''));
+      option.value = n;
+      pick.append(option);
+    });
+    const copy = data.heads.findIndex(h => h.copy);
+    pick.value = String(copy >= 0 ? copy : 0);
+    draw();
+  });
+  return panel;
 }
 
 // the model's own distribution at a position (its 40 most likely tokens, fetched when opened), reshaped here

@@ -395,20 +395,20 @@ def test_the_distribution_at_a_token_is_the_model_s_own_and_the_cache_recomputes
     assert (token["cached"], token["computed"]) == (at, prompt_tokens + 3 - at)
 
 
-def test_the_transformer_s_attention_at_a_token_names_the_copy_head(studio):
+def lab_session(studio: StudioSession, name: str) -> StudioSession:
+    """A session of the lab's `name` model on the same servers and event log as `studio`'s."""
     from decodeloop.registry import load_model
 
     harness = Harness(
-        load_model("transformer"),
-        Sampler(),
-        studio.harness.router,
-        studio.log,
-        config=TurnConfig(),
-        policy=Policy.off(),
+        load_model(name), Sampler(), studio.harness.router, studio.log, config=TurnConfig(), policy=Policy.off()
     )
+    return StudioSession(harness, studio.log, model=name)
+
+
+def test_the_transformer_s_attention_at_a_token_names_the_copy_head(studio):
     with pytest.raises(StudioError, match="table keeps no attention maps"):
         StudioSession(studio.harness, studio.log, model="table").attention(5)
-    session = StudioSession(harness, studio.log, model="transformer")
+    session = lab_session(studio, "transformer")
     session.ask(QUESTION)
     assert session.to_end()["phase"] == "over"
     events = [d for _, d in session.log.since(0)]

@@ -310,21 +310,9 @@ def test_the_distribution_reshaped_by_the_sliders_says_what_each_setting_takes(b
 
 
 def test_the_transformer_s_copy_head_on_the_page(browser, studio):  # noqa: F811
-    from decodeloop.harness import Harness, TurnConfig
-    from decodeloop.registry import load_model
-    from decodeloop.sampling import Sampler
-    from decodeloop.studio.session import StudioSession
-    from decodeloop.trust.policy import Policy
+    from test_session import lab_session
 
-    harness = Harness(
-        load_model("transformer"),
-        Sampler(),
-        studio.harness.router,
-        studio.log,
-        config=TurnConfig(),
-        policy=Policy.off(),
-    )
-    session = StudioSession(harness, studio.log, model="transformer")
+    session = lab_session(studio, "transformer")
     server = StudioServer()
     server.start(session)
     try:

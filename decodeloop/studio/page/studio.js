@@ -211,18 +211,12 @@ function lastToken(e) {
   const ids = e.top_ids || [];
   (e.top || []).forEach(([text, p], n) => {
     const chosen = text === e.text;
-    const row = el('div', 'bar' + (chosen ? ' chosen' : ''));
-    const fill = el('div', 'fill');
-    fill.style.width = Math.round(100 * p) + '%';
-    const track = el('div');
-    track.append(fill);
     const name = el('button', 'cand', JSON.stringify(text));
     name.title = chosen ? 'the token taken' : 'take this token here instead: the turn forks at position ' + (e.context - 1);
     name.dataset.fixed = chosen || ids[n] === undefined ? '1' : '';  // never pressable: taken, or no id
     name.disabled = !!name.dataset.fixed || busy;
     name.addEventListener('click', () => fork(e.context - 1, ids[n]));
-    row.append(name, track, el('span', null, p.toFixed(3)));
-    box.append(row);
+    box.append(barRow(name, p, chosen ? 'chosen' : ''));
   });
   box.append(el('div', 'quiet', 'stop check: ' + (e.checks || []).join(', ') + (e.held ? ' \u00b7 held back: ' + JSON.stringify(e.held) : '') +
                 (e.stop ? ' \u00b7 stop: ' + e.stop : '')));
@@ -244,22 +238,14 @@ function attentionOf(at) {
     const head = shown.heads[Number(pick.value)];
     const ranked = head.weights.map((w, i) => [w, i]).sort((a, b) => b[0] - a[0]).slice(0, 12);
     for (const [w, i] of ranked) {
-      const row = el('div', 'bar');
-      const fill = el('div', 'fill');
-      fill.style.width = Math.round(100 * w) + '%';
-      const track = el('div');
-      track.append(fill);
-      row.append(el('span', null, (shown.start + i) + ' ' + JSON.stringify(shown.keys[i])), track, el('span', null, w.toFixed(3)));
-      out.append(row);
+      out.append(barRow(el('span', null, (shown.start + i) + ' ' + JSON.stringify(shown.keys[i])), w));
     }
   }
   pick.addEventListener('change', draw);
   panel.addEventListener('toggle', async () => {
     if (!panel.open || shown) return;
-    const r = await fetch('/api/attention', {method: 'POST', headers: {'Content-Type': 'application/json'},
-                                             body: JSON.stringify({at: at})});
-    const data = await r.json();
-    if (!r.ok) { out.replaceChildren(el('p', 'refused', data.error)); return; }
+    const data = await look('/api/attention', at, out);
+    if (!data) return;
     shown = data;
     data.heads.forEach((h, n) => {
       const option = el('option', null, 'layer ' + h.layer + ', head ' + h.head + (h.copy ? ' (the copy head)' : ''));
@@ -271,6 +257,27 @@ function attentionOf(at) {
     draw();
   });
   return panel;
+}
+
+// one row of bars: a label, a bar as long as p (0..1), and p
+function barRow(label, p, cls) {
+  const row = el('div', 'bar' + (cls ? ' ' + cls : ''));
+  const fill = el('div', 'fill');
+  fill.style.width = Math.round(100 * p) + '%';
+  const track = el('div');
+  track.append(fill);
+  row.append(label, track, el('span', null, p.toFixed(3)));
+  return row;
+}
+
+// what the session shows of a position (its distribution, its attention); null, with the reason in `out`,
+// when it cannot
+async function look(path, at, out) {
+  const r = await fetch(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({at: at})});
+  const data = await r.json();
+  if (r.ok) return data;
+  out.replaceChildren(el('p', 'refused', data.error));
+  return null;
 }
 
 // the model's own distribution at a position (its 40 most likely tokens, fetched when opened), reshaped here
@@ -305,21 +312,13 @@ function reshaper(at) {
       : 'the draw is among ' + kept.length + ' token(s): ' + kept.slice(0, 5).map(x => JSON.stringify(x.text) + ' ' + x.p.toFixed(3)).join(', ') +
         (kept.length > 5 ? ', \u2026' : '')));
     for (const x of probs.slice(0, 10)) {
-      const row = el('div', 'bar');
-      const fill = el('div', 'fill');
-      fill.style.width = Math.round(100 * x.p) + '%';
-      const track = el('div');
-      track.append(fill);
-      row.append(el('span', null, JSON.stringify(x.text)), track, el('span', null, x.p.toFixed(3)));
-      out.append(row);
+      out.append(barRow(el('span', null, JSON.stringify(x.text)), x.p));
     }
   }
   panel.addEventListener('toggle', async () => {
     if (!panel.open || top) return;
-    const r = await fetch('/api/distribution', {method: 'POST', headers: {'Content-Type': 'application/json'},
-                                                body: JSON.stringify({at: at})});
-    const data = await r.json();
-    if (!r.ok) { out.replaceChildren(el('p', 'refused', data.error)); return; }
+    const data = await look('/api/distribution', at, out);
+    if (!data) return;
     top = data.top;
     draw();
   });

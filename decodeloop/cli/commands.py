@@ -177,10 +177,10 @@ def studio_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             harness = build_harness(args, bundle, router, log, sampler, processors, config, None)
             print(f"decodeloop studio: {studio.url}", flush=True)
             print("  (the address holds the studio's secret: share it with nobody; Ctrl-C stops)", flush=True)
-            if args.open:
+            if args.open:  # on a thread: a browser that runs in this terminal would hold it until it quits
                 import webbrowser
 
-                webbrowser.open(studio.url)
+                threading.Thread(target=webbrowser.open, args=(studio.url,), daemon=True).start()
             others = _studio_models(args, router, log, sampler, processors, config)
             try:
                 studio.serve_forever(StudioSession(harness, log, model=args.model, others=others))

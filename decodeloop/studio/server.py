@@ -25,6 +25,7 @@ Content-Security-Policy that allows only them (no inline script, no other origin
     POST /api/inject      {} or {"results": [...]}  (the held results, edited or not, into the context)
     POST /api/to-end      {}
     POST /api/fork        {"at": POSITION, "token": ID}  (another candidate at a token of this turn)
+    POST /api/back        {"branch": N}  (back to a branch a fork left; the one left becomes a branch)
     POST /api/distribution  {"at": POSITION}  (the model's top 40 logits there, for the page to reshape)
     POST /api/attention   {"at": POSITION}  (the numpy transformer's heads from the position that chose it)
 
@@ -169,6 +170,7 @@ ACTIONS: dict[str, Callable[[StudioSession, dict], dict]] = {
     "/api/to-end": lambda session, body: session.to_end(),
     "/api/inject": lambda session, body: session.inject(body.get("results")),
     "/api/fork": lambda session, body: session.fork(body.get("at"), body.get("token")),
+    "/api/back": lambda session, body: session.back(body.get("branch")),
     "/api/distribution": lambda session, body: session.distribution(body.get("at"), body.get("n", 40)),
     "/api/attention": lambda session, body: session.attention(body.get("at")),
 }

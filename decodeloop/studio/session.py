@@ -5,7 +5,7 @@ takes, one per request: `ask` renders a message, `step` lets the model write a f
 write until a stop fires and holds a message that ended in calls before they are dispatched, `send` dispatches
 the held calls and holds their results before they are injected, `inject` puts them into the context (a
 result a person edited goes through the trust boundary again, as the server's did), `to_end` takes every step
-until the turn is over, and `fork` goes back
+until the turn is over, `back` returns to a branch a fork left, and `fork` goes back
 to a token the model wrote this turn and takes another of its candidates instead (the context and every
 engine's cache rewound to it: only what follows is computed again). Nothing here samples, parses, decides or
 calls a server: the harness's own steps do, exactly as in `decodeloop run`.
@@ -39,6 +39,7 @@ from decodeloop.ui.html import add_attention
 MAX_EVENTS = 20_000  # events a session keeps for the page; older ones are dropped (and counted)
 MAX_EVENT_CHARS = 16_000  # a server's raw text in an rpc or tool_result event, as JSON Lines caps it
 MAX_TOKENS_A_STEP = 4_096  # `step`'s tokens at most, per request
+MAX_BRANCHES = 20  # the branches forks left that a session keeps (the oldest go first)
 DISTRIBUTION_TOP = 40  # the most likely tokens `distribution` gives the page to reshape
 CAPPED = {"rpc": "message", "tool_result": "content"}
 
@@ -109,6 +110,7 @@ class StudioSession:
         self.turn: Any = None  # the Turn in progress, or the last one
         self.verdict: Any = None  # the held message's verdict (calls not yet dispatched, or their results held)
         self.outcomes: list | None = None  # the held calls' outcomes, not yet injected
+        self.branches: list[dict[str, Any]] = []  # what forks left: {"at", "tokens", "text"}, oldest first
         self._busy = threading.Lock()
 
     # -- what the page reads ----------------------------------------------------------------------------------
@@ -158,6 +160,7 @@ class StudioSession:
             ],
             "result_cap": None if turn is None or turn.state is None else turn.state.limit,
             "spans": [] if context is None else [span.to_json() for span in context.spans()],
+            "branches": [{"at": b["at"], "text": b["text"]} for b in self.branches],
             "model": self.model,
             "attention": isinstance(self.harness.bundle.model, RecordsAttention),
             "models": [*self._harnesses, *(name for name in self._makers if name not in self._harnesses)],
@@ -175,7 +178,8 @@ class StudioSession:
             if self.turn is not None and not self.turn.over:
                 self.turn.interrupt()
                 self.turn.finish()
-            self.verdict = None
+            self.verdict = self.outcomes = None
+            self.branches = []  # a fork's branches are of the turn it forked
             self.turn = self.harness.begin(prompt)
             return self.state()
 
@@ -200,6 +204,7 @@ class StudioSession:
                 self.turn.finish()
             self.harness, self.model, self.turn = harness, model, None
             self.verdict = self.outcomes = None
+            self.branches = []
             self.log(Notice(source="studio", message=f"model: {model}"))
             return self.state()
 
@@ -269,20 +274,46 @@ class StudioSession:
         if token >= harness.tokenizer.vocab_size:
             raise StudioError(f"token {token} is not in the vocabulary (0..{harness.tokenizer.vocab_size - 1})")
         with self._step():
-            turn = self.turn
-            if turn is None:
-                raise StudioError("no turn yet: ask something first")
-            try:
-                turn.rewind(at)
-            except ValueError as e:  # outside this turn, or inside what the harness injected
-                raise StudioError(str(e)) from None
-            self.verdict = self.outcomes = None
+            self._take_instead(at, [token])
+            return self.state()
+
+    def back(self, n: Any) -> dict[str, Any]:
+        """Back to branch `n` (`state()["branches"]`): the model's tokens a fork left there, taken again in order
+        from its position (the stop check reads them again; a call they close is held, not sent again), and the
+        branch this leaves kept in its place."""
+        with self._step():
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < len(self.branches):
+                raise StudioError(
+                    f"branch: a number from 0 to {len(self.branches) - 1}" if self.branches else "no branch"
+                )
+            branch = self.branches.pop(n)
+            self._take_instead(branch["at"], branch["tokens"])
+            return self.state()
+
+    def _take_instead(self, at: int, tokens: list[int]) -> None:
+        """Rewind the turn to `at` and take `tokens` there, keeping the model's tokens it cuts as a branch."""
+        turn = self.turn
+        if turn is None:
+            raise StudioError("no turn yet: ask something first")
+        context = self.harness.context
+        left = _written_from(context, at)
+        try:
+            turn.rewind(at)
+        except ValueError as e:  # outside this turn, or inside what the harness injected
+            raise StudioError(str(e)) from None
+        self.verdict = self.outcomes = None
+        if left:
+            decode = self.harness.tokenizer.decode
+            self.branches.append({"at": at, "tokens": left, "text": decode(left)})
+            del self.branches[:-MAX_BRANCHES]
+        for token in tokens:
             try:
                 verdict = turn.take(token)
             except ValueError as e:  # not in the vocabulary, or an engine that samples for itself
                 raise StudioError(str(e)) from None
-            self._verdict(verdict)
-            return self.state()
+            if verdict.reason is not None:
+                break
+        self._verdict(verdict)
 
     def distribution(self, at: Any, n: Any = DISTRIBUTION_TOP) -> dict[str, Any]:
         """The model's own distribution for the token at context position `at` (after the context before it):
@@ -451,6 +482,16 @@ class StudioSession:
         self.verdict = self.outcomes = None
         if not turn.inject(verdict, outcomes):
             turn.finish()  # the turn gave up (the repeat guard, or too many failed calls)
+
+
+def _written_from(context: Any, at: int) -> list[int]:
+    """The model's tokens from `at` on, up to the first token it did not write (an injected message)."""
+    out: list[int] = []
+    for span in context.spans(at) if context is not None else ():
+        if span.source not in ("model", "reasoning"):
+            break
+        out += context.ids[span.start : span.end]
+    return out
 
 
 def _record_attention(harness: Any) -> None:

@@ -420,3 +420,28 @@ def test_the_transformer_s_attention_at_a_token_names_the_copy_head(studio):
     assert sum(1 for h in heads if h.get("copy")) == 1  # the head that copies from the result
     with pytest.raises(StudioError, match="no token of this conversation"):
         session.attention(3)
+
+
+def test_a_fork_keeps_the_branch_it_leaves_and_going_back_takes_its_tokens_again(studio):
+    log = studio.log
+    prompt_tokens = studio.ask(QUESTION)["context"]
+    with pytest.raises(StudioError, match="no branch"):
+        studio.back(0)
+    studio.step(3)  # "L", "e", "t"
+    second = tokens_since(log, 0)[1]
+    at = second["context"] - 1
+    other = next(i for i, (text, _) in zip(second["top_ids"], second["top"]) if text != "e")
+    forked = studio.fork(at, other)
+    assert forked["branches"] == [{"at": at, "text": "et"}]
+    decode = studio.harness.tokenizer.decode
+    assert decode(studio.harness.context.ids[prompt_tokens:]) == "L" + decode([other])
+    with pytest.raises(StudioError, match="branch: a number from 0 to 0"):
+        studio.back(1)
+    seen = len(log.since(0))
+    back = studio.back(0)
+    assert decode(studio.harness.context.ids[prompt_tokens:]) == "Let" and back["context"] == prompt_tokens + 3
+    assert back["branches"] == [{"at": at, "text": decode([other])}]  # the branch left, to go back to in turn
+    again = tokens_since(log, seen)
+    # "e" from the logits the fork's own forward left (the same context: nothing computed), then one position
+    assert [t["text"] for t in again] == ["e", "t"] and [t["computed"] for t in again] == [0, 1]
+    assert studio.to_stop()["held"][0]["name"] == "get_weather"  # and the turn goes on from there

@@ -140,6 +140,14 @@ def test_a_candidate_clicked_forks_the_turn_there(browser, server):
     assert not written.endswith("Let me loo") and "Let me lo" in written[-12:]
     last = [data for _, data in server.session.log.since(0) if data["event"] == "token"][-1]
     assert (last["index"], last["text"], last["context"]) == (10, other, server.session.state()["context"])
+    # the branch the fork left is a button: back to it, and the text is as it was
+    browser.wait_for("document.querySelectorAll('#branches button.branch').length === 1")
+    assert text(browser, "branches").endswith('"o"')
+    browser.wait_for("!document.querySelector('#branches button.branch').disabled")
+    browser.evaluate("document.querySelector('#branches button.branch').click()")
+    browser.wait_for("document.getElementById('written').textContent.endsWith('Let me loo')")
+    browser.wait_for("!document.getElementById('b-ask').disabled")
+    assert server.session.state()["branches"][0]["text"] == other  # the fork's branch, to go back to in turn
     assert browser.errors() == []
 
 

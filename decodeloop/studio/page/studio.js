@@ -58,6 +58,7 @@ function showState(s) {
                  results: 'the calls were sent: their results are held before they go into the context',
                  over: 'the turn is over (' + s.reason + ')'};
   drawContext(s);
+  drawBranches(s);
   $('status').textContent = s.model + ': ' + where[s.phase] + ' \u00b7 context ' + s.context + ' tokens';
   const models = $('model');
   if (models.options.length !== s.models.length) {
@@ -346,14 +347,30 @@ function reshaped(top, t, k, p) {
   return probs;
 }
 
-async function fork(at, token) {
-  // what the fork cuts is what was written from `at` on before it: the fork's own token may arrive on the
-  // event stream before the answer does
+async function fork(at, token) { await retake('/api/fork', {at: at, token: token}, at); }
+
+async function retake(path, body, at) {
+  // what a fork (or a branch taken back) cuts is what was written from `at` on before it: its own tokens may
+  // arrive on the event stream before the answer does
   const stale = from(at);
-  await act('/api/fork', {at: at, token: token}, () => {
+  await act(path, body, () => {
     stale.forEach(span => span.remove());
     if (callAt !== null && callAt >= at) callAt = null;
     callsShownAt = -1;
+  });
+}
+
+function drawBranches(s) {
+  const box = $('branches');
+  box.replaceChildren();
+  if (!s.branches || !s.branches.length) return;
+  box.append(el('span', 'quiet', 'branches a fork left: '));
+  s.branches.forEach((b, n) => {
+    const go = el('button', 'branch', 'at ' + b.at + ': ' + JSON.stringify(clip(b.text, 40)));
+    go.title = 'back to this branch: its tokens taken again from position ' + b.at;
+    go.disabled = busy;
+    go.addEventListener('click', () => retake('/api/back', {branch: n}, b.at));
+    box.append(go);
   });
 }
 

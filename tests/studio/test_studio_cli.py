@@ -19,12 +19,13 @@ GUARD = 60  # seconds any one wait may take before the process is declared stuck
 # what $BROWSER runs with the URL: it opens the page as a browser would (the token's redirect, the cookie),
 # asks the session for its state, and writes both down
 BROWSER = """
-import http.cookiejar, json, sys, urllib.request
+import http.cookiejar, json, os, sys, urllib.request
 opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
 page = opener.open(sys.argv[1], timeout=30).read().decode()
 state = json.loads(opener.open(sys.argv[1].split("?")[0] + "api/state", timeout=30).read())
-with open(sys.argv[2], "w") as f:
+with open(sys.argv[2] + ".part", "w") as f:
     json.dump({"page": "<title>decodeloop studio</title>" in page, "state": state}, f)
+os.replace(sys.argv[2] + ".part", sys.argv[2])  # whole or not there: the test reads it as soon as it is
 """
 
 
@@ -50,7 +51,7 @@ def test_open_hands_the_url_to_the_browser_and_ctrl_c_stops_the_studio_and_its_s
         )
         assert len(servers.stdout.split()) == 1  # the table model's one server: the bundled weather server
         for _ in range(GUARD * 10):  # the browser's visit
-            if seen.exists() and seen.stat().st_size:
+            if seen.exists():
                 break
             time.sleep(0.1)
         visit = json.loads(seen.read_text())

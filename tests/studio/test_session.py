@@ -445,3 +445,32 @@ def test_a_fork_keeps_the_branch_it_leaves_and_going_back_takes_its_tokens_again
     # "e" from the logits the fork's own forward left (the same context: nothing computed), then one position
     assert [t["text"] for t in again] == ["e", "t"] and [t["computed"] for t in again] == [0, 1]
     assert studio.to_stop()["held"][0]["name"] == "get_weather"  # and the turn goes on from there
+
+
+def test_the_n_gram_s_malformed_call_goes_back_to_it_as_a_tool_message(studio):
+    """Lab step 3, on demand: the n-gram writes a call that does not parse; the harness's error is held with the
+    results (not a person's to edit) and goes back to the model as its tool message."""
+    session = lab_session(studio, "ngram")
+    session.ask("Current conditions in Wilmington, DE, please.")
+    [held] = session.to_stop()["held"]
+    assert "name" not in held and held["error"]  # it does not parse: the error the model will be told
+    [refused] = session.send()["results"]
+    assert refused["stage"] == "parse" and not refused["editable"] and refused["text"] == held["error"]
+    seen = len(session.log.since(0))
+    session.inject()
+    [inject] = [d for _, d in session.log.since(seen) if d["event"] == "inject"]
+    assert held["error"][:40] in inject["text"]  # the error, as the tool message the model reads next
+
+
+def test_a_fork_inside_a_call_changes_the_call_that_is_held(studio):
+    log = studio.log
+    studio.ask(QUESTION)
+    studio.to_stop()
+    tokens = tokens_since(log, 0)
+    p = next(t for t in tokens if t["text"] == "P")  # the P of Polson, inside the call
+    other = next(i for i, (text, _) in zip(p["top_ids"], p["top"]) if text != "P")
+    forked = studio.fork(p["context"] - 1, other)
+    assert forked["branches"][0]["text"].startswith("Polson")
+    # the candidate closes the message there: a call cut short, held with the error the model would read
+    [held] = forked["held"]
+    assert held["text"] == "[call get_weather city=" and held["error"].startswith("unclosed call")

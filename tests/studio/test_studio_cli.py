@@ -41,6 +41,9 @@ def test_open_hands_the_url_to_the_browser_and_ctrl_c_stops_the_studio_and_its_s
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # Ctrl-C as a terminal delivers it, whatever this process inherited (a shell's background job starts with
+        # SIGINT ignored, and so would the studio)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         first = proc.stdout.readline()
@@ -63,13 +66,17 @@ def test_open_hands_the_url_to_the_browser_and_ctrl_c_stops_the_studio_and_its_s
             raise AssertionError("served without the token")
         except urllib.error.HTTPError as e:
             assert e.code == 403
-        os.killpg(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, signal.SIGINT)  # to the studio alone: closing its servers is its own work
         _, err = proc.communicate(timeout=GUARD)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert proc.returncode == 0 and "stopped." in err and "Traceback" not in err
+    for _ in range(GUARD * 10):  # a server it stopped may take a moment to be gone from /proc
+        if not in_session(proc.pid):
+            break
+        time.sleep(0.1)
     assert in_session(proc.pid) == []  # nothing of it is left running: its MCP servers went with it
 
 

@@ -1,14 +1,18 @@
 """A studio session: one conversation whose turns the page drives a step at a time, and the events it made.
 
 The session holds a `Harness` and the `Turn` in progress (turn.py), and takes the same steps `Harness.run`
-takes, one per request: `ask` renders a message, `step` lets the model write a few tokens, `to_stop` lets it
-write until a stop fires and holds a message that ended in calls before they are dispatched, `send` dispatches
-the held calls and holds their results before they are injected, `inject` puts them into the context (a
-result a person edited goes through the trust boundary again, as the server's did), `to_end` takes every step
-until the turn is over, `back` returns to a branch a fork left, and `fork` goes back
-to a token the model wrote this turn and takes another of its candidates instead (the context and every
-engine's cache rewound to it: only what follows is computed again). Nothing here samples, parses, decides or
-calls a server: the harness's own steps do, exactly as in `decodeloop run`.
+takes, one per request:
+- `ask` renders a message; `step` lets the model write a few tokens; `to_stop` lets it write until a stop
+  fires, holding a message that ended in calls before they are dispatched; `to_end` takes every step;
+- `send` dispatches the held calls (their arguments edited or not) and holds their results; `inject` puts
+  them into the context (a result a person edited goes through the trust boundary again, as the server's did);
+- `fork` goes back to a token the model wrote this turn and takes another candidate there (the context and the
+  engine's cache rewound to it: only what follows is computed again), keeping the branch it leaves; `back`
+  returns to such a branch;
+- `distribution` and `attention` show the model's own distribution and (the numpy transformer's) heads at a
+  token; `use` switches to another model, in a conversation of its own.
+Nothing here samples, parses, decides or calls a server: the harness's own steps do, exactly as in
+`decodeloop run`.
 
 `EventLog` is the harness's emit: each event in its JSON form (a server's raw text capped as in JSON Lines),
 numbered, kept up to a bound (the oldest go first, with a count of how many went), for the page to read from
@@ -35,13 +39,12 @@ from decodeloop.tools.router import UnknownTool
 from decodeloop.trust.policy import EVIDENCE
 from decodeloop.trust.provenance import origins, provenance
 from decodeloop.ui.html import add_attention
+from decodeloop.ui.jsonl import CAPPED, DEFAULT_MAX_CHARS  # a server's raw text in an event, capped as there
 
 MAX_EVENTS = 20_000  # events a session keeps for the page; older ones are dropped (and counted)
-MAX_EVENT_CHARS = 16_000  # a server's raw text in an rpc or tool_result event, as JSON Lines caps it
 MAX_TOKENS_A_STEP = 4_096  # `step`'s tokens at most, per request
 MAX_BRANCHES = 20  # the branches forks left that a session keeps (the oldest go first)
 DISTRIBUTION_TOP = 40  # the most likely tokens `distribution` gives the page to reshape
-CAPPED = {"rpc": "message", "tool_result": "content"}
 
 
 class StudioError(ValueError):
@@ -51,7 +54,7 @@ class StudioError(ValueError):
 class EventLog:
     """The harness's emit: every event numbered and kept (bounded) for readers that wait for the next ones."""
 
-    def __init__(self, max_events: int = MAX_EVENTS, max_chars: int = MAX_EVENT_CHARS) -> None:
+    def __init__(self, max_events: int = MAX_EVENTS, max_chars: int = DEFAULT_MAX_CHARS) -> None:
         self.max_chars = max_chars
         self._events: deque[tuple[int, dict]] = deque(maxlen=max_events)
         self._next = 0

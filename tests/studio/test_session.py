@@ -474,3 +474,27 @@ def test_a_fork_inside_a_call_changes_the_call_that_is_held(studio):
     # the candidate closes the message there: a call cut short, held with the error the model would read
     [held] = forked["held"]
     assert held["text"] == "[call get_weather city=" and held["error"].startswith("unclosed call")
+
+
+@contextlib.contextmanager
+def lab(name: str):
+    """A session of the lab's `name` model with the servers it was trained against (registry.default_servers)."""
+    from decodeloop.registry import default_servers, load_model
+
+    log = EventLog()
+    with start_stdio_servers(default_servers(name), log, options=ClientOptions(timeout=20)) as router:
+        harness = Harness(load_model(name), Sampler(), router, log, config=TurnConfig(), policy=Policy.off())
+        yield StudioSession(harness, log, model=name)
+
+
+def test_an_edited_result_changes_the_transformer_s_answer():
+    with lab("transformer") as studio:
+        studio.ask("Current conditions in Wilmington, DE, please.")
+        [held] = studio.to_stop()["held"]
+        assert held["arguments"] == {"city": "Wilmington", "state": "DE"}  # copied from the question
+        [result] = studio.send()["results"]
+        assert result["text"] == "Wilmington, DE: 64°F, partly cloudy, humidity 65%, wind 4 mph W"  # the server's
+        studio.inject(["Wilmington, DE: 12°F, light snow, humidity 90%, wind 30 mph N"])
+        answer = studio.to_end()["answer"]
+    # the model copies the values it was given, not the server's
+    assert "12°F" in answer and "light snow" in answer and "90%" in answer and "64°F" not in answer

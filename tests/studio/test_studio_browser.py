@@ -346,3 +346,37 @@ def test_the_transformer_s_copy_head_on_the_page(browser, studio):  # noqa: F811
         assert chosen.endswith("(the copy head)") and browser.errors() == []
     finally:
         server.shutdown()
+
+
+def test_a_result_edited_on_the_page_changes_the_answer(browser):
+    from test_session import lab
+
+    with lab("transformer") as session:
+        server = StudioServer()
+        server.start(session)
+        try:
+            opened(browser, server)
+            browser.evaluate(
+                "document.getElementById('prompt').value = 'Current conditions in Wilmington, DE, please.'"
+            )
+            click(browser, "b-ask")
+            browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
+            click(browser, "b-stop")
+            browser.wait_for("!!document.querySelector('#held textarea.args')")
+            click(browser, "b-send")
+            browser.wait_for("!!document.querySelector('#held textarea.result')")
+            browser.evaluate(
+                "document.querySelector('#held textarea.result').value ="
+                " 'Wilmington, DE: 12°F, light snow, humidity 90%, wind 30 mph N'"
+            )
+            click(browser, "b-inject")
+            browser.wait_for("!document.getElementById('b-end').disabled")
+            click(browser, "b-end")
+            browser.wait_for("document.getElementById('status').textContent.includes('the turn is over')")
+            written = text(browser, "written")
+            assert written.endswith(
+                "In Wilmington, DE it's 12°F right now (light snow), with 90% humidity and wind at 30 mph from the N."
+            )
+            assert kinds(browser).index("edit") < kinds(browser).index("inject") and browser.errors() == []
+        finally:
+            server.shutdown()

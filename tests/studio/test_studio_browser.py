@@ -54,6 +54,15 @@ def kinds(b) -> list[str]:
     return b.evaluate("[...document.querySelectorAll('#events .kind')].map(k => k.textContent)")
 
 
+def held_call(b, question: str) -> None:
+    """Ask `question` on the page and let the model write to its call, held before dispatch."""
+    b.evaluate(f"document.getElementById('prompt').value = {json.dumps(question)}")
+    click(b, "b-ask")
+    b.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
+    click(b, "b-stop")
+    b.wait_for("!!document.querySelector('#held textarea.args')")
+
+
 def click(b, element_id: str) -> None:
     b.wait_for(f"!document.getElementById({json.dumps(element_id)}).disabled")
     b.evaluate(f"document.getElementById({json.dumps(element_id)}).click()")
@@ -153,11 +162,7 @@ def test_a_candidate_clicked_forks_the_turn_there(browser, server):
 
 def test_a_held_call_edited_on_the_page_is_sent_as_edited(browser, server):
     opened(browser, server)
-    browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(QUESTION)}")
-    click(browser, "b-ask")
-    browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
-    click(browser, "b-stop")
-    browser.wait_for("!!document.querySelector('#held textarea.args')")
+    held_call(browser, QUESTION)
     browser.evaluate("document.querySelector('#held textarea.args').value = '{\"city\": '")
     click(browser, "b-send")
     assert "the arguments are not JSON" in text(browser, "error")
@@ -232,11 +237,7 @@ def test_hostile_text_from_the_model_and_a_server_is_inert_on_the_page(browser, 
 
 def test_a_canned_attack_in_place_of_the_result_is_escaped_by_the_trust_boundary(browser, server):
     opened(browser, server)
-    browser.evaluate(f"document.getElementById('prompt').value = {json.dumps(QUESTION)}")
-    click(browser, "b-ask")
-    browser.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
-    click(browser, "b-stop")
-    browser.wait_for("!!document.querySelector('#held textarea.args')")
+    held_call(browser, QUESTION)
     click(browser, "b-send")
     browser.wait_for("!!document.querySelector('#held textarea.result')")
     browser.evaluate(

@@ -32,7 +32,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 
 from decodeloop.events import Done, Event, Stop, Token, ToolCall, ToolError, ToolReturned
 from decodeloop.harness import Harness
@@ -54,6 +55,7 @@ class EpisodeOutcome:
     tokens: int = 0
     seconds: float = 0.0
     answer: str = ""
+    ended: str = ""  # the turn's Done reason: eos, tool_call_limit, max_tokens, error, ...
 
 
 @dataclass
@@ -73,6 +75,7 @@ class Summary:
     masked_tokens: int = 0  # tokens whose first choice the call grammar ruled out (--constrain)
     concurrency: int = 1  # episodes in flight at once
     wall_seconds: float = 0.0  # from the first episode's start to the last one's end (all workers)
+    ended: dict = field(default_factory=dict)  # Done reason -> episodes that ended so, most first
 
     def rows(self) -> list[tuple[str, str]]:
         n = self.episodes or 1
@@ -86,6 +89,7 @@ class Summary:
             ("episodes answered", f"{self.answered} ({self.answered / n:.1%})"),
             ("out of retries", f"{self.out_of_retries} ({self.out_of_retries / n:.1%})"),
             ("hit the token cap", f"{self.hit_token_cap} ({self.hit_token_cap / n:.1%})"),
+            ("turns ended by", ", ".join(f"{reason} {count}" for reason, count in self.ended.items()) or "-"),
             ("value copy (answer holds the result's values)", f"{self.value_copy_rate:.1%}"),
             *((f"  {tool}", f"{copied}/{total}") for tool, (copied, total) in self.value_copy_by_tool.items()),
             ("tokens per second", f"{self.tokens_per_second:,.0f}"),
@@ -123,7 +127,7 @@ def score_episode(episode, events: list[Event]) -> EpisodeOutcome:
         elif isinstance(event, ToolReturned):
             last_failed = event.is_error
         elif isinstance(event, Done):
-            out.answer, out.tokens, out.seconds = event.answer, event.tokens, event.seconds
+            out.answer, out.tokens, out.seconds, out.ended = event.answer, event.tokens, event.seconds, event.reason
             out.answered = event.reason == "eos" and bool(event.answer)
             out.out_of_retries = event.reason in ("max_retries", "repeated_call")
             out.hit_token_cap = event.reason == "max_tokens"
@@ -154,6 +158,7 @@ def summarize(outcomes: list[EpisodeOutcome]) -> Summary:
         tokens_per_second=sum(o.tokens for o in outcomes) / seconds if seconds else 0.0,
         value_copy_by_tool=by_tool,
         masked_tokens=sum(o.masked for o in outcomes),
+        ended=dict(Counter(o.ended for o in outcomes).most_common()),
     )
 
 

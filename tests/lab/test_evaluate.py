@@ -75,6 +75,7 @@ def test_counts_on_a_hand_made_case():
     assert summary.correct_arguments_rate == pytest.approx(2 / 6)
     assert summary.retries_per_episode == pytest.approx(1.0)
     assert (summary.answered, summary.out_of_retries) == (2, 1)
+    assert summary.ended == {"eos": 2, three.ended: 1} and three.ended in ("max_retries", "repeated_call")
     assert summary.value_copy_rate == pytest.approx(1 / 3)
     assert summary.value_copy_by_tool == {"get_weather": [1, 3]}
     assert summary.tokens_per_second > 0
@@ -118,6 +119,7 @@ def test_eval_command_json_summary():
         assert key in summary
     by_tool = summary["value_copy_by_tool"]
     assert sum(total for _, total in by_tool.values()) == 5
+    assert sum(summary["ended"].values()) == 5 and summary["ended"].get("eos", 0) >= summary["answered"]
     assert set(by_tool) <= {"get_weather", "get_forecast", "get_time_zone", "convert"}
     assert p.stderr == ""  # no progress bar when stderr is not a terminal
 

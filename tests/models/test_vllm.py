@@ -127,7 +127,10 @@ def test_eval_with_concurrency_against_vllm_counts_the_same_as_one_at_a_time():
             timeout=900,
         )
         assert p.returncode == 0, p.stderr
-        return json.loads(p.stdout)
+        summary = json.loads(p.stdout)
+        # the script answers every episode: anything else is the engine's or the harness's failure, said here
+        assert summary["ended"] == {"eos": 6}, (k, summary["ended"], p.stderr[-2000:])
+        return summary
 
     one, four = run(1), run(4)
     timing = ("tokens_per_second", "wall_seconds", "concurrency")

@@ -31,8 +31,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from decodeloop.events import Done, Event, Stop, Token, ToolCall, ToolError, ToolReturned

@@ -37,6 +37,8 @@ def admit_result(
     `markers` None keeps markers (the harness's own words); `limit` caps it, `cut` naming what was cut."""
     text, redacted = credentials.redact_counted(text or "")
     sent = cap_text(text, limit, cut) if limit is not None else text
+    if limit is not None and len(text) > limit:
+        emit(Notice(source="harness", message=f"cut {what} to {limit:,} of {len(text):,} characters (the cap)"))
     text, removed = invisible.strip(sent)
     if removed:
         emit(Notice(source="harness", message=invisible.notice(removed, what)))

@@ -231,6 +231,18 @@ class Turn:
         harness.router.refresh()  # route the next call to a server's changed tools
         return outcomes
 
+    def redo(self, verdict: Verdict, outcomes: list[Outcome]) -> list[Outcome]:
+        """A round's outcomes had before, for a message written again (a branch taken back after a rewind):
+        counted as `dispatch` counts them (the budget, the calls answered, the repeats), with no server called
+        and no policy asked again, since they were decided when the round first ran."""
+        state = self.state
+        assert state is not None  # rendered
+        if len(outcomes) != len(verdict.parsed):
+            raise ValueError(f"{len(outcomes)} outcome(s) for a message of {len(verdict.parsed)} call(s)")
+        state.round(len(verdict.calls))
+        state.record(outcomes)
+        return outcomes
+
     # -- 4. inject ----------------------------------------------------------------------------------------------
 
     def inject(self, verdict: Verdict, outcomes: list[Outcome]) -> bool:

@@ -8,7 +8,7 @@ takes, one per request:
   them into the context (a result a person edited goes through the trust boundary again, as the server's did);
 - `fork` goes back to a token the model wrote this turn and takes another candidate there (the context and the
   engine's cache rewound to it: only what follows is computed again), keeping the branch it leaves; `back`
-  returns to such a branch;
+  returns to such a branch, the results it had injected put back as they were (no server called again);
 - `distribution` and `attention` show the model's own distribution and (the numpy transformer's) heads at a
   token; `use` switches to another model, in a conversation of its own.
 Nothing here samples, parses, decides or calls a server: the harness's own steps do, exactly as in
@@ -45,6 +45,17 @@ MAX_EVENTS = 20_000  # events a session keeps for the page; older ones are dropp
 MAX_TOKENS_A_STEP = 4_096  # `step`'s tokens at most, per request
 MAX_BRANCHES = 20  # the branches forks left that a session keeps (the oldest go first)
 DISTRIBUTION_TOP = 40  # the most likely tokens `distribution` gives the page to reshape
+
+
+@dataclasses.dataclass(frozen=True)
+class _Round:
+    """A message of calls this turn and what went back after it: the model's tokens as it wrote them (before
+    any rewrite into the template's form), the outcomes injected (a person's edits included), and where the
+    next segment began. A branch that crosses it puts the same outcomes back."""
+
+    tokens: tuple[int, ...]
+    outcomes: tuple
+    after: int
 
 
 class StudioError(ValueError):
@@ -113,7 +124,8 @@ class StudioSession:
         self.turn: Any = None  # the Turn in progress, or the last one
         self.verdict: Any = None  # the held message's verdict (calls not yet dispatched, or their results held)
         self.outcomes: list | None = None  # the held calls' outcomes, not yet injected
-        self.branches: list[dict[str, Any]] = []  # what forks left: {"at", "tokens", "text"}, oldest first
+        self.branches: list[dict[str, Any]] = []  # what forks left: {"at", "steps", "text", "results"}, oldest first
+        self.rounds: list[_Round] = []  # the turn's messages of calls so far, with what was injected after each
         self._busy = threading.Lock()
 
     # -- what the page reads ----------------------------------------------------------------------------------
@@ -163,7 +175,7 @@ class StudioSession:
             ],
             "result_cap": None if turn is None or turn.state is None else turn.state.limit,
             "spans": [] if context is None else [span.to_json() for span in context.spans()],
-            "branches": [{"at": b["at"], "text": b["text"]} for b in self.branches],
+            "branches": [{"at": b["at"], "text": b["text"], "results": b["results"]} for b in self.branches],
             "model": self.model,
             "attention": isinstance(self.harness.bundle.model, RecordsAttention),
             "models": [*self._harnesses, *(name for name in self._makers if name not in self._harnesses)],
@@ -182,7 +194,7 @@ class StudioSession:
                 self.turn.interrupt()
                 self.turn.finish()
             self.verdict = self.outcomes = None
-            self.branches = []  # a fork's branches are of the turn it forked
+            self.branches, self.rounds = [], []  # a fork's branches are of the turn it forked
             self.turn = self.harness.begin(prompt)
             return self.state()
 
@@ -207,7 +219,7 @@ class StudioSession:
                 self.turn.finish()
             self.harness, self.model, self.turn = harness, model, None
             self.verdict = self.outcomes = None
-            self.branches = []
+            self.branches, self.rounds = [], []
             self.log(Notice(source="studio", message=f"model: {model}"))
             return self.state()
 
@@ -277,46 +289,82 @@ class StudioSession:
         if token >= harness.tokenizer.vocab_size:
             raise StudioError(f"token {token} is not in the vocabulary (0..{harness.tokenizer.vocab_size - 1})")
         with self._step():
-            self._take_instead(at, [token])
+            self._take_instead(at, [[token]])
             return self.state()
 
     def back(self, n: Any) -> dict[str, Any]:
         """Back to branch `n` (`state()["branches"]`): the model's tokens a fork left there, taken again in order
-        from its position (the stop check reads them again; a call they close is held, not sent again), and the
-        branch this leaves kept in its place."""
+        from its position (the stop check reads them again), the results the branch had injected after each of
+        its messages of calls put back as they were (counted as the turn counts them, no server called again),
+        and the branch this leaves kept in its place. Where the tokens read differently now (another count of
+        calls), the message is held there instead."""
         with self._step():
             if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < len(self.branches):
                 raise StudioError(
                     f"branch: a number from 0 to {len(self.branches) - 1}" if self.branches else "no branch"
                 )
             branch = self.branches.pop(n)
-            self._take_instead(branch["at"], branch["tokens"])
+            self._take_instead(branch["at"], branch["steps"])
             return self.state()
 
-    def _take_instead(self, at: int, tokens: list[int]) -> None:
-        """Rewind the turn to `at` and take `tokens` there, keeping the model's tokens it cuts as a branch."""
+    def _take_instead(self, at: int, steps: list) -> None:
+        """Rewind the turn to `at` and take `steps` there (token lists, and rounds whose outcomes go back after
+        the message before them), keeping what the rewind cuts as a branch."""
         turn = self.turn
         if turn is None:
             raise StudioError("no turn yet: ask something first")
-        context = self.harness.context
-        left = _written_from(context, at)
+        left = self._branch_from(at)
         try:
             turn.rewind(at)
         except ValueError as e:  # outside this turn, or inside what the harness injected
             raise StudioError(str(e)) from None
         self.verdict = self.outcomes = None
-        if left:
+        self.rounds = [r for r in self.rounds if r.after <= at]
+        if left != [[]]:
             decode = self.harness.tokenizer.decode
-            self.branches.append({"at": at, "tokens": left, "text": decode(left)})
+            rounds = [s for s in left if isinstance(s, _Round)]
+            text = decode([t for s in left if not isinstance(s, _Round) for t in s])
+            self.branches.append({"at": at, "steps": left, "text": text, "results": len(rounds)})
             del self.branches[:-MAX_BRANCHES]
-        for token in tokens:
-            try:
-                verdict = turn.take(token)
-            except ValueError as e:  # not in the vocabulary, or an engine that samples for itself
-                raise StudioError(str(e)) from None
-            if verdict.reason is not None:
-                break
-        self._verdict(verdict)
+        verdict = None
+        for step in steps:
+            if isinstance(step, _Round):
+                if verdict is None or verdict.reason != "tool_call" or len(verdict.parsed) != len(step.outcomes):
+                    break  # the tokens read differently this time: their message is held as they left it
+                self.verdict, self.outcomes = verdict, list(turn.redo(verdict, list(step.outcomes)))
+                self.harness.emit(
+                    Notice(
+                        source="studio",
+                        message=f"back to a branch: {len(step.outcomes)} result(s) it had injected put back, "
+                        "not sent again",
+                    )
+                )
+                self._inject()
+                verdict = None
+                if turn.over:
+                    return
+                continue
+            for token in step:
+                try:
+                    verdict = turn.take(token)
+                except ValueError as e:  # not in the vocabulary, or an engine that samples for itself
+                    raise StudioError(str(e)) from None
+                if verdict.reason is not None:
+                    break
+        if verdict is not None:
+            self._verdict(verdict)
+
+    def _branch_from(self, at: int) -> list:
+        """What a rewind to `at` cuts, as steps to take again: the model's tokens from `at` to the end of its
+        message, then for each message of calls after it the round (its outcomes) and the next message's tokens
+        as the model wrote them."""
+        context = self.harness.context
+        cut = [r for r in self.rounds if r.after > at]
+        steps: list = [_written_from(context, at)]
+        for n, round_ in enumerate(cut):
+            following = list(cut[n + 1].tokens) if n + 1 < len(cut) else _written_from(context, round_.after)
+            steps += [round_, following]
+        return steps
 
     def distribution(self, at: Any, n: Any = DISTRIBUTION_TOP) -> dict[str, Any]:
         """The model's own distribution for the token at context position `at` (after the context before it):
@@ -483,8 +531,12 @@ class StudioSession:
         if outcomes is None:
             raise StudioError("no results are held: send the calls first")
         self.verdict = self.outcomes = None
+        context = self.harness.context
+        written = tuple(context.ids[turn.segment_at :])  # the message as the model wrote it, before any rewrite
         if not turn.inject(verdict, outcomes):
             turn.finish()  # the turn gave up (the repeat guard, or too many failed calls)
+            return
+        self.rounds.append(_Round(written, tuple(outcomes), len(context)))
 
 
 def _written_from(context: Any, at: int) -> list[int]:

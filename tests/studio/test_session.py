@@ -16,6 +16,7 @@ from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
 from decodeloop.sampling import Sampler
 from decodeloop.studio.session import EventLog, StudioError, StudioSession
+from decodeloop.tools.dispatch import call_key
 from decodeloop.tools.startup import ClientOptions, start_stdio_servers
 from decodeloop.trust.policy import Policy
 
@@ -432,7 +433,7 @@ def test_a_fork_keeps_the_branch_it_leaves_and_going_back_takes_its_tokens_again
     at = second["context"] - 1
     other = next(i for i, (text, _) in zip(second["top_ids"], second["top"]) if text != "e")
     forked = studio.fork(at, other)
-    assert forked["branches"] == [{"at": at, "text": "et"}]
+    assert forked["branches"] == [{"at": at, "text": "et", "results": 0}]
     decode = studio.harness.tokenizer.decode
     assert decode(studio.harness.context.ids[prompt_tokens:]) == "L" + decode([other])
     with pytest.raises(StudioError, match="branch: a number from 0 to 0"):
@@ -440,7 +441,7 @@ def test_a_fork_keeps_the_branch_it_leaves_and_going_back_takes_its_tokens_again
     seen = len(log.since(0))
     back = studio.back(0)
     assert decode(studio.harness.context.ids[prompt_tokens:]) == "Let" and back["context"] == prompt_tokens + 3
-    assert back["branches"] == [{"at": at, "text": decode([other])}]  # the branch left, to go back to in turn
+    assert back["branches"] == [{"at": at, "text": decode([other]), "results": 0}]  # the branch left, in turn
     again = tokens_since(log, seen)
     # "e" from the logits the fork's own forward left (the same context: nothing computed), then one position
     assert [t["text"] for t in again] == ["e", "t"] and [t["computed"] for t in again] == [0, 1]
@@ -460,6 +461,40 @@ def test_the_n_gram_s_malformed_call_goes_back_to_it_as_a_tool_message(studio):
     session.inject()
     [inject] = [d for _, d in session.log.since(seen) if d["event"] == "inject"]
     assert held["error"][:40] in inject["text"]  # the error, as the tool message the model reads next
+
+
+def test_going_back_across_a_result_puts_it_back_as_it_was_and_calls_no_server():
+    """A fork before the call cuts the call, its (edited) result and the answer; going back to that branch takes
+    the model's tokens again and puts the same result back: the same context, spans and answer, no server
+    called, and the turn's count of the round as before (the same call again is a repeat)."""
+    edited = "Polson, MT: 99°F, sunny"
+    with session({**TABLE, TOOL + edited + ASSISTANT: "It is 99°F and sunny." + EOS}) as studio:
+        log = studio.log
+        studio.ask(QUESTION)
+        studio.to_stop()
+        studio.send()
+        studio.inject([edited])
+        over = studio.to_end()
+        assert over["answer"] == "Let me look. It is 99°F and sunny."
+        whole = list(studio.harness.context.ids)
+        second = tokens_since(log, 0)[1]  # the "e" of "Let"
+        at = second["context"] - 1
+        other = next(i for i, (text, _) in zip(second["top_ids"], second["top"]) if text != "e")
+        forked = studio.fork(at, other)
+        [branch] = forked["branches"]
+        assert branch["results"] == 1 and branch["text"].startswith("et me look. " + CALL)
+        assert branch["text"].endswith("It is 99°F and sunny." + EOS)  # the message after the result too
+        seen = len(log.since(0))
+        back = studio.back(0)
+        assert back["phase"] == "over" and back["answer"] == over["answer"]
+        assert list(studio.harness.context.ids) == whole and back["spans"] == over["spans"]
+        after = kinds(log, seen)
+        assert "tool_call" not in after and "edit" not in after and after.count("inject") == 1
+        notes = [d["message"] for _, d in log.since(seen) if d["event"] == "notice"]
+        assert any("1 result(s) it had injected put back, not sent again" in n for n in notes)
+        assert back["branches"] == [{"at": at, "text": studio.harness.tokenizer.decode([other]), "results": 0}]
+        # the round counted again, as dispatch counts it: the same call now would be a repeat
+        assert studio.turn.state.repeated(call_key("get_weather", {"city": "Polson", "state": "MT"}))
 
 
 def test_a_fork_inside_a_call_changes_the_call_that_is_held(studio):

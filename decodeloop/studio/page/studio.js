@@ -366,8 +366,10 @@ function drawBranches(s) {
   if (!s.branches || !s.branches.length) return;
   box.append(el('span', 'quiet', 'branches a fork left: '));
   s.branches.forEach((b, n) => {
-    const go = el('button', 'branch', 'at ' + b.at + ': ' + JSON.stringify(clip(b.text, 40)));
-    go.title = 'back to this branch: its tokens taken again from position ' + b.at;
+    const results = b.results ? ' (and ' + b.results + ' message(s) of results)' : '';
+    const go = el('button', 'branch', 'at ' + b.at + ': ' + JSON.stringify(clip(b.text, 40)) + results);
+    go.title = 'back to this branch: its tokens taken again from position ' + b.at +
+               (b.results ? ', the results it had put back as they were, no server called again' : '');
     go.disabled = busy;
     go.addEventListener('click', () => retake('/api/back', {branch: n}, b.at));
     box.append(go);

@@ -208,12 +208,23 @@ class Rewrite(Event):
 
 
 @dataclass(slots=True)
+class Rewind(Event):
+    """The turn went back to `position` (`Turn.rewind`: the studio's fork, or a branch taken back): the context
+    and the engine's cache cut there, `cut` tokens dropped; what follows is written again from there."""
+
+    kind = "rewind"
+    position: int
+    cut: int
+
+
+@dataclass(slots=True)
 class Edited(Event):
     """A person changed what the model wrote before the harness used it: a held call's arguments (the studio),
-    before it went through the policy and the schema. `before` is the model's, `after` the person's."""
+    before it went through the policy and the schema, or a server's result before the trust boundary admitted
+    it. `before` is the model's (or the server's), `after` the person's."""
 
     kind = "edit"
-    what: str  # "arguments"
+    what: str  # "arguments" or "result"
     tool: str
     before: Any
     after: Any

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from decodeloop.decode.context import Context
 from decodeloop.decode.segment import Segment
 from decodeloop.decode.stops import Verdict
-from decodeloop.events import Done, Inject, Notice, PromptAppended, Stop
+from decodeloop.events import Done, Inject, Notice, PromptAppended, Rewind, Stop
 from decodeloop.formats.calls.shapes import DESCRIBED
 from decodeloop.formats.chat import Attachment, ToolReply, WrittenCalls
 from decodeloop.tools.dispatch import NEEDS_EVIDENCE, Outcome, dispatch_all
@@ -336,9 +336,7 @@ class Turn:
         segment.again()
         segment.stops.count = mark.tokens
         self.harness.rewound(mark.start, mark.held)
-        self.harness.emit(
-            Notice(source="turn", message=f"rewound to position {position}: {cut:,} token(s) cut from the context")
-        )
+        self.harness.emit(Rewind(position=position, cut=cut))
         verdict = segment.replay(context.ids[mark.start : position], self.answer, self.reasoning)
         self.settled, self.tokens, self.segment_at = position, segment.stops.count, mark.start
         self._shown, self._thought = mark.answer, mark.reasoning

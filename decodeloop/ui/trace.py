@@ -51,6 +51,12 @@ SHORT = {"stop_sequence": "stop", "tool_call": "call", "max_tokens": "cap"}
 _MARKER = re.compile(r"(?<!\n)<\|")  # a marker like <|user|> or <|im_start|> not already at a line start
 
 
+def preview(value) -> str:
+    """A JSON value on one line, cut to RPC_PREVIEW characters (saying how long it was)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= RPC_PREVIEW else clip(text, RPC_PREVIEW) + f"… ({len(text):,} chars)"
+
+
 def label(token_text: str) -> str:
     """A token in single quotes, as the tokenizer labels it ('a', '\\n', '<|eos|>'), nothing in it invisible."""
     return f"'{visible_line(token_text)}'"
@@ -251,11 +257,7 @@ class TraceView:
 
     def on_rpc(self, e: Rpc) -> str:
         arrow = "→" if e.direction == "send" else "←"
-        text = json.dumps(e.message, ensure_ascii=False)
-        if len(text) > RPC_PREVIEW:
-            text = clip(text, RPC_PREVIEW) + f"… ({len(text):,} chars)"
-        text = visible(text)
-        return self.style(f"  {arrow} {visible_line(e.server)} ", "magenta") + text
+        return self.style(f"  {arrow} {visible_line(e.server)} ", "magenta") + visible(preview(e.message))
 
     def on_tool_result(self, e: ToolReturned) -> str:
         label = "✗ error result: " if e.is_error else "✓ result: "
@@ -266,6 +268,15 @@ class TraceView:
             self.style("⟲ history ", "blue")
             + f"the message as written ({e.written_tokens} tokens) is kept as the template renders its call "
             f"({e.rendered_tokens} tokens): cache rewound to {e.at + e.kept}\n" + MARGIN + quoted(e.rendered)
+        )
+
+    def on_rewind(self, e) -> str:
+        return self.style("⟲ rewound ", "blue") + f"to position {e.position}: {e.cut:,} token(s) cut from the context"
+
+    def on_edit(self, e) -> str:
+        return (
+            self.style(f"✎ yours ({visible_line(e.what)}) ", "yellow")
+            + f"{visible_line(e.tool)}: {visible(preview(e.before))} → {visible(preview(e.after))}"
         )
 
     def on_inject(self, e: Inject) -> str:

@@ -185,7 +185,8 @@ def test_a_fork_takes_another_candidate_and_recomputes_only_what_follows(studio)
     assert (token["id"], token["text"]) == (other, other_text)
     # the cache was rewound to the fork: as for any next token, the forward computed "L" and served the prompt
     assert (token["computed"], token["cached"]) == (1, prompt_tokens)
-    assert any(d["event"] == "notice" and "rewound to position" in d["message"] for _, d in log.since(seen))
+    [rewind] = [d for _, d in log.since(seen) if d["event"] == "rewind"]
+    assert (rewind["position"], rewind["cut"]) == (prompt_tokens + 1, 2)  # "e" and "t" cut
 
 
 def test_a_fork_that_is_not_a_token_of_this_turn_is_refused_and_changes_nothing(studio):

@@ -501,3 +501,43 @@ def test_a_result_edited_on_the_page_changes_the_answer(browser):
             assert kinds(browser).index("edit") < kinds(browser).index("inject") and browser.errors() == []
         finally:
             server.shutdown()
+
+
+def test_a_session_saved_as_the_viewer_s_page_shows_its_edit_fork_and_branch(browser, studio, tmp_path):  # noqa: F811
+    """The studio's export in the viewer: the edited result as the person's, the fork as a rewind, the tokens
+    it cut struck through, and the context as the session left it."""
+    from decodeloop.studio.server import EXPORTS
+
+    studio.ask(QUESTION)
+    studio.to_stop()
+    studio.send()
+    studio.inject(["Polson, MT: 99°F, sunny"])
+    studio.to_end()
+    log = studio.log
+    second = [d for _, d in log.since(0) if d["event"] == "token"][1]
+    other = next(i for i, (t, _) in zip(second["top_ids"], second["top"]) if t != "e")
+    forked = studio.fork(second["context"] - 1, other)
+    events = [d for _, d in log.since(0)]
+    [rewind] = [e for e in events if e["event"] == "rewind"]
+    path = tmp_path / "session.html"
+    path.write_bytes(EXPORTS["/api/export.html"][2](log))
+    browser.open(str(path))
+    browser.key("End")
+    assert browser.errors() == []
+    rows = browser.evaluate("[...document.querySelectorAll('#rows .row')].map(r => r.textContent)")
+    assert any(r.startswith("✎ yours (result): get_weather") and "99°F" in r for r in rows)
+    assert any(r.startswith(f"⟲ rewound to position {rewind['position']}: {rewind['cut']} token(s) cut") for r in rows)
+    # the context as the session left it: the fork's position and one token, what it cut no longer in it
+    note = browser.evaluate("document.querySelector('#context .note').textContent")
+    assert f": {forked['context']:,} positions" in note
+    # the strip: the model's tokens around the cursor (the last 80 and it), those the fork cut struck through
+    at = events.index(rewind)
+    tokens = [e for e in events if e["event"] == "token"][-81:]
+    cut = [e["text"] for e in tokens if events.index(e) < at and e["context"] > rewind["position"]]
+    struck = browser.evaluate("[...document.querySelectorAll('#context .strip span.t.cut')].map(s => s.textContent)")
+    assert struck == [t if t != "\n" else "\u21b5\n" for t in cut] and len(cut) > 40
+    n = browser.evaluate("JSON.parse(document.getElementById('data').textContent).events.length")
+    browser.key("Home")
+    for _ in range(n):
+        browser.key("ArrowRight")
+    assert browser.errors() == []

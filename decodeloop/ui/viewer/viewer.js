@@ -12,6 +12,7 @@ function num(n) { return (typeof n === 'number') ? n.toLocaleString('en-US') : S
 
 // ---- one pass over the stream: turns, rounds, positions, indexes -------------------------
 const turnOf = new Int32Array(N), convOf = new Int32Array(N), roundOf = new Int32Array(N).fill(-1);
+const cutTok = new Uint8Array(N);  // a token a rewind cut: part of a branch the turn left
 const rounds = [], calls = [], stops = [], tokens = [], spans = [];
 let turn = 0, conv = 0, round = null, firstPrompt = -1;
 for (let i = 0; i < N; i++) {
@@ -39,7 +40,24 @@ for (let i = 0; i < N; i++) {
   if (round && k !== 'token' && k !== 'nested') { round.events.push(i); roundOf[i] = rounds.length - 1; }
   if (k === 'tool_call' || k === 'tool_error') calls.push(i);
   if (k === 'stop') stops.push(i);
+  if (k === 'rewind' || k === 'rewrite') cutSpans(k === 'rewind' ? e.position : e.at);
+  if (k === 'rewind') {  // a fork (the studio): the tokens after the position are a branch left behind
+    for (let n = tokens.length - 1; n >= 0 && convOf[tokens[n]] === conv; n--) {
+      if (EV[tokens[n]].context > e.position) cutTok[tokens[n]] = 1;
+      else if (!cutTok[tokens[n]]) break;  // an earlier branch's tokens lie between: look past them
+    }
+  }
   if (k === 'inject') for (const s of (e.spans || [])) spans.push({start: s[0], end: s[1], source: String(s[2]), at: i});
+}
+// the context was cut back to `position` (a rewind, or a message written back as the template renders it):
+// spans of this conversation past it end there
+function cutSpans(position) {
+  for (let n = spans.length - 1; n >= 0; n--) {
+    const sp = spans[n];
+    if (convOf[sp.at] !== conv) break;
+    if (sp.start >= position) spans.splice(n, 1);
+    else if (sp.end > position) sp.end = position;
+  }
 }
 // a round's inject closes it: events after it up to the next token stay in it only if they are notices
 const tokenOrd = new Int32Array(N).fill(-1);
@@ -167,6 +185,8 @@ function summaryOf(e, turnNo) {
     case 'rpc': return '  ' + (e.direction === 'send' ? '\u2192 ' : '\u2190 ') + e.server + ' ' + rpcLabel(e.message);
     case 'tool_result': return (e.is_error ? '\u2717 error result: ' : '\u2713 result: ') + e.text;
     case 'inject': return '\u21e2 inject ' + e.tokens + ' tokens, context ' + e.context;
+    case 'rewind': return '\u27f2 rewound to position ' + e.position + ': ' + num(e.cut) + ' token(s) cut, written again from there';
+    case 'edit': return '\u270e yours (' + e.what + '): ' + e.tool + ' ' + clip(JSON.stringify(e.before), 150) + ' \u2192 ' + clip(JSON.stringify(e.after), 300);
     case 'rewrite': return '\u27f2 history: the call as the template renders it (' + e.written_tokens + ' tokens written, ' + e.rendered_tokens + ' rendered)';
     case 'server': return '\u25cf ' + e.server + ': MCP ' + e.protocol_version + ', tools ' + (e.tools || []).join(', ');
     case 'notice': return '\u00b7 ' + e.source + ': ' + e.message;
@@ -340,6 +360,15 @@ function eventStep(i, box) {
       kv(g, 'as the template renders it', pre(e.rendered + '  (' + e.rendered_tokens + ' tokens)'));
       kv(g, 'cache', 'cut back to ' + e.at + ' where the message began; the first ' + e.kept + ' tokens of the rendering are the ones written, so the cache keeps up to ' + (e.at + e.kept));
       break;
+    case 'rewind':
+      kv(g, 'context', 'cut back to ' + e.position + ' tokens (' + num(e.cut) + ' cut); the cache follows, and the next forward computes only what comes after');
+      kv(g, 'branch', 'the tokens cut are a branch the turn left: struck through among the tokens around the cursor');
+      break;
+    case 'edit':
+      kv(g, 'what', 'a person changed ' + (e.what === 'result' ? 'the server\u2019s result' : 'the model\u2019s arguments') + ' for ' + e.tool + ' before the harness used it');
+      kv(g, 'before', pre(typeof e.before === 'string' ? e.before : json(e.before)));
+      kv(g, 'after', pre(typeof e.after === 'string' ? e.after : json(e.after)));
+      break;
     case 'inject':
       if (e.computed !== undefined && e.computed !== null)
         kv(g, 'appended', e.tokens + ' tokens, the model\u2019s message written back with them; context ' + e.context + '; the next forward computes ' + e.computed + ' positions and serves ' + (e.context - e.computed) + ' from the cache');
@@ -491,6 +520,7 @@ function contextView() {
       if (text === '\n') { text = '\u21b5\n'; cls += ' nl'; }
       if (i === cursor) cls += ' cur';
       if (matchSet.has(i)) cls += ' match';
+      if (cutTok[i]) cls += ' cut';
       if (e.in_call) cls += ' call';
       else if (e.in_reasoning || e.reasoning) cls += ' reasoning';
       const s = el('span', cls, text);
@@ -498,7 +528,7 @@ function contextView() {
       s.addEventListener('click', () => go(i));
       strip.append(s);
     }
-    parts.push(el('div', 'note', 'tokens around the cursor (the generated text, token by token; call text in green, reasoning in grey italics)'), strip);
+    parts.push(el('div', 'note', 'tokens around the cursor (the generated text, token by token; call text in green, reasoning in grey italics, a branch a rewind left struck through)'), strip);
   }
   const sp = el('details');
   sp.append(el('summary', null, 'every span (' + shown.length + ')'), spanTable(shown));

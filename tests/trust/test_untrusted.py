@@ -421,7 +421,9 @@ def test_a_turn_has_a_budget_for_tool_result_text(events):
     assert third == "y" * 200 + "\n[... result truncated: showing 200 of 5,002 characters]"
     assert [n.message for n in events.of("notice") if n.source == "harness"] == [
         "the turn's budget for tool results (8,000 characters) has 3,000 left: results are cut to 3,000",
+        "cut the result of big to 3,000 of 5,001 characters (the cap)",
         "the turn's budget for tool results (8,000 characters) has 0 left: results are cut to 200",
+        "cut the result of big to 200 of 5,002 characters (the cap)",
     ]
 
 

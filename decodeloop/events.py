@@ -252,6 +252,19 @@ class Progress(Event):
 
 
 @dataclass(slots=True)
+class TaskUpdate(Event):
+    """A call the server runs as a task (MCP Tasks) changed status: working, input_required, then completed,
+    failed or cancelled. Said once per change of status or message; the result comes as any call's."""
+
+    kind = "task"
+    server: str
+    tool: str
+    task_id: str  # the server's id, capped
+    status: str
+    message: str | None = None  # the server's statusMessage, capped
+
+
+@dataclass(slots=True)
 class ToolsChanged(Event):
     """A server announced notifications/tools/list_changed and its tools were listed again.
 

@@ -257,11 +257,12 @@ def elicitation_answerer(args: argparse.Namespace, emit, interrupted: threading.
 
 
 def client_options(args: argparse.Namespace, features=None):
-    """The command's options as the client's (tools/startup.py ClientOptions): --timeout, --verbose,
+    """The command's options as the client's (tools/startup.py ClientOptions): --timeout, --task-timeout, --verbose,
     --mcp-protocol, --pin-store, --max-tools, --root, --no-roots and --server-log-level; the token store of
     `decodeloop auth login` (its default directory, or $DECODELOOP_TOKEN_DIR); `features`, what the client
     offers the servers."""
     from decodeloop.mcp.auth.store import TokenStore
+    from decodeloop.mcp.tasks import DEFAULT_TASK_TIMEOUT
     from decodeloop.tools.startup import ClientOptions
 
     if getattr(args, "no_roots", False):
@@ -278,6 +279,7 @@ def client_options(args: argparse.Namespace, features=None):
         log_level=getattr(args, "server_log_level", None),
         features=features,
         token_store=TokenStore(),
+        task_timeout=getattr(args, "task_timeout", DEFAULT_TASK_TIMEOUT),
     )
 
 

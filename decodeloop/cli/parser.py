@@ -10,6 +10,7 @@ import sys
 from typing import ClassVar
 
 from decodeloop import __version__, utf8
+from decodeloop.mcp.tasks import DEFAULT_TASK_TIMEOUT
 
 RUN_EXAMPLES = """\
 examples:
@@ -610,6 +611,13 @@ def _turn_options(parser: argparse.ArgumentParser, max_tokens: int) -> None:
     )
     group.add_argument(
         "--timeout", type=SECONDS, default=60.0, help="seconds to wait for an MCP server's answer (default: 60)"
+    )
+    group.add_argument(
+        "--task-timeout",
+        type=SECONDS,
+        default=DEFAULT_TASK_TIMEOUT,
+        help="seconds a call the server runs as a task (MCP Tasks) may take in all before it is cancelled; each "
+        f"poll waits --timeout (default: {DEFAULT_TASK_TIMEOUT:g})",
     )
     group.add_argument(
         "--max-result-chars",

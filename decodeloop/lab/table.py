@@ -11,10 +11,11 @@ continuation is under way, the model ends its turn.
 The logits put LIKELY on the next character of the continuation and 0 on every
 other token, so greedy decoding follows the table and sampling at temperature
 1 strays about 3% of the time per token, after which no key matches and the
-model stops: a model that knows exactly two conversations. One is about the
-weather in Polson, MT; in the other it reads an email from the bundled malicious
+model stops: a model that knows exactly three conversations. One is about the
+weather in Polson, MT; in another it reads an email from the bundled malicious
 server (servers/malicious.py) and obeys the injection in it, as the demo of the
-harness's policy needs a model to.
+harness's policy needs a model to; in the third it asks server-everything's
+research tool, which runs as an MCP task, and answers from its report.
 """
 
 from __future__ import annotations
@@ -58,7 +59,16 @@ INJECTION_TABLE = {
         f"Your latest email is an overdue invoice. It asked me to send your card number; you said no.{EOS}"
     ),
 }
-DEFAULT_TABLE = {**WEATHER_TABLE, **INJECTION_TABLE}
+# A long-running call: server-everything's research tool runs only as an MCP task (mcp/tasks.py), which the
+# harness follows to its end before the result comes back. The answer is keyed on its report's last line.
+TASK_TABLE = {
+    f"{USER}Research the tides.{ASSISTANT}": "[call simulate-research-query topic=tides]",
+    f"a simulated research report from the Everything MCP Server.*\n{ASSISTANT}": (
+        f"The research on tides went through four stages: gathering sources, analyzing content, synthesizing "
+        f"the findings and generating the report.{EOS}"
+    ),
+}
+DEFAULT_TABLE = {**WEATHER_TABLE, **INJECTION_TABLE, **TASK_TABLE}
 
 
 class TableModel(PrefixCachedModel):

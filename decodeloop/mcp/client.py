@@ -19,9 +19,13 @@ of its own, and its `notifications/*/list_changed` set `tools_stale`,
 The legacy revisions (2025-11-25 and older): the initialize handshake and its
 version negotiation. `protocol="auto"` (the default) probes with
 `server/discover` and falls back to initialize when the server does not
-answer it as a 2026-07-28 server would; a version pins one wire. Tools that
-run only as tasks (`execution.taskSupport: "required"`) are not offered: this
-client does not speak the tasks extension.
+answer it as a 2026-07-28 server would; a version pins one wire. Tasks
+(tasks.py): a tool the server runs as a task is called as one where the server
+offers tasks (2025-11-25: its `tasks` capability and the tool's
+`execution.taskSupport`; 2026-07-28: the `io.modelcontextprotocol/tasks`
+extension, declared in every request's capabilities, the server deciding) and
+followed to its end; a tool that runs only as a task, on a server that offers
+no tasks, is not offered.
 
 Resources, prompts and argument completion are `ServerFeatures` (server_features.py), a part of the
 client kept in a module of its own; the shapes every answer becomes (`Tool`, `ToolResult`, `Resource`,
@@ -67,6 +71,7 @@ from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.headers import header_params, header_problem, param_headers
 from decodeloop.mcp.jsonrpc import Deadline, JsonRpcSession
 from decodeloop.mcp.server_features import MAX_PAGES, ServerFeatures
+from decodeloop.mcp.tasks import DEFAULT_TASK_TIMEOUT, EXTENSION, RunningTask, wait_all
 from decodeloop.mcp.transports.base import Transport
 from decodeloop.mcp.versions import (
     LEGACY_SSE_REFUSAL,
@@ -141,6 +146,8 @@ class McpClient(ServerFeatures):
         roots: list[dict] | None = None,
         log_level: str | None = None,
         on_progress: Callable[[str | None, dict], None] | None = None,
+        task_timeout: float | None = DEFAULT_TASK_TIMEOUT,
+        on_task: Callable[[str, dict], None] | None = None,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown MCP protocol {protocol!r}: expected {', '.join(PROTOCOLS)}")
@@ -158,6 +165,8 @@ class McpClient(ServerFeatures):
         self.client_info = client_info or {"name": "decodeloop", "version": decodeloop.__version__}
         self.log_level = log_level
         self._on_progress = on_progress
+        self.task_timeout = task_timeout  # seconds a task may run before it is cancelled (None: no bound)
+        self._on_task = on_task  # (tool, the task as the server last said it) on each status change
         self._roots = None if roots is None else [dict(root) for root in roots]
         handlers = dict(request_handlers or {})
         if self._roots is not None:
@@ -189,6 +198,8 @@ class McpClient(ServerFeatures):
         self._generation = 0  # how many times the session was initialized
         self._tools_cache: tuple[float, list[Tool]] | None = None  # (expires at, tools) from a ttlMs
         self._header_marks: dict[str, dict] = {}  # tool name -> its x-mcp-header marks
+        self._task_support: dict[str, str] = {}  # tool name -> its execution.taskSupport (2025-11-25)
+        self._running: dict[str, RunningTask] = {}  # task id -> the task, for its pushed status
         self._stopped = threading.Event()  # set by close(): the listen thread ends
         self._closed = False
         self.startup: StartupDeadline | None = None  # the start-up's one timeout, from open() on
@@ -343,6 +354,15 @@ class McpClient(ServerFeatures):
             if not self.discover(patient=True):
                 raise
 
+    @property
+    def tasks_offered(self) -> bool:
+        """Whether the server runs tool calls as tasks: its `tasks.requests.tools.call` capability (2025-11-25),
+        or the tasks extension among its capabilities (2026-07-28)."""
+        if self.stateless:
+            return EXTENSION in _object(self.capabilities.get("extensions"))
+        requests = _object(_object(self.capabilities.get("tasks")).get("requests"))
+        return isinstance(_object(requests.get("tools")).get("call"), dict)
+
     def log(self, line: str) -> None:
         self._log(f"{self.name}: {line}")
 
@@ -361,6 +381,11 @@ class McpClient(ServerFeatures):
             self.tools_stale.set()
         elif method == "notifications/subscriptions/acknowledged":
             self.listening.set()
+        elif method == "notifications/tasks/status":  # a task's status, pushed: said as a poll's would be
+            task = self._running.get(str(params.get("taskId")))
+            if task is not None and not task.done:
+                task.pushed(params)
+            return
         elif method == "notifications/progress":
             token = params.get("progressToken")
             token = token if isinstance(token, int) and not isinstance(token, bool) else None
@@ -498,6 +523,8 @@ class McpClient(ServerFeatures):
             # request that needs them, so promising the notification would be untrue
             roots = {key: value for key, value in capabilities["roots"].items() if key != "listChanged"}
             capabilities = {**capabilities, "roots": roots}
+        if self.tasks_offered:  # the server offers tasks: say each request can take one back
+            capabilities = {**capabilities, "extensions": {**_object(capabilities.get("extensions")), EXTENSION: {}}}
         meta = {
             META + "protocolVersion": STATELESS_VERSION,
             META + "clientCapabilities": capabilities,
@@ -673,9 +700,12 @@ class McpClient(ServerFeatures):
         if not isinstance(schema, dict):
             self.log(f"skipped tool {raw['name']!r}: its inputSchema is not an object")
             return None
-        if _object(raw.get("execution")).get("taskSupport") == "required":
-            self.log(f"skipped tool {raw['name']!r}: it runs only as a task, which this client does not support")
+        support = _object(raw.get("execution")).get("taskSupport")
+        if support == "required" and not self.tasks_offered:
+            self.log(f"skipped tool {raw['name']!r}: it runs only as a task, and the server offers no tasks")
             return None
+        if support in ("required", "optional"):
+            self._task_support[raw["name"]] = support
         marks = None
         if self._http_stateless():
             problem = header_problem(schema)  # the HTTP wire must refuse a tool with bad header marks
@@ -705,9 +735,22 @@ class McpClient(ServerFeatures):
 
         With `reset_timeout_on_progress`, each progress notification for this
         call restarts its timeout, until `max_total_timeout` (if set) has passed.
+        A call the server runs as a task is followed to its end.
         """
+        started = self.start_tool(name, arguments, timeout)
+        if isinstance(started, RunningTask):
+            wait_all([started])
+            return self.task_result(started)
+        return started
+
+    def start_tool(self, name: str, arguments: dict, timeout: float | None = None) -> ToolResult | RunningTask:
+        """`call_tool`, except that a call the server runs as a task comes back as its RunningTask, for
+        `tasks.wait_all` to follow with others (then `task_result`)."""
         token = next(self._progress_tokens)
-        params = {"name": name, "arguments": arguments, "_meta": {"progressToken": token}}
+        params: dict[str, Any] = {"name": name, "arguments": arguments, "_meta": {"progressToken": token}}
+        if not self.stateless and self.tasks_offered and name in self._task_support:
+            ttl = None if self.task_timeout is None else int(self.task_timeout * 1000)
+            params["task"] = {} if ttl is None else {"ttl": ttl}
         self._calls[token] = name  # so its progress says which call it is for
         try:
             if not self.reset_timeout_on_progress:
@@ -723,6 +766,30 @@ class McpClient(ServerFeatures):
             del self._calls[token]
         if not isinstance(result, dict):
             raise ProtocolError(f"{self.name}: tools/call returned {type(result).__name__}, not an object")
+        if result.get("resultType") == "task" if self.stateless else ("task" in params and "task" in result):
+            task = RunningTask(
+                self,
+                name,
+                result,
+                stateless=self.stateless,
+                timeout=timeout,
+                task_timeout=self.task_timeout,
+                on_status=self._on_task,
+            )
+            self._running = {key: running for key, running in self._running.items() if not running.done}
+            self._running[task.task_id] = task
+            return task
+        return self._tool_result(result)
+
+    def task_result(self, task: RunningTask) -> ToolResult:
+        """A task's outcome once `wait_all` is done with it: the tool's result, or the McpError it ended in."""
+        if task.failure is not None:
+            raise task.failure
+        assert task.outcome is not None  # wait_all leaves every task with one or the other
+        return self._tool_result(task.outcome)
+
+    def _tool_result(self, result: dict) -> ToolResult:
+        """A tools/call result (a task's too) as a ToolResult."""
         content = result.get("content", [])
         if not isinstance(content, list):
             raise ProtocolError(f"{self.name}: tools/call returned content that is not a list")

@@ -3,7 +3,8 @@
 This module owns what the 2026-07-28 revision asks a client to copy from a
 request's body into its HTTP headers, so that proxies can route without
 parsing JSON: `Mcp-Method` (every request), `Mcp-Name` (`params.name` or
-`params.uri` of tools/call, prompts/get, resources/read), and `Mcp-Param-{Name}`
+`params.uri` of tools/call, prompts/get, resources/read; `params.taskId` of the tasks
+extension's tasks/get, tasks/update and tasks/cancel), and `Mcp-Param-{Name}`
 for the tool arguments a tool's inputSchema marks with `x-mcp-header`. It also
 owns checking those marks: a tool whose marks break the rules is one the
 client must not offer (`header_problem`). Values that are not plain visible
@@ -16,7 +17,12 @@ import base64
 import re
 from typing import Any
 
-NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAMED_METHODS = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    **{method: "taskId" for method in ("tasks/get", "tasks/update", "tasks/cancel")},
+}
 MAX_SAFE_INTEGER = 2**53 - 1
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # RFC 9110 field-name token
 _PLAIN = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?\Z")  # visible ASCII, inner spaces only

@@ -10,13 +10,17 @@ surface.
 
 Several calls in one message (`dispatch_all`) are prepared in order, then run:
 calls to different servers concurrently, calls to the same server one after
-another, and their outcomes come back in the order the model wrote them.
+another, and their outcomes come back in the order the model wrote them. A call
+its server runs as a task (mcp/tasks.py) is started in that order and followed
+to its end with the message's other tasks on that server, all polled together;
+Ctrl-C cancels every task still running.
 """
 
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +28,7 @@ from decodeloop.errors import McpError, RequestTimeout
 from decodeloop.events import ToolCall, ToolError, ToolReturned
 from decodeloop.formats.calls import shapes as call_shapes
 from decodeloop.formats.calls.base import ParsedCall
+from decodeloop.mcp.tasks import RunningTask, wait_all
 from decodeloop.schema.arguments import ArgumentError, validate_arguments
 from decodeloop.schema.standard import check_value
 from decodeloop.tools.router import Router, UnknownTool
@@ -98,18 +103,23 @@ def dispatch_all(
         return NEEDS_EVIDENCE
     prepared: list[_Prepared | Outcome] = [_prepare(parsed, router, state) for parsed in calls]
     runnable = [p for p in prepared if isinstance(p, _Prepared)]
-    servers = {p.server for p in runnable}
-    if len(servers) > 1:
-        by_server: dict[str, list[_Prepared]] = {}
-        for p in runnable:
-            by_server.setdefault(p.server, []).append(p)
+    by_server: dict[str, list[_Prepared]] = {}
+    for p in runnable:
+        by_server.setdefault(p.server, []).append(p)
+    stop = threading.Event()  # Ctrl-C on this thread: the other servers' tasks are cancelled too
+    if len(by_server) > 1:
         with ThreadPoolExecutor(max_workers=len(by_server)) as pool:
-            done = dict(
-                zip(by_server, pool.map(lambda calls: [_call(p, router, timeout) for p in calls], by_server.values()))
-            )
-        results = {id(p): r for server, calls in by_server.items() for p, r in zip(calls, done[server])}
+            futures = {server: pool.submit(_run, calls, router, timeout, stop) for server, calls in by_server.items()}
+            try:
+                while wait(futures.values(), timeout=0.2).not_done:  # short waits: Ctrl-C reaches this thread
+                    pass
+            except KeyboardInterrupt:
+                stop.set()
+                raise
+            done = {server: future.result() for server, future in futures.items()}
     else:
-        results = {id(p): _call(p, router, timeout) for p in runnable}
+        done = {server: _run(calls, router, timeout, stop) for server, calls in by_server.items()}
+    results = {id(p): r for server, calls in by_server.items() for p, r in zip(calls, done[server])}
     return [p if isinstance(p, Outcome) else _finish(p, results[id(p)], state) for p in prepared]
 
 
@@ -186,10 +196,26 @@ def _prepare(parsed: ParsedCall, router: Router, state: DispatchState) -> _Prepa
     return _Prepared(call_text, call.name, tool, arguments, server, key, shape)
 
 
-def _call(p: _Prepared, router: Router, timeout: float | None):
-    """The server's answer, or the McpError it failed with (returned, not raised, across threads)."""
+def _run(calls: list[_Prepared], router: Router, timeout: float | None, stop: threading.Event) -> list:
+    """The calls to one server, in order: each answer, or the McpError it failed with (returned, not raised,
+    across threads). Calls the server runs as tasks are started in turn and then followed together."""
+    started = [_start(p, router, timeout) for p in calls]
+    tasks = [s for s in started if isinstance(s, RunningTask)]
+    if tasks:
+        wait_all(tasks, stop)
+    return [_task_outcome(s) if isinstance(s, RunningTask) else s for s in started]
+
+
+def _start(p: _Prepared, router: Router, timeout: float | None):
     try:
-        return router.call(p.name, p.arguments, timeout=timeout)
+        return router.start(p.name, p.arguments, timeout=timeout)
+    except McpError as e:
+        return e
+
+
+def _task_outcome(task: RunningTask):
+    try:
+        return task.client.task_result(task)
     except McpError as e:
         return e
 

@@ -41,6 +41,7 @@ from decodeloop.events import Emit, Notice, ToolsChanged
 from decodeloop.mcp.client import McpClient, Tool, ToolResult
 from decodeloop.mcp.client_features import ClientFeatures
 from decodeloop.mcp.roots import file_roots
+from decodeloop.mcp.tasks import RunningTask
 from decodeloop.schema import did_you_mean, pattern_notes, type_notes
 from decodeloop.text.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_SCHEMA_CHARS, cap_tool, visible_line
 from decodeloop.tools.config import ServerSpec
@@ -313,6 +314,11 @@ class Router:
     def call(self, name: str, arguments: dict[str, Any], timeout: float | None = None) -> ToolResult:
         route = self.routes[name]
         return self.clients[route.server].call_tool(route.remote, arguments, timeout=timeout)
+
+    def start(self, name: str, arguments: dict[str, Any], timeout: float | None = None) -> ToolResult | RunningTask:
+        """`call`, except that a call its server runs as a task comes back as that task (McpClient.start_tool)."""
+        route = self.routes[name]
+        return self.clients[route.server].start_tool(route.remote, arguments, timeout=timeout)
 
     def set_roots(self, paths: list[str]) -> None:
         """Offer these paths as every server's roots from now on (each must exist: ConfigError).

@@ -27,12 +27,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from decodeloop.errors import ConfigError, ConnectionClosed
-from decodeloop.events import Emit, Notice, Progress, Rpc, ServerReady
+from decodeloop.events import Emit, Notice, Progress, Rpc, ServerReady, TaskUpdate
 from decodeloop.mcp.auth.store import TokenStore, stored_oauth
 from decodeloop.mcp.client import McpClient, Tool
 from decodeloop.mcp.client_features import ClientFeatures
 from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.roots import file_roots
+from decodeloop.mcp.tasks import DEFAULT_TASK_TIMEOUT
 from decodeloop.mcp.transports.stdio import StdioTransport
 from decodeloop.text.untrusted import cap_text, visible_line
 from decodeloop.tools.config import ServerSpec
@@ -59,7 +60,8 @@ class ClientOptions:
     a spec's own `roots` replace them for its server. `log_level` asks each server for its log messages
     from that level up. `features` are the client features offered to every server (sampling,
     elicitation), each server's requests answered as its own. `token_store` holds the tokens of
-    `decodeloop auth login` for the config's HTTP servers (see the module's docstring).
+    `decodeloop auth login` for the config's HTTP servers (see the module's docstring). `task_timeout` bounds
+    a call a server runs as a task (its polls each wait `timeout`): past it the task is cancelled.
     """
 
     timeout: float = 60.0
@@ -75,6 +77,7 @@ class ClientOptions:
     log_level: str | None = None
     features: ClientFeatures | None = None
     token_store: TokenStore | None = None
+    task_timeout: float | None = DEFAULT_TASK_TIMEOUT
 
 
 def start_stdio_servers(commands: list[list[str]], emit: Emit, options: ClientOptions | None = None) -> Router:
@@ -123,6 +126,7 @@ def start_servers(specs: list[ServerSpec], emit: Emit | None = None, options: Cl
         protocol=o.protocol,
         roots=offered,
         log_level=o.log_level,
+        task_timeout=o.task_timeout,
     )
     starts = [_Start(spec, _Held(emit, held=n > 0)) for n, spec in enumerate(unique_names(specs))]
     own_roots = {start.spec.name: _own_roots(start.spec) for start in starts if start.spec.roots is not None}
@@ -285,6 +289,7 @@ def _connect(
             Notice(source=server, message=cap_text(text.removeprefix(f"{server}: "), MAX_NOTICE_CHARS, "notice"))
         ),
         on_progress=lambda tool, params: emit(progress_event(server, tool, params)),
+        on_task=lambda tool, task: emit(task_event(server, tool, task)),
     )
     if spec.url is not None:
         auth = None
@@ -334,6 +339,18 @@ def progress_event(server: str, tool: str | None, params: dict) -> Progress | No
         return Notice(source=server, message=cap_text(notice, MAX_NOTICE_CHARS, "notice"))
     text = cap_text(message, MAX_NOTICE_CHARS, "progress message") if isinstance(message, str) else None
     return Progress(server=server, tool=tool, progress=progress, total=total, message=text)
+
+
+def task_event(server: str, tool: str, task: dict) -> TaskUpdate:
+    """A task's status as its event: the server's id and message capped (its status is one of five: checked)."""
+    message = task.get("statusMessage")
+    return TaskUpdate(
+        server=server,
+        tool=tool,
+        task_id=cap_text(str(task.get("taskId")), 200, "task id"),
+        status=str(task.get("status")),
+        message=cap_text(message, MAX_NOTICE_CHARS, "status message") if isinstance(message, str) else None,
+    )
 
 
 def _number(value: Any) -> bool:

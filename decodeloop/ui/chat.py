@@ -42,7 +42,7 @@ from decodeloop.text.credentials import clip
 from decodeloop.text.untrusted import visible, visible_line
 from decodeloop.ui.style import Style, use_color
 from decodeloop.ui.terminal import Terminal
-from decodeloop.ui.trace import elicitation_text, progress_text, sampling_head
+from decodeloop.ui.trace import elicitation_text, progress_text, sampling_head, task_text
 
 HELP = (
     "commands: /reset starts a new conversation, /tools lists the tools, /approve NAME puts a tool's "
@@ -142,6 +142,9 @@ class ChatView:
     def on_progress(self, e) -> None:
         call = f"/{visible_line(e.tool)}" if e.tool is not None else ""
         self._line(self.style(f"  · {visible_line(e.server)}{call}: {progress_text(e)}", "dim"))
+
+    def on_task(self, e) -> None:
+        self._line(self.style(f"  ◷ {visible_line(e.server)}/{visible_line(e.tool)}: {task_text(e)}", "dim"))
 
     def on_tools_changed(self, e) -> None:
         change = " ".join(

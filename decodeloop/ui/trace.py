@@ -33,6 +33,7 @@ from decodeloop.events import (
     SamplingStep,
     ServerReady,
     Stop,
+    TaskUpdate,
     Token,
     ToolCall,
     ToolError,
@@ -76,6 +77,13 @@ def progress_text(e: Progress) -> str:
     """progress 2/5: the server's message (escaped, on one line)."""
     amount = f"{e.progress:g}" + (f"/{e.total:g}" if e.total is not None else "")
     return f"progress {amount}" + (f": {visible_line(e.message)}" if e.message else "")
+
+
+def task_text(e: TaskUpdate) -> str:
+    """task ID: working: the server's message (escaped, on one line)."""
+    return f"task {visible_line(clip(e.task_id, 40))}: {visible_line(e.status)}" + (
+        f": {visible_line(e.message)}" if e.message else ""
+    )
 
 
 SAMPLING_PHASES = {
@@ -325,6 +333,9 @@ class TraceView:
     def on_progress(self, e: Progress) -> str:
         call = f"/{visible_line(e.tool)}" if e.tool is not None else " (no call in flight)"
         return self.style(f"· {visible_line(e.server)}{call}: {progress_text(e)}", "dim")
+
+    def on_task(self, e: TaskUpdate) -> str:
+        return self.style(f"◷ {visible_line(e.server)}/{visible_line(e.tool)}: {task_text(e)}", "dim")
 
     def on_sampling(self, e: SamplingStep) -> str:
         s = self.style

@@ -171,12 +171,14 @@ TRANSPORT_CLASS = {"http": StreamableHttpTransport, "sse": SseLegacyTransport}
 def test_server_everything(everything, serve, transport):
     notes: list[tuple[str, dict]] = []
     logs: list[str] = []
+    statuses: list[tuple[str, dict]] = []
     with everything_client(
         everything,
         transport,
         serve,
         log=logs.append,
         on_notification=lambda method, params: notes.append((method, params)),
+        on_task=lambda tool, task: statuses.append((tool, task)),
     ) as client:
         if transport != "stdio":
             assert isinstance(client.transport, TRANSPORT_CLASS[transport])  # auto found the right one
@@ -184,9 +186,13 @@ def test_server_everything(everything, serve, transport):
         assert client.server_info["name"] == "mcp-servers/everything"
         tools = {tool.name: tool for tool in client.list_tools()}
         assert set(tools) >= EVERYTHING_TOOLS
-        # a tool that only runs as a task is not offered, rather than offered and failing on every call
-        assert "simulate-research-query" not in tools
-        assert any("'simulate-research-query'" in line and "task" in line for line in logs)
+        # a tool that only runs as a task: called as one (the server offers tasks), polled to its end
+        assert client.tasks_offered and "simulate-research-query" in tools
+        report = client.call_tool("simulate-research-query", {"topic": "tides"})
+        assert not report.is_error and "tides" in report.text(), report.text()
+        [task_id] = {task["taskId"] for _, task in statuses}
+        assert [task["status"] for _, task in statuses][-1] == "completed" and task_id
+        assert {tool for tool, _ in statuses} == {"simulate-research-query"}
 
         assert client.call_tool("echo", {"message": "hé there"}).text() == "Echo: hé there"
         assert client.call_tool("get-sum", {"a": 2, "b": 40}).text() == "The sum of 2 and 40 is 42."

@@ -197,6 +197,7 @@ function summary(e) {
     case 'tool_call': return e.name + ' ' + JSON.stringify(e.arguments);
     case 'tool_result': return clip(JSON.stringify(e.content), 300);
     case 'stop': return e.reason;
+    case 'task': return e.server + '/' + e.tool + ': task ' + clip(e.task_id, 40) + ': ' + e.status + (e.message ? ': ' + clip(e.message, 200) : '');
     case 'rewind': return 'rewound to position ' + e.position + ': ' + e.cut + ' token(s) cut';
     case 'edit': return 'yours (' + e.what + '): ' + e.tool + ' ' + clip(JSON.stringify(e.before), 150) + ' \u2192 ' + clip(JSON.stringify(e.after), 300);
     case 'done': return e.reason + ': ' + clip(e.answer, 300);

@@ -191,6 +191,7 @@ function summaryOf(e, turnNo) {
     case 'server': return '\u25cf ' + e.server + ': MCP ' + e.protocol_version + ', tools ' + (e.tools || []).join(', ');
     case 'notice': return '\u00b7 ' + e.source + ': ' + e.message;
     case 'progress': return '    \u00b7 ' + progressOf(e) + ': ' + progressText(e);   // indented: a line under its call
+    case 'task': return '    \u25f7 ' + progressOf(e) + ': ' + taskText(e);
     case 'tools_changed': return '\u27f3 ' + e.server + ': tools changed';
     case 'elicitation':
       return '? ' + e.server + ' asked ' + (e.mode === 'url' ? 'to open ' + e.url : 'for input') + ': ' + e.action +
@@ -207,6 +208,11 @@ function progressText(e) {
   return 'progress ' + amount + (message ? ': ' + message : '');
 }
 function progressOf(e) { return e.server + (e.tool ? '/' + e.tool : ''); }
+// a call the server runs as a task (MCP Tasks): "task 1a2b: working: message", the server's text on one line
+function taskText(e) {
+  const message = e.message === null || e.message === undefined ? '' : String(e.message).replace(/\s+/g, ' ');
+  return 'task ' + clip(e.task_id, 40) + ': ' + e.status + (message ? ': ' + message : '');
+}
 function rest(e) { const r = Object.assign({}, e); delete r.event; return r; }  // an event kind this page does not know
 function rpcLabel(m) {
   if (!m || typeof m !== 'object') return String(m);
@@ -387,6 +393,12 @@ function eventStep(i, box) {
       kv(g, 'progress', num(e.progress) + (e.total !== null && e.total !== undefined ? ' of ' + num(e.total) : ' (no total given)'));
       if (e.message !== null && e.message !== undefined) kv(g, 'message', pre(e.message));
       break;
+    case 'task':
+      kv(g, 'call', 'the call of ' + e.tool + ' on ' + e.server + ', run as a task (MCP Tasks): polled until it is over, then its result comes back as any call\u2019s');
+      kv(g, 'task', el('span', 'mono', e.task_id));
+      kv(g, 'status', e.status + ({working: ': still running', input_required: ': waiting for an answer', completed: ': done, its result next', failed: ': failed', cancelled: ': cancelled'}[e.status] || ''));
+      if (e.message !== null && e.message !== undefined) kv(g, 'message', pre(e.message));
+      break;
     case 'policy':
       kv(g, 'verdict', e.verdict + ': ' + e.reason);
       kv(g, 'call', el('span', 'mono', e.name + '(' + JSON.stringify(e.arguments) + ') on ' + e.server));
@@ -462,6 +474,7 @@ function roundView(r) {
       case 'inject': kind = 'injected span'; text = (e.spans || []).map(s => s[0] + '\u2013' + s[1] + ' ' + s[2]).join(', ') || e.tokens + ' tokens'; break;
       case 'notice': kind = 'notice'; text = e.message; break;
       case 'progress': kind = 'progress \u2190 ' + progressOf(e); text = progressText(e); break;
+      case 'task': kind = 'task \u2190 ' + progressOf(e); text = taskText(e); err = e.status === 'failed' || e.status === 'cancelled'; break;
       case 'policy': kind = 'policy: ' + e.verdict; text = e.name + ' (' + e.tool_class + '): ' + e.reason; err = e.verdict !== 'allow'; break;
       default: text = JSON.stringify(rest(e));
     }

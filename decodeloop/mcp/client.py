@@ -200,6 +200,7 @@ class McpClient(ServerFeatures):
         self._header_marks: dict[str, dict] = {}  # tool name -> its x-mcp-header marks
         self._task_support: dict[str, str] = {}  # tool name -> its execution.taskSupport (2025-11-25)
         self._running: dict[str, RunningTask] = {}  # task id -> the task, for its pushed status
+        self._said_deprecated: set[str] = set()  # deprecated features this server was seen to use (said once)
         self._stopped = threading.Event()  # set by close(): the listen thread ends
         self._closed = False
         self.startup: StartupDeadline | None = None  # the start-up's one timeout, from open() on
@@ -366,7 +367,18 @@ class McpClient(ServerFeatures):
     def log(self, line: str) -> None:
         self._log(f"{self.name}: {line}")
 
+    def _deprecated(self, feature: str) -> None:
+        """Say once per server that it uses a feature 2026-07-28 deprecates (it keeps working)."""
+        if self.stateless and feature not in self._said_deprecated:
+            self._said_deprecated.add(feature)
+            self.log(
+                f"uses {feature}, which MCP {STATELESS_VERSION} deprecates in favour of input requests "
+                "(it still works)"
+            )
+
     def _notified(self, method: str, params: dict) -> None:
+        if method == "notifications/message":
+            self._deprecated("logging (notifications/message)")
         if method == "notifications/resources/updated":
             uri = params.get("uri")
             if uri not in self.subscriptions:
@@ -864,6 +876,8 @@ class McpClient(ServerFeatures):
         """The answer to one of a result's inputRequests, from request_handlers; elicitation is declined without one."""
         method = request.get("method") if isinstance(request, dict) else None
         params = _object(request.get("params")) if isinstance(request, dict) else {}
+        if method in ("sampling/createMessage", "roots/list"):
+            self._deprecated(f"{'sampling' if method.startswith('sampling') else 'roots'} ({method})")
         handler = self.session.request_handlers.get(method) if isinstance(method, str) else None
         if handler is not None:
             try:

@@ -235,6 +235,44 @@ def test_server_everything(everything, serve, transport):
         assert wrong.is_error and "a" in wrong.text()
 
 
+def test_the_table_model_gets_an_answer_from_server_everything_s_task_only_tool_through_run(everything):
+    """`decodeloop run`, as a user types it: the research tool runs only as an MCP task; the harness follows
+    it to its end, says each status, and the model answers from its report."""
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "decodeloop",
+            "run",
+            "--json",
+            "--mcp",
+            f"node {everything} stdio",
+            "Research the tides.",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    events = [json.loads(line) for line in p.stdout.splitlines()]
+    [call] = [e for e in events if e["event"] == "tool_call"]
+    assert (call["name"], call["arguments"]) == ("simulate-research-query", {"topic": "tides"})
+    tasks = [e for e in events if e["event"] == "task"]
+    assert tasks[0]["status"] == "working" and tasks[-1]["status"] == "completed"
+    assert [e["message"] for e in tasks[:4]] == [
+        "Gathering sources...",
+        "Analyzing content...",
+        "Synthesizing findings...",
+        "Generating report...",
+    ]
+    [result] = [e for e in events if e["event"] == "tool_result"]
+    assert result["text"].startswith("# Research Report: tides") and not result["is_error"]
+    done = events[-1]
+    assert done["event"] == "done" and done["reason"] == "eos"
+    assert done["answer"].startswith("The research on tides went through four stages")
+
+
 @pytest.mark.parametrize("protocol, wire", [("auto", "2026-07-28"), ("2025-11-25", "2025-11-25")])
 def test_mcp_server_time(protocol, wire):
     sent: list[dict] = []

@@ -43,7 +43,14 @@ def test_the_working_directory_is_the_default_root(events, protocol, tmp_path, m
     with start(events, protocol) as router:
         assert router.clients["rl"].protocol_version == protocol
         assert answer(router, "roots") == {"roots": [as_root(tmp_path)]}
+        assert answer(router, "roots") == {"roots": [as_root(tmp_path)]}  # asked twice, said once
         capabilities = answer(router, "state")["capabilities"]
+    said = [e.message for e in events.of("notice") if "deprecates" in e.message]
+    assert said == (
+        ["uses roots (roots/list), which MCP 2026-07-28 deprecates in favour of input requests (it still works)"]
+        if protocol == "2026-07-28"
+        else []
+    )
     # 2026-07-28 has no roots/list_changed, so it is not promised there
     assert capabilities["roots"] == ({} if protocol == "2026-07-28" else {"listChanged": True})
 
@@ -134,6 +141,16 @@ def test_the_log_level_reaches_the_server_and_its_messages_are_notices(events, p
     assert logs == ["log error: {'message': 'at error'}", "log critical: at critical", "log alert: at alert"] + [
         "log emergency: at emergency"
     ]
+    # 2026-07-28 deprecates logging (and roots, and sampling): said once, and the messages still come
+    deprecated = [e.message for e in events.of("notice") if "deprecates" in e.message]
+    assert deprecated == (
+        [
+            "uses logging (notifications/message), which MCP 2026-07-28 deprecates in favour of input requests "
+            "(it still works)"
+        ]
+        if protocol == "2026-07-28"
+        else []
+    )
 
 
 @pytest.mark.parametrize("protocol", WIRES)

@@ -372,8 +372,7 @@ class McpClient(ServerFeatures):
         if self.stateless and feature not in self._said_deprecated:
             self._said_deprecated.add(feature)
             self.log(
-                f"uses {feature}, which MCP {STATELESS_VERSION} deprecates in favour of input requests "
-                "(it still works)"
+                f"uses {feature}, which MCP {STATELESS_VERSION} deprecates in favour of input requests (it still works)"
             )
 
     def _notified(self, method: str, params: dict) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import pytest
 from cdp import Browser
@@ -556,4 +557,31 @@ def test_a_sampling_request_and_its_nested_turn(browser, tmp_path):
     assert "#1 \u2506 \u2500\u2500 nested turn: prompt" in rows and "#1 \u2506 \u25a0 stop: max_tokens" in rows
     assert "\\u202e" in rows and "\u202e" not in rows  # the server's bidi override, spelled out
     assert browser.evaluate("document.querySelectorAll('b').length") == 0
+    assert browser.errors() == []
+
+
+def test_a_task_s_status_is_a_line_under_its_call_and_a_link_of_its_round(browser, tmp_path):
+    from conftest import ROOT
+
+    tasks = [sys.executable, os.path.join(ROOT, "tests", "servers", "tasks.py")]
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call slow seconds=0.6]", "<|assistant|>": "Done.<|eos|>"}
+    events = library_turn(table, servers=(tasks,))
+    statuses = [e for e in events if e.kind == "task"]
+    assert statuses[0].status == "working" and statuses[-1].status == "completed"
+    path = write(events, tmp_path / "task.html")
+    browser.open(path)
+    rows = browser.evaluate("EV.map((e, i) => summary(i))")  # every row's text (the timeline draws those in view)
+    lines = [r for r in rows if r.lstrip().startswith("◷ ")]
+    assert (
+        len(lines) == len(statuses)
+        and lines[-1].strip() == f"◷ tasks/slow: task {statuses[-1].task_id}: completed: done"
+    )
+    # the status rows are links of the call's round, between the call and its result
+    at = next(i for i, e in enumerate(events) if e.kind == "task")
+    browser.key("Home")
+    for _ in range(at):
+        browser.key("ArrowRight")
+    assert "run as a task (MCP Tasks)" in text(browser, "step") and "working: still running" in text(browser, "step")
+    assert "task \u2190 tasks/slow" in text(browser, "round")
+    visit_every_event(browser)
     assert browser.errors() == []

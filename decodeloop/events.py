@@ -252,6 +252,21 @@ class Progress(Event):
 
 
 @dataclass(slots=True)
+class AppView(Event):
+    """MCP Apps: the interface a tool brings (its ui:// resource's HTML, the server's text), kept with the call
+    it belongs to, for a page to show in a sandboxed frame: the viewer and the studio. Never in the context."""
+
+    kind = "app"
+    server: str
+    tool: str
+    uri: str
+    html: str  # capped at tools/apps.py's MAX_APP_CHARS
+    definition: dict  # the tool as the app is told it: name, description, inputSchema
+    arguments: dict  # the call's arguments
+    result: dict  # the call's result as the app is given it: content, isError, structuredContent
+
+
+@dataclass(slots=True)
 class TaskUpdate(Event):
     """A call the server runs as a task (MCP Tasks) changed status: working, input_required, then completed,
     failed or cancelled. Said once per change of status or message; the result comes as any call's."""

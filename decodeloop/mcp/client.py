@@ -73,6 +73,7 @@ from decodeloop.mcp.jsonrpc import Deadline, JsonRpcSession
 from decodeloop.mcp.server_features import MAX_PAGES, ServerFeatures
 from decodeloop.mcp.tasks import DEFAULT_TASK_TIMEOUT, EXTENSION, RunningTask, wait_all
 from decodeloop.mcp.transports.base import Transport
+from decodeloop.mcp.ui import ui_of
 from decodeloop.mcp.versions import (
     LEGACY_SSE_REFUSAL,
     LEGACY_VERSIONS,
@@ -726,6 +727,7 @@ class McpClient(ServerFeatures):
             marks = header_params(schema) or None
         output_schema = raw.get("outputSchema")
         title = raw.get("title") or _object(raw.get("annotations")).get("title")
+        ui, visibility = ui_of(raw)
         description = raw.get("description")
         return Tool(
             name=raw["name"],
@@ -735,6 +737,8 @@ class McpClient(ServerFeatures):
             title=title if isinstance(title, str) else None,
             header_params=marks,
             annotations=_object(raw.get("annotations")) or None,
+            ui=ui,
+            visibility=visibility,
         )
 
     def _http_stateless(self) -> bool:

@@ -21,6 +21,8 @@ class Tool:
     title: str | None = None
     header_params: dict | None = None  # x-mcp-header marks: argument path -> header name part
     annotations: dict | None = None  # readOnlyHint, destructiveHint, ...: hints, believed only from trusted servers
+    ui: str | None = None  # MCP Apps: the ui:// resource holding the tool's own interface (its _meta.ui.resourceUri)
+    visibility: tuple[str, ...] = ("model", "app")  # MCP Apps: who may call it (the model, its app's page)
 
 
 @dataclass

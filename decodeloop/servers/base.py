@@ -82,6 +82,7 @@ class RegisteredTool:
     title: str | None
     function: Callable[..., Any]
     annotations: dict | None = None  # readOnlyHint, destructiveHint, ...
+    meta: dict | None = None  # the tool's _meta (MCP Apps: {"ui": {"resourceUri": ...}})
 
     def listing(self) -> dict:
         entry: dict = {"name": self.name}
@@ -93,6 +94,8 @@ class RegisteredTool:
             entry["outputSchema"] = self.output_schema
         if self.annotations:
             entry["annotations"] = self.annotations
+        if self.meta:
+            entry["_meta"] = self.meta
         return entry
 
 
@@ -175,6 +178,7 @@ class ToolServer:
         output_schema: dict | None = None,
         title: str | None = None,
         annotations: dict | None = None,
+        meta: dict | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a function as a tool. It returns str or (text, structured dict), or raises ToolFailure."""
 
@@ -182,7 +186,7 @@ class ToolServer:
             if name in self.tools:
                 raise ValueError(f"tool {name!r} is already registered")
             self.tools[name] = RegisteredTool(
-                name, description, input_schema, output_schema, title, function, annotations
+                name, description, input_schema, output_schema, title, function, annotations, meta
             )
             return function
 

@@ -31,6 +31,7 @@ from decodeloop.formats.calls.base import ParsedCall
 from decodeloop.mcp.tasks import RunningTask, wait_all
 from decodeloop.schema.arguments import ArgumentError, validate_arguments
 from decodeloop.schema.standard import check_value
+from decodeloop.tools.apps import app_view
 from decodeloop.tools.router import Router, UnknownTool
 from decodeloop.tools.turn import (  # the caps are the state's; named here too, where callers look for them
     DEFAULT_MAX_RESULT_CHARS,
@@ -120,7 +121,7 @@ def dispatch_all(
     else:
         done = {server: _run(calls, router, timeout, stop) for server, calls in by_server.items()}
     results = {id(p): r for server, calls in by_server.items() for p, r in zip(calls, done[server])}
-    return [p if isinstance(p, Outcome) else _finish(p, results[id(p)], state) for p in prepared]
+    return [p if isinstance(p, Outcome) else _finish(p, results[id(p)], state, router) for p in prepared]
 
 
 def call_key(name: str, arguments: dict) -> str:
@@ -220,7 +221,7 @@ def _task_outcome(task: RunningTask):
         return e
 
 
-def _finish(p: _Prepared, result, state: DispatchState) -> Outcome:
+def _finish(p: _Prepared, result, state: DispatchState, router: Router) -> Outcome:
     # an error's text is the server's as much as a result's: the same cap holds
     message: str | None
     if isinstance(result, RequestTimeout):
@@ -236,6 +237,7 @@ def _finish(p: _Prepared, result, state: DispatchState) -> Outcome:
     what = f"the {'error for' if result.is_error else 'result of'} {p.name}"
     sent, text = state.admit(result.text(), what, server_text=True, cut="result")
     state.emit(ToolReturned(name=p.name, content=result.content, is_error=result.is_error, text=sent))
+    app_view(router, p.server, p.tool, p.arguments, result, state.emit)  # a tool with an app of its own (MCP Apps)
     return Outcome(text, result.is_error, p.name, p.server, "call" if result.is_error else None, p.key)
 
 

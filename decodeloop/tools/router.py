@@ -21,6 +21,9 @@ too), and when it is listed again it is compared with it, so removing a tool
 and listing it again with a new description, a new required argument or a
 `readOnlyHint` is held exactly like a change in place.
 
+Apps: a tool whose visibility (MCP Apps, `_meta.ui.visibility`) leaves out the model is never offered to
+it; it is kept in `app_only` for its own app's page to call (tools/apps.py).
+
 Caps: a server's tools are taken in the order it lists them, at most
 `max_tools` of them (DEFAULT_MAX_TOOLS); a notice says how many more it listed.
 Each tool's text is capped when it is taken (untrusted.cap_tool); the tokens
@@ -101,6 +104,10 @@ class Router:
         self.max_schema_chars = DEFAULT_MAX_SCHEMA_CHARS
         self.max_tools = max_tools  # per server
         self._types_noted: set[tuple[str, str]] = set()  # (server, fingerprint): definitions whose types were noted
+        # MCP Apps (tools/apps.py): tools only an app may call (their visibility leaves out the model), by server,
+        # and each app's page once read, by (server, ui:// URI)
+        self.app_only: dict[str, dict[str, Tool]] = {}
+        self.app_pages: dict[tuple[str, str], str] = {}
 
     def add_server(self, server: str, client: McpClient, tools: list[Tool]) -> None:
         if server in self.clients:
@@ -167,7 +174,9 @@ class Router:
             capped, note = cap_tool(tool, self.max_description_chars, self.max_schema_chars)
             if note is not None:
                 self.emit(Notice(source=server, message=note))
-            if capped is not None:
+            if capped is not None and "model" not in capped.visibility:  # its app's alone: never in a prompt
+                self.app_only.setdefault(server, {})[capped.name] = capped
+            elif capped is not None:
                 kept.append(capped)
                 self._note_types(server, capped)
         return kept

@@ -35,6 +35,7 @@ from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES
 from decodeloop.mcp.roots import file_roots
 from decodeloop.mcp.tasks import DEFAULT_TASK_TIMEOUT
 from decodeloop.mcp.transports.stdio import StdioTransport
+from decodeloop.mcp.ui import CAPABILITY as APPS_CAPABILITY
 from decodeloop.text.untrusted import cap_text, visible_line
 from decodeloop.tools.config import ServerSpec
 from decodeloop.tools.router import DEFAULT_MAX_TOOLS, Router
@@ -276,6 +277,10 @@ def _connect(
             capabilities=features.capabilities(),
             request_handlers=features.handlers(server, lambda: made[0].calls_in_flight() if made else []),
         )
+    # MCP Apps: a tool's own page is kept with its call, for the viewer and the studio to show (tools/apps.py)
+    capabilities = options.get("capabilities") or {}
+    extensions = {**(capabilities.get("extensions") or {}), **APPS_CAPABILITY}
+    options = dict(options, capabilities={**capabilities, "extensions": extensions})
     options = dict(
         options,
         name=server,

@@ -222,7 +222,8 @@ def test_the_command_line_offers_roots_and_asks_for_a_log_level(protocol, tmp_pa
     p = run(*common[:-1], "--root", str(tmp_path), "--server-log-level", "warning", "hi", no_site=False)
     assert p.returncode == 0, p.stderr
     # run offers sampling and elicitation (each denied or declined without a terminal)
-    asks = {"sampling": {}, "elicitation": {"form": {}, "url": {}}}
+    apps = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}  # MCP Apps, shown by pages
+    asks = {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "extensions": apps}
     if protocol == "2025-11-25":
         assert _first_request(p.stdout, "initialize")["params"]["capabilities"] == {
             "roots": {"listChanged": True},

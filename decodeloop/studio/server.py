@@ -47,7 +47,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from decodeloop.studio.session import EventLog, StudioError, StudioSession
 from decodeloop.text.untrusted import json_escaped, visible
-from decodeloop.ui.html import TEXT_JS, page
+from decodeloop.ui.html import APP_JS, TEXT_JS, page
 
 PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "page")  # package data
 
@@ -59,7 +59,7 @@ def _page_file(name: str) -> str:
 
 FILES = {  # path -> (the file from page/, its type), read once; the script starts with the viewer's text.js
     "/": (_page_file("studio.html").encode(), "text/html"),
-    "/studio.js": ((TEXT_JS + _page_file("studio.js")).encode(), "text/javascript"),
+    "/studio.js": ((TEXT_JS + APP_JS + _page_file("studio.js")).encode(), "text/javascript"),
     "/studio.css": (_page_file("studio.css").encode(), "text/css"),
 }
 MAX_BODY = 1024 * 1024  # an edited result may be longer than the result cap, to see it cut

@@ -212,4 +212,5 @@ def unsafe_class() -> str:
 
 
 TEXT_JS = _viewer_file("text.js").replace("__UNSAFE__", unsafe_class())  # first in every page's script
-JS = TEXT_JS + _viewer_file("viewer.js")
+APP_JS = _viewer_file("app.js")  # MCP Apps' frame and bridge: the viewer's and the studio's
+JS = TEXT_JS + APP_JS + _viewer_file("viewer.js")

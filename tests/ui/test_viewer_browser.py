@@ -585,3 +585,55 @@ def test_a_task_s_status_is_a_line_under_its_call_and_a_link_of_its_round(browse
     assert "task \u2190 tasks/slow" in text(browser, "round")
     visit_every_event(browser)
     assert browser.errors() == []
+
+
+APPS = [sys.executable, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "servers", "apps.py")]
+
+
+def app_log(b) -> list[str]:
+    return b.evaluate("[...document.querySelectorAll('#step ul.app-log li')].map(li => li.textContent)")
+
+
+def test_a_tool_s_app_is_shown_in_a_sandboxed_frame_and_given_its_call_s_result(browser, tmp_path):
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call forecast city=Paris]", "<|assistant|>": "Sunny.<|eos|>"}
+    events = library_turn(table, servers=(APPS,))
+    [app] = [e for e in events if e.kind == "app"]
+    assert (app.tool, app.uri, app.arguments) == ("forecast", "ui://apps/forecast", {"city": "Paris"})
+    browser.open(write(events, tmp_path / "app.html"))
+    at = events.index(app)
+    browser.key("Home")
+    for _ in range(at):
+        browser.key("ArrowRight")
+    assert browser.evaluate("document.querySelector('#step iframe.app').getAttribute('sandbox')") == "allow-scripts"
+    browser.wait_for("[...document.querySelectorAll('#step ul.app-log li')].length >= 2")
+    assert app_log(browser)[:2] == [
+        "the app says: initialized: decodeloop viewer",
+        "the app says: shown: Forecast for Paris: sunny, 21°C",
+    ]
+    assert browser.errors() == []
+
+
+def test_a_hostile_app_cannot_leave_its_frame_read_the_page_reach_the_network_or_call_a_tool(browser, tmp_path):
+    table = {"<|user|>" + QUESTION + "<|assistant|>": "[call widget]", "<|assistant|>": "Done.<|eos|>"}
+    events = library_turn(table, servers=(APPS,))
+    at = next(i for i, e in enumerate(events) if e.kind == "app")
+    browser.open(write(events, tmp_path / "hostile.html"))
+    where = browser.evaluate("location.href")
+    browser.key("Home")
+    for _ in range(at):
+        browser.key("ArrowRight")
+    browser.wait_for(
+        "[...document.querySelectorAll('#step ul.app-log li')].some(li => li.textContent.includes('ui/message'))"
+    )
+    browser.wait_for(
+        "[...document.querySelectorAll('#step ul.app-log li')].some(li => li.textContent.includes('probe fetch'))"
+    )
+    said = app_log(browser)
+    for probe in ("parent.document", "top.location", "cookie", "localStorage", "fetch"):
+        [line] = [s for s in said if s.startswith(f"the app says: probe {probe}: ")]
+        assert ": blocked (" in line, line
+    assert "asked to call send_money: refused (a replay calls nothing)" in said
+    assert "asked for ui/message: refused (not granted to apps here)" in said
+    assert browser.evaluate("location.href") == where and browser.evaluate("document.title").startswith("decodeloop")
+    # the policy's refusal of the fetch is the only thing Chromium reports
+    assert [e for e in browser.errors() if "Content Security Policy" not in e and "127.0.0.1:9" not in e] == []

@@ -192,6 +192,7 @@ function summaryOf(e, turnNo) {
     case 'notice': return '\u00b7 ' + e.source + ': ' + e.message;
     case 'progress': return '    \u00b7 ' + progressOf(e) + ': ' + progressText(e);   // indented: a line under its call
     case 'task': return '    \u25f7 ' + progressOf(e) + ': ' + taskText(e);
+    case 'app': return '\u25a3 app of ' + e.server + '/' + e.tool + ': ' + e.uri + ' (' + num(String(e.html).length) + ' characters of HTML, shown in its step)';
     case 'tools_changed': return '\u27f3 ' + e.server + ': tools changed';
     case 'elicitation':
       return '? ' + e.server + ' asked ' + (e.mode === 'url' ? 'to open ' + e.url : 'for input') + ': ' + e.action +
@@ -325,9 +326,17 @@ function heldWhy(e) {
 const STOPWHY = {eos: 'the model wrote an end-of-turn token', stop_sequence: 'a stop string is complete; it is not shown',
   tool_call: 'a call closed: generation pauses while the harness runs it', max_tokens: 'the token cap of the turn'};
 const STOPS = Object.assign({max_retries: 'consecutive failed calls ended the turn', repeated_call: 'calls repeated after their result ended the turn', interrupted: 'interrupted (Ctrl-C)'}, STOPWHY);
+let unmountApp = null;  // the app frame of the step shown, if any: its listener goes when the step does
 function eventStep(i, box) {
   const e = EV[i], g = el('div', 'steps');
   switch (e.event) {
+    case 'app': {
+      kv(g, 'app', 'the page ' + e.server + '/' + e.tool + ' brings (MCP Apps, ' + e.uri + '): the server\u2019s HTML, in a frame with no origin of its own, no network and no way to this page; it is given its call\u2019s arguments and result, and nothing it asks for is called (a replay)');
+      const frame = el('div', 'app-box');
+      unmountApp = mountApp(frame, e, {name: 'decodeloop viewer'});
+      kv(g, 'page', frame);
+      break;
+    }
     case 'prompt':
       kv(g, 'appended', e.tokens + ' tokens; context ' + e.context);
       kv(g, 'tools', (e.tools || []).join(', ') || 'none');
@@ -475,6 +484,7 @@ function roundView(r) {
       case 'notice': kind = 'notice'; text = e.message; break;
       case 'progress': kind = 'progress \u2190 ' + progressOf(e); text = progressText(e); break;
       case 'task': kind = 'task \u2190 ' + progressOf(e); text = taskText(e); err = e.status === 'failed' || e.status === 'cancelled'; break;
+      case 'app': kind = 'app \u2190 ' + e.server + '/' + e.tool; text = e.uri; break;
       case 'policy': kind = 'policy: ' + e.verdict; text = e.name + ' (' + e.tool_class + '): ' + e.reason; err = e.verdict !== 'allow'; break;
       default: text = JSON.stringify(rest(e));
     }
@@ -591,6 +601,7 @@ function render() {
   const box = $('step');
   box.replaceChildren();
   $('attn-panel').hidden = true;
+  if (unmountApp) { unmountApp(); unmountApp = null; }
   if (e.event === 'token') tokenStep(cursor, box); else eventStep(cursor, box);
   roundView(roundOf[cursor]);
   contextView();

@@ -17,6 +17,7 @@ Content-Security-Policy that allows only them (no inline script, no other origin
     GET  /api/state       where the conversation stands (StudioSession.state)
     GET  /api/questions   the lab's questions to start from
     GET  /api/export.jsonl, /api/export.html   the session's events as JSON Lines, or as the viewer's page
+    GET  /app/N           the page of the app event numbered N (MCP Apps), under a policy of its own: sandboxed
     POST /api/model       {"model": NAME}  (another model, in a conversation of its own)
     POST /api/ask         {"prompt": "..."}
     POST /api/step        {"tokens": N}
@@ -28,6 +29,7 @@ Content-Security-Policy that allows only them (no inline script, no other origin
     POST /api/back        {"branch": N}  (back to a branch a fork left; the one left becomes a branch)
     POST /api/distribution  {"at": POSITION}  (the model's top 40 logits there, for the page to reshape)
     POST /api/attention   {"at": POSITION}  (the numpy transformer's heads from the position that chose it)
+    POST /api/app-call    {"server", "app", "name", "arguments"}  (a tool call an app's page asked for)
 
 An action answers with the state (200), or {"error": ...} with 409 for a step that cannot be taken now, 400
 for a body that is not what the action takes.
@@ -67,7 +69,13 @@ KEEPALIVE = 15.0  # seconds between comments on a quiet event stream (a closed t
 COOKIE = "decodeloop_studio"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "frame-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+# an app's page (MCP Apps), in a frame of the studio's page only: its own inline script and style, nothing fetched,
+# and sandboxed even if opened alone (no origin of its own: no cookie, no storage, no call to the studio's API)
+APP_CSP = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; font-src data:; "
+    "media-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'self'; sandbox allow-scripts"
 )
 
 
@@ -173,6 +181,9 @@ ACTIONS: dict[str, Callable[[StudioSession, dict], dict]] = {
     "/api/back": lambda session, body: session.back(body.get("branch")),
     "/api/distribution": lambda session, body: session.distribution(body.get("at"), body.get("n", 40)),
     "/api/attention": lambda session, body: session.attention(body.get("at")),
+    "/api/app-call": lambda session, body: session.app_call(
+        body.get("server"), body.get("app"), body.get("name"), body.get("arguments")
+    ),
 }
 
 
@@ -188,14 +199,21 @@ def _handler(studio: StudioServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             return None  # the terminal shows the URL and errors, not every request
 
-        def _send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
+        def _send(
+            self,
+            status: int,
+            body: bytes,
+            content_type: str,
+            extra: dict[str, str] | None = None,
+            policy: str = CSP,
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type + "; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.send_header("X-Content-Type-Options", "nosniff")
             self.send_header("Referrer-Policy", "no-referrer")
-            self.send_header("Content-Security-Policy", CSP)
+            self.send_header("Content-Security-Policy", policy)
             for name, value in (extra or {}).items():
                 self.send_header(name, value)
             self.end_headers()
@@ -219,6 +237,12 @@ def _handler(studio: StudioServer) -> type[BaseHTTPRequestHandler]:
             if url.path in FILES:
                 body, content_type = FILES[url.path]
                 return self._send(200, body, content_type)
+            if url.path.startswith("/app/"):  # an app's page, for its frame: sandboxed by its own policy too
+                try:
+                    html = session().app_page(_number(url.path.removeprefix("/app/")))
+                except StudioError as e:
+                    return self._send(404, f"{e}\n".encode(), "text/plain")
+                return self._send(200, html.encode(), "text/html", policy=APP_CSP)
             if url.path == "/favicon.ico":  # asked for by every browser: there is none
                 return self._send(204, b"", "text/plain")
             if url.path == "/api/state":

@@ -23,21 +23,23 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import json
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from decodeloop.decode.model import RecordsAttention
-from decodeloop.errors import MissingDependency
-from decodeloop.events import Edited, Event, Notice
+from decodeloop.errors import McpError, MissingDependency
+from decodeloop.events import Edited, Event, Notice, ToolCall, ToolReturned
 from decodeloop.formats.calls.base import Call
 from decodeloop.schema.arguments import ArgumentError, validate_arguments
-from decodeloop.text.untrusted import cap_strings
+from decodeloop.text.untrusted import cap_strings, cap_text
+from decodeloop.tools.apps import app_tool
 from decodeloop.tools.dispatch import call_key
 from decodeloop.tools.router import UnknownTool
 from decodeloop.trust.policy import EVIDENCE
-from decodeloop.trust.provenance import origins, provenance
+from decodeloop.trust.provenance import Provenance, origins, provenance
 from decodeloop.ui.html import add_attention
 from decodeloop.ui.jsonl import CAPPED, DEFAULT_MAX_CHARS  # a server's raw text in an event, capped as there
 
@@ -181,6 +183,87 @@ class StudioSession:
             "models": [*self._harnesses, *(name for name in self._makers if name not in self._harnesses)],
             "answer": "" if turn is None else "".join(turn.answer).strip(),
         }
+
+    # -- an app's page (MCP Apps) ------------------------------------------------------------------------------
+
+    def app_page(self, n: Any) -> str:
+        """The HTML of the app event numbered `n` in the log, for its frame (its own URL, its own policy)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise StudioError("app: an event's number")
+        found = self.log.since(n)[:1]
+        if not found or found[0][0] != n or found[0][1].get("event") != "app":
+            raise StudioError(f"event {n} is not an app's page")
+        return str(found[0][1]["html"])
+
+    def app_call(self, server: Any, app: Any, name: Any, arguments: Any) -> dict[str, Any]:
+        """A tool call the page of `app` (a tool of `server` with an app of its own) asked for: allowed only for a
+        tool of that same server whose visibility includes "app", its arguments checked against its schema, and
+        decided by the policy as a call whose values came from that server's text (under confirm and strict a
+        side effect is denied: nobody is asked here). Marked in the trace as the app's (`tool_call` with shape
+        "app"); its result goes back to the page only, never into the context. {"result": CallToolResult} or
+        {"error": why}."""
+        if not all(isinstance(v, str) for v in (server, app, name)) or not isinstance(arguments, dict):
+            raise StudioError("app-call: server, app and name as strings, arguments as an object")
+        with self._step():
+            harness = self.harness
+            router, emit = harness.router, harness.emit
+            owner = next(
+                (
+                    t
+                    for t in [*router.served.get(server, []), *router.app_only.get(server, {}).values()]
+                    if t.name == app
+                ),
+                None,
+            )
+            try:
+                if owner is None or owner.ui is None:
+                    raise LookupError(f"{app} is not a tool of {server} with an app")
+                tool = app_tool(router, server, name)
+                checked = validate_arguments(name, arguments, tool.input_schema)
+            except (LookupError, ArgumentError) as e:
+                return self._app_refused(server, app, name, str(e))
+            policy = harness.policy
+            if policy is not None and policy.mode != "off":
+                seen = Provenance([(f"tool:{server}/{app}", json.dumps(checked, ensure_ascii=False))], "")
+                decided = policy.check(name, server, name, tool, checked, lambda: seen, None)
+                emit(decided)
+                if decided.verdict != "allow":
+                    return self._app_refused(server, app, name, f"the policy denies it: {decided.reason}")
+            emit(
+                ToolCall(
+                    name=name,
+                    arguments=checked,
+                    server=server,
+                    text=f"asked by the app of {app}",
+                    origins={},
+                    shape="app",
+                )
+            )
+            try:
+                result = router.clients[server].call_tool(name, checked, timeout=harness.config.timeout)
+            except McpError as e:
+                return self._app_refused(server, app, name, f"{name} failed: {e}")
+            emit(
+                ToolReturned(
+                    name=name,
+                    content=result.content,
+                    is_error=result.is_error,
+                    text=cap_text(result.text(), harness.config.max_result_chars),
+                )
+            )
+            return {
+                "result": {
+                    "content": result.content,
+                    "isError": result.is_error,
+                    **({"structuredContent": result.structured} if result.structured is not None else {}),
+                }
+            }
+
+    def _app_refused(self, server: str, app: str, name: str, why: str) -> dict[str, Any]:
+        self.harness.emit(
+            Notice(source="studio", message=f"the app of {server}/{app} asked to call {name}: refused: {why}")
+        )
+        return {"error": why}
 
     # -- the steps ----------------------------------------------------------------------------------------------
 

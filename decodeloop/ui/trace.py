@@ -334,6 +334,12 @@ class TraceView:
         call = f"/{visible_line(e.tool)}" if e.tool is not None else " (no call in flight)"
         return self.style(f"· {visible_line(e.server)}{call}: {progress_text(e)}", "dim")
 
+    def on_app(self, e) -> str:
+        return self.style(f"▣ {visible_line(e.server)}/{visible_line(e.tool)} ", "blue") + (
+            f"brings its own page ({visible_line(e.uri)}, {len(e.html):,} characters of HTML): kept with the call, "
+            "shown by --html, view and the studio"
+        )
+
     def on_task(self, e: TaskUpdate) -> str:
         return self.style(f"◷ {visible_line(e.server)}/{visible_line(e.tool)}: {task_text(e)}", "dim")
 

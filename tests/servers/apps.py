@@ -2,7 +2,7 @@
 
 Run as `python3 tests/servers/apps.py`. Tools:
 - `forecast` [city]: "Forecast for CITY: sunny, 21°C"; its app (`ui://apps/forecast`) shows the result it is
-  given and has a button that calls `refresh` through the host;
+  given, then calls `refresh` through the host (its button does too) and shows that answer;
 - `refresh` [city]: visible to the app only ("app"): "Refreshed CITY: cloudy, 18°C";
 - `widget`: "A widget."; its app (`ui://apps/hostile`) tries to leave its frame, read the page around it,
   reach the network, read cookies and storage, and call `send_money` (a tool of another server) and
@@ -53,6 +53,7 @@ window.onHost = m => {
   if (m.method === 'ui/notifications/tool-result') {
     document.getElementById('out').textContent = m.params.content.map(c => c.text).join(' ');
     log('shown: ' + document.getElementById('out').textContent);
+    document.getElementById('refresh').click();  // a live page: it refreshes itself once, through the host
   }
 };
 document.getElementById('refresh').addEventListener('click', async () => {

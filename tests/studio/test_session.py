@@ -534,3 +534,52 @@ def test_an_edited_result_changes_the_transformer_s_answer():
         answer = studio.to_end()["answer"]
     # the model copies the values it was given, not the server's
     assert "12°F" in answer and "light snow" in answer and "90%" in answer and "64°F" not in answer
+
+
+def test_an_app_s_tool_calls_are_its_own_server_s_app_tools_through_the_schema_and_the_policy():
+    import os
+    import sys
+
+    from conftest import ROOT
+
+    apps = [sys.executable, os.path.join(ROOT, "tests", "servers", "apps.py")]
+    table = {USER + "Forecast for Paris?" + ASSISTANT: "[call forecast city=Paris]", ASSISTANT: "Here." + EOS}
+    log = EventLog()
+    with start_stdio_servers([apps, WEATHER], log, options=ClientOptions(timeout=20)) as router:
+        assert "refresh" not in router.tools and "refresh" in router.app_only["apps"]  # never offered to the model
+        tokenizer = CharTokenizer()
+        harness = Harness(
+            lab_bundle(TableModel(tokenizer, table), tokenizer), Sampler(), router, log, policy=Policy.off()
+        )
+        studio = StudioSession(harness, log)
+        studio.ask("Forecast for Paris?")
+        studio.to_end()
+        [(n, app)] = [(n, d) for n, d in log.since(0) if d["event"] == "app"]
+        assert (app["uri"], app["arguments"], app["result"]["content"][0]["text"]) == (
+            "ui://apps/forecast",
+            {"city": "Paris"},
+            "Forecast for Paris: sunny, 21°C",
+        )
+        assert studio.app_page(n).startswith("<!DOCTYPE html>")
+        with pytest.raises(StudioError, match="is not an app's page"):
+            studio.app_page(n - 1)
+        assert studio.app_call("apps", "forecast", "refresh", {"city": "Lyon"}) == {
+            "result": {"content": [{"type": "text", "text": "Refreshed Lyon: cloudy, 18°C"}], "isError": False}
+        }
+        polson = {"city": "Polson", "state": "MT"}
+        refused = [
+            (("apps", "forecast", "get_weather", polson), "an app may call only its own"),
+            (("weather", "forecast", "get_weather", polson), "not a tool of weather with an app"),
+            (("apps", "refresh", "refresh", {"city": "Lyon"}), "not a tool of apps with an app"),
+            (("apps", "forecast", "refresh", {"town": "Lyon"}), "city"),  # the schema's refusal
+        ]
+        for (server, app_name, name, arguments), why in refused:
+            answer = studio.app_call(server, app_name, name, arguments)
+            assert why in answer["error"], answer
+        calls = [d for _, d in log.since(0) if d["event"] == "tool_call" and d["shape"] == "app"]
+        assert [(c["name"], c["arguments"]) for c in calls] == [("refresh", {"city": "Lyon"})]  # refusals send nothing
+        harness.policy = Policy()  # confirm, with nobody to ask: an app's side effect is denied
+        answer = studio.app_call("apps", "forecast", "refresh", {"city": "Nice"})
+        assert answer["error"].startswith("the policy denies it: ")
+        with pytest.raises(StudioError, match="app-call: server, app and name as strings"):
+            studio.app_call("apps", "forecast", 5, {})

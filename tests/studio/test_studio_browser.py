@@ -4,6 +4,7 @@ held before dispatch, the answer, and no console error."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -541,3 +542,118 @@ def test_a_session_saved_as_the_viewer_s_page_shows_its_edit_fork_and_branch(bro
     for _ in range(n):
         browser.key("ArrowRight")
     assert browser.errors() == []
+
+
+@contextlib.contextmanager
+def apps_studio(policy):
+    """A studio whose table model calls the apps server's tools (tests/servers/apps.py), under `policy`."""
+    from conftest import ROOT
+    from test_session import ASSISTANT, EOS, USER
+
+    from decodeloop.decode.bundle import lab_bundle
+    from decodeloop.formats.lab import CharTokenizer
+    from decodeloop.harness import Harness, TurnConfig
+    from decodeloop.lab.table import TableModel
+    from decodeloop.sampling import Sampler
+    from decodeloop.studio.session import EventLog, StudioSession
+    from decodeloop.tools.startup import ClientOptions, start_stdio_servers
+
+    apps = [sys.executable, os.path.join(ROOT, "tests", "servers", "apps.py")]
+    table = {
+        USER + "Forecast for Paris?" + ASSISTANT: "[call forecast city=Paris]",
+        USER + "Widget, please." + ASSISTANT: "[call widget]",
+        ASSISTANT: "Here it is." + EOS,
+    }
+    log = EventLog()
+    with start_stdio_servers([apps], log, options=ClientOptions(timeout=20)) as router:
+        tokenizer = CharTokenizer()
+        bundle = lab_bundle(TableModel(tokenizer, table), tokenizer)
+        harness = Harness(bundle, Sampler(), router, log, config=TurnConfig(), policy=policy)
+        server = StudioServer()
+        server.start(StudioSession(harness, log))
+        try:
+            yield server
+        finally:
+            server.shutdown()
+
+
+def asked_to_the_end(b, question: str) -> None:
+    b.evaluate(f"document.getElementById('prompt').value = {json.dumps(question)}")
+    click(b, "b-ask")
+    b.wait_for("document.getElementById('status').textContent.includes('the model is writing')")
+    click(b, "b-end")
+    b.wait_for("document.getElementById('status').textContent.includes('the turn is over')")
+
+
+def studio_app_log(b) -> list[str]:
+    return b.evaluate("[...document.querySelectorAll('#apps ul.app-log li')].map(li => li.textContent)")
+
+
+def test_an_app_in_the_studio_gets_its_result_and_its_call_goes_through_the_harness(browser):
+    from decodeloop.trust.policy import Policy
+
+    with apps_studio(Policy.off()) as server:
+        opened(browser, server)
+        asked_to_the_end(browser, "Forecast for Paris?")
+        browser.wait_for("!document.getElementById('apps-panel').hidden")
+        assert browser.evaluate("document.querySelector('#apps iframe.app').getAttribute('sandbox')") == "allow-scripts"
+        browser.wait_for(
+            "[...document.querySelectorAll('#apps ul.app-log li')].some(li => li.textContent.includes('refresh: '))"
+        )
+        said = studio_app_log(browser)
+        assert "the app says: initialized: decodeloop studio" in said
+        assert "the app says: shown: Forecast for Paris: sunny, 21°C" in said
+        assert "called refresh (through the harness)" in said
+        assert "the app says: refresh: Refreshed Paris: cloudy, 18°C" in said
+        # the app's call is in the trace as the app's, and its result never reached the context
+        [call] = [d for _, d in server.session.log.since(0) if d["event"] == "tool_call" and d["shape"] == "app"]
+        assert (call["name"], call["arguments"], call["text"]) == (
+            "refresh",
+            {"city": "Paris"},
+            "asked by the app of forecast",
+        )
+        assert "Refreshed" not in browser.evaluate("document.getElementById('written').textContent")
+        assert browser.errors() == []
+
+
+def test_an_app_s_side_effect_is_denied_by_the_policy_with_nobody_to_ask(browser):
+    from decodeloop.trust.policy import Policy
+
+    with apps_studio(Policy()) as server:
+        opened(browser, server)
+        asked_to_the_end(browser, "Forecast for Paris?")
+        browser.wait_for(
+            "[...document.querySelectorAll('#apps ul.app-log li')].some(li => li.textContent.includes('refresh: '))"
+        )
+        said = studio_app_log(browser)
+        refused = [s for s in said if s.startswith("asked to call refresh: refused: the policy denies it: ")]
+        assert refused and "the app says: refresh: refused: the policy denies it" in " ".join(said)
+        assert not [d for _, d in server.session.log.since(0) if d["event"] == "tool_call" and d["shape"] == "app"]
+        assert browser.errors() == []
+
+
+def test_a_hostile_app_in_the_studio_is_held_in_its_frame_and_refused_another_server_s_tool(browser):
+    from decodeloop.trust.policy import Policy
+
+    with apps_studio(Policy.off()) as server:
+        opened(browser, server)
+        asked_to_the_end(browser, "Widget, please.")
+        browser.wait_for(
+            "[...document.querySelectorAll('#apps ul.app-log li')].some(li => li.textContent.includes('probe ui/message'))"
+        )
+        browser.wait_for(
+            "[...document.querySelectorAll('#apps ul.app-log li')].some(li => li.textContent.includes('probe fetch'))"
+        )
+        said = studio_app_log(browser)
+        for probe in ("parent.document", "top.location", "cookie", "localStorage", "fetch"):
+            [line] = [s for s in said if s.startswith(f"the app says: probe {probe}: ")]
+            assert ": blocked (" in line, line
+        assert (
+            "asked to call send_money: refused: apps has no tool 'send_money': an app may call only its own "
+            "server's tools"
+        ) in said
+        assert "asked for ui/message: refused (not granted to apps here)" in said
+        notices = [d["message"] for _, d in server.session.log.since(0) if d["event"] == "notice"]
+        assert any("the app of apps/widget asked to call send_money: refused" in m for m in notices)
+        assert browser.evaluate("location.pathname") == "/" and browser.evaluate("window.__pwned === undefined")
+        assert [e for e in browser.errors() if "Content Security Policy" not in e and "127.0.0.1:9" not in e] == []

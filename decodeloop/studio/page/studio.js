@@ -197,6 +197,7 @@ function summary(e) {
     case 'tool_call': return e.name + ' ' + JSON.stringify(e.arguments);
     case 'tool_result': return clip(JSON.stringify(e.content), 300);
     case 'stop': return e.reason;
+    case 'app': return e.server + '/' + e.tool + ': ' + e.uri + ' (its page below)';
     case 'task': return e.server + '/' + e.tool + ': task ' + clip(e.task_id, 40) + ': ' + e.status + (e.message ? ': ' + clip(e.message, 200) : '');
     case 'rewind': return 'rewound to position ' + e.position + ': ' + e.cut + ' token(s) cut';
     case 'edit': return 'yours (' + e.what + '): ' + e.tool + ' ' + clip(JSON.stringify(e.before), 150) + ' \u2192 ' + clip(JSON.stringify(e.after), 300);
@@ -378,7 +379,23 @@ function drawBranches(s) {
   });
 }
 
-function onEvent(e) {
+// MCP Apps: a tool's own page in a frame (ui/viewer/app.js), served by the studio under its own policy; a tool
+// call it asks for goes to the session, which allows its own server's app tools only, through the policy
+function callForApp(server, app, name, args) {
+  return fetch('/api/app-call', {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                 body: JSON.stringify({server: server, app: app, name: name, arguments: args})})
+    .then(r => r.json().then(data => r.ok ? data : {error: data.error || ('HTTP ' + r.status)}))
+    .catch(e => ({error: 'the studio did not answer: ' + e}));
+}
+function showApp(e, n) {
+  const box = el('div', 'app-box');
+  box.append(el('div', 'quiet', 'the app of ' + e.server + '/' + e.tool + ' (' + e.uri + '), in a frame with no origin of its own and no network'));
+  mountApp(box, e, {name: 'decodeloop studio', url: '/app/' + n, callTool: callForApp});
+  $('apps').append(box);
+  $('apps-panel').hidden = false;
+}
+
+function onEvent(e, n) {
   const li = el('li');
   li.append(el('span', 'kind', e.event), el('span', null, summary(e)));
   $('events').append(li);
@@ -396,6 +413,7 @@ function onEvent(e) {
     lastToken(e);
     drawForward(e);
   }
+  if (e.event === 'app') showApp(e, n);
   if (e.event === 'stop' || e.event === 'inject') callAt = null;
   if (e.event === 'done' || e.event === 'stop' || e.event === 'inject' || e.event === 'prompt') refresh();
 }
@@ -456,6 +474,6 @@ fetch('/api/questions').then(r => r.json()).then(data => {
 });
 
 const stream = new EventSource('/events?from=0');
-stream.onmessage = m => onEvent(JSON.parse(m.data));
+stream.onmessage = m => onEvent(JSON.parse(m.data), Number(m.lastEventId));
 stream.onerror = () => { $('status').textContent = 'the studio is not answering (stopped?)'; };
 refresh();

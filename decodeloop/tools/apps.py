@@ -22,7 +22,7 @@ from decodeloop.events import AppView, Emit, Notice
 from decodeloop.mcp.content import Tool, ToolResult
 from decodeloop.mcp.ui import MIME
 
-MAX_APP_CHARS = 512 * 1024  # an app's HTML kept at most; a bigger one is not shown (a notice says so)
+MAX_APP_CHARS = 20_000  # an app's HTML kept at most (the viewer's cap on a string): a bigger one is not shown
 
 
 def app_view(router: Any, server: str, tool: Tool, arguments: dict, result: ToolResult, emit: Emit) -> None:

@@ -93,3 +93,13 @@ def http_server():
     yield start
     for server in started:
         server.stop()
+
+
+APP_PROBES = ("parent.document", "top.location", "cookie", "localStorage", "fetch")  # tests/servers/apps.py's widget
+
+
+def app_probes_blocked(said: list[str]) -> None:
+    """Each escape the hostile app (tests/servers/apps.py) tries is reported by it as blocked, once."""
+    for probe in APP_PROBES:
+        [line] = [s for s in said if s.startswith(f"the app says: probe {probe}: ")]
+        assert ": blocked (" in line, line

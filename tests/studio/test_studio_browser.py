@@ -11,6 +11,7 @@ import sys
 
 import pytest
 from cdp import Browser
+from conftest import app_probes_blocked
 from test_session import QUESTION, studio  # noqa: F401  (the fixture)
 
 from decodeloop.studio.server import StudioServer
@@ -645,9 +646,7 @@ def test_a_hostile_app_in_the_studio_is_held_in_its_frame_and_refused_another_se
             "[...document.querySelectorAll('#apps ul.app-log li')].some(li => li.textContent.includes('probe fetch'))"
         )
         said = studio_app_log(browser)
-        for probe in ("parent.document", "top.location", "cookie", "localStorage", "fetch"):
-            [line] = [s for s in said if s.startswith(f"the app says: probe {probe}: ")]
-            assert ": blocked (" in line, line
+        app_probes_blocked(said)
         assert (
             "asked to call send_money: refused: apps has no tool 'send_money': an app may call only its own "
             "server's tools"

@@ -45,6 +45,19 @@ def turn(events, table, question, wire, servers=(TASKS,), cancels=0, **config):
         return result, harness, stderr
 
 
+def ctrl_c_once_working(events):
+    """An emit that records, and sends Ctrl-C (as a terminal does) 0.2 s after the first task is working."""
+    sent = threading.Event()
+
+    def emit(event):
+        events(event)
+        if event.kind == "task" and event.status == "working" and not sent.is_set():
+            sent.set()
+            threading.Timer(0.2, _thread.interrupt_main).start()
+
+    return emit
+
+
 @pytest.mark.parametrize("wire", WIRES)
 def test_two_tasks_of_one_message_run_together_and_the_model_answers_from_both(events, wire):
     table = {
@@ -79,15 +92,7 @@ def test_a_task_past_its_bound_is_an_error_the_model_reads(events, wire):
 @pytest.mark.parametrize("wire", WIRES)
 def test_ctrl_c_while_tasks_run_cancels_them_on_the_server_and_ends_the_turn(events, wire):
     table = {USER + "Wait." + ASSISTANT: "[call forever][call forever]"}
-    cancels = threading.Event()
-
-    def interrupt_when_working(event):
-        events(event)
-        if event.kind == "task" and event.status == "working" and not cancels.is_set():
-            cancels.set()
-            threading.Timer(0.2, _thread.interrupt_main).start()  # Ctrl-C, as the terminal sends it
-
-    result, _, stderr = turn(interrupt_when_working, table, "Wait.", wire, cancels=2, collect_calls=True)
+    result, _, stderr = turn(ctrl_c_once_working(events), table, "Wait.", wire, cancels=2, collect_calls=True)
     assert result.reason == "interrupted"
     assert sum("] cancelled by the client: forever " in line for line in stderr) == 2
 
@@ -96,16 +101,8 @@ def test_ctrl_c_while_tasks_run_cancels_them_on_the_server_and_ends_the_turn(eve
 def test_ctrl_c_reaches_the_tasks_of_every_server(events, wire):
     """Calls to two servers run on threads: Ctrl-C on the main thread still cancels the task on the other."""
     table = {USER + "Wait." + ASSISTANT: "[call forever][call get_weather city=Polson state=MT]"}
-    seen = threading.Event()
-
-    def interrupt_when_working(event):
-        events(event)
-        if event.kind == "task" and event.status == "working" and not seen.is_set():
-            seen.set()
-            threading.Timer(0.2, _thread.interrupt_main).start()
-
     result, _, stderr = turn(
-        interrupt_when_working, table, "Wait.", wire, servers=(TASKS, WEATHER), cancels=1, collect_calls=True
+        ctrl_c_once_working(events), table, "Wait.", wire, servers=(TASKS, WEATHER), cancels=1, collect_calls=True
     )
     assert result.reason == "interrupted"
     assert any("] cancelled by the client: forever " in line for line in stderr)

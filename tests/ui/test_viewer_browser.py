@@ -13,6 +13,7 @@ import sys
 
 import pytest
 from cdp import Browser
+from conftest import app_probes_blocked
 from test_viewer import (
     HOSTILE,
     QUESTION,
@@ -629,9 +630,7 @@ def test_a_hostile_app_cannot_leave_its_frame_read_the_page_reach_the_network_or
         "[...document.querySelectorAll('#step ul.app-log li')].some(li => li.textContent.includes('probe fetch'))"
     )
     said = app_log(browser)
-    for probe in ("parent.document", "top.location", "cookie", "localStorage", "fetch"):
-        [line] = [s for s in said if s.startswith(f"the app says: probe {probe}: ")]
-        assert ": blocked (" in line, line
+    app_probes_blocked(said)
     assert "asked to call send_money: refused (a replay calls nothing)" in said
     assert "asked for ui/message: refused (not granted to apps here)" in said
     assert browser.evaluate("location.href") == where and browser.evaluate("document.title").startswith("decodeloop")

@@ -138,3 +138,34 @@ def test_an_interrupted_wait_cancels_every_task_still_running(server):
     assert server.cancelled("forever")
     assert sum(line.startswith("cancelled by the client: forever ") for line in server.stderr) == 2
     assert server.client.task_result(quick).text() == "quick: x"  # done before the interrupt: kept
+
+
+def test_tasks_over_streamable_http_on_the_2026_wire_name_the_task_in_their_headers():
+    from conftest import HttpServer
+
+    server = HttpServer("--http", command=TASKS)
+    try:
+        answered = lambda params: {"action": "accept", "content": {"answer": "over HTTP"}}  # noqa: E731
+        statuses: list[str] = []
+        with McpClient.connect_url(
+            server.url + "/mcp",
+            name="tasks",
+            timeout=20,
+            protocol="2026-07-28",
+            request_handlers={"elicitation/create": answered},
+            capabilities={"elicitation": {}},
+            on_task=lambda tool, task: statuses.append(task["status"]),
+        ) as client:
+            assert client.tasks_offered
+            assert client.call_tool("slow", {"seconds": 0.3}).text() == "slow: worked 0.3s"
+            assert client.call_tool("ask", {"question": "HTTP?"}).text() == "ask: accept: over HTTP"
+            client.task_timeout = 0.3
+            with pytest.raises(RequestTimeout, match="did not finish in 0.3s"):
+                client.call_tool("forever", {})
+        assert statuses[0] == "working" and "input_required" in statuses
+        seen = server.seen()
+        tasks = [r for r in seen if r["method"].startswith("tasks/")]
+        assert {r["method"] for r in tasks} == {"tasks/get", "tasks/update", "tasks/cancel"}
+        assert all(r["Mcp-Method"] == r["method"] and r["Mcp-Name"].startswith("task-") for r in tasks)
+    finally:
+        server.stop()

@@ -1,6 +1,8 @@
 """An MCP server that runs its tools as tasks, on both wires, over stdio.
 
-Run as `python3 tests/servers/tasks.py`. On 2025-11-25 (initialize) it declares the `tasks` capability for
+Run as `python3 tests/servers/tasks.py` (stdio), or with `--http` to serve MCP 2026-07-28 over Streamable
+HTTP on 127.0.0.1 (a free port, printed first on stdout; POST /mcp, one JSON answer a request; GET /seen lists
+each request's method with its Mcp-Method and Mcp-Name headers). On 2025-11-25 (initialize) it declares the `tasks` capability for
 tools/call and marks each tool's `execution.taskSupport`; on 2026-07-28 (server/discover) it offers the
 `io.modelcontextprotocol/tasks` extension and answers a tools/call with a task when the request declares it
 (a task-only tool called without it is error -32021). Requests are answered on threads, so `tasks/get`
@@ -264,7 +266,7 @@ class Failure(Exception):
         self.code, self.message, self.data = code, message, data
 
 
-def handle(message: dict) -> None:
+def handle(message: dict) -> dict:
     method, params, request_id = message.get("method"), message.get("params") or {}, message.get("id")
     stateless = isinstance(params.get("_meta"), dict) and META + "protocolVersion" in params["_meta"]
     try:
@@ -301,11 +303,10 @@ def handle(message: dict) -> None:
             raise Failure(-32601, f"Method not found: {method}")
     except Failure as exc:
         error = {"code": exc.code, "message": exc.message, **({"data": exc.data} if exc.data else {})}
-        send({"jsonrpc": "2.0", "id": request_id, "error": error})
-        return
+        return {"jsonrpc": "2.0", "id": request_id, "error": error}
     if stateless and "resultType" not in reply:
         reply = {"resultType": "complete", **reply}
-    send({"jsonrpc": "2.0", "id": request_id, "result": reply})
+    return {"jsonrpc": "2.0", "id": request_id, "result": reply}
 
 
 def main() -> None:
@@ -320,8 +321,49 @@ def main() -> None:
             if event is not None:
                 event.set()
         elif "id" in message:
-            threading.Thread(target=handle, args=(message,), daemon=True).start()
+            threading.Thread(target=lambda m: send(handle(m)), args=(message,), daemon=True).start()
+
+
+def serve_http() -> None:
+    """2026-07-28 over Streamable HTTP: each POST one request, answered as JSON (the wire has no session and,
+    for tasks, nothing the server starts: input comes back through tasks/get and tasks/update)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def _reply(self, status: int, body: dict | list | None) -> None:
+            data = b"" if body is None else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._reply(200, seen) if self.path == "/seen" else self._reply(404, None)
+
+        def do_POST(self) -> None:
+            message = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            if "id" not in message or "method" not in message:
+                return self._reply(202, None)
+            seen.append(
+                {
+                    "path": self.path,
+                    "method": message["method"],
+                    "Mcp-Method": self.headers.get("Mcp-Method"),
+                    "Mcp-Name": self.headers.get("Mcp-Name"),
+                }
+            )
+            self._reply(200, handle(message))
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(httpd.server_address[1], flush=True)
+    httpd.serve_forever()
 
 
 if __name__ == "__main__":
-    main()
+    serve_http() if "--http" in sys.argv[1:] else main()

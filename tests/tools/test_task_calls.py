@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import signal
 import sys
 import threading
 
@@ -43,6 +44,15 @@ def turn(events, table, question, wire, servers=(TASKS,), cancels=0, **config):
                 break
             heard.wait(0.05)
         return result, harness, stderr
+
+
+@pytest.fixture
+def ctrl_c():
+    """Python's own SIGINT handler for the test's length, whatever disposition the process inherited (a job
+    started in the background has SIGINT ignored, and then a simulated Ctrl-C does nothing)."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, inherited)
 
 
 def ctrl_c_once_working(events):
@@ -90,19 +100,28 @@ def test_a_task_past_its_bound_is_an_error_the_model_reads(events, wire):
 
 
 @pytest.mark.parametrize("wire", WIRES)
-def test_ctrl_c_while_tasks_run_cancels_them_on_the_server_and_ends_the_turn(events, wire):
+def test_ctrl_c_while_tasks_run_cancels_them_on_the_server_and_ends_the_turn(events, wire, ctrl_c):
     table = {USER + "Wait." + ASSISTANT: "[call forever][call forever]"}
-    result, _, stderr = turn(ctrl_c_once_working(events), table, "Wait.", wire, cancels=2, collect_calls=True)
+    result, _, stderr = turn(
+        ctrl_c_once_working(events), table, "Wait.", wire, cancels=2, collect_calls=True, task_timeout=60
+    )
     assert result.reason == "interrupted"
     assert sum("] cancelled by the client: forever " in line for line in stderr) == 2
 
 
 @pytest.mark.parametrize("wire", WIRES)
-def test_ctrl_c_reaches_the_tasks_of_every_server(events, wire):
+def test_ctrl_c_reaches_the_tasks_of_every_server(events, wire, ctrl_c):
     """Calls to two servers run on threads: Ctrl-C on the main thread still cancels the task on the other."""
     table = {USER + "Wait." + ASSISTANT: "[call forever][call get_weather city=Polson state=MT]"}
     result, _, stderr = turn(
-        ctrl_c_once_working(events), table, "Wait.", wire, servers=(TASKS, WEATHER), cancels=1, collect_calls=True
+        ctrl_c_once_working(events),
+        table,
+        "Wait.",
+        wire,
+        servers=(TASKS, WEATHER),
+        cancels=1,
+        collect_calls=True,
+        task_timeout=60,
     )
     assert result.reason == "interrupted"
     assert any("] cancelled by the client: forever " in line for line in stderr)

@@ -52,9 +52,9 @@ OPTIONS = numeric_options()
 def test_the_options_found_are_every_numeric_one_and_every_command_is_driven():
     assert {path for path, _ in commands(build_parser())} == set(NEEDS)
     flags = {flag for _, flag, _ in OPTIONS}
-    # 16 each in run and chat, 17 in studio (--port), 19 in eval, 5 train, 1 view, 3 auth
-    assert len(OPTIONS) == 77 and flags == {
-        *("--timeout", "--max-tokens", "--max-retries", "--max-repeats", "--max-result-chars"),
+    # 17 each in run and chat, 18 in studio (--port), 20 in eval, 5 train, 1 view, 3 auth
+    assert len(OPTIONS) == 81 and flags == {
+        *("--timeout", "--task-timeout", "--max-tokens", "--max-retries", "--max-repeats", "--max-result-chars"),
         *("--max-turn-result-chars", "--max-tool-tokens", "--max-tools", "--temperature", "--top-p", "--top-k"),
         *("--min-p", "--repetition-penalty", "--seed", "--order", "--episodes", "--concurrency", "--entries"),
         *("--steps", "--batch-size", "--lr", "--threads", "--wait", "--max-call-chars", "--port"),

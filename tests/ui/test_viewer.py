@@ -167,6 +167,9 @@ def test_hostile_text_stays_data(tmp_path):
 
 
 def test_the_page_script_never_parses_data_as_markup():
+    from decodeloop.ui.html import APP_JS
+
+    page = JS.replace(APP_JS, "")
     for sink in (
         "innerHTML",
         "outerHTML",
@@ -177,8 +180,18 @@ def test_the_page_script_never_parses_data_as_markup():
         "setAttribute('on",
         "srcdoc",
     ):
-        assert sink not in JS
-    assert "textContent" in JS
+        assert sink not in page
+    assert "textContent" in page
+    # the one place markup is parsed: an app's own page (MCP Apps), in a frame that is sandboxed without
+    # allow-same-origin (an origin of its own, none of this page's), under a policy that fetches nothing
+    parsed = [line.strip() for line in APP_JS.splitlines() if "srcdoc" in line and not line.strip().startswith("//")]
+    assert parsed == [
+        """else frame.srcdoc = '<meta http-equiv="Content-Security-Policy" content="' + APP_CSP + '">' + e.html;"""
+    ]
+    assert "frame.setAttribute('sandbox', 'allow-scripts');" in APP_JS and "allow-same-origin'" not in APP_JS
+    assert "APP_CSP = \"default-src 'none';" in APP_JS
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+        assert sink not in APP_JS
 
 
 def test_embedding_cannot_close_the_script_element():

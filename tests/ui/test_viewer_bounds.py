@@ -57,6 +57,9 @@ def log_number(e: dict) -> int:
 
 def assert_flood_summarised(events: list[dict]) -> None:
     notices = [e for e in events if e["event"] == "notice" and e["source"] == "flooding"]
+    # the one notice that is not a log message: its logging said once as deprecated (it speaks 2026-07-28)
+    [deprecated] = [e for e in notices if "deprecates" in e["message"]]
+    notices.remove(deprecated)
     received = [e for e in events if e["event"] == "rpc" and e["message"].get("method") == "notifications/message"]
     assert len(notices) == len(received) == FLOOD_FIRST + FLOOD_LAST  # of the 3,000 of each
     found = summaries(events)

@@ -115,12 +115,7 @@ class RunningTask:
     def poll(self) -> None:
         """Ask the server once where the task stands; take its outcome when it has one."""
         if self.ends is not None and time.monotonic() >= self.ends:
-            self.cancel(f"it ran past the task timeout ({self.task_timeout:g}s)")
-            self.failure = RequestTimeout(
-                f"{self.client.name}: the task for {self.tool} did not finish in {self.task_timeout:g}s "
-                "(--task-timeout); it was cancelled"
-            )
-            return
+            return self._timed_out()
         task = self._request("tasks/get", {"taskId": self.task_id})
         if not isinstance(task, dict):
             raise ProtocolError(f"{self.client.name}: tasks/get returned {type(task).__name__}, not a task")
@@ -169,18 +164,21 @@ class RunningTask:
         try:
             result = self._request("tasks/result", {"taskId": self.task_id}, left)
         except RequestTimeout:
-            self.cancel(f"it ran past the task timeout ({self.task_timeout:g}s)")
-            self.failure = RequestTimeout(
-                f"{self.client.name}: the task for {self.tool} did not finish in {self.task_timeout:g}s "
-                "(--task-timeout); it was cancelled"
-            )
-            return
+            return self._timed_out()
         except RpcError as exc:  # the error the call itself would have had
             self.failure = RpcError(exc.code, f"{self.client.name}: the task for {self.tool} failed: {exc.message}")
             return
         if not isinstance(result, dict):
             raise ProtocolError(f"{self.client.name}: tasks/result returned {type(result).__name__}, not a result")
         self.outcome = result
+
+    def _timed_out(self) -> None:
+        """Past `task_timeout`: cancelled on the server, and a timeout the model reads."""
+        self.cancel(f"it ran past the task timeout ({self.task_timeout:g}s)")
+        self.failure = RequestTimeout(
+            f"{self.client.name}: the task for {self.tool} did not finish in {self.task_timeout:g}s "
+            "(--task-timeout); it was cancelled"
+        )
 
     def cancel(self, why: str) -> None:
         """tasks/cancel, waiting a little at most; what the server answers changes nothing here."""

@@ -35,7 +35,7 @@ from decodeloop.events import Edited, Event, Notice, ToolCall, ToolReturned
 from decodeloop.formats.calls.base import Call
 from decodeloop.schema.arguments import ArgumentError, validate_arguments
 from decodeloop.text.untrusted import cap_strings, cap_text
-from decodeloop.tools.apps import app_tool
+from decodeloop.tools.apps import app_tool, server_tools
 from decodeloop.tools.dispatch import call_key
 from decodeloop.tools.router import UnknownTool
 from decodeloop.trust.policy import EVIDENCE
@@ -207,14 +207,7 @@ class StudioSession:
         with self._step():
             harness = self.harness
             router, emit = harness.router, harness.emit
-            owner = next(
-                (
-                    t
-                    for t in [*router.served.get(server, []), *router.app_only.get(server, {}).values()]
-                    if t.name == app
-                ),
-                None,
-            )
+            owner = next((t for t in server_tools(router, server) if t.name == app), None)
             try:
                 if owner is None or owner.ui is None:
                     raise LookupError(f"{app} is not a tool of {server} with an app")

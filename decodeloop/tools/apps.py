@@ -70,10 +70,15 @@ def app_view(router: Any, server: str, tool: Tool, arguments: dict, result: Tool
     )
 
 
+def server_tools(router: Any, server: str) -> list[Tool]:
+    """Every tool `server` serves: those offered to the model and those kept for its apps alone."""
+    return [*router.served.get(server, []), *router.app_only.get(server, {}).values()]
+
+
 def app_tool(router: Any, server: str, name: str) -> Tool:
     """The tool an app of `server` may call by `name`: one of that server's, whose visibility includes "app".
     LookupError, saying why, for any other (another server's tool, a model-only one, one that does not exist)."""
-    for tool in [*router.served.get(server, []), *router.app_only.get(server, {}).values()]:
+    for tool in server_tools(router, server):
         if tool.name == name:
             if "app" not in tool.visibility:
                 raise LookupError(f"{name} is not a tool {server}'s app may call (its visibility is model only)")

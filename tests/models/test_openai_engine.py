@@ -76,7 +76,7 @@ def weather_turn(url: str, events, **options):
         return harness, harness.run(QUESTION)
 
 
-@pytest.mark.parametrize("server", ["vllm", "llamacpp", "text"], indirect=True)
+@pytest.mark.parametrize("server", ["vllm", "batched", "llamacpp", "text"], indirect=True)
 def test_a_turn_with_a_tool_call_through_a_streaming_server(server, events):
     harness, result = weather_turn(server.url, events)
     mode = server.proc.args[-1]
@@ -89,6 +89,9 @@ def test_a_turn_with_a_tool_call_through_a_streaming_server(server, events):
     else:
         assert result.answer == "It is 33°F in Polson." and result.reason == "eos", result
         assert notes == []
+        # the answer in the context is what the second stream sent, and nothing the first sent past its "]"
+        [inject] = events.of("inject")
+        assert harness.tokenizer.decode(result.context[inject.context :]) == "It is 33°F in Polson.<|eos|>"
     [call] = events.of("tool_call")
     assert call.arguments == {"city": "Polson", "state": "MT"}
     assert [r.text for r in events.of("tool_result")] == [RESULT]

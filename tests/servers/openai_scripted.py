@@ -10,6 +10,7 @@ that does not hang up would read it. It keeps a prefix cache as a server does
 
 Modes, as real servers behave:
   vllm      token-id prompts; `token_ids` per chunk; `usage` with `prompt_tokens_details.cached_tokens`
+  batched   vllm, four tokens a chunk (as vLLM streams when its client reads slower than it generates)
   llamacpp  token-id prompts; `logprobs.content` with ids; `timings.cache_n`; no end-of-turn token streamed
   text      refuses token-id prompts (422, as llama-cpp-python's server); text pieces with legacy logprobs;
             POST /extras/tokenize; textplain: the same, but it reads special tokens' names as plain text
@@ -148,6 +149,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         filler = False
         held: list[int] = []
+        batch: list[tuple[int, str, dict]] = []  # "batched": the tokens of the chunk being gathered
         for i, token in enumerate(tokens):
             if mode == "llamacpp" and token == eos:
                 break  # llama.cpp's server does not stream the end-of-generation token
@@ -183,7 +185,26 @@ class Handler(BaseHTTPRequestHandler):
             top = {TOK.decode([token]): -0.1, "x": -3.0}
             choice: dict = {"index": 0, "text": piece, "finish_reason": None}
             chunk: dict = {"id": "c", "object": "text_completion", "choices": [choice]}
-            if mode in ("vllm", "badid", "hang", "garbage", "cut"):
+            if mode == "batched":
+                batch.append((token, piece, top))
+                if len(batch) < 4 and i + 1 < len(tokens):
+                    continue
+                choice["token_ids"] = [t for t, _, _ in batch]
+                choice["text"] = "".join(p for _, p, _ in batch)
+                choice["logprobs"] = {
+                    "tokens": [p for _, p, _ in batch],
+                    "token_logprobs": [-0.1] * len(batch),
+                    "top_logprobs": [t for _, _, t in batch],
+                }
+                chunk["usage"] = {
+                    "prompt_tokens": len(ids),
+                    "completion_tokens": i + 1,
+                    "total_tokens": 0,
+                    "prompt_tokens_details": {"cached_tokens": cached},
+                }
+                CACHE[0].extend(t for t, _, _ in batch[:-1])
+                batch.clear()
+            elif mode in ("vllm", "badid", "hang", "garbage", "cut"):
                 choice["token_ids"] = [10**9 if mode == "badid" else token]
                 choice["logprobs"] = {"tokens": [piece], "token_logprobs": [-0.1], "top_logprobs": [top]}
                 chunk["usage"] = {

@@ -238,6 +238,9 @@ class OpenAIEngine(Engine):
         stream, self._stream = self._stream, None
         if stream is not None:
             stream.close()
+        # tokens a chunk held past where the harness stopped (a server streams several a chunk when its
+        # client reads slower than it generates): the context never took them, so the next request must not
+        self._pending.clear()
         request = self._current
         request.finish = how
         request.seconds = round(time.perf_counter() - self._started, 4)

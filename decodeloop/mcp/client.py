@@ -81,6 +81,7 @@ from decodeloop.mcp.versions import (
     PROTOCOLS,
     STATELESS_VERSION,
     SUPPORTED_VERSIONS,
+    is_stateless,
 )  # (re-exported)
 from decodeloop.text.credentials import clip, hold_headers
 from decodeloop.text.untrusted import DEFAULT_MAX_DESCRIPTION_CHARS, cap_text
@@ -323,7 +324,7 @@ class McpClient(ServerFeatures):
     @property
     def stateless(self) -> bool:
         """Whether this server speaks the stateless 2026-07-28 wire (known once open)."""
-        return self.protocol_version == STATELESS_VERSION
+        return is_stateless(self.protocol_version)
 
     def open(self, startup: StartupDeadline | None = None) -> None:
         """Choose the wire: server/discover first (unless a legacy version is pinned), else initialize.
@@ -431,7 +432,7 @@ class McpClient(ServerFeatures):
             self.startup = StartupDeadline(self.timeout)
         startup = self.startup
         self._wrap(self.session.start)
-        self._tell_transport(STATELESS_VERSION, stateless=True)
+        self._tell_transport(STATELESS_VERSION)
         for attempt in range(2):
             left = startup.left()
             cap = (
@@ -523,9 +524,9 @@ class McpClient(ServerFeatures):
         self._tell_transport(None)  # initialize goes out without a version header
         return False
 
-    def _tell_transport(self, version: str | None, stateless: bool = False) -> None:
+    def _tell_transport(self, version: str | None) -> None:
         # HTTP sends it as a header on every later request
-        self.transport.set_protocol_version(version, stateless=stateless)
+        self.transport.set_protocol_version(version)
 
     def _meta(self) -> dict:
         """The _meta every 2026-07-28 request carries: version, capabilities, who we are, the log level asked for."""

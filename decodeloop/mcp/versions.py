@@ -7,3 +7,8 @@ SUPPORTED_VERSIONS = (STATELESS_VERSION, *LEGACY_VERSIONS)
 PROTOCOLS = ("auto", *SUPPORTED_VERSIONS)  # what a server may be pinned to; auto: probe, then initialize
 # the legacy HTTP+SSE transport has a session: it carries the handshake's revisions only
 LEGACY_SSE_REFUSAL = f"the legacy HTTP+SSE transport cannot speak MCP {STATELESS_VERSION}"
+
+
+def is_stateless(version: str | None) -> bool:
+    """Whether a revision is the stateless wire (server/discover, no session); None: not yet known, so no."""
+    return version == STATELESS_VERSION

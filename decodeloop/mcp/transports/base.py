@@ -57,6 +57,7 @@ class Transport(Protocol):
         for long sends it from a thread of its own."""
         self.send(message)
 
-    def set_protocol_version(self, version: str | None, stateless: bool = False) -> None:
-        """The revision the session negotiated (None before it is known); HTTP sends it as a header."""
+    def set_protocol_version(self, version: str | None) -> None:
+        """The revision the session negotiated (None before it is known); HTTP sends it as a header, and
+        follows the stateless wire's rules where the revision is that wire's."""
         return None

@@ -29,7 +29,7 @@ through `send_later`: POSTed from a thread of its own, with a short timeout of
 its own, so it never lengthens the caller's wait. A 404 for a request that
 carried a session id raises SessionExpired: the client initializes again.
 
-On the stateless 2026-07-28 wire (`set_protocol_version(v, stateless=True)`)
+On the stateless 2026-07-28 wire (`set_protocol_version("2026-07-28")`)
 there is no session, no GET stream, no resumption and no cancellation message:
 closing a request's stream is the cancellation, so a request given up on has
 its connection shut (once its answer has begun to arrive). Every POST carries the version and the
@@ -62,6 +62,7 @@ from decodeloop.mcp.framing import DEFAULT_MAX_MESSAGE_BYTES, Unreadable
 from decodeloop.mcp.headers import standard_headers
 from decodeloop.mcp.transports.base import Message, Transport, Wire
 from decodeloop.mcp.transports.httpbase import BodyTooLarge, HttpClient, Response, check_url, preview
+from decodeloop.mcp.versions import is_stateless
 from decodeloop.net.http import shut
 from decodeloop.net.sse import SseError, SseParser
 
@@ -171,14 +172,14 @@ class StreamableHttpTransport(Transport):
             on_error,
         )
 
-    def set_protocol_version(self, version: str | None, stateless: bool = False) -> None:
+    def set_protocol_version(self, version: str | None) -> None:
         """Every later request carries the version. After a legacy initialize, open the GET stream.
 
         The client calls this before `server/discover` (stateless) and again with
         None when it falls back to initialize, which goes out without the header.
         """
         self.protocol_version = version
-        self._stateless = stateless
+        self._stateless = stateless = is_stateless(version)
         if stateless or version is None:
             return
         with self._lock:

@@ -95,7 +95,7 @@ def http_server():
         server.stop()
 
 
-APP_PROBES = ("parent.document", "top.location", "cookie", "localStorage", "fetch")  # tests/servers/apps.py's widget
+APP_PROBES = ("parent.document", "top.location", "cookie", "localStorage", "fetch", "host api")  # apps.py widget
 
 
 def app_probes_blocked(said: list[str]) -> None:

@@ -29,7 +29,9 @@ Content-Security-Policy that allows only them (no inline script, no other origin
     POST /api/back        {"branch": N}  (back to a branch a fork left; the one left becomes a branch)
     POST /api/distribution  {"at": POSITION}  (the model's top 40 logits there, for the page to reshape)
     POST /api/attention   {"at": POSITION}  (the numpy transformer's heads from the position that chose it)
-    POST /api/app-call    {"server", "app", "name", "arguments"}  (a tool call an app's page asked for)
+    POST /api/app-call    {"server", "app", "name", "arguments"}  (a tool call an app's page asked for; where
+                          the policy asks the user: {"confirm": {"id", "question"}}, and the call waits)
+    POST /api/app-answer  {"id", "allow"}  (the person's answer to that question: the call runs or is refused)
 
 An action answers with the state (200), or {"error": ...} with 409 for a step that cannot be taken now, 400
 for a body that is not what the action takes.
@@ -184,6 +186,7 @@ ACTIONS: dict[str, Callable[[StudioSession, dict], dict]] = {
     "/api/app-call": lambda session, body: session.app_call(
         body.get("server"), body.get("app"), body.get("name"), body.get("arguments")
     ),
+    "/api/app-answer": lambda session, body: session.app_answer(body.get("id"), body.get("allow")),
 }
 
 

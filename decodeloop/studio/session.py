@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import json
+import secrets
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -47,6 +48,17 @@ MAX_EVENTS = 20_000  # events a session keeps for the page; older ones are dropp
 MAX_TOKENS_A_STEP = 4_096  # `step`'s tokens at most, per request
 MAX_BRANCHES = 20  # the branches forks left that a session keeps (the oldest go first)
 DISTRIBUTION_TOP = 40  # the most likely tokens `distribution` gives the page to reshape
+MAX_QUESTION_CHARS = 2_000  # a question put to the person about an app's call (its arguments are the app's)
+
+
+@dataclasses.dataclass(frozen=True)
+class _AppQuestion:
+    """An app's call the policy puts to the user: held, unsent, until the page's person answers (`app_answer`)."""
+
+    server: str
+    app: str
+    name: str
+    arguments: dict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +140,7 @@ class StudioSession:
         self.outcomes: list | None = None  # the held calls' outcomes, not yet injected
         self.branches: list[dict[str, Any]] = []  # what forks left: {"at", "steps", "text", "results"}, oldest first
         self.rounds: list[_Round] = []  # the turn's messages of calls so far, with what was injected after each
+        self.questions: dict[str, _AppQuestion] = {}  # an app's calls waiting for the person's yes, by their id
         self._busy = threading.Lock()
 
     # -- what the page reads ----------------------------------------------------------------------------------
@@ -198,15 +211,15 @@ class StudioSession:
     def app_call(self, server: Any, app: Any, name: Any, arguments: Any) -> dict[str, Any]:
         """A tool call the page of `app` (a tool of `server` with an app of its own) asked for: allowed only for a
         tool of that same server whose visibility includes "app", its arguments checked against its schema, and
-        decided by the policy as a call whose values came from that server's text (under confirm and strict a
-        side effect is denied: nobody is asked here). Marked in the trace as the app's (`tool_call` with shape
-        "app"); its result goes back to the page only, never into the context. {"result": CallToolResult} or
-        {"error": why}."""
+        decided by the policy as a call whose values came from that server's text. Where the policy would ask
+        the user (a side effect under confirm or plan), the call is held and put to the page's person as a
+        question: {"confirm": {"id", "question"}}, answered with `app_answer`. Marked in the trace as the app's
+        (`tool_call` with shape "app"); its result goes back to the page only, never into the context.
+        {"result": CallToolResult} or {"error": why}."""
         if not all(isinstance(v, str) for v in (server, app, name)) or not isinstance(arguments, dict):
             raise StudioError("app-call: server, app and name as strings, arguments as an object")
         with self._step():
-            harness = self.harness
-            router, emit = harness.router, harness.emit
+            router = self.harness.router
             owner = next((t for t in server_tools(router, server) if t.name == app), None)
             try:
                 if owner is None or owner.ui is None:
@@ -215,42 +228,93 @@ class StudioSession:
                 checked = validate_arguments(name, arguments, tool.input_schema)
             except (LookupError, ArgumentError) as e:
                 return self._app_refused(server, app, name, str(e))
-            policy = harness.policy
-            if policy is not None and policy.mode != "off":
-                seen = Provenance([(f"tool:{server}/{app}", json.dumps(checked, ensure_ascii=False))], "")
-                decided = policy.check(name, server, name, tool, checked, lambda: seen, None)
-                emit(decided)
-                if decided.verdict != "allow":
-                    return self._app_refused(server, app, name, f"the policy denies it: {decided.reason}")
-            emit(
-                ToolCall(
-                    name=name,
-                    arguments=checked,
-                    server=server,
-                    text=f"asked by the app of {app}",
-                    origins={},
-                    shape="app",
+            asked = _AppQuestion(server, app, name, checked)
+            if any(q.server == server and q.app == app for q in self.questions.values()):
+                return self._app_refused(server, app, name, "a call of this app is already waiting for your answer")
+            decided, question = self._app_policy(asked, tool, None)
+            if question is not None:  # nothing sent: the person answers first
+                question = cap_text(question, MAX_QUESTION_CHARS, "question")  # the app's values are in it
+                key = secrets.token_hex(8)
+                self.questions[key] = asked
+                self.harness.emit(
+                    Notice(source="studio", message=f"the app of {server}/{app} asks to call {name}: {question}")
                 )
-            )
+                return {"confirm": {"id": key, "question": question}}
+            return self._app_run(asked, tool, decided)
+
+    def app_answer(self, key: Any, allow: Any) -> dict[str, Any]:
+        """The person's answer to an app's call held as a question (`app_call`): the policy decides again with
+        that answer (the context as it is now), and the call runs if it allows it. {"result": ...} or
+        {"error": why}."""
+        if not isinstance(key, str) or not isinstance(allow, bool):
+            raise StudioError("app-answer: id as a string, allow as true or false")
+        with self._step():
+            asked = self.questions.pop(key, None)
+            if asked is None:
+                raise StudioError("no app's call is waiting for that answer")
             try:
-                result = router.clients[server].call_tool(name, checked, timeout=harness.config.timeout)
-            except McpError as e:
-                return self._app_refused(server, app, name, f"{name} failed: {e}")
-            emit(
-                ToolReturned(
-                    name=name,
-                    content=result.content,
-                    is_error=result.is_error,
-                    text=cap_text(result.text(), harness.config.max_result_chars),
-                )
+                tool = app_tool(self.harness.router, asked.server, asked.name)
+            except LookupError as e:  # the server's tools changed meanwhile
+                return self._app_refused(asked.server, asked.app, asked.name, str(e))
+            decided, _ = self._app_policy(asked, tool, allow)
+            return self._app_run(asked, tool, decided)
+
+    def _app_policy(self, asked: _AppQuestion, tool: Any, answer: bool | None) -> tuple[Any, str | None]:
+        """The policy's decision on an app's call, with `answer` as the person's answer where it asks one; with
+        no answer yet, (None, the question) where it would ask. (None, None) with no policy at all."""
+        policy = self.harness.policy
+        if policy is None or policy.mode == "off":
+            return None, None
+        questions: list[str] = []
+
+        def confirm(question: str) -> bool:
+            questions.append(question)
+            return bool(answer)
+
+        seen = Provenance([(f"tool:{asked.server}/{asked.app}", json.dumps(asked.arguments, ensure_ascii=False))], "")
+        decided = policy.asking(confirm).check(
+            asked.name, asked.server, asked.name, tool, asked.arguments, lambda: seen, None
+        )
+        if answer is None and questions:
+            return None, questions[0]
+        return decided, None
+
+    def _app_run(self, asked: _AppQuestion, tool: Any, decided: Any) -> dict[str, Any]:
+        """An app's call the policy decided (`decided`; None: no policy): refused, or sent to its server."""
+        harness, (server, app, name) = self.harness, (asked.server, asked.app, asked.name)
+        if decided is not None:
+            harness.emit(decided)
+            if decided.verdict != "allow":
+                return self._app_refused(server, app, name, f"the policy denies it: {decided.reason}")
+        harness.emit(
+            ToolCall(
+                name=name,
+                arguments=asked.arguments,
+                server=server,
+                text=f"asked by the app of {app}",
+                origins={},
+                shape="app",
             )
-            return {
-                "result": {
-                    "content": result.content,
-                    "isError": result.is_error,
-                    **({"structuredContent": result.structured} if result.structured is not None else {}),
-                }
+        )
+        try:
+            result = harness.router.clients[server].call_tool(name, asked.arguments, timeout=harness.config.timeout)
+        except McpError as e:
+            return self._app_refused(server, app, name, f"{name} failed: {e}")
+        harness.emit(
+            ToolReturned(
+                name=name,
+                content=result.content,
+                is_error=result.is_error,
+                text=cap_text(result.text(), harness.config.max_result_chars),
+            )
+        )
+        return {
+            "result": {
+                "content": result.content,
+                "isError": result.is_error,
+                **({"structuredContent": result.structured} if result.structured is not None else {}),
             }
+        }
 
     def _app_refused(self, server: str, app: str, name: str, why: str) -> dict[str, Any]:
         self.harness.emit(

@@ -90,6 +90,12 @@ class Policy:
         """This policy with the rules of these servers."""
         return Policy(self.mode, specs, self.confirm)
 
+    def asking(self, confirm: Callable[[str], bool] | None) -> Policy:
+        """This policy, its rules too, asking the user through `confirm` (the studio's page asks its person)."""
+        asking = Policy(self.mode, None, confirm)
+        asking.rules = self.rules
+        return asking
+
     def classify(self, server: str, remote: str, tool: Tool) -> tuple[str, str]:
         """The tool's class and why."""
         rules = (self.rules or {}).get(server)

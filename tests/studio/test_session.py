@@ -578,8 +578,31 @@ def test_an_app_s_tool_calls_are_its_own_server_s_app_tools_through_the_schema_a
             assert why in answer["error"], answer
         calls = [d for _, d in log.since(0) if d["event"] == "tool_call" and d["shape"] == "app"]
         assert [(c["name"], c["arguments"]) for c in calls] == [("refresh", {"city": "Lyon"})]  # refusals send nothing
-        harness.policy = Policy()  # confirm, with nobody to ask: an app's side effect is denied
+        # confirm: an app's side effect is the server's text acting, so the page's person is asked, nothing sent
+        harness.policy = Policy()
+        asked = studio.app_call("apps", "forecast", "refresh", {"city": "Nice"})["confirm"]
+        assert asked["question"].startswith("refresh on apps with {'city': 'Nice'} (side-effecting: ")
+        assert (
+            "already waiting for your answer"
+            in studio.app_call("apps", "forecast", "refresh", {"city": "Nice"})["error"]
+        )
+        assert studio.app_answer(asked["id"], False) == {"error": "the policy denies it: the user refused it"}
+        with pytest.raises(StudioError, match="no app's call is waiting for that answer"):
+            studio.app_answer(asked["id"], True)  # answered once
+        asked = studio.app_call("apps", "forecast", "refresh", {"city": "Nice"})["confirm"]
+        assert studio.app_answer(asked["id"], True)["result"]["content"][0]["text"] == "Refreshed Nice: cloudy, 18°C"
+        decisions = [(d["name"], d["verdict"], d["reason"]) for _, d in log.since(0) if d["event"] == "policy"]
+        assert decisions[-2:] == [
+            ("refresh", "deny", "the user refused it"),
+            ("refresh", "allow", "the user confirmed it"),
+        ]
+        calls = [d for _, d in log.since(0) if d["event"] == "tool_call" and d["shape"] == "app"]
+        assert [c["arguments"] for c in calls] == [{"city": "Lyon"}, {"city": "Nice"}]  # the one allowed, only
+        # strict: every value of an app's call comes from its server's text, so a side effect is denied outright
+        harness.policy = Policy("strict")
         answer = studio.app_call("apps", "forecast", "refresh", {"city": "Nice"})
-        assert answer["error"].startswith("the policy denies it: ")
+        assert answer["error"].startswith("the policy denies it: strict: the value 'Nice' of city occurs in ")
+        with pytest.raises(StudioError, match="app-answer: id as a string, allow as true or false"):
+            studio.app_answer("x", "yes")
         with pytest.raises(StudioError, match="app-call: server, app and name as strings"):
             studio.app_call("apps", "forecast", 5, {})

@@ -589,19 +589,37 @@ def test_an_app_in_the_studio_gets_its_result_and_its_call_goes_through_the_harn
         assert browser.errors() == []
 
 
-def test_an_app_s_side_effect_is_denied_by_the_policy_with_nobody_to_ask(browser):
+@pytest.mark.parametrize("allow", [False, True], ids=["denied", "allowed"])
+def test_an_app_s_side_effect_is_put_to_the_page_s_person_and_runs_only_on_their_yes(browser, allow):
     from decodeloop.trust.policy import Policy
+
+    def app_calls() -> list[dict]:
+        return [d for _, d in server.session.log.since(0) if d["event"] == "tool_call" and d["shape"] == "app"]
 
     with apps_studio(Policy()) as server:
         opened(browser, server)
         asked_to_the_end(browser, "Forecast for Paris?")
+        # under confirm the app's refresh is a side effect after a tool result: the page asks, outside the frame
+        browser.wait_for("document.querySelector('#apps .app-question') !== null")
+        question = browser.evaluate("document.querySelector('#apps .app-question').textContent")
+        assert question.startswith("the app asks to call refresh on apps with {'city': 'Paris'} (side-effecting: ")
+        assert app_calls() == []  # nothing sent while the question waits
+        browser.evaluate(f"document.querySelector('#apps .app-question .app-{'allow' if allow else 'deny'}').click()")
         browser.wait_for(
             "[...document.querySelectorAll('#apps ul.app-log li')].some(li => li.textContent.includes('refresh: '))"
         )
         said = studio_app_log(browser)
-        refused = [s for s in said if s.startswith("asked to call refresh: refused: the policy denies it: ")]
-        assert refused and "the app says: refresh: refused: the policy denies it" in " ".join(said)
-        assert not [d for _, d in server.session.log.since(0) if d["event"] == "tool_call" and d["shape"] == "app"]
+        assert browser.evaluate("document.querySelector('#apps .app-question')") is None
+        decisions = [(d["verdict"], d["reason"]) for _, d in server.session.log.since(0) if d["event"] == "policy"]
+        if allow:
+            assert "the app says: refresh: Refreshed Paris: cloudy, 18°C" in said
+            assert [c["arguments"] for c in app_calls()] == [{"city": "Paris"}]
+            assert decisions[-1] == ("allow", "the user confirmed it")
+        else:
+            assert "asked to call refresh: refused: the policy denies it: the user refused it" in said
+            assert "the app says: refresh: refused: the policy denies it: the user refused it" in said
+            assert app_calls() == []
+            assert decisions[-1] == ("deny", "the user refused it")
         assert browser.errors() == []
 
 
@@ -616,6 +634,9 @@ def test_a_hostile_app_in_the_studio_is_held_in_its_frame_and_refused_another_se
         )
         browser.wait_for(
             "[...document.querySelectorAll('#apps ul.app-log li')].some(li => li.textContent.includes('probe fetch'))"
+        )
+        browser.wait_for(
+            "[...document.querySelectorAll('#apps ul.app-log li')].some(li => li.textContent.includes('probe host api'))"
         )
         said = studio_app_log(browser)
         app_probes_blocked(said)

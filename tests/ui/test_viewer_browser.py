@@ -629,6 +629,9 @@ def test_a_hostile_app_cannot_leave_its_frame_read_the_page_reach_the_network_or
     browser.wait_for(
         "[...document.querySelectorAll('#step ul.app-log li')].some(li => li.textContent.includes('probe fetch'))"
     )
+    browser.wait_for(
+        "[...document.querySelectorAll('#step ul.app-log li')].some(li => li.textContent.includes('probe host api'))"
+    )
     said = app_log(browser)
     app_probes_blocked(said)
     assert "asked to call send_money: refused (a replay calls nothing)" in said

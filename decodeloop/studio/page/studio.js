@@ -381,16 +381,37 @@ function drawBranches(s) {
 
 // MCP Apps: a tool's own page in a frame (ui/viewer/app.js), served by the studio under its own policy; a tool
 // call it asks for goes to the session, which allows its own server's app tools only, through the policy
-function callForApp(server, app, name, args) {
-  return fetch('/api/app-call', {method: 'POST', headers: {'Content-Type': 'application/json'},
-                                 body: JSON.stringify({server: server, app: app, name: name, arguments: args})})
+function postForApp(path, body) {
+  return fetch(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)})
     .then(r => r.json().then(data => r.ok ? data : {error: data.error || ('HTTP ' + r.status)}))
     .catch(e => ({error: 'the studio did not answer: ' + e}));
+}
+// where the policy asks the user (a side effect under confirm), the call waits for this page's person: the
+// question is put here, outside the app's frame, which can neither read nor press it
+function askForApp(box, question) {
+  return new Promise(resolve => {
+    const ask = el('div', 'app-question');
+    ask.append(el('span', null, 'the app asks to call ' + question.question + ' '));
+    const answer = allow => {
+      ask.remove();
+      postForApp('/api/app-answer', {id: question.id, allow: allow}).then(resolve);
+    };
+    const yes = el('button', 'app-allow', 'allow'), no = el('button', 'app-deny', 'deny');
+    yes.addEventListener('click', () => answer(true));
+    no.addEventListener('click', () => answer(false));
+    ask.append(yes, no);
+    box.append(ask);
+  });
+}
+function callForApp(box, server, app, name, args) {
+  return postForApp('/api/app-call', {server: server, app: app, name: name, arguments: args})
+    .then(data => data.confirm ? askForApp(box, data.confirm) : data);
 }
 function showApp(e, n) {
   const box = el('div', 'app-box');
   box.append(el('div', 'quiet', 'the app of ' + e.server + '/' + e.tool + ' (' + e.uri + '), in a frame with no origin of its own and no network'));
-  mountApp(box, e, {name: 'decodeloop studio', url: '/app/' + n, callTool: callForApp});
+  mountApp(box, e, {name: 'decodeloop studio', url: '/app/' + n,
+                    callTool: (server, app, name, args) => callForApp(box, server, app, name, args)});
   $('apps').append(box);
   $('apps-panel').hidden = false;
 }

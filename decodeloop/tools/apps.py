@@ -22,7 +22,9 @@ from decodeloop.events import AppView, Emit, Notice
 from decodeloop.mcp.content import Tool, ToolResult
 from decodeloop.mcp.ui import MIME
 
-MAX_APP_CHARS = 20_000  # an app's HTML kept at most (the viewer's cap on a string): a bigger one is not shown
+# an app's HTML kept at most, whole (a single-file app with its framework bundled in is a few hundred kilobytes;
+# the viewer's page keeps it whole too, past its cap on other strings); a bigger one is not shown
+MAX_APP_CHARS = 2_000_000
 
 
 def app_view(router: Any, server: str, tool: Tool, arguments: dict, result: ToolResult, emit: Emit) -> None:

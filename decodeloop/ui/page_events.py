@@ -4,7 +4,8 @@
 decides how many notifications it sends and how large its results are. `PageEvents` keeps each event
 only as the JSON the page embeds (UTF-8 bytes), within four bounds:
 
-- a string: `MAX_STRING` characters, cut with a note of its full length (a 20 MB result);
+- a string: `MAX_STRING` characters, cut with a note of its full length (a 20 MB result); an app's page
+  (MCP Apps) is a program, kept whole up to the app cap (`MAX_APP_CHARS`), as the harness keeps it;
 - an event: `MAX_EVENT_BYTES` of JSON; past that its strings, lists and objects are cut in order, each
   with a note of what was left out (a result of ten thousand items);
 - a flood: of the events a server can repeat at will (JSON-RPC messages, notices, tools-changed events),
@@ -26,6 +27,7 @@ from collections import deque
 from typing import Any
 
 from decodeloop.text.untrusted import json_escaped
+from decodeloop.tools.apps import MAX_APP_CHARS
 
 MAX_STRING = 20_000  # characters of one string (or object key) the page keeps
 MAX_EVENT_BYTES = 100_000  # one event's JSON in the page
@@ -132,6 +134,12 @@ def event_json(data: dict) -> bytes:
     """One event as the page embeds it, at most `MAX_EVENT_BYTES`: its strings cut, and if that is not
     enough, its fields cut in turn, the small ones (kind, server, name) kept whole before the large ones
     share what is left."""
+    html = data.get("html") if data.get("event") == "app" else None
+    if isinstance(html, str) and len(html) <= MAX_APP_CHARS:
+        # an app's page is kept whole or not at all (tools/apps.py caps it): a page cut short is a broken
+        # program, not a shorter text; the event's other fields are held to the cap as any event's are
+        rest = json.loads(event_json({key: item for key, item in data.items() if key != "html"}))
+        return embed({**rest, "html": html}).encode()
     # the walk counts at most three times an event's JSON (a 0 in a list counts 6): an event under the cap
     # is never cut by this budget, and a huge one is not copied whole before it is cut
     text = embed(fit(data, 3 * MAX_EVENT_BYTES)).encode()

@@ -233,6 +233,32 @@ def test_a_crashed_server_and_a_capped_20_megabyte_result(tmp_path):
     assert data["events"][-1]["answer"] == "Ok."
 
 
+def test_an_app_s_page_is_kept_whole_where_a_result_as_long_is_cut(tmp_path):
+    from decodeloop.events import AppView, ToolReturned
+
+    # a single-file app with its framework bundled in: far past the page's cap on a string, under the app cap
+    html = "<!DOCTYPE html><script>" + "let x = '<&>';\n" * 20_000 + "</script>"
+    assert MAX_STRING < len(html) < 400_000
+    view = HtmlView(str(tmp_path / "app.html"))
+    view(ToolReturned(name="forecast", content=[{"type": "text", "text": html}], is_error=False, text="shown"))
+    view(
+        AppView(
+            server="apps",
+            tool="forecast",
+            uri="ui://apps/forecast",
+            html=html,
+            definition={"name": "forecast"},
+            arguments={"city": "Paris"},
+            result={"content": [{"type": "text", "text": html}], "isError": False},
+        )
+    )
+    view.write()
+    result, app = embedded((tmp_path / "app.html").read_text(encoding="utf-8"))["events"]
+    assert app["html"] == html  # the program whole
+    assert len(result["content"][0]["text"]) < MAX_STRING + 200  # the same text as a result: cut
+    assert len(app["result"]["content"][0]["text"]) < MAX_STRING + 200  # and in the app event's other fields
+
+
 ROOTS_LOGGING = [sys.executable, os.path.join(ROOT, "tests", "servers", "roots_logging.py")]
 
 

@@ -3,7 +3,8 @@
 `Browser(binary)` starts the system Chromium with a debugging port, attaches to its page over a
 WebSocket (a minimal client: text frames out, masked; frames in, fragmented or not) and offers what
 the viewer's tests and bench need: open a file and wait for the page to say it is ready, evaluate
-JavaScript, press keys, type, take a screenshot, and every console error and uncaught exception.
+JavaScript (in the page, or in a frame Chromium runs apart from it, as it does a sandboxed one), press
+keys, type, take a screenshot, and every console error and uncaught exception.
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ class Browser:
         )
         self.ws = None
         self.next_id = 0
+        self._frames: dict[str, str] = {}  # a frame's target -> the session attached to it
         self.events: list[dict] = []
         try:
             port = self._port()
@@ -169,10 +171,14 @@ class Browser:
             time.sleep(0.05)
         raise RuntimeError("chromium did not open its debugging port")
 
-    def call(self, method: str, **params) -> dict:
+    def call(self, method: str, _session: str | None = None, **params) -> dict:
+        """One DevTools command, to the page or to the target attached as `_session` (a frame of its own)."""
         self.next_id += 1
         mine = self.next_id
-        self.ws.send(json.dumps({"id": mine, "method": method, "params": params}))
+        message = {"id": mine, "method": method, "params": params}
+        if _session is not None:
+            message["sessionId"] = _session
+        self.ws.send(json.dumps(message))
         while True:
             message = json.loads(self.ws.recv())
             if message.get("id") == mine:
@@ -187,6 +193,41 @@ class Browser:
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails']}")
         return result["result"].get("value")
+
+    def frame_evaluate(self, expression: str, index: int = -1):
+        """Evaluate `expression` inside an iframe that Chromium runs apart from the page (a sandboxed frame with
+        no origin of its own is one): the `index`th of those the page holds, by default the newest."""
+        frames = [t for t in self.call("Target.getTargets")["targetInfos"] if t.get("type") == "iframe"]
+        if not frames:
+            raise RuntimeError("the page holds no frame of its own")
+        target = frames[index]["targetId"]
+        session = self._frames.get(target)
+        if session is None:
+            session = self._frames[target] = self.call("Target.attachToTarget", targetId=target, flatten=True)[
+                "sessionId"
+            ]
+        result = self.call(
+            "Runtime.evaluate", _session=session, expression=expression, returnByValue=True, awaitPromise=True
+        )
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def frame_wait_for(self, expression: str, index: int = -1):
+        """`frame_evaluate` until it is truthy; its value. Until then an error counts as not yet: the frame may
+        still be loading its page (or not be there yet)."""
+        deadline = time.monotonic() + GUARD
+        while True:
+            try:
+                value = self.frame_evaluate(expression, index)
+                last = None
+            except RuntimeError as e:
+                value, last = None, e
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"waited in vain in a frame for {expression[:80]}: {last or self.errors()}")
+            time.sleep(0.05)
 
     def open(self, path: str) -> None:
         """Load a file and wait until the page has rendered (it sets data-ready on its body)."""

@@ -103,3 +103,45 @@ def app_probes_blocked(said: list[str]) -> None:
     for probe in APP_PROBES:
         [line] = [s for s in said if s.startswith(f"the app says: probe {probe}: ")]
         assert ": blocked (" in line, line
+
+
+NPM_PREFIX = os.path.join(ROOT, ".cache", "npm")  # the npm servers no one here wrote, installed once
+
+
+def npm_package(name: str, version: str) -> str:
+    """The directory of npm package `name` at `version` under .cache/npm, installed with npm if it is not there.
+    A failed install fails the test, unless DECODELOOP_OFFLINE=1 says to skip it."""
+    import json
+    import subprocess
+
+    where = os.path.join(NPM_PREFIX, "node_modules", *name.split("/"))
+    try:
+        with open(os.path.join(where, "package.json")) as f:
+            installed = json.load(f).get("version")
+    except (OSError, ValueError):
+        installed = None
+    if installed == version:
+        return where
+    command = ["npm", "install", "--prefix", NPM_PREFIX, "--no-audit", "--no-fund", f"{name}@{version}"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        problem = None if done.returncode == 0 else (done.stderr or done.stdout)[-2000:]
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        problem = str(exc)
+    if problem is not None:
+        if os.environ.get("DECODELOOP_OFFLINE") == "1":
+            pytest.skip(f"DECODELOOP_OFFLINE=1 and npm install of {name} failed: {problem}")
+        pytest.fail(f"npm install of {name}@{version} failed (set DECODELOOP_OFFLINE=1 to skip):\n{problem}")
+    return where
+
+
+# MCP Apps' own example server (github.com/modelcontextprotocol/ext-apps): `get-time`, whose page (about 218,000
+# characters, its framework bundled in) shows the time its result holds and can call the tool again
+BASIC_APP_VERSION = "2.0.3"
+
+
+@pytest.fixture(scope="session")
+def basic_app() -> list[str]:
+    """The stdio command of @modelcontextprotocol/server-basic-vanillajs, installed if it is not yet."""
+    where = npm_package("@modelcontextprotocol/server-basic-vanillajs", BASIC_APP_VERSION)
+    return ["node", os.path.join(where, "dist", "index.js"), "--stdio"]

@@ -68,7 +68,13 @@ TASK_TABLE = {
         f"the findings and generating the report.{EOS}"
     ),
 }
-DEFAULT_TABLE = {**WEATHER_TABLE, **INJECTION_TABLE, **TASK_TABLE}
+# A tool with a page of its own (MCP Apps): the ext-apps example server's clock, whose result is a UTC time
+# (an ISO 8601 string, which ends in "Z"); the page is shown by the viewer and the studio, never read here.
+APP_TABLE = {
+    f"{USER}What time is it on the server?{ASSISTANT}": "[call get-time]",
+    f"Z{ASSISTANT}": f"That is the server's clock, in UTC; its page shows it too.{EOS}",
+}
+DEFAULT_TABLE = {**WEATHER_TABLE, **INJECTION_TABLE, **TASK_TABLE, **APP_TABLE}
 
 
 class TableModel(PrefixCachedModel):

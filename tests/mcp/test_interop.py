@@ -1,5 +1,6 @@
 """decodeloop's client against MCP servers no one here wrote, each a real process.
 
+- @modelcontextprotocol/server-basic-vanillajs (npm, MCP Apps' own example): a tool with a page;
 - @modelcontextprotocol/server-everything (npm, the reference server) over stdio,
   Streamable HTTP and legacy SSE: a 2025-11-25 server, found by the discover probe
   failing; its task-only tool is not offered;
@@ -28,7 +29,8 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, npm_package
+from test_viewer import embedded
 
 from decodeloop.decode.bundle import lab_bundle
 from decodeloop.formats.calls.compact import describe_tool
@@ -44,10 +46,9 @@ from decodeloop.tools.config import load_config
 from decodeloop.tools.dispatch import output_problem
 from decodeloop.tools.startup import ClientOptions, start_servers
 from decodeloop.trust.policy import Policy
+from decodeloop.ui.html import MAX_STRING
 
 EVERYTHING_VERSION = "2026.8.31"
-NPM_PREFIX = os.path.join(ROOT, ".cache", "npm")
-EVERYTHING = os.path.join(NPM_PREFIX, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 SDK_SERVER = [sys.executable, os.path.join(ROOT, "tests", "servers", "sdk_server.py")]
 SDK_ARGUMENTS = [sys.executable, os.path.join(ROOT, "tests", "servers", "sdk_arguments.py")]
 EVERYTHING_TOOLS = {
@@ -70,36 +71,7 @@ SDK_TOOLS = ["echo", "tiny_image", "beep", "report_link", "embedded", "weather",
 @pytest.fixture(scope="session")
 def everything() -> str:
     """The path of server-everything's entry point, installed with npm if it is not there yet."""
-    package = os.path.join(os.path.dirname(os.path.dirname(EVERYTHING)), "package.json")
-    try:
-        with open(package) as f:
-            installed = json.load(f).get("version")
-    except OSError:
-        installed = None
-    if installed != EVERYTHING_VERSION:
-        try:
-            done = subprocess.run(
-                [
-                    "npm",
-                    "install",
-                    "--prefix",
-                    NPM_PREFIX,
-                    "--no-audit",
-                    "--no-fund",
-                    f"@modelcontextprotocol/server-everything@{EVERYTHING_VERSION}",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            problem = None if done.returncode == 0 else (done.stderr or done.stdout)[-2000:]
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            problem = str(exc)
-        if problem is not None:
-            if os.environ.get("DECODELOOP_OFFLINE") == "1":
-                pytest.skip(f"DECODELOOP_OFFLINE=1 and npm install failed: {problem}")
-            pytest.fail(f"npm install of server-everything failed (set DECODELOOP_OFFLINE=1 to skip):\n{problem}")
-    return EVERYTHING
+    return os.path.join(npm_package("@modelcontextprotocol/server-everything", EVERYTHING_VERSION), "dist", "index.js")
 
 
 def free_port() -> int:
@@ -271,6 +243,48 @@ def test_the_table_model_gets_an_answer_from_server_everything_s_task_only_tool_
     done = events[-1]
     assert done["event"] == "done" and done["reason"] == "eos"
     assert done["answer"].startswith("The research on tides went through four stages")
+
+
+def test_a_public_app_s_page_is_kept_whole_with_its_call_through_run(basic_app, tmp_path):
+    """`decodeloop run --html`, as a user types it, against MCP Apps' own example server: the tool's page (its
+    framework bundled in, ten times the viewer's cap on a string) is read once and kept whole with the call, in
+    the JSON Lines and in the viewer's page; the model answers from the result, never from the page."""
+    page = tmp_path / "clock.html"
+    command = " ".join(basic_app)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "decodeloop",
+            "run",
+            "--json",
+            "--html",
+            str(page),
+            "--mcp",
+            command,
+            "What time is it on the server?",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    events = [json.loads(line) for line in p.stdout.splitlines()]
+    [call] = [e for e in events if e["event"] == "tool_call"]
+    assert (call["name"], call["arguments"]) == ("get-time", {})
+    [result] = [e for e in events if e["event"] == "tool_result"]
+    [app] = [e for e in events if e["event"] == "app"]
+    assert (app["tool"], app["uri"]) == ("get-time", "ui://get-time/mcp-app.html")
+    assert app["result"]["structuredContent"]["time"] == result["text"]
+    with McpClient.start_stdio(basic_app, name="basic", timeout=30) as client:
+        [served] = client.read_resource(app["uri"]).contents
+    assert app["html"] == served["text"] and len(served["text"]) > 10 * MAX_STRING  # the whole program
+    assert served["text"][:200] not in "".join(e.get("text", "") for e in events if e["event"] == "inject")
+    done = events[-1]
+    assert done["event"] == "done" and done["answer"] == "That is the server's clock, in UTC; its page shows it too."
+    [shown] = [e for e in embedded(page.read_text(encoding="utf-8"))["events"] if e["event"] == "app"]
+    assert shown["html"] == served["text"]
 
 
 @pytest.mark.parametrize("protocol, wire", [("auto", "2026-07-28"), ("2025-11-25", "2025-11-25")])

@@ -623,6 +623,39 @@ def test_an_app_s_side_effect_is_put_to_the_page_s_person_and_runs_only_on_their
         assert browser.errors() == []
 
 
+def test_a_public_app_calls_its_tool_through_the_studio_on_the_person_s_yes(browser, basic_app):
+    """MCP Apps' own example in the studio: its page shows its call's result; its button calls `get-time`
+    through the session, which under confirm is put to the page's person first; the new time comes back to the
+    page, never into the context."""
+    from decodeloop.trust.policy import Policy
+
+    table = {
+        "<|user|>What time is it on the server?<|assistant|>": "[call get-time]",
+        "Z<|assistant|>": "That is the server's clock.<|eos|>",
+    }
+    with table_studio(table, [basic_app], Policy()) as server:
+        opened(browser, server)
+        asked_to_the_end(browser, "What time is it on the server?")
+        [app] = [d for _, d in server.session.log.since(0) if d["event"] == "app"]
+        first = app["result"]["structuredContent"]["time"]
+        assert browser.frame_wait_for(f"document.getElementById('server-time').textContent === {json.dumps(first)}")
+        browser.frame_evaluate("document.getElementById('get-time-btn').click()")
+        browser.wait_for("document.querySelector('#apps .app-question') !== null")
+        question = browser.evaluate("document.querySelector('#apps .app-question').textContent")
+        assert question.startswith("the app asks to call get-time on index with {} (side-effecting: ")
+        browser.evaluate("document.querySelector('#apps .app-question .app-allow').click()")
+        browser.wait_for(
+            "[...document.querySelectorAll('#apps ul.app-log li')].some(li => li.textContent.includes('get-time'))"
+        )
+        assert "called get-time (through the harness)" in studio_app_log(browser)
+        [returned] = [d for _, d in server.session.log.since(0) if d["event"] == "tool_result"][1:]
+        later = returned["text"]
+        assert later != first  # the clock moved on between the two calls
+        assert browser.frame_wait_for(f"document.getElementById('server-time').textContent === {json.dumps(later)}")
+        assert later not in browser.evaluate("document.getElementById('written').textContent")
+        assert browser.errors() == []
+
+
 def test_a_hostile_app_in_the_studio_is_held_in_its_frame_and_refused_another_server_s_tool(browser):
     from decodeloop.trust.policy import Policy
 

@@ -614,6 +614,30 @@ def test_a_tool_s_app_is_shown_in_a_sandboxed_frame_and_given_its_call_s_result(
     assert browser.errors() == []
 
 
+def test_a_public_app_runs_in_its_frame_and_shows_its_call_s_result(browser, basic_app, tmp_path):
+    """MCP Apps' own example (its SDK's App class, bundled): the page, run in the sandboxed frame, takes the
+    handshake and its call's result through the viewer's bridge and shows the time; its own call is refused."""
+    table = {
+        "<|user|>" + QUESTION + "<|assistant|>": "[call get-time]",
+        "Z<|assistant|>": "That is the server's clock.<|eos|>",
+    }
+    events = library_turn(table, servers=(basic_app,))
+    [app] = [e for e in events if e.kind == "app"]
+    time = app.result["structuredContent"]["time"]
+    browser.open(write(events, tmp_path / "clock.html"))
+    browser.key("Home")
+    for _ in range(events.index(app)):
+        browser.key("ArrowRight")
+    assert browser.evaluate("document.querySelector('#step iframe.app').getAttribute('sandbox')") == "allow-scripts"
+    assert browser.frame_wait_for(f"document.getElementById('server-time').textContent === {json.dumps(time)}")
+    browser.frame_evaluate("document.getElementById('get-time-btn').click()")
+    browser.wait_for(
+        "[...document.querySelectorAll('#step ul.app-log li')].some(li => li.textContent.includes('get-time'))"
+    )
+    assert "asked to call get-time: refused (a replay calls nothing)" in app_log(browser)
+    assert browser.errors() == []
+
+
 def test_a_hostile_app_cannot_leave_its_frame_read_the_page_reach_the_network_or_call_a_tool(browser, tmp_path):
     table = {"<|user|>" + QUESTION + "<|assistant|>": "[call widget]", "<|assistant|>": "Done.<|eos|>"}
     events = library_turn(table, servers=(APPS,))

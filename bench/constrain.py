@@ -31,7 +31,7 @@ from decodeloop.constrain.processor import CallConstraint
 from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
 from decodeloop.decode.loop import generate
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.chat import pieces_ids
@@ -137,13 +137,7 @@ def run_turns(timed: Timed, model, syntax, prompts, temperature: float, seed: in
     engine = LocalEngine(model, Sampler(temperature=temperature, seed=seed), [timed])
     calls = 0
     for prompt in prompts:
-        stops = Stops(
-            eos_ids={tokenizer.eos_id},
-            opener=syntax.opener,
-            scanner_factory=syntax.scanner,
-            max_tokens=400,
-            closer=syntax.closer,
-        )
+        stops = Stops(syntax, eos_ids={tokenizer.eos_id}, settings=StopSettings(max_tokens=400, collect_calls=False))
         context = Context()
         context.extend(prompt, "user")
         state = ProcessorState(context=context.ids, generated=len(context))

@@ -34,7 +34,7 @@ from constrain import Timed, lab_tools, stats
 from decodeloop.constrain.processor import CallConstraint
 from decodeloop.decode.context import Context
 from decodeloop.decode.loop import generate
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.sampling import Sampler
 from decodeloop.sampling.processors import ProcessorState
@@ -44,17 +44,16 @@ def run_pass(bundle, timed, tools, questions) -> list[list[int]]:
     """One greedy turn per question; the token ids of each call written after its opener."""
     engine = bundle.engine(Sampler(temperature=0.0), [timed])
     syntax, tokenizer = bundle.syntax, bundle.tokenizer
+    # the opener and the closer, where the vocabulary has each as one special token
+    delimiters = {i: text for i, text in [(bundle.opener_id, syntax.opener), (bundle.closer_id, syntax.closer)]}
+    delimiters.pop(None, None)
     bodies = []
     for question in questions:
         stops = Stops(
+            syntax,
             eos_ids=set(bundle.chat.stop_ids),
-            opener=syntax.opener,
-            scanner_factory=syntax.scanner,
-            max_tokens=120,
-            closer=syntax.closer,
-            opener_id=bundle.opener_id,
-            closer_id=bundle.closer_id,
-            collect_calls=False,
+            settings=StopSettings(max_tokens=120, collect_calls=False),
+            specials=delimiters,
         )
         context = Context()
         for ids, source in bundle.chat.start(tools, question):

@@ -35,7 +35,7 @@ from transformers import AutoTokenizer, DynamicCache, LlamaConfig, LlamaForCausa
 
 from decodeloop.decode.context import Context
 from decodeloop.decode.loop import generate as decodeloop_generate
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.registry import load_model
 from decodeloop.sampling import Sampler
@@ -101,7 +101,7 @@ def decodeloop_run(bundle, prompt_ids: list[int], n: int, setting: dict, detail:
     """decodeloop's own loop over the bundle's engine: what a turn costs per token, no early stop."""
     bundle.model.reset()
     engine = bundle.engine(Sampler(seed=0, **setting))
-    stops = Stops(eos_ids=(), max_tokens=n)  # nothing stops it but the cap: n tokens
+    stops = Stops(eos_ids=(), settings=StopSettings(max_tokens=n))  # nothing stops it but the cap: n tokens
     context = Context()
     context.extend(prompt_ids, "user")
     state = ProcessorState(context=context.ids, generated=len(context))

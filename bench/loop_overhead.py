@@ -23,7 +23,7 @@ import provenance
 from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
 from decodeloop.decode.loop import generate
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.lab import CharTokenizer
 from decodeloop.formats.tokenizer import StreamDecoder
@@ -63,13 +63,8 @@ class ConstantCostModel:
 def measure(context_len: int, tokens: int, sampler_args: dict, detail: bool, emit) -> list[float]:
     tokenizer = CharTokenizer()
     model = ConstantCostModel(tokenizer)
-    syntax = CompactSyntax()
     stops = Stops(
-        eos_ids={tokenizer.eos_id},
-        stop_strings=STOP_STRINGS,
-        opener=syntax.opener,
-        scanner_factory=syntax.scanner,
-        max_tokens=tokens,
+        CompactSyntax(), eos_ids={tokenizer.eos_id}, settings=StopSettings(stop_strings=STOP_STRINGS, max_tokens=tokens)
     )
     context = Context()
     context.extend(tokenizer.encode("lorem ipsum dolor " * (context_len // 18 + 1))[:context_len], "user")

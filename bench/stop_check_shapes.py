@@ -42,17 +42,19 @@ def pieces(text: str, seed: int) -> list[str]:
 
 
 def json_rows(chars: int, repeats: int) -> list[tuple[str, int, float, float]]:
-    """The JSON syntax's rows, strict and lenient: (text, tokens, µs strict, µs lenient). Written against the
-    oldest Stops keywords, so an earlier checkout runs it as it is."""
+    """The JSON syntax's rows, strict and lenient: (text, tokens, µs strict, µs lenient). An earlier checkout
+    (--baseline) runs it too: there Stops takes the oldest keywords."""
+    from decodeloop.decode import stops as stops_module
     from decodeloop.decode.stops import Stops
     from decodeloop.formats.calls.json import JsonSyntax
     from decodeloop.formats.calls.shapes import ALTERNATES
 
-    def per_token(text_pieces: list[str], lenient: bool) -> float:
-        syntax = JsonSyntax()
-        best = float("inf")
-        for _ in range(repeats):
-            stops = Stops(
+    settings = getattr(stops_module, "StopSettings", None)  # None: a checkout older than StopSettings
+
+    def make(syntax: JsonSyntax, lenient: bool) -> Stops:
+        known = {"get_weather"}.__contains__
+        if settings is None:
+            return Stops(
                 eos_ids={0},
                 opener=syntax.opener,
                 scanner_factory=syntax.scanner,
@@ -60,8 +62,16 @@ def json_rows(chars: int, repeats: int) -> list[tuple[str, int, float, float]]:
                 max_call_chars=10**6,
                 collect_calls=True,
                 alternates=ALTERNATES if lenient else (),
-                known={"get_weather"}.__contains__,
+                known=known,
             )
+        turn = settings(max_tokens=10**9, max_call_chars=10**6, collect_calls=True, lenient=lenient)
+        return Stops(syntax, eos_ids={0}, settings=turn, known=known)
+
+    def per_token(text_pieces: list[str], lenient: bool) -> float:
+        syntax = JsonSyntax()
+        best = float("inf")
+        for _ in range(repeats):
+            stops = make(syntax, lenient)
             check, again = stops.check, stops.new_segment
             started = time.perf_counter()
             for piece in text_pieces:
@@ -82,7 +92,7 @@ def format_row(name: str, chars: int, repeats: int) -> tuple[str, int, float, in
     """One call format's text: two calls as the format renders them, then prose, streamed through its stop check
     with its markers as special ids; (format, tokens, µs a token, calls read)."""
     from decodeloop.decode.parse import markers_of
-    from decodeloop.decode.stops import Stops
+    from decodeloop.decode.stops import Stops, StopSettings
     from decodeloop.formats.calls.base import Call
     from decodeloop.formats.calls.formats import get_format
 
@@ -104,13 +114,11 @@ def format_row(name: str, chars: int, repeats: int) -> tuple[str, int, float, in
     best, calls = float("inf"), 0
     for _ in range(repeats):
         stops = Stops(
+            syntax,
             eos_ids={0},
-            syntax=syntax,
-            max_tokens=10**12,
-            collect_calls=True,
+            settings=StopSettings(max_tokens=10**12, collect_calls=True),
             tools={"get_weather": {"type": "object"}},
             specials={i: text for text, i in ids.items()},
-            reasoning=getattr(syntax, "reasoning", ()),
         )
         check, again, calls = stops.check, stops.new_segment, 0
         started = time.perf_counter()

@@ -7,7 +7,7 @@ from conftest import FAULTY, WEATHER
 
 from decodeloop.decode.bundle import ModelBundle, lab_bundle
 from decodeloop.decode.context import Context
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.lab import CharTokenizer, LabChat
@@ -116,8 +116,7 @@ def test_context_spans_and_truncation():
 
 
 def _stops(**kw):
-    syntax = CompactSyntax()
-    return Stops(eos_ids={0}, opener=syntax.opener, scanner_factory=syntax.scanner, max_tokens=500, **kw)
+    return Stops(CompactSyntax(), eos_ids={0}, settings=StopSettings(max_tokens=500, **kw))
 
 
 def _feed(stops, text, end=None):
@@ -151,17 +150,14 @@ def test_without_collecting_the_first_closed_call_stops():
     assert first.calls == ("[call a x=1]",) and verdicts.index(first) == len("[call a x=1]") - 1
 
 
-def test_special_token_delimiters_are_compared_by_id():
+def test_an_opener_and_closer_that_are_special_tokens_delimit_a_call_where_the_scanner_allows():
     # the opener and the closer as special ids (no text of their own): the opener opens a call, and the closer
     # closes it where the call's scanner says a closer can stand, outside any string
-    syntax = JsonSyntax()
     stops = Stops(
+        JsonSyntax(),
         eos_ids={0},
-        syntax=syntax,
-        max_tokens=100,
-        opener_id=1,
-        closer_id=2,
-        closer="</tool_call>",
+        settings=StopSettings(max_tokens=100, collect_calls=False),
+        specials={1: "<tool_call>", 2: "</tool_call>"},
     )
     body = '{"name": "f", "arguments": {"x": "a'
     v = [stops.check(1, "")] + [stops.check(ord(ch) + 10, ch) for ch in body] + [stops.check(2, "")]

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from decodeloop.decode.stops import DEFAULT_MAX_CALL_CHARS, Stops, Verdict
+from decodeloop.decode.stops import DEFAULT_MAX_CALL_CHARS, Stops, StopSettings, Verdict
 from decodeloop.formats.calls.base import Call, ParsedCall
 from decodeloop.formats.tokenizer import StreamDecoder
 
@@ -111,18 +111,20 @@ class OutputParser:
             self._decoder = None
         self._ids: dict[str, int] = {text: i for i, text in specials_by_id.items()}
         self._split = re.compile("(" + "|".join(map(re.escape, markers)) + ")") if markers else None
-        self.stops = Stops(
-            eos_ids=(),
-            syntax=syntax,
+        settings = StopSettings(
             max_tokens=10**12,  # only the end of the output stops the parser
             max_call_chars=max_call_chars,
-            alternates=syntax.alternates if lenient else (),
-            tools=self.tools,
-            specials=specials_by_id,
-            reasoning=getattr(syntax, "reasoning", ()),
-            reasoning_open=reasoning_open,
-            calls_in_reasoning=str(calls_in_reasoning or getattr(syntax, "calls_in_reasoning", "ignore")),
+            lenient=lenient,
+            calls_in_reasoning=calls_in_reasoning,
             read_all=True,
+        )
+        self.stops = Stops(
+            syntax,
+            eos_ids=(),
+            settings=settings,
+            specials=specials_by_id,
+            reasoning_open=reasoning_open,
+            tools=self.tools,
         )
         self._content: list[str] = []
         self._reasoning: list[str] = []

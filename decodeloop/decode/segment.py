@@ -17,23 +17,16 @@ from typing import Any
 
 from decodeloop.decode.context import Context
 from decodeloop.decode.loop import generate
-from decodeloop.decode.stops import DEFAULT_MAX_CALL_CHARS, Stops, Verdict
+from decodeloop.decode.stops import Stops, StopSettings, Verdict
 from decodeloop.events import Emit
 from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.sampling.processors import ProcessorState
 
 
 @dataclass(frozen=True)
-class SegmentSettings:
-    """The turn's settings a segment reads."""
+class SegmentSettings(StopSettings):
+    """The turn's settings a segment reads: the stop check's (`StopSettings`), and what the events carry."""
 
-    max_tokens: int = 256  # across the turn's segments
-    stop_strings: tuple[str, ...] = ()
-    max_call_chars: int = DEFAULT_MAX_CALL_CHARS
-    collect_calls: bool | None = None  # run every call of a message (None: the call format's default)
-    lenient: bool = False  # also the shapes real models write (formats/calls/shapes.py)
-    calls_in_reasoning: str | None = None  # None: the call format's default
-    calls: bool = True  # False: no call is read (a nested turn offered no tools)
     detail: bool = True  # probabilities in token events
 
 

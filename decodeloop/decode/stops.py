@@ -27,29 +27,36 @@ any other is not shown as text, except inside a call, where it is the call's
 text: a `</tool_call>` id written inside a JSON string is part of the string,
 and only the scanner, which follows the string, says where the call ends.
 
+A `Stops` is built from three things: the call format (`syntax`: its shapes,
+alternates, reasoning markers and defaults), the end-of-turn ids and special
+tokens of the tokenizer and chat format, and what the turn decides
+(`StopSettings`: the caps, stop strings, and how calls are read). `for_turn`
+takes them as the harness holds them.
+
 Call formats (formats/calls/base.py `CallShape`): a syntax names the shapes its
 calls are written in (`syntax.shapes`: Hermes `<tool_call>`, DeepSeek's call
 section, Mistral's `[TOOL_CALLS]`, ...), each with its opener, the scanner that
 finds where the span ends while it is written, and how a whole span is read.
 
-Several calls in one message: by default the turn stops as soon as a call is
-closed. With `collect_calls` (parallel calls written one after another) the
-message goes on: whitespace after a call is swallowed, another opener starts
-the next call, and the end of the message (an end-of-turn id, other text, a
-stop string or the cap) stops the turn with every call collected. With
-`read_all` (the parser on its own, formats/calls/parse.py) nothing but the end
-of the output stops: calls are collected and text around them is content.
+Several calls in one message: unless they are collected the turn stops as soon
+as a call is closed. With `collect_calls` (the format's default, or the
+settings': parallel calls written one after another) the message goes on:
+whitespace after a call is swallowed, another opener starts the next call, and
+the end of the message (an end-of-turn id, other text, a stop string or the
+cap) stops the turn with every call collected. With `read_all` (the parser on
+its own, decode/parse.py) nothing but the end of the output stops: calls are
+collected and text around them is content.
 
-Reasoning (`reasoning`: pairs of markers such as `<think>`/`</think>`): a block
+Reasoning (the format's `reasoning`: pairs of markers such as `<think>`/`</think>`): a block
 opens only where the message has no text yet (or is open from the start, when
 the prompt opened it: `reasoning_open`) and runs to its closer (to the first of
 their closers, for pairs that share an opener: a block the model may end by
 beginning its answer's own marker instead); its text is
 `Verdict.reasoning`, never the answer. A call written inside it is reasoning
-text too, with a notice, unless `calls_in_reasoning="run"`.
+text too, with a notice, unless `calls_in_reasoning` is "run".
 
 Alternate call shapes (formats/calls/shapes.py: a ```json block, bare JSON, `<function=...>`, ...)
-are watched too when `alternates` are given. One opens only where a call can begin (the
+are watched too with `lenient` (the format's `alternates`). One opens only where a call can begin (the
 start of the message, or after the model's own text ended a line); its span is held back
 while it is written and read once it closes: a call when it names a tool that exists
 (`known`) with arguments that parse, else released as the text it was, with a `notice`
@@ -68,7 +75,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from decodeloop.formats.calls.base import CallScanner, CallShape, ParsedCall, ParseError, SpanText
-from decodeloop.formats.calls.shapes import CANONICAL, NotACall, Shape, mentions_tool, read
+from decodeloop.formats.calls.shapes import NotACall, Shape, mentions_tool, read
 
 DEFAULT_MAX_CALL_CHARS = 16_384  # one call's text, opener to closer (--max-call-chars)
 CALLS_IN_REASONING = ("ignore", "run")
@@ -102,9 +109,37 @@ class Verdict:
 _NO_CALLS: tuple[str, ...] = ()
 
 
-def _unparsed(shape: str) -> Callable[[str, bool, Mapping[str, Any]], list[ParsedCall]]:
-    """`read` for a shape given as an opener and a scanner alone: the span, not parsed."""
-    return lambda span, closed, tools: [ParsedCall(span, shape)]
+def _check_calls_in_reasoning(value: str) -> None:
+    if value not in CALLS_IN_REASONING:
+        raise ValueError(f"calls_in_reasoning must be ignore or run, got {value!r}")
+
+
+@dataclass(frozen=True)
+class StopSettings:
+    """What the turn decides about its stops; the call format gives the rest (`Stops`)."""
+
+    max_tokens: int = 256  # across the turn's segments
+    stop_strings: tuple[str, ...] = ()
+    max_call_chars: int = DEFAULT_MAX_CALL_CHARS
+    collect_calls: bool | None = None  # run every call of a message (None: the call format's default)
+    lenient: bool = False  # also the format's alternate shapes, the ones real models write (formats/calls/shapes.py)
+    calls_in_reasoning: str | None = None  # "ignore" or "run" (None: the call format's default)
+    calls: bool = True  # False: no call is read (a nested turn offered no tools)
+    read_all: bool = False  # the parser on its own (decode/parse.py): neither calls nor text around them end it
+
+    def __post_init__(self) -> None:
+        stop_strings = self.stop_strings
+        if isinstance(stop_strings, str):
+            raise ValueError(f"stop_strings must be a sequence of strings, not the string {stop_strings!r}")
+        if any(s == "" for s in stop_strings):
+            raise ValueError("stop strings must be non-empty: an empty stop string would match before any text")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens!r}")
+        if self.max_call_chars < 1:
+            raise ValueError(f"max_call_chars must be >= 1, got {self.max_call_chars!r}")
+        if self.calls_in_reasoning:  # else the call format's default
+            _check_calls_in_reasoning(self.calls_in_reasoning)
+        object.__setattr__(self, "stop_strings", tuple(stop_strings))  # a list given is kept as a tuple
 
 
 class Stops:
@@ -112,73 +147,42 @@ class Stops:
 
     def __init__(
         self,
+        syntax: Any = None,
         *,
         eos_ids: Collection[int],
-        stop_strings: Sequence[str] = (),
-        opener: str | None = None,
-        scanner_factory: Callable[[], CallScanner] | None = None,
-        max_tokens: int = 256,
-        max_call_chars: int = DEFAULT_MAX_CALL_CHARS,
-        opener_id: int | None = None,
-        closer_id: int | None = None,
-        closer: str = "",
-        collect_calls: bool = False,
-        alternates: Sequence[Shape] = (),
-        known: Callable[[str], bool] | None = None,
-        shape: str = CANONICAL,
-        syntax: Any = None,
+        settings: StopSettings = StopSettings(),
         specials: Mapping[int, str] | None = None,
-        reasoning: Sequence[tuple[str, str]] = (),
         reasoning_open: bool = False,
-        calls_in_reasoning: str = "ignore",
-        read_all: bool = False,
         tools: Mapping[str, Any] | None = None,
+        known: Callable[[str], bool] | None = None,
     ) -> None:
-        if isinstance(stop_strings, str):
-            raise ValueError(f"stop_strings must be a sequence of strings, not the string {stop_strings!r}")
-        if any(s == "" for s in stop_strings):
-            raise ValueError("stop strings must be non-empty: an empty stop string would match before any text")
-        if opener == "":
-            raise ValueError("the call opener must be a non-empty string (or None for no tool calls)")
-        if opener_id is not None and opener is None and syntax is None:
-            raise ValueError("an opener id needs the opener's text (what the call span starts with)")
-        if opener is not None and scanner_factory is None and syntax is None:
-            raise ValueError("a call opener needs a scanner_factory to find where the call closes")
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens!r}")
-        if max_call_chars < 1:
-            raise ValueError(f"max_call_chars must be >= 1, got {max_call_chars!r}")
-        if calls_in_reasoning not in CALLS_IN_REASONING:
-            raise ValueError(f"calls_in_reasoning must be ignore or run, got {calls_in_reasoning!r}")
+        """`syntax`: the call format (its shapes, alternates, reasoning markers and defaults; None: no calls and
+        no reasoning); `eos_ids`: the ids that end the turn; `settings`: what the turn decides; `specials`: the
+        tokenizer's special tokens (id -> text); `reasoning_open`: the prompt opened a reasoning block; `tools`:
+        each tool's inputSchema by name (what `known` defaults to, and typed values)."""
+        reasoning = tuple(getattr(syntax, "reasoning", ()))
         if any(not a or not b for a, b in reasoning):
             raise ValueError("reasoning markers must be non-empty strings")
+        shapes: tuple[CallShape, ...] = tuple(syntax.shapes) if syntax is not None and settings.calls else ()
+        if any(not s.opener for s in shapes):
+            raise ValueError("a call opener must be a non-empty string")
+        collect = getattr(syntax, "collect_calls", False) if settings.collect_calls is None else settings.collect_calls
+        calls_in_reasoning = str(settings.calls_in_reasoning or getattr(syntax, "calls_in_reasoning", "ignore"))
+        _check_calls_in_reasoning(calls_in_reasoning)
         self.eos_ids = frozenset(eos_ids)
-        self.stop_strings = tuple(dict.fromkeys(stop_strings))  # dedupe, keep order
-        self.max_tokens = max_tokens
-        self.max_call_chars = max_call_chars
-        self.collect_calls = collect_calls or read_all
-        self.read_all = read_all
+        self.stop_strings = tuple(dict.fromkeys(settings.stop_strings))  # dedupe, keep order
+        self.max_tokens = settings.max_tokens
+        self.max_call_chars = settings.max_call_chars
+        self.collect_calls = collect or settings.read_all
+        self.read_all = settings.read_all
         self.tools: Mapping[str, Any] = tools if tools is not None else {}  # name -> inputSchema, for typed values
         self.known = known or (self.tools.__contains__ if tools is not None else (lambda name: False))
         self.calls_in_reasoning = calls_in_reasoning
-        self.reasoning = tuple(reasoning)
+        self.reasoning = reasoning
         self._reasoning_at_start = reasoning_open and bool(self.reasoning)
         self.specials: Mapping[int, str] = specials or {}
-        if syntax is not None and opener is None:
-            shapes: tuple[CallShape, ...] = tuple(syntax.shapes)
-            self.shape = syntax.shape
-        elif opener is not None:
-            assert scanner_factory is not None  # checked above
-            shapes = (CallShape(shape, opener, scanner_factory, _unparsed(shape), closer),)
-            self.shape = shape
-        else:
-            shapes, self.shape = (), shape
         self.primary = shapes
-        self.opener = shapes[0].opener if shapes else None  # the canonical opener, for the views
-        self.opener_id = opener_id
-        self.closer_id = closer_id
-        self.closer = closer  # text of the closer, when the closer is an id
-        self.alternates = tuple(alternates) if shapes else ()
+        self.alternates: tuple[Shape, ...] = tuple(syntax.alternates) if shapes and settings.lenient else ()
         openers = [s.opener for s in self.primary] + [a.opener for a in self.alternates]
         self._longer = {
             o: [p for p in dict.fromkeys(openers) if p != o and p.startswith(o)] for o in dict.fromkeys(openers)
@@ -246,7 +250,7 @@ class Stops:
         syntax: Any,
         tokenizer: Any,
         chat: Any,
-        settings: Any,
+        settings: StopSettings,
         *,
         tools: Mapping[str, Any] | None = None,
         known: Callable[[str], bool] | None = None,
@@ -255,22 +259,14 @@ class Stops:
         reasoning markers and defaults), the tokenizer (its special tokens) and the chat format (its stop ids, and
         whether its generation prompt opened a reasoning block), with the turn's settings (segment.py's
         `SegmentSettings`)."""
-        calls = settings.calls
-        collect = syntax.collect_calls if settings.collect_calls is None else settings.collect_calls
         return cls(
+            syntax,
             eos_ids=chat.stop_ids,
-            stop_strings=settings.stop_strings,
-            syntax=syntax if calls else None,
-            max_tokens=settings.max_tokens,
-            max_call_chars=settings.max_call_chars,
-            collect_calls=collect,
-            alternates=syntax.alternates if calls and settings.lenient else (),
-            known=known,
-            tools=tools,
+            settings=settings,
             specials={i: text for text, i in tokenizer.special_tokens.items()},
-            reasoning=getattr(syntax, "reasoning", ()),
             reasoning_open=getattr(chat, "reasoning_open", False),
-            calls_in_reasoning=str(settings.calls_in_reasoning or getattr(syntax, "calls_in_reasoning", "ignore")),
+            tools=tools,
+            known=known,
         )
 
     def _start_message(self) -> None:
@@ -337,10 +333,6 @@ class Stops:
             # of the format counts, as that marker, and anything else is not shown
             inside = self._call is not None or self._alt is not None
             piece = special if inside or special in self._markers else ""
-        elif token == self.opener_id and token is not None and self._call is None and self.opener is not None:
-            piece = self.opener  # the opener as one special token (a tokenizer without `specials`)
-        elif token == self.closer_id and token is not None and self._call is not None:
-            piece = piece + self.closer
         verdict = self._feed(piece)
         if verdict.reason is None and self.count >= self.max_tokens:
             return self._at_cap(verdict)

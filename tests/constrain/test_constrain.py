@@ -22,7 +22,7 @@ from decodeloop.decode.bundle import lab_bundle
 from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
 from decodeloop.decode.loop import generate
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.compact import CompactSyntax
 from decodeloop.formats.calls.json import JsonSyntax
 from decodeloop.formats.lab import CharTokenizer
@@ -198,13 +198,10 @@ def constrained_turn(
     model = logits_model or RandomLogits(seed, tokenizer.vocab_size, 3.0)
     engine = LocalEngine(model, Sampler(temperature=temperature, seed=seed), [constraint])
     stops = Stops(
+        syntax,
         eos_ids={tokenizer.eos_id},
-        opener=syntax.opener,
-        scanner_factory=syntax.scanner,
-        max_tokens=max_tokens,
-        max_call_chars=10**6,
-        closer=syntax.closer,
-        closer_id=closer_id,
+        settings=StopSettings(max_tokens=max_tokens, max_call_chars=10**6, collect_calls=False),
+        specials=None if closer_id is None else {closer_id: syntax.closer},  # the closer as one special token
     )
     context = Context()
     context.extend(tokenizer.encode("prompt"), "user")

@@ -27,7 +27,7 @@ from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
 from decodeloop.decode.loop import generate
 from decodeloop.decode.parse import parse_output
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.events import Token as TokenEvent
 from decodeloop.formats.calls.base import Call
 from decodeloop.formats.calls.form import CallForm, Token
@@ -157,11 +157,9 @@ class ScriptModel:
 
 def stops_for(syntax, tokenizer, tools, max_tokens):
     return Stops(
+        syntax,
         eos_ids={tokenizer.eos_id},
-        syntax=syntax,
-        max_tokens=max_tokens,
-        max_call_chars=10**6,
-        collect_calls=syntax.collect_calls,
+        settings=StopSettings(max_tokens=max_tokens, max_call_chars=10**6),  # the format's own collect_calls
         specials={i: t for t, i in tokenizer.special_tokens.items()},
         tools={t.name: t.input_schema for t in tools},
     )

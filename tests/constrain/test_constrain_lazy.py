@@ -19,9 +19,9 @@ from decodeloop.constrain.processor import CallConstraint
 from decodeloop.decode.context import Context
 from decodeloop.decode.engine import LocalEngine
 from decodeloop.decode.loop import generate
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.json import JsonSyntax
-from decodeloop.formats.calls.shapes import ALTERNATES, parse
+from decodeloop.formats.calls.shapes import parse
 from decodeloop.formats.tokenizer import StreamDecoder
 from decodeloop.sampling import Sampler
 from decodeloop.sampling.processors import ProcessorState, force
@@ -78,13 +78,9 @@ def lazy_turn(
     )
     names = {t.name for t in tools}
     stops = Stops(
+        syntax,
         eos_ids={tokenizer.eos_id},
-        opener=syntax.opener,
-        scanner_factory=syntax.scanner,
-        max_tokens=max_tokens,
-        max_call_chars=10**6,
-        collect_calls=False,
-        alternates=ALTERNATES,
+        settings=StopSettings(max_tokens=max_tokens, max_call_chars=10**6, collect_calls=False, lenient=True),
         known=names.__contains__,
     )
     context = Context()
@@ -141,11 +137,9 @@ def test_without_the_lazy_trigger_random_logits_break_the_same_fence():
             [Opening(tokenizer.encode('```json\n{"name": "get_weather"'))],
         )
         stops = Stops(
+            syntax,
             eos_ids={tokenizer.eos_id},
-            opener=syntax.opener,
-            scanner_factory=syntax.scanner,
-            max_tokens=200,
-            alternates=ALTERNATES,
+            settings=StopSettings(max_tokens=200, collect_calls=False, lenient=True),
             known={t.name for t in tools}.__contains__,
         )
         context = Context()
@@ -185,11 +179,9 @@ def meaning(text: str, constrained: bool):
     constraint = CallConstraint(bundle, lambda: tools, mode="calls", max_tokens=100)
     engine = LocalEngine(model, Sampler(), [constraint] if constrained else [])
     stops = Stops(
+        syntax,
         eos_ids={tokenizer.eos_id},
-        opener=syntax.opener,
-        scanner_factory=syntax.scanner,
-        max_tokens=100,
-        alternates=ALTERNATES,
+        settings=StopSettings(max_tokens=100, collect_calls=False, lenient=True),
         known={t.name for t in tools}.__contains__,
     )
     state = ProcessorState(context=context.ids, generated=len(context))

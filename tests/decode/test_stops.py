@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodeloop.decode.stops import Stops, Verdict
+from decodeloop.decode.stops import Stops, StopSettings, Verdict
 from decodeloop.formats.calls.base import Call, CallShape, ParsedCall, SpanText
 from decodeloop.formats.calls.scan import CloserScanner
+from decodeloop.formats.calls.shapes import CANONICAL
 
 EOS = 0
 TEXT = 1  # any token id that is not end-of-sequence
@@ -37,11 +38,26 @@ class BracketScanner:
         return None
 
 
-def make(stop_strings=(), opener=None, **kwargs):
-    if opener is not None:
-        kwargs.setdefault("scanner_factory", BracketScanner)
-    kwargs.setdefault("max_tokens", 10_000)
-    return Stops(eos_ids={EOS}, stop_strings=stop_strings, opener=opener, **kwargs)
+class ToySyntax:
+    """A call format of one shape, opened by `opener` (None: no calls) and closed where `scanner` says, its span
+    kept as written (not parsed); and reasoning markers."""
+
+    def __init__(self, opener=None, scanner=BracketScanner, reasoning=()):
+        def read(span, closed, tools):
+            return [ParsedCall(span, CANONICAL)]
+
+        self.shapes = () if opener is None else (CallShape(CANONICAL, opener, scanner, read),)
+        self.reasoning = reasoning
+
+
+def make(stop_strings=(), opener=None, reasoning=(), reasoning_open=False, **settings):
+    settings.setdefault("max_tokens", 10_000)
+    return Stops(
+        ToySyntax(opener, reasoning=reasoning),
+        eos_ids={EOS},
+        settings=StopSettings(stop_strings=stop_strings, **settings),
+        reasoning_open=reasoning_open,
+    )
 
 
 def feed(stops, pieces, eos=False):
@@ -173,7 +189,7 @@ def test_eos_releases_held_text():
 
 
 def test_any_eos_id_ends_the_turn_and_its_piece_is_ignored():
-    stops = Stops(eos_ids={0, 3}, stop_strings=["X"])
+    stops = Stops(eos_ids={0, 3}, settings=StopSettings(stop_strings=["X"]))
     verdict = stops.check(3, "<|user|>")
     assert verdict.reason == "eos" and verdict.delta == "" and verdict.count == 1
 
@@ -291,7 +307,7 @@ def test_new_segment_discards_a_call_in_progress_and_held_text():
 def test_with_the_compact_syntax_scanner():
     calls = pytest.importorskip("decodeloop.formats.calls.compact")
     syntax = calls.CompactSyntax()
-    stops = Stops(eos_ids={EOS}, opener=syntax.opener, scanner_factory=syntax.scanner)
+    stops = Stops(syntax, eos_ids={EOS})
     verdicts = feed(stops, ["I'll look. [ca", 'll search q="a]b', '" n=2]', " bye"])
     assert verdicts[-1].reason == "tool_call"
     assert verdicts[-1].call_text == '[call search q="a]b" n=2]'
@@ -342,17 +358,17 @@ class MessageSyntax:
 
 
 def test_a_span_that_holds_text_is_bounded_by_the_token_cap_not_the_call_cap():
-    stops = Stops(eos_ids={EOS}, syntax=MessageSyntax(), max_call_chars=10, max_tokens=100)
+    stops = Stops(MessageSyntax(), eos_ids={EOS}, settings=StopSettings(max_call_chars=10, max_tokens=100))
     verdicts = feed(stops, ["<msg>", "a long message, longer than a call", "</msg>"], eos=True)
     assert released(verdicts) == "a long message, longer than a call"
     assert verdicts[-1].reason == "eos" and not verdicts[-1].warnings
 
 
 def test_a_span_that_holds_text_keeps_it_at_the_token_cap_and_drops_its_call():
-    stops = Stops(eos_ids={EOS}, syntax=MessageSyntax(), max_tokens=3)
+    stops = Stops(MessageSyntax(), eos_ids={EOS}, settings=StopSettings(max_tokens=3))
     verdicts = feed(stops, ["<msg>", "cut ", "here"])
     assert verdicts[-1].reason == "max_tokens" and released(verdicts) == "cut here"
-    stops = Stops(eos_ids={EOS}, syntax=MessageSyntax(), max_tokens=3)
+    stops = Stops(MessageSyntax(), eos_ids={EOS}, settings=StopSettings(max_tokens=3))
     verdicts = feed(stops, ["<msg>", "call ", "f"])
     assert verdicts[-1].reason == "max_tokens" and not verdicts[-1].parsed and released(verdicts) == ""
     assert any("cut off a call" in w for w in verdicts[-1].warnings)
@@ -364,7 +380,7 @@ def test_a_span_that_holds_text_keeps_it_at_the_token_cap_and_drops_its_call():
 def test_conditions_name_only_configured_checks():
     assert make(["x"], opener="[call ").conditions == ("eos", "stop_sequence", "tool_call", "max_tokens")
     assert make().conditions == ("eos", "max_tokens")
-    assert Stops(eos_ids=(), stop_strings=["x"]).conditions == ("stop_sequence", "max_tokens")
+    assert Stops(eos_ids=(), settings=StopSettings(stop_strings=["x"])).conditions == ("stop_sequence", "max_tokens")
 
 
 @pytest.mark.parametrize(
@@ -373,14 +389,15 @@ def test_conditions_name_only_configured_checks():
         (dict(stop_strings=["ok", ""]), "non-empty"),
         (dict(stop_strings="STOP"), "sequence of strings"),
         (dict(opener=""), "opener"),
-        (dict(opener="[call "), "scanner_factory"),
         (dict(max_tokens=0), "max_tokens"),
         (dict(max_call_chars=0), "max_call_chars"),
+        (dict(calls_in_reasoning="always"), "calls_in_reasoning"),
+        (dict(reasoning=(("<think>", ""),)), "reasoning markers"),
     ],
 )
 def test_invalid_configuration_raises(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        Stops(eos_ids={EOS}, **kwargs)
+        make(**kwargs)
 
 
 def test_verdict_is_a_slotted_record():

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from decodeloop.decode.bundle import ModelBundle
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.compact import ParseError
 from decodeloop.formats.calls.json import JsonSyntax
-from decodeloop.formats.calls.shapes import ALTERNATES, BY_NAME, NotACall, parse, read
+from decodeloop.formats.calls.shapes import BY_NAME, NotACall, parse, read
 from decodeloop.formats.lab import CharTokenizer, LabChat
 from decodeloop.harness import Harness, TurnConfig
 from decodeloop.lab.table import TableModel
@@ -26,14 +26,10 @@ CALL = '{"name": "get_weather", "arguments": ' + ARGS + "}"
 
 
 def stops(lenient: bool = True, collect: bool = True) -> Stops:
-    syntax = JsonSyntax()
     return Stops(
+        JsonSyntax(),
         eos_ids={EOS},
-        opener=syntax.opener,
-        scanner_factory=syntax.scanner,
-        max_tokens=100_000,
-        collect_calls=collect,
-        alternates=ALTERNATES if lenient else (),
+        settings=StopSettings(max_tokens=100_000, collect_calls=collect, lenient=lenient),
         known=TOOLS.__contains__,
     )
 

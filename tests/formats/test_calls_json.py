@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.compact import Call, ParseError
 from decodeloop.formats.calls.json import MAX_DEPTH, JsonCallScanner, JsonSyntax
 
@@ -47,7 +47,7 @@ def test_interface():
 
 def test_a_call_found_in_a_token_stream_parses():
     written = SYNTAX.render(Call("get_weather", {"city": "Polson", "note": "a </tool_call> b"}))
-    stops = Stops(eos_ids=[0], opener=OPENER, scanner_factory=SYNTAX.scanner)
+    stops = Stops(SYNTAX, eos_ids=[0], settings=StopSettings(collect_calls=False))  # the first call stops
     verdicts = [stops.check(1, ch) for ch in "Let me check. " + written + "\nmore"]
     done = [v for v in verdicts if v.reason is not None]
     assert done[0].reason == "tool_call"

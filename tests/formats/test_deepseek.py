@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from decodeloop.decode.parse import OutputParser, parse_output
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.base import Call, ParseError
 from decodeloop.formats.calls.formats import detect, get_format
 
@@ -240,7 +240,7 @@ def test_the_loops_stop_check_runs_every_call_of_the_message_at_its_end():
     text = "Sure." + dsml(
         invoke("get_weather", ("city", "true", "Paris")) + "\n" + invoke("echo", ("text", "true", "a"))
     )
-    stops = Stops(eos_ids=[0], syntax=syntax, collect_calls=True, max_tokens=10_000)
+    stops = Stops(syntax, eos_ids=[0], settings=StopSettings(collect_calls=True, max_tokens=10_000))
     shown = ""
     for ch in text:
         verdict = stops.check(1, ch)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from decodeloop.decode.parse import OutputParser, parse_output
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.base import Call, ParseError
 from decodeloop.formats.calls.families.gemma4 import CLOSER, OPENER, STRING, Gemma4Syntax, parse, scanner
 from decodeloop.formats.calls.formats import detect, get_format
@@ -103,7 +103,7 @@ def test_markers_inside_a_string_are_its_text_as_text_and_as_special_tokens():
     syntax = Gemma4Syntax()
     specials = {100: OPENER, 101: CLOSER, 102: S, 103: "<channel|>"}
     ids = {v: k for k, v in specials.items()}
-    stops = Stops(eos_ids={0}, syntax=syntax, specials=specials, collect_calls=True, tools=TOOLS)
+    stops = Stops(syntax, eos_ids={0}, settings=StopSettings(collect_calls=True), specials=specials, tools=TOOLS)
     pieces = [OPENER, "call:echo{text:", S, "wrap calls as ", OPENER, "call:f{}", CLOSER]
     pieces += [" and close thoughts with ", "<channel|>", ".", S, "}", CLOSER]
     verdicts = [stops.check(ids.get(p, 1), "" if p in ids else p) for p in pieces]

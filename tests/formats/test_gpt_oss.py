@@ -7,7 +7,7 @@ import json
 import pytest
 
 from decodeloop.decode.parse import OutputParser, parse_output
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.base import Call, ParseError
 from decodeloop.formats.calls.families.gpt_oss import (
     CALL,
@@ -155,7 +155,13 @@ IDS = {START: 200, CHANNEL: 201, MESSAGE: 202, CONSTRAIN: 203, END: 204, CALL: 2
 def loop_stops(**kwargs) -> Stops:
     """The stop check as the loop runs it: <|call|> and <|return|> end the turn."""
     specials = {i: text for text, i in IDS.items()}
-    return Stops(eos_ids={IDS[CALL], IDS[RETURN]}, syntax=HarmonySyntax(), specials=specials, tools=TOOLS, **kwargs)
+    return Stops(
+        HarmonySyntax(),
+        eos_ids={IDS[CALL], IDS[RETURN]},
+        settings=StopSettings(**kwargs),
+        specials=specials,
+        tools=TOOLS,
+    )
 
 
 def run(stops: Stops, pieces: list[str]):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from decodeloop.decode.parse import OutputParser, parse_output
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.base import Call, ParseError
 from decodeloop.formats.calls.formats import detect, get_format
 
@@ -215,12 +215,10 @@ def test_the_loops_stop_check_runs_every_k3_call_at_the_end_of_the_message():
         k3_call("get_weather", argument("city", "Oslo"), index=2),
     )
     stops = Stops(
+        get_format("kimi-k3"),  # its reasoning markers too
         eos_ids=[0],
-        syntax=get_format("kimi-k3"),
-        collect_calls=True,
-        max_tokens=10_000,
+        settings=StopSettings(collect_calls=True, max_tokens=10_000),
         reasoning_open=True,
-        reasoning=get_format("kimi-k3").reasoning,
     )
     shown = reasoning = ""
     for ch in k3_message("One moment.", *calls, reasoning="Two cities."):

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from decodeloop.decode.parse import OutputParser, parse_output
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.base import Call, ParseError
 from decodeloop.formats.calls.families.llama import (
     CallListScanner,
@@ -209,7 +209,7 @@ def test_pythonic_errors_tell_the_model_what_to_fix(text, message):
 
 
 def test_the_stop_check_runs_parallel_calls_when_the_message_ends():
-    stops = Stops(eos_ids=[0], syntax=L4, max_tokens=100, tools=TOOLS, collect_calls=True)
+    stops = Stops(L4, eos_ids=[0], settings=StopSettings(max_tokens=100, collect_calls=True), tools=TOOLS)
     text = "<|python_start|>[get_weather(city='Paris'), get_time()]<|python_end|>"
     verdicts = [stops.check(1, ch) for ch in text]
     assert all(v.reason is None and v.delta == "" for v in verdicts)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from decodeloop.decode.parse import OutputParser, parse_output
-from decodeloop.decode.stops import Stops
+from decodeloop.decode.stops import Stops, StopSettings
 from decodeloop.formats.calls.base import Call, ParseError
 from decodeloop.formats.calls.families.mistral import MistralSyntax, ToolCallsScanner
 from decodeloop.formats.calls.formats import detect, get_format
@@ -144,7 +144,7 @@ def test_errors_tell_the_model_what_to_fix(text, message):
 
 
 def test_the_stop_check_runs_the_calls_when_the_message_ends():
-    stops = Stops(eos_ids=[0], syntax=MISTRAL, max_tokens=100, tools=TOOLS, collect_calls=True)
+    stops = Stops(MISTRAL, eos_ids=[0], settings=StopSettings(max_tokens=100, collect_calls=True), tools=TOOLS)
     text = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{}'
     assert all(stops.check(1, ch).reason is None for ch in text)
     end = stops.check(0, "")

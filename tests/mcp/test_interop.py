@@ -207,27 +207,23 @@ def test_server_everything(everything, serve, transport):
         assert wrong.is_error and "a" in wrong.text()
 
 
-def test_the_table_model_gets_an_answer_from_server_everything_s_task_only_tool_through_run(everything):
-    """`decodeloop run`, as a user types it: the research tool runs only as an MCP task; the harness follows
-    it to its end, says each status, and the model answers from its report."""
+def run_json(*args: str) -> list[dict]:
+    """`decodeloop run --json ARGS` as a user types it (the lab's table model): its events."""
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "decodeloop",
-            "run",
-            "--json",
-            "--mcp",
-            f"node {everything} stdio",
-            "Research the tides.",
-        ],
+        [sys.executable, "-m", "decodeloop", "run", "--json", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert p.returncode == 0, p.stderr
-    events = [json.loads(line) for line in p.stdout.splitlines()]
+    return [json.loads(line) for line in p.stdout.splitlines()]
+
+
+def test_the_table_model_gets_an_answer_from_server_everything_s_task_only_tool_through_run(everything):
+    """`decodeloop run`, as a user types it: the research tool runs only as an MCP task; the harness follows
+    it to its end, says each status, and the model answers from its report."""
+    events = run_json("--mcp", f"node {everything} stdio", "Research the tides.")
     [call] = [e for e in events if e["event"] == "tool_call"]
     assert (call["name"], call["arguments"]) == ("simulate-research-query", {"topic": "tides"})
     tasks = [e for e in events if e["event"] == "task"]
@@ -250,27 +246,7 @@ def test_a_public_app_s_page_is_kept_whole_with_its_call_through_run(basic_app, 
     framework bundled in, ten times the viewer's cap on a string) is read once and kept whole with the call, in
     the JSON Lines and in the viewer's page; the model answers from the result, never from the page."""
     page = tmp_path / "clock.html"
-    command = " ".join(basic_app)
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "decodeloop",
-            "run",
-            "--json",
-            "--html",
-            str(page),
-            "--mcp",
-            command,
-            "What time is it on the server?",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert p.returncode == 0, p.stderr
-    events = [json.loads(line) for line in p.stdout.splitlines()]
+    events = run_json("--html", str(page), "--mcp", " ".join(basic_app), "What time is it on the server?")
     [call] = [e for e in events if e["event"] == "tool_call"]
     assert (call["name"], call["arguments"]) == ("get-time", {})
     [result] = [e for e in events if e["event"] == "tool_result"]

@@ -21,7 +21,9 @@ import time
 import urllib.parse
 import urllib.request
 
-GUARD = 60.0  # seconds any one wait may take before the browser is declared stuck (not a measurement)
+GUARD = 60.0  # seconds a socket may stay silent before the browser is declared stuck (not a measurement)
+POLL = 0.02  # seconds between two looks while waiting for the browser
+TRIES = 3_000  # looks before a wait gives up (about GUARD seconds on an idle machine): a bound, never a measurement
 
 KEYS = {
     "ArrowRight": 39,
@@ -117,6 +119,17 @@ class WebSocket:
             pass
 
 
+def _poll(look, why):
+    """`look()` until it gives something truthy, POLL seconds apart, at most TRIES times (then RuntimeError with
+    `why()`): the waits count their looks and never read the clock."""
+    for _ in range(TRIES):
+        value = look()
+        if value:
+            return value
+        time.sleep(POLL)
+    raise RuntimeError(why())
+
+
 class Browser:
     def __init__(self, binary: str, width: int = 1400, height: int = 900) -> None:
         self.profile = tempfile.mkdtemp(prefix="decodeloop-chromium-")
@@ -157,19 +170,18 @@ class Browser:
 
     def _port(self) -> int:
         path = os.path.join(self.profile, "DevToolsActivePort")
-        deadline = time.monotonic() + GUARD
-        while time.monotonic() < deadline:
+
+        def port() -> int | None:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"chromium exited with status {self.proc.returncode}")
             try:
                 with open(path) as f:
                     first = f.readline().strip()
-                if first.isdigit():
-                    return int(first)
             except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("chromium did not open its debugging port")
+                return None
+            return int(first) if first.isdigit() else None
+
+        return _poll(port, lambda: "chromium did not open its debugging port")
 
     def call(self, method: str, _session: str | None = None, **params) -> dict:
         """One DevTools command, to the page or to the target attached as `_session` (a frame of its own)."""
@@ -216,18 +228,18 @@ class Browser:
     def frame_wait_for(self, expression: str, index: int = -1):
         """`frame_evaluate` until it is truthy; its value. Until then an error counts as not yet: the frame may
         still be loading its page (or not be there yet)."""
-        deadline = time.monotonic() + GUARD
-        while True:
+        last: list[RuntimeError] = []
+
+        def look():
             try:
-                value = self.frame_evaluate(expression, index)
-                last = None
+                return self.frame_evaluate(expression, index)
             except RuntimeError as e:
-                value, last = None, e
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"waited in vain in a frame for {expression[:80]}: {last or self.errors()}")
-            time.sleep(0.05)
+                last[:] = [e]
+                return None
+
+        return _poll(
+            look, lambda: f"waited in vain in a frame for {expression[:80]}: {last[0] if last else self.errors()}"
+        )
 
     def open(self, path: str) -> None:
         """Load a file and wait until the page has rendered (it sets data-ready on its body)."""
@@ -240,12 +252,9 @@ class Browser:
 
     def wait_for(self, expression: str):
         """Evaluate `expression` until it is truthy; its value."""
-        deadline = time.monotonic() + GUARD
-        while not (value := self.evaluate(expression)):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"waited in vain for {expression[:80]}: {self.errors()}")
-            time.sleep(0.02)
-        return value
+        return _poll(
+            lambda: self.evaluate(expression), lambda: f"waited in vain for {expression[:80]}: {self.errors()}"
+        )
 
     def key(self, key: str) -> None:
         code = KEYS.get(key, ord(key.upper()) if len(key) == 1 else 0)

@@ -27,6 +27,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from json_reply import reply_json  # tests/servers/, this script's own folder
+
 
 class Script:
     def __init__(self, replies: list[dict]) -> None:
@@ -69,12 +71,7 @@ def handler(script: Script, stats: Stats, delay: float, model: str):
             pass
 
         def _json(self, status: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply_json(self, status, body)
 
         def do_GET(self) -> None:
             if self.path == "/stats":

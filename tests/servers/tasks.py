@@ -31,6 +31,8 @@ import sys
 import threading
 from datetime import datetime, timezone
 
+from json_reply import reply_json  # tests/servers/, this script's own folder
+
 STATELESS = "2026-07-28"
 LEGACY = "2025-11-25"
 META = "io.modelcontextprotocol/"
@@ -336,12 +338,7 @@ def serve_http() -> None:
             pass
 
         def _reply(self, status: int, body: dict | list | None) -> None:
-            data = b"" if body is None else json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply_json(self, status, body)
 
         def do_GET(self) -> None:
             self._reply(200, seen) if self.path == "/seen" else self._reply(404, None)

@@ -36,7 +36,7 @@ from decodeloop.events import Edited, Event, Notice, ToolCall, ToolReturned
 from decodeloop.formats.calls.base import Call
 from decodeloop.schema.arguments import ArgumentError, validate_arguments
 from decodeloop.text.untrusted import cap_strings, cap_text
-from decodeloop.tools.apps import app_tool, server_tools
+from decodeloop.tools.apps import app_tool, result_json, server_tools
 from decodeloop.tools.dispatch import call_key
 from decodeloop.tools.router import UnknownTool
 from decodeloop.trust.policy import EVIDENCE
@@ -240,7 +240,7 @@ class StudioSession:
                     Notice(source="studio", message=f"the app of {server}/{app} asks to call {name}: {question}")
                 )
                 return {"confirm": {"id": key, "question": question}}
-            return self._app_run(asked, tool, decided)
+            return self._app_run(asked, decided)
 
     def app_answer(self, key: Any, allow: Any) -> dict[str, Any]:
         """The person's answer to an app's call held as a question (`app_call`): the policy decides again with
@@ -257,7 +257,7 @@ class StudioSession:
             except LookupError as e:  # the server's tools changed meanwhile
                 return self._app_refused(asked.server, asked.app, asked.name, str(e))
             decided, _ = self._app_policy(asked, tool, allow)
-            return self._app_run(asked, tool, decided)
+            return self._app_run(asked, decided)
 
     def _app_policy(self, asked: _AppQuestion, tool: Any, answer: bool | None) -> tuple[Any, str | None]:
         """The policy's decision on an app's call, with `answer` as the person's answer where it asks one; with
@@ -279,7 +279,7 @@ class StudioSession:
             return None, questions[0]
         return decided, None
 
-    def _app_run(self, asked: _AppQuestion, tool: Any, decided: Any) -> dict[str, Any]:
+    def _app_run(self, asked: _AppQuestion, decided: Any) -> dict[str, Any]:
         """An app's call the policy decided (`decided`; None: no policy): refused, or sent to its server."""
         harness, (server, app, name) = self.harness, (asked.server, asked.app, asked.name)
         if decided is not None:
@@ -308,13 +308,7 @@ class StudioSession:
                 text=cap_text(result.text(), harness.config.max_result_chars),
             )
         )
-        return {
-            "result": {
-                "content": result.content,
-                "isError": result.is_error,
-                **({"structuredContent": result.structured} if result.structured is not None else {}),
-            }
-        }
+        return {"result": result_json(result)}
 
     def _app_refused(self, server: str, app: str, name: str, why: str) -> dict[str, Any]:
         self.harness.emit(

@@ -63,13 +63,18 @@ def app_view(router: Any, server: str, tool: Tool, arguments: dict, result: Tool
             html=html,
             definition={"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema},
             arguments=arguments,
-            result={
-                "content": result.content,
-                "isError": result.is_error,
-                **({"structuredContent": result.structured} if result.structured is not None else {}),
-            },
+            result=result_json(result),
         )
     )
+
+
+def result_json(result: ToolResult) -> dict[str, Any]:
+    """A call's result as the extension hands it to an app: a CallToolResult."""
+    return {
+        "content": result.content,
+        "isError": result.is_error,
+        **({"structuredContent": result.structured} if result.structured is not None else {}),
+    }
 
 
 def server_tools(router: Any, server: str) -> list[Tool]:
